@@ -1,0 +1,112 @@
+"""Defaulting of new objects, applied to the object dict before it is stored. No I/O here.
+
+What Kubernetes users expect to find filled in: uid, creationTimestamp, generation, namespace; for
+pods the scheduler name, restart policy, grace period, image pull policy, port protocols, toleration
+operators, QoS class and phase Pending; for nodes allocatable = capacity when it is not given.
+Priority from a PriorityClass needs a lookup and is done by the server (see ``server.admission``).
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from corral.api.resources import ResourceType
+
+__all__ = ["now_rfc3339", "apply_create_defaults", "generate_name", "DEFAULT_SCHEDULER"]
+
+DEFAULT_SCHEDULER = "default-scheduler"
+DEFAULT_GRACE_SECONDS = 30
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def now_rfc3339() -> str:
+    """The current time as Kubernetes writes timestamps: second precision, UTC, ``Z``."""
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def generate_name(prefix: str) -> str:
+    """``generateName`` → a name with five random characters appended, as Kubernetes does."""
+    return prefix + "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
+
+
+def _pod_defaults(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("schedulerName", DEFAULT_SCHEDULER)
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", DEFAULT_GRACE_SECONDS)
+    for container in (*spec.get("initContainers", ()), *spec.get("containers", ())):
+        image = container.get("image") or ""
+        tag = image.rsplit("/", 1)[-1]
+        latest = ":" not in tag or tag.endswith(":latest")
+        container.setdefault("imagePullPolicy", "Always" if latest and "@" not in tag else "IfNotPresent")
+        for port in container.get("ports") or ():
+            port.setdefault("protocol", "TCP")
+    for toleration in spec.get("tolerations") or ():
+        if toleration.get("key") and "operator" not in toleration:
+            toleration["operator"] = "Equal"
+    status = obj.setdefault("status", {})
+    status["qosClass"] = qos_class(spec)
+    if spec.get("nodeName"):
+        # Created already bound: no scheduler will touch it.
+        status.setdefault("phase", "Scheduled")
+        status.setdefault("conditions", [{
+            "type": "PodScheduled", "status": "True", "lastTransitionTime": obj["metadata"]["creationTimestamp"],
+        }])
+    else:
+        status.setdefault("phase", "Pending")
+
+
+def qos_class(spec: dict[str, Any]) -> str:
+    """Kubernetes' QoS class: Guaranteed, Burstable or BestEffort (from cpu and memory)."""
+    containers = spec.get("containers") or ()
+    any_set = False
+    guaranteed = True
+    for c in containers:
+        res = c.get("resources") or {}
+        requests, limits = res.get("requests") or {}, res.get("limits") or {}
+        for name in ("cpu", "memory"):
+            if name in requests or name in limits:
+                any_set = True
+            limit = limits.get(name)
+            if limit is None or str(requests.get(name, limit)) != str(limit):
+                guaranteed = False
+    if not any_set:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+def _node_defaults(obj: dict[str, Any]) -> None:
+    status = obj.get("status")
+    if isinstance(status, dict) and status.get("capacity") and not status.get("allocatable"):
+        status["allocatable"] = dict(status["capacity"])
+
+
+def _namespace_defaults(obj: dict[str, Any]) -> None:
+    obj["status"] = {"phase": "Active"}
+
+
+_KIND_DEFAULTS = {"Pod": _pod_defaults, "Node": _node_defaults, "Namespace": _namespace_defaults}
+
+
+def apply_create_defaults(resource: ResourceType, obj: dict[str, Any], namespace: str | None) -> None:
+    """Fill in what the server sets on create. Mutates ``obj``, which the caller owns."""
+    obj["apiVersion"] = resource.api_version
+    obj["kind"] = resource.kind
+    meta = obj.setdefault("metadata", {})
+    if not meta.get("name") and meta.get("generateName"):
+        meta["name"] = generate_name(meta["generateName"])
+    if resource.namespaced:
+        meta["namespace"] = namespace or meta.get("namespace") or "default"
+    else:
+        meta.pop("namespace", None)
+    meta["uid"] = str(uuid.uuid4())
+    meta["creationTimestamp"] = now_rfc3339()
+    meta["generation"] = 1
+    for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):
+        meta.pop(key, None)
+    kind_defaults = _KIND_DEFAULTS.get(resource.kind)
+    if kind_defaults is not None:
+        kind_defaults(obj)

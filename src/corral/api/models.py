@@ -1,0 +1,469 @@
+"""The API objects corral acts on, as msgspec structs (camelCase on the wire).
+
+These types are the *schema of what corral understands*: the server converts every incoming object
+to them to check types (errors carry the JSON path of the bad field), the OpenAPI document is
+generated from them, and the REST client decodes into them. Fields that are not declared here are
+not lost: the server stores objects as the JSON the user wrote, and merely warns that corral does not
+act on the extra fields (``fieldValidation=Strict`` rejects them instead).
+
+Every field is optional with a ``None`` default so that partial objects (patches, status updates)
+decode; the validation module says which fields are required. No I/O here.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Union
+
+import msgspec
+from msgspec import field
+
+Quantity = Union[str, int, float]
+ResourceList = dict[str, Quantity]
+
+
+class Model(msgspec.Struct, rename="camel", omit_defaults=True, kw_only=True):
+    """Base of every API struct: camelCase names, unset fields omitted when encoding."""
+
+
+# --- metadata -------------------------------------------------------------------------------------
+
+
+class OwnerReference(Model):
+    api_version: str | None = None
+    kind: str | None = None
+    name: str | None = None
+    uid: str | None = None
+    controller: bool | None = None
+    block_owner_deletion: bool | None = None
+
+
+class ObjectMeta(Model):
+    name: str | None = None
+    generate_name: str | None = None
+    namespace: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    generation: int | None = None
+    labels: dict[str, str] | None = None
+    annotations: dict[str, str] | None = None
+    creation_timestamp: str | None = None
+    deletion_timestamp: str | None = None
+    deletion_grace_period_seconds: int | None = None
+    owner_references: list[OwnerReference] | None = None
+    finalizers: list[str] | None = None
+
+
+class ListMeta(Model):
+    resource_version: str | None = None
+    # "continue" is a Python keyword, hence the explicit wire name.
+    continue_: str | None = field(default=None, name="continue")
+    remaining_item_count: int | None = None
+
+
+class ObjectReference(Model):
+    api_version: str | None = None
+    kind: str | None = None
+    namespace: str | None = None
+    name: str | None = None
+    uid: str | None = None
+    resource_version: str | None = None
+    field_path: str | None = None
+
+
+class LabelSelectorRequirement(Model):
+    key: str | None = None
+    operator: str | None = None
+    values: list[str] | None = None
+
+
+class LabelSelector(Model):
+    match_labels: dict[str, str] | None = None
+    match_expressions: list[LabelSelectorRequirement] | None = None
+
+
+# --- scheduling terms ------------------------------------------------------------------------------
+
+
+class NodeSelectorRequirement(Model):
+    key: str | None = None
+    operator: str | None = None
+    values: list[str] | None = None
+
+
+class NodeSelectorTerm(Model):
+    match_expressions: list[NodeSelectorRequirement] | None = None
+    match_fields: list[NodeSelectorRequirement] | None = None
+
+
+class NodeSelector(Model):
+    node_selector_terms: list[NodeSelectorTerm] | None = None
+
+
+class PreferredSchedulingTerm(Model):
+    weight: int | None = None
+    preference: NodeSelectorTerm | None = None
+
+
+class NodeAffinity(Model):
+    required_during_scheduling_ignored_during_execution: NodeSelector | None = None
+    preferred_during_scheduling_ignored_during_execution: list[PreferredSchedulingTerm] | None = None
+
+
+class PodAffinityTerm(Model):
+    label_selector: LabelSelector | None = None
+    namespaces: list[str] | None = None
+    namespace_selector: LabelSelector | None = None
+    topology_key: str | None = None
+    match_label_keys: list[str] | None = None
+    mismatch_label_keys: list[str] | None = None
+
+
+class WeightedPodAffinityTerm(Model):
+    weight: int | None = None
+    pod_affinity_term: PodAffinityTerm | None = None
+
+
+class PodAffinity(Model):
+    required_during_scheduling_ignored_during_execution: list[PodAffinityTerm] | None = None
+    preferred_during_scheduling_ignored_during_execution: list[WeightedPodAffinityTerm] | None = None
+
+
+class Affinity(Model):
+    node_affinity: NodeAffinity | None = None
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
+
+
+class Toleration(Model):
+    key: str | None = None
+    operator: str | None = None
+    value: str | None = None
+    effect: str | None = None
+    toleration_seconds: int | None = None
+
+
+class Taint(Model):
+    key: str | None = None
+    value: str | None = None
+    effect: str | None = None
+    time_added: str | None = None
+
+
+class TopologySpreadConstraint(Model):
+    max_skew: int | None = None
+    topology_key: str | None = None
+    when_unsatisfiable: str | None = None
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = None
+    node_affinity_policy: str | None = None
+    node_taints_policy: str | None = None
+    match_label_keys: list[str] | None = None
+
+
+# --- pods ------------------------------------------------------------------------------------------
+
+
+class EnvVar(Model):
+    name: str | None = None
+    value: str | None = None
+
+
+class ContainerPort(Model):
+    name: str | None = None
+    container_port: int | None = None
+    host_port: int | None = None
+    host_ip: str | None = field(default=None, name="hostIP")
+    protocol: str | None = None
+
+
+class ResourceRequirements(Model):
+    requests: ResourceList | None = None
+    limits: ResourceList | None = None
+
+
+class Container(Model):
+    name: str | None = None
+    image: str | None = None
+    image_pull_policy: str | None = None
+    command: list[str] | None = None
+    args: list[str] | None = None
+    working_dir: str | None = None
+    env: list[EnvVar] | None = None
+    ports: list[ContainerPort] | None = None
+    resources: ResourceRequirements | None = None
+
+
+class PodSpec(Model):
+    containers: list[Container] | None = None
+    init_containers: list[Container] | None = None
+    node_name: str | None = None
+    node_selector: dict[str, str] | None = None
+    affinity: Affinity | None = None
+    tolerations: list[Toleration] | None = None
+    topology_spread_constraints: list[TopologySpreadConstraint] | None = None
+    priority: int | None = None
+    priority_class_name: str | None = None
+    preemption_policy: str | None = None
+    scheduler_name: str | None = None
+    restart_policy: str | None = None
+    termination_grace_period_seconds: int | None = None
+    overhead: ResourceList | None = None
+
+
+class PodCondition(Model):
+    type: str | None = None
+    status: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    last_probe_time: str | None = None
+    last_transition_time: str | None = None
+
+
+class ContainerStateWaiting(Model):
+    reason: str | None = None
+    message: str | None = None
+
+
+class ContainerStateRunning(Model):
+    started_at: str | None = None
+
+
+class ContainerStateTerminated(Model):
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: str | None = None
+    message: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    container_id: str | None = field(default=None, name="containerID")
+
+
+class ContainerState(Model):
+    waiting: ContainerStateWaiting | None = None
+    running: ContainerStateRunning | None = None
+    terminated: ContainerStateTerminated | None = None
+
+
+class ContainerStatus(Model):
+    name: str | None = None
+    image: str | None = None
+    image_id: str | None = field(default=None, name="imageID")
+    container_id: str | None = field(default=None, name="containerID")
+    ready: bool | None = None
+    started: bool | None = None
+    restart_count: int | None = None
+    state: ContainerState | None = None
+    last_state: ContainerState | None = None
+
+
+class PodIP(Model):
+    ip: str | None = None
+
+
+class PodStatus(Model):
+    phase: str | None = None
+    conditions: list[PodCondition] | None = None
+    message: str | None = None
+    reason: str | None = None
+    host_ip: str | None = field(default=None, name="hostIP")
+    pod_ip: str | None = field(default=None, name="podIP")
+    pod_ips: list[PodIP] | None = field(default=None, name="podIPs")
+    start_time: str | None = None
+    nominated_node_name: str | None = None
+    container_statuses: list[ContainerStatus] | None = None
+    init_container_statuses: list[ContainerStatus] | None = None
+    qos_class: str | None = None
+
+
+class Pod(Model, tag_field="kind", tag="Pod"):
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: PodSpec | None = None
+    status: PodStatus | None = None
+
+
+# --- nodes -----------------------------------------------------------------------------------------
+
+
+class NodeSpec(Model):
+    unschedulable: bool | None = None
+    taints: list[Taint] | None = None
+    pod_cidr: str | None = field(default=None, name="podCIDR")
+    provider_id: str | None = field(default=None, name="providerID")
+
+
+class NodeCondition(Model):
+    type: str | None = None
+    status: str | None = None
+    reason: str | None = None
+    message: str | None = None
+    last_heartbeat_time: str | None = None
+    last_transition_time: str | None = None
+
+
+class NodeAddress(Model):
+    type: str | None = None
+    address: str | None = None
+
+
+class NodeSystemInfo(Model):
+    machine_id: str | None = field(default=None, name="machineID")
+    system_uuid: str | None = field(default=None, name="systemUUID")
+    boot_id: str | None = field(default=None, name="bootID")
+    kernel_version: str | None = None
+    os_image: str | None = None
+    container_runtime_version: str | None = None
+    kubelet_version: str | None = None
+    kube_proxy_version: str | None = None
+    operating_system: str | None = None
+    architecture: str | None = None
+
+
+class ContainerImage(Model):
+    names: list[str] | None = None
+    size_bytes: int | None = None
+
+
+class NetworkThroughput(Model):
+    """corral extension: throughput measured by the agent against the server."""
+
+    download: str | None = None
+    upload: str | None = None
+    last_test_time: str | None = None
+
+
+class NodeNetwork(Model):
+    throughput: NetworkThroughput | None = None
+
+
+class DaemonEndpoint(Model):
+    port: int | None = field(default=None, name="Port")
+
+
+class NodeDaemonEndpoints(Model):
+    kubelet_endpoint: DaemonEndpoint | None = None
+
+
+class NodeStatus(Model):
+    capacity: ResourceList | None = None
+    allocatable: ResourceList | None = None
+    conditions: list[NodeCondition] | None = None
+    addresses: list[NodeAddress] | None = None
+    node_info: NodeSystemInfo | None = None
+    images: list[ContainerImage] | None = None
+    daemon_endpoints: NodeDaemonEndpoints | None = None
+    network: NodeNetwork | None = None
+
+
+class Node(Model, tag_field="kind", tag="Node"):
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: NodeSpec | None = None
+    status: NodeStatus | None = None
+
+
+# --- the others --------------------------------------------------------------------------------------
+
+
+class NamespaceSpec(Model):
+    finalizers: list[str] | None = None
+
+
+class NamespaceStatus(Model):
+    phase: str | None = None
+
+
+class Namespace(Model, tag_field="kind", tag="Namespace"):
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: NamespaceSpec | None = None
+    status: NamespaceStatus | None = None
+
+
+class Binding(Model, tag_field="kind", tag="Binding"):
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    target: ObjectReference | None = None
+
+
+class EventSource(Model):
+    component: str | None = None
+    host: str | None = None
+
+
+class Event(Model, tag_field="kind", tag="Event"):
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    involved_object: ObjectReference | None = None
+    reason: str | None = None
+    message: str | None = None
+    source: EventSource | None = None
+    first_timestamp: str | None = None
+    last_timestamp: str | None = None
+    event_time: str | None = None
+    count: int | None = None
+    type: str | None = None
+    action: str | None = None
+    reporting_component: str | None = None
+    reporting_instance: str | None = None
+
+
+class LeaseSpec(Model):
+    holder_identity: str | None = None
+    lease_duration_seconds: int | None = None
+    acquire_time: str | None = None
+    renew_time: str | None = None
+    lease_transitions: int | None = None
+
+
+class Lease(Model, tag_field="kind", tag="Lease"):
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: LeaseSpec | None = None
+
+
+class PriorityClass(Model, tag_field="kind", tag="PriorityClass"):
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    value: int | None = None
+    global_default: bool | None = None
+    preemption_policy: str | None = None
+    description: str | None = None
+
+
+class DeleteOptions(Model, tag_field="kind", tag="DeleteOptions"):
+    api_version: str | None = None
+    grace_period_seconds: int | None = None
+    propagation_policy: str | None = None
+    preconditions: dict[str, Any] | None = None
+    dry_run: list[str] | None = None
+
+
+class StatusCause(Model):
+    reason: str | None = None
+    message: str | None = None
+    field: str | None = None
+
+
+class StatusDetails(Model):
+    name: str | None = None
+    group: str | None = None
+    kind: str | None = None
+    uid: str | None = None
+    causes: list[StatusCause] | None = None
+    retry_after_seconds: int | None = None
+
+
+class Status(Model, tag_field="kind", tag="Status"):
+    """The error (and sometimes success) answer of every API call."""
+
+    api_version: str = "v1"
+    metadata: dict[str, Any] = msgspec.field(default_factory=dict)
+    status: str | None = None
+    message: str | None = None
+    reason: str | None = None
+    details: StatusDetails | None = None
+    code: int | None = None
+
+
+APIObject = Union[Pod, Node, Namespace, Binding, Event, Lease, PriorityClass]

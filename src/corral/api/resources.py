@@ -1,0 +1,148 @@
+"""The resource registry: which kinds exist, where they live in the URL space and in the store.
+
+Shared by the server (routing, discovery, OpenAPI), the client (paths) and the CLI (names the user
+types: ``pods``, ``pod``, ``po``). No I/O here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import msgspec
+
+from corral.api import models
+
+__all__ = ["ResourceType", "RESOURCES", "by_kind", "by_plural", "lookup", "UnknownResource"]
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceType:
+    kind: str
+    plural: str
+    group: str  # "" is the core group
+    version: str
+    namespaced: bool
+    model: type[msgspec.Struct]
+    short_names: tuple[str, ...] = ()
+    subresources: tuple[str, ...] = ()
+    # Field selectors this kind answers, besides metadata.name and metadata.namespace.
+    field_selectors: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = (
+        "create", "delete", "deletecollection", "get", "list", "patch", "update", "watch",
+    )
+    has_status: bool = field(default=False)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def list_kind(self) -> str:
+        return f"{self.kind}List"
+
+    @property
+    def singular(self) -> str:
+        return self.kind.lower()
+
+    @property
+    def store_prefix(self) -> str:
+        """Every key of this resource starts with this: ``/core/pods/``."""
+        return f"/{self.group or 'core'}/{self.plural}/"
+
+    def key(self, namespace: str | None, name: str) -> str:
+        """The store key: ``/{group}/{plural}/{namespace}/{name}``, or without namespace."""
+        if self.namespaced:
+            return f"{self.store_prefix}{namespace}/{name}"
+        return f"{self.store_prefix}{name}"
+
+    def collection_path(self, namespace: str | None = None) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            return f"{base}/namespaces/{namespace}/{self.plural}"
+        return f"{base}/{self.plural}"
+
+    def item_path(self, namespace: str | None, name: str) -> str:
+        return f"{self.collection_path(namespace if self.namespaced else None)}/{name}"
+
+
+RESOURCES: tuple[ResourceType, ...] = (
+    ResourceType(
+        "Namespace", "namespaces", "", "v1", False, models.Namespace,
+        short_names=("ns",), subresources=("status",), field_selectors=("status.phase",),
+        has_status=True,
+    ),
+    ResourceType(
+        "Node", "nodes", "", "v1", False, models.Node,
+        short_names=("no",), subresources=("status",), field_selectors=("spec.unschedulable",),
+        has_status=True,
+    ),
+    ResourceType(
+        "Pod", "pods", "", "v1", True, models.Pod,
+        short_names=("po",), subresources=("status", "binding"),
+        field_selectors=(
+            "spec.nodeName", "status.phase", "spec.schedulerName", "spec.restartPolicy",
+            "status.nominatedNodeName",
+        ),
+        has_status=True,
+    ),
+    ResourceType(
+        "Binding", "bindings", "", "v1", True, models.Binding, verbs=("create",),
+    ),
+    ResourceType(
+        "Event", "events", "", "v1", True, models.Event,
+        short_names=("ev",),
+        field_selectors=(
+            "involvedObject.kind", "involvedObject.namespace", "involvedObject.name",
+            "involvedObject.uid", "reason", "type", "source.component",
+        ),
+    ),
+    ResourceType("Lease", "leases", "coordination.k8s.io", "v1", True, models.Lease),
+    ResourceType(
+        "PriorityClass", "priorityclasses", "scheduling.k8s.io", "v1", False, models.PriorityClass,
+        short_names=("pc",),
+    ),
+)
+
+_BY_KIND = {r.kind: r for r in RESOURCES}
+_BY_PLURAL = {(r.group, r.plural): r for r in RESOURCES}
+_BY_NAME: dict[str, ResourceType] = {}
+for _r in RESOURCES:
+    for _name in (_r.plural, _r.singular, _r.kind, *_r.short_names):
+        _BY_NAME.setdefault(_name.lower(), _r)
+    if _r.group:
+        _BY_NAME.setdefault(f"{_r.plural}.{_r.group}", _r)
+
+
+class UnknownResource(LookupError):
+    """A kind or resource name corral does not serve."""
+
+
+def by_kind(kind: str) -> ResourceType:
+    try:
+        return _BY_KIND[kind]
+    except KeyError:
+        raise UnknownResource(f'no kind "{kind}" is registered') from None
+
+
+def by_plural(group: str, plural: str) -> ResourceType | None:
+    return _BY_PLURAL.get((group, plural))
+
+
+def lookup(name: str) -> ResourceType:
+    """What a user types on the command line (``pods``, ``pod``, ``po``, ``Pod``) → the resource."""
+    try:
+        return _BY_NAME[name.lower()]
+    except KeyError:
+        known = ", ".join(sorted(r.plural for r in RESOURCES))
+        raise UnknownResource(
+            f'the server doesn\'t have a resource type "{name}" (known: {known})'
+        ) from None
+
+
+def groups() -> dict[str, list[str]]:
+    """API group → its versions, for discovery."""
+    out: dict[str, list[str]] = {}
+    for r in RESOURCES:
+        if r.group and r.version not in out.setdefault(r.group, []):
+            out[r.group].append(r.version)
+    return out

@@ -1,0 +1,571 @@
+"""Validation of API objects, with a Kubernetes field path for every problem. No I/O here.
+
+:func:`validate` first converts the object dict to its typed model (so a wrong type is reported at
+its JSON path), then checks what types cannot say: names, label syntax, ports, quantities,
+requests ≤ limits, operators. It returns the typed object and every cause found, so one round trip
+tells the user everything that is wrong, as the Kubernetes API server does.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import msgspec
+
+from corral.api import models
+from corral.api.quantity import QuantityError, parse_quantity
+from corral.api.resources import ResourceType
+
+__all__ = ["Cause", "validate", "validate_name", "unknown_fields"]
+
+# Reasons of Kubernetes' field.ErrorType, as they appear in Status.details.causes[].reason.
+REQUIRED = "FieldValueRequired"
+INVALID = "FieldValueInvalid"
+DUPLICATE = "FieldValueDuplicate"
+NOT_SUPPORTED = "FieldValueNotSupported"
+TOO_LONG = "FieldValueTooLong"
+TYPE_INVALID = "FieldValueTypeInvalid"
+FORBIDDEN = "FieldValueForbidden"
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    field: str
+    reason: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+# --- names and labels --------------------------------------------------------------------------------
+
+_DNS1123_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$")
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_IANA_SVC_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+
+
+def _invalid(path: str, value: Any, why: str) -> Cause:
+    return Cause(path, INVALID, f"Invalid value: {_show(value)}: {why}")
+
+
+def _show(value: Any) -> str:
+    return msgspec.json.encode(value).decode() if not isinstance(value, str) else f'"{value}"'
+
+
+def dns1123_label(path: str, value: str) -> list[Cause]:
+    if len(value) > 63:
+        return [Cause(path, TOO_LONG, f"Too long: may not be more than 63 bytes (got {len(value)})")]
+    if not _DNS1123_LABEL.match(value):
+        return [_invalid(path, value, "a lowercase RFC 1123 label must consist of lower case "
+                         "alphanumeric characters or '-', and must start and end with an "
+                         "alphanumeric character (e.g. 'my-name', or '123-abc')")]
+    return []
+
+
+def dns1123_subdomain(path: str, value: str) -> list[Cause]:
+    if len(value) > 253:
+        return [Cause(path, TOO_LONG, f"Too long: may not be more than 253 bytes (got {len(value)})")]
+    if not _DNS1123_SUBDOMAIN.match(value):
+        return [_invalid(path, value, "a lowercase RFC 1123 subdomain must consist of lower case "
+                         "alphanumeric characters, '-' or '.', and must start and end with an "
+                         "alphanumeric character (e.g. 'example.com')")]
+    return []
+
+
+def qualified_name(path: str, value: str) -> list[Cause]:
+    """A label or annotation key: an optional DNS subdomain prefix and a name of ≤ 63 characters."""
+    prefix, slash, name = value.rpartition("/")
+    causes = []
+    if slash and not prefix:
+        causes.append(_invalid(path, value, "prefix part must be non-empty"))
+    elif prefix:
+        causes += [Cause(path, c.reason, c.message) for c in dns1123_subdomain(path, prefix)]
+    if not name:
+        causes.append(_invalid(path, value, "name part must be non-empty"))
+    elif len(name) > 63:
+        causes.append(_invalid(path, value, "name part must be no more than 63 characters"))
+    elif not _QUALIFIED_NAME.match(name):
+        causes.append(_invalid(path, value, "name part must consist of alphanumeric characters, "
+                               "'-', '_' or '.', and must start and end with an alphanumeric "
+                               "character (e.g. 'MyName', or 'my.name', or '123-abc')"))
+    return causes
+
+
+def label_value(path: str, value: str) -> list[Cause]:
+    if len(value) > 63:
+        return [_invalid(path, value, "must be no more than 63 characters")]
+    if not _LABEL_VALUE.match(value):
+        return [_invalid(path, value, "a valid label must be an empty string or consist of "
+                         "alphanumeric characters, '-', '_' or '.', and must start and end with an "
+                         "alphanumeric character (e.g. 'MyValue', or 'my_value', or '12345')")]
+    return []
+
+
+def labels(path: str, values: dict[str, str] | None) -> list[Cause]:
+    causes: list[Cause] = []
+    for key, value in (values or {}).items():
+        causes += qualified_name(path, key)
+        causes += label_value(f"{path}[{key}]", value)
+    return causes
+
+
+def validate_name(resource: ResourceType, name: str | None, path: str = "metadata.name") -> list[Cause]:
+    if not name:
+        return [Cause(path, REQUIRED, "Required value: name or generateName is required")]
+    if resource.kind == "Namespace":
+        return dns1123_label(path, name)
+    return dns1123_subdomain(path, name)
+
+
+# --- quantities ---------------------------------------------------------------------------------------
+
+
+def _quantities(path: str, values: dict[str, Any] | None) -> dict[str, Any]:
+    parsed: dict[str, Any] = {}
+    for key, raw in (values or {}).items():
+        try:
+            parsed[key] = parse_quantity(raw)
+        except QuantityError as exc:
+            parsed[key] = _invalid(f"{path}[{key}]", raw, str(exc))
+            continue
+        if parsed[key] < 0:
+            parsed[key] = _invalid(f"{path}[{key}]", raw, "must be greater than or equal to 0")
+    return parsed
+
+
+def resources(path: str, req: models.ResourceRequirements | None) -> list[Cause]:
+    if req is None:
+        return []
+    requests = _quantities(f"{path}.requests", req.requests)
+    limits = _quantities(f"{path}.limits", req.limits)
+    causes = [v for v in (*requests.values(), *limits.values()) if isinstance(v, Cause)]
+    for key, request in requests.items():
+        limit = limits.get(key)
+        if isinstance(request, Cause) or limit is None or isinstance(limit, Cause):
+            continue
+        if request > limit:
+            causes.append(_invalid(f"{path}.requests[{key}]", req.requests[key],  # type: ignore[index]
+                                   f"must be less than or equal to {key} limit of {req.limits[key]}"))  # type: ignore[index]
+    return causes
+
+
+# --- pods -----------------------------------------------------------------------------------------------
+
+_PROTOCOLS = ("TCP", "UDP", "SCTP")
+_RESTART = ("Always", "OnFailure", "Never")
+_PULL = ("Always", "IfNotPresent", "Never")
+_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_NODE_OPS = ("In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt")
+_LABEL_OPS = ("In", "NotIn", "Exists", "DoesNotExist")
+
+
+def _not_supported(path: str, value: Any, allowed: Iterable[str]) -> Cause:
+    listed = ", ".join(f'"{a}"' for a in allowed)
+    return Cause(path, NOT_SUPPORTED, f"Unsupported value: {_show(value)}: supported values: {listed}")
+
+
+def _container(path: str, c: models.Container, seen_names: set[str], host_ports: set) -> list[Cause]:
+    causes: list[Cause] = []
+    if not c.name:
+        causes.append(Cause(f"{path}.name", REQUIRED, "Required value"))
+    else:
+        causes += dns1123_label(f"{path}.name", c.name)
+        if c.name in seen_names:
+            causes.append(Cause(f"{path}.name", DUPLICATE, f'Duplicate value: "{c.name}"'))
+        seen_names.add(c.name)
+    if not c.image:
+        causes.append(Cause(f"{path}.image", REQUIRED, "Required value"))
+    if c.image_pull_policy is not None and c.image_pull_policy not in _PULL:
+        causes.append(_not_supported(f"{path}.imagePullPolicy", c.image_pull_policy, _PULL))
+    for i, env in enumerate(c.env or ()):
+        if not env.name:
+            causes.append(Cause(f"{path}.env[{i}].name", REQUIRED, "Required value"))
+    port_names: set[str] = set()
+    for i, port in enumerate(c.ports or ()):
+        p = f"{path}.ports[{i}]"
+        if port.container_port is None:
+            causes.append(Cause(f"{p}.containerPort", REQUIRED, "Required value"))
+        elif not 1 <= port.container_port <= 65535:
+            causes.append(_invalid(f"{p}.containerPort", port.container_port,
+                                   "must be between 1 and 65535, inclusive"))
+        if port.host_port is not None and not 0 <= port.host_port <= 65535:
+            causes.append(_invalid(f"{p}.hostPort", port.host_port,
+                                   "must be between 0 and 65535, inclusive"))
+        protocol = port.protocol or "TCP"
+        if protocol not in _PROTOCOLS:
+            causes.append(_not_supported(f"{p}.protocol", port.protocol, _PROTOCOLS))
+        if port.name:
+            if len(port.name) > 15 or not _IANA_SVC_NAME.match(port.name):
+                causes.append(_invalid(f"{p}.name", port.name,
+                                       "must be no more than 15 lowercase alphanumeric characters or '-'"))
+            elif port.name in port_names:
+                causes.append(Cause(f"{p}.name", DUPLICATE, f'Duplicate value: "{port.name}"'))
+            port_names.add(port.name)
+        if port.host_port:
+            slot = (port.host_port, protocol, port.host_ip or "")
+            if slot in host_ports:
+                causes.append(Cause(f"{p}.hostPort", DUPLICATE,
+                                    f'Duplicate value: "{port.host_port}/{protocol}"'))
+            host_ports.add(slot)
+    causes += resources(f"{path}.resources", c.resources)
+    return causes
+
+
+def _node_selector_requirements(path: str, reqs: list[models.NodeSelectorRequirement] | None,
+                                *, fields: bool = False) -> list[Cause]:
+    causes: list[Cause] = []
+    for i, r in enumerate(reqs or ()):
+        p = f"{path}[{i}]"
+        if not r.key:
+            causes.append(Cause(f"{p}.key", REQUIRED, "Required value"))
+        elif fields and r.key != "metadata.name":
+            causes.append(_not_supported(f"{p}.key", r.key, ["metadata.name"]))
+        elif not fields:
+            causes += qualified_name(f"{p}.key", r.key)
+        if r.operator not in _NODE_OPS:
+            causes.append(_not_supported(f"{p}.operator", r.operator, _NODE_OPS))
+            continue
+        values = r.values or []
+        if r.operator in ("In", "NotIn") and not values:
+            causes.append(Cause(f"{p}.values", REQUIRED,
+                                "Required value: must be specified when `operator` is 'In' or 'NotIn'"))
+        elif r.operator in ("Exists", "DoesNotExist") and values:
+            causes.append(Cause(f"{p}.values", FORBIDDEN,
+                                "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+        elif r.operator in ("Gt", "Lt"):
+            if len(values) != 1 or not re.fullmatch(r"-?[0-9]+", values[0]):
+                causes.append(_invalid(f"{p}.values", values,
+                                       "must be specified single value when `operator` is 'Lt' or 'Gt'"
+                                       " and it must be an integer"))
+    return causes
+
+
+def _node_selector_term(path: str, term: models.NodeSelectorTerm | None) -> list[Cause]:
+    if term is None:
+        return []
+    return (_node_selector_requirements(f"{path}.matchExpressions", term.match_expressions)
+            + _node_selector_requirements(f"{path}.matchFields", term.match_fields, fields=True))
+
+
+def label_selector(path: str, sel: models.LabelSelector | None) -> list[Cause]:
+    if sel is None:
+        return []
+    causes = labels(f"{path}.matchLabels", sel.match_labels)
+    for i, r in enumerate(sel.match_expressions or ()):
+        p = f"{path}.matchExpressions[{i}]"
+        if not r.key:
+            causes.append(Cause(f"{p}.key", REQUIRED, "Required value"))
+        else:
+            causes += qualified_name(f"{p}.key", r.key)
+        if r.operator not in _LABEL_OPS:
+            causes.append(_not_supported(f"{p}.operator", r.operator, _LABEL_OPS))
+        elif r.operator in ("In", "NotIn") and not r.values:
+            causes.append(Cause(f"{p}.values", REQUIRED,
+                                "Required value: must be specified when `operator` is 'In' or 'NotIn'"))
+        elif r.operator in ("Exists", "DoesNotExist") and r.values:
+            causes.append(Cause(f"{p}.values", FORBIDDEN,
+                                "Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'"))
+    return causes
+
+
+def _pod_affinity(path: str, aff: models.PodAffinity | None) -> list[Cause]:
+    if aff is None:
+        return []
+    causes: list[Cause] = []
+
+    def term(p: str, t: models.PodAffinityTerm | None) -> None:
+        if t is None:
+            causes.append(Cause(p, REQUIRED, "Required value"))
+            return
+        if not t.topology_key:
+            causes.append(Cause(f"{p}.topologyKey", REQUIRED, "Required value: can not be empty"))
+        else:
+            causes.extend(qualified_name(f"{p}.topologyKey", t.topology_key))
+        causes.extend(label_selector(f"{p}.labelSelector", t.label_selector))
+        causes.extend(label_selector(f"{p}.namespaceSelector", t.namespace_selector))
+
+    req = "requiredDuringSchedulingIgnoredDuringExecution"
+    pref = "preferredDuringSchedulingIgnoredDuringExecution"
+    for i, t in enumerate(aff.required_during_scheduling_ignored_during_execution or ()):
+        term(f"{path}.{req}[{i}]", t)
+    for i, w in enumerate(aff.preferred_during_scheduling_ignored_during_execution or ()):
+        p = f"{path}.{pref}[{i}]"
+        if w.weight is None or not 1 <= w.weight <= 100:
+            causes.append(_invalid(f"{p}.weight", w.weight, "must be in the range 1-100"))
+        term(f"{p}.podAffinityTerm", w.pod_affinity_term)
+    return causes
+
+
+def _affinity(path: str, aff: models.Affinity | None) -> list[Cause]:
+    if aff is None:
+        return []
+    causes: list[Cause] = []
+    na = aff.node_affinity
+    if na is not None:
+        req = na.required_during_scheduling_ignored_during_execution
+        p = f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
+        if req is not None:
+            if not req.node_selector_terms:
+                causes.append(Cause(f"{p}.nodeSelectorTerms", REQUIRED,
+                                    "Required value: must have at least one node selector term"))
+            for i, t in enumerate(req.node_selector_terms or ()):
+                causes += _node_selector_term(f"{p}.nodeSelectorTerms[{i}]", t)
+        p = f"{path}.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
+        for i, w in enumerate(na.preferred_during_scheduling_ignored_during_execution or ()):
+            if w.weight is None or not 1 <= w.weight <= 100:
+                causes.append(_invalid(f"{p}[{i}].weight", w.weight, "must be in the range 1-100"))
+            causes += _node_selector_term(f"{p}[{i}].preference", w.preference)
+    causes += _pod_affinity(f"{path}.podAffinity", aff.pod_affinity)
+    causes += _pod_affinity(f"{path}.podAntiAffinity", aff.pod_anti_affinity)
+    return causes
+
+
+def _tolerations(path: str, tols: list[models.Toleration] | None) -> list[Cause]:
+    causes: list[Cause] = []
+    for i, t in enumerate(tols or ()):
+        p = f"{path}[{i}]"
+        op = t.operator or "Equal"
+        if op not in ("Equal", "Exists"):
+            causes.append(_not_supported(f"{p}.operator", t.operator, ("Equal", "Exists")))
+        if t.key:
+            causes += qualified_name(f"{p}.key", t.key)
+        elif op != "Exists":
+            causes.append(_invalid(f"{p}.operator", op,
+                                   "operator must be Exists when `key` is empty, which means "
+                                   "\"match all values and all keys\""))
+        if op == "Exists" and t.value:
+            causes.append(_invalid(f"{p}.operator", t.value,
+                                   "value must be empty when `operator` is 'Exists'"))
+        if t.effect and t.effect not in _EFFECTS:
+            causes.append(_not_supported(f"{p}.effect", t.effect, _EFFECTS))
+        if t.toleration_seconds is not None and t.effect != "NoExecute":
+            causes.append(_invalid(f"{p}.effect", t.effect,
+                                   "effect must be 'NoExecute' when `tolerationSeconds` is set"))
+    return causes
+
+
+def _spread(path: str, constraints: list[models.TopologySpreadConstraint] | None) -> list[Cause]:
+    causes: list[Cause] = []
+    for i, c in enumerate(constraints or ()):
+        p = f"{path}[{i}]"
+        if c.max_skew is None or c.max_skew <= 0:
+            causes.append(_invalid(f"{p}.maxSkew", c.max_skew, "must be greater than zero"))
+        if not c.topology_key:
+            causes.append(Cause(f"{p}.topologyKey", REQUIRED, "Required value: can not be empty"))
+        if c.when_unsatisfiable not in ("DoNotSchedule", "ScheduleAnyway"):
+            causes.append(_not_supported(f"{p}.whenUnsatisfiable", c.when_unsatisfiable,
+                                         ("DoNotSchedule", "ScheduleAnyway")))
+        if c.min_domains is not None:
+            if c.min_domains <= 0:
+                causes.append(_invalid(f"{p}.minDomains", c.min_domains, "must be greater than 0"))
+            elif c.when_unsatisfiable != "DoNotSchedule":
+                causes.append(_invalid(f"{p}.minDomains", c.min_domains,
+                                       "can only use minDomains if whenUnsatisfiable=DoNotSchedule"))
+        for name, value in (("nodeAffinityPolicy", c.node_affinity_policy),
+                            ("nodeTaintsPolicy", c.node_taints_policy)):
+            if value is not None and value not in ("Honor", "Ignore"):
+                causes.append(_not_supported(f"{p}.{name}", value, ("Honor", "Ignore")))
+        causes += label_selector(f"{p}.labelSelector", c.label_selector)
+    return causes
+
+
+def _pod(pod: models.Pod) -> list[Cause]:
+    spec = pod.spec
+    if spec is None:
+        return [Cause("spec", REQUIRED, "Required value")]
+    causes: list[Cause] = []
+    if not spec.containers:
+        causes.append(Cause("spec.containers", REQUIRED, "Required value"))
+    names: set[str] = set()
+    host_ports: set = set()
+    for i, c in enumerate(spec.init_containers or ()):
+        causes += _container(f"spec.initContainers[{i}]", c, names, set())
+    for i, c in enumerate(spec.containers or ()):
+        causes += _container(f"spec.containers[{i}]", c, names, host_ports)
+    if spec.restart_policy is not None and spec.restart_policy not in _RESTART:
+        causes.append(_not_supported("spec.restartPolicy", spec.restart_policy, _RESTART))
+    if spec.termination_grace_period_seconds is not None and spec.termination_grace_period_seconds < 0:
+        causes.append(_invalid("spec.terminationGracePeriodSeconds",
+                               spec.termination_grace_period_seconds, "must be greater than or equal to 0"))
+    if spec.node_name:
+        causes += dns1123_subdomain("spec.nodeName", spec.node_name)
+    if spec.scheduler_name:
+        causes += dns1123_subdomain("spec.schedulerName", spec.scheduler_name)
+    causes += labels("spec.nodeSelector", spec.node_selector)
+    causes += _affinity("spec.affinity", spec.affinity)
+    causes += _tolerations("spec.tolerations", spec.tolerations)
+    causes += _spread("spec.topologySpreadConstraints", spec.topology_spread_constraints)
+    if spec.preemption_policy is not None and spec.preemption_policy not in ("PreemptLowerPriority", "Never"):
+        causes.append(_not_supported("spec.preemptionPolicy", spec.preemption_policy,
+                                     ("PreemptLowerPriority", "Never")))
+    causes += [c for c in _quantities("spec.overhead", spec.overhead).values() if isinstance(c, Cause)]
+    return causes
+
+
+def _node(node: models.Node) -> list[Cause]:
+    causes: list[Cause] = []
+    seen: set[tuple[str, str]] = set()
+    for i, t in enumerate((node.spec.taints if node.spec else None) or ()):
+        p = f"spec.taints[{i}]"
+        if not t.key:
+            causes.append(Cause(f"{p}.key", REQUIRED, "Required value"))
+        else:
+            causes += qualified_name(f"{p}.key", t.key)
+        if t.value:
+            causes += label_value(f"{p}.value", t.value)
+        if not t.effect:
+            causes.append(Cause(f"{p}.effect", REQUIRED, "Required value"))
+        elif t.effect not in _EFFECTS:
+            causes.append(_not_supported(f"{p}.effect", t.effect, _EFFECTS))
+        if (t.key or "", t.effect or "") in seen:
+            causes.append(Cause(p, DUPLICATE, "Duplicate value: taints must be unique by key and effect pair"))
+        seen.add((t.key or "", t.effect or ""))
+    if node.status is not None:
+        for name, values in (("capacity", node.status.capacity), ("allocatable", node.status.allocatable)):
+            causes += [c for c in _quantities(f"status.{name}", values).values() if isinstance(c, Cause)]
+    return causes
+
+
+def _event(event: models.Event) -> list[Cause]:
+    if event.involved_object is None:
+        return [Cause("involvedObject", REQUIRED, "Required value")]
+    return []
+
+
+def _lease(lease: models.Lease) -> list[Cause]:
+    spec = lease.spec
+    if spec and spec.lease_duration_seconds is not None and spec.lease_duration_seconds <= 0:
+        return [_invalid("spec.leaseDurationSeconds", spec.lease_duration_seconds, "must be greater than 0")]
+    return []
+
+
+def _priority_class(pc: models.PriorityClass) -> list[Cause]:
+    causes: list[Cause] = []
+    if pc.value is None:
+        causes.append(Cause("value", REQUIRED, "Required value"))
+    elif pc.value > 1_000_000_000 and not (pc.metadata and (pc.metadata.name or "").startswith("system-")):
+        causes.append(_invalid("value", pc.value, "maximum allowed value of a user defined priority is 1000000000"))
+    if pc.preemption_policy is not None and pc.preemption_policy not in ("PreemptLowerPriority", "Never"):
+        causes.append(_not_supported("preemptionPolicy", pc.preemption_policy, ("PreemptLowerPriority", "Never")))
+    return causes
+
+
+def _binding(b: models.Binding) -> list[Cause]:
+    if b.target is None or not b.target.name:
+        return [Cause("target.name", REQUIRED, "Required value")]
+    if b.target.kind not in (None, "", "Node"):
+        return [_not_supported("target.kind", b.target.kind, ("Node",))]
+    return []
+
+
+_KIND_CHECKS: dict[str, Callable[[Any], list[Cause]]] = {
+    "Pod": _pod,
+    "Node": _node,
+    "Event": _event,
+    "Lease": _lease,
+    "PriorityClass": _priority_class,
+    "Binding": _binding,
+}
+
+_TYPE_ERROR = re.compile(r"^(?P<msg>.*?)(?: - at `\$\.?(?P<path>[^`]*)`)?$", re.S)
+
+
+def validate(resource: ResourceType, obj: dict[str, Any]) -> tuple[msgspec.Struct | None, list[Cause]]:
+    """Type-check and validate ``obj`` (a decoded JSON object) as ``resource``.
+
+    Returns the typed object (``None`` when the types are wrong) and the list of causes; an empty
+    list means valid. Pure: ``obj`` is not modified.
+    """
+    try:
+        typed = msgspec.convert(obj, resource.model)
+    except msgspec.ValidationError as exc:
+        m = _TYPE_ERROR.match(str(exc))
+        path = (m["path"] if m and m["path"] else "") or "<root>"
+        return None, [Cause(path, TYPE_INVALID, m["msg"] if m else str(exc))]
+    meta = typed.metadata or models.ObjectMeta()  # type: ignore[attr-defined]
+    causes: list[Cause] = []
+    if resource.kind != "Binding" and not meta.generate_name:
+        causes += validate_name(resource, meta.name)
+    elif meta.name:
+        causes += validate_name(resource, meta.name)
+    causes += labels("metadata.labels", meta.labels)
+    for key in meta.annotations or {}:
+        causes += qualified_name("metadata.annotations", key)
+    if meta.annotations and sum(len(k) + len(v) for k, v in meta.annotations.items()) > 256 * 1024:
+        causes.append(Cause("metadata.annotations", TOO_LONG, "Too long: must have at most 262144 bytes"))
+    check = _KIND_CHECKS.get(resource.kind)
+    if check is not None:
+        causes += check(typed)
+    return typed, causes
+
+
+# --- fields corral keeps but does not act on ------------------------------------------------------------
+
+
+def _walker(t: Any) -> Callable[[Any, str, list[str]], None] | None:
+    """Build (once per type) a function listing the keys of a value that the type does not declare."""
+    info = msgspec.inspect.type_info(t) if not isinstance(t, msgspec.inspect.Type) else t
+    if isinstance(info, msgspec.inspect.UnionType):
+        walkers = [w for w in (_walker(x) for x in info.types) if w is not None]
+        return walkers[0] if walkers else None
+    if isinstance(info, msgspec.inspect.ListType):
+        item = _walker(info.item_type)
+        if item is None:
+            return None
+
+        def walk_list(value: Any, path: str, out: list[str]) -> None:
+            if isinstance(value, list):
+                for i, v in enumerate(value):
+                    item(v, f"{path}[{i}]", out)
+
+        return walk_list
+    if isinstance(info, msgspec.inspect.DictType):
+        val = _walker(info.value_type)
+        if val is None:
+            return None
+
+        def walk_dict(value: Any, path: str, out: list[str]) -> None:
+            if isinstance(value, dict):
+                for k, v in value.items():
+                    val(v, f"{path}[{k}]", out)
+
+        return walk_dict
+    if isinstance(info, msgspec.inspect.StructType):
+        cls = info.cls
+        if cls in _STRUCT_WALKERS:
+            return _STRUCT_WALKERS[cls]
+        fields: dict[str, Any] = {}
+
+        def walk_struct(value: Any, path: str, out: list[str]) -> None:
+            if not isinstance(value, dict):
+                return
+            for k, v in value.items():
+                if k not in fields:
+                    out.append(f"{path}.{k}" if path else k)
+                elif fields[k] is not None:
+                    fields[k](v, f"{path}.{k}" if path else k, out)
+
+        _STRUCT_WALKERS[cls] = walk_struct
+        if info.tag_field:
+            fields[info.tag_field] = None
+        for f in info.fields:
+            fields[f.encode_name] = _walker(f.type)
+        return walk_struct
+    return None
+
+
+_STRUCT_WALKERS: dict[type, Callable[[Any, str, list[str]], None]] = {}
+
+
+def unknown_fields(resource: ResourceType, obj: dict[str, Any]) -> list[str]:
+    """Field paths in ``obj`` that corral keeps as written but does not act on."""
+    walker = _walker(resource.model)
+    out: list[str] = []
+    if walker is not None:
+        walker(obj, "", out)
+    return out

@@ -1,0 +1,41 @@
+"""Revisioned key/value storage with watch: the contract (``base``) and its backends.
+
+The API server is the only user of a store. SQLite (``sqlite``) is the embedded default; every
+backend passes the same conformance suite (``tests/store``).
+"""
+
+from __future__ import annotations
+
+import os
+
+from corral.store.base import (
+    Compacted,
+    Conflict,
+    Event,
+    EventType,
+    KeyExists,
+    KeyNotFound,
+    ListResult,
+    Record,
+    Store,
+    StoreError,
+)
+
+__all__ = [
+    "Compacted", "Conflict", "Event", "EventType", "KeyExists", "KeyNotFound", "ListResult",
+    "Record", "Store", "StoreError", "open_store",
+]
+
+
+async def open_store(url: str, *, synchronous: str = "FULL") -> Store:
+    """Open a store from a URL: ``sqlite:///abs/path.db``, ``sqlite://rel/path.db`` or a plain path."""
+    from corral.store.sqlite import SQLiteStore
+
+    if url.startswith("sqlite://"):
+        path = url[len("sqlite://"):]
+    elif "://" in url:
+        scheme = url.split("://", 1)[0]
+        raise ValueError(f"unsupported store {scheme!r}: corral supports sqlite:// (etcd:// is planned)")
+    else:
+        path = url
+    return await SQLiteStore.open(os.path.expanduser(path), synchronous=synchronous)

@@ -1,0 +1,162 @@
+"""The store contract every backend implements (SQLite now, etcd later).
+
+- Keys are ``/{group}/{resource}/{namespace}/{name}`` strings; values are JSON objects.
+- Every write gets the next global revision, which becomes the object's
+  ``metadata.resourceVersion``; the value a backend hands back always carries it.
+- Writes are compare-and-swap on the revision the caller last saw.
+- ``watch(prefix, from_revision)`` delivers every change after ``from_revision`` in revision order,
+  with no gap and no duplicate; a revision older than the compaction point raises
+  :class:`Compacted`, which the API turns into HTTP 410 Gone.
+- An acknowledged write survives ``kill -9`` of the process.
+
+The conformance suite in ``tests/store`` holds every backend to this.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator, Protocol
+
+import msgspec
+
+__all__ = [
+    "EventType",
+    "Record",
+    "Event",
+    "ListResult",
+    "Store",
+    "StoreError",
+    "KeyExists",
+    "KeyNotFound",
+    "Conflict",
+    "Compacted",
+    "prefix_end",
+]
+
+_decode = msgspec.json.Decoder().decode
+
+
+class EventType(str, enum.Enum):
+    ADDED = "ADDED"
+    MODIFIED = "MODIFIED"
+    DELETED = "DELETED"
+
+
+@dataclass(slots=True)
+class Record:
+    """One object as stored: its key, revision and JSON (with resourceVersion == revision).
+
+    ``obj`` is the decoded value, filled in lazily; treat it as read-only, since it may be shared.
+    """
+
+    key: str
+    revision: int
+    value: bytes
+    _obj: dict[str, Any] | None = field(default=None, repr=False)
+
+    @property
+    def obj(self) -> dict[str, Any]:
+        if self._obj is None:
+            self._obj = _decode(self.value)
+        return self._obj
+
+
+@dataclass(slots=True)
+class Event:
+    """A change: for DELETED, ``record`` is the last state, with the deletion's revision."""
+
+    type: EventType
+    record: Record
+
+    @property
+    def revision(self) -> int:
+        return self.record.revision
+
+    @property
+    def key(self) -> str:
+        return self.record.key
+
+
+@dataclass(frozen=True, slots=True)
+class ListResult:
+    items: list[Record]
+    revision: int  # the revision the list was read at
+    more: bool  # True when ``limit`` cut the list; continue after ``items[-1].key``
+
+
+class StoreError(Exception):
+    """Base of the store's errors."""
+
+
+class KeyExists(StoreError):
+    def __init__(self, key: str) -> None:
+        super().__init__(f"key {key} already exists")
+        self.key = key
+
+
+class KeyNotFound(StoreError):
+    def __init__(self, key: str) -> None:
+        super().__init__(f"key {key} not found")
+        self.key = key
+
+
+class Conflict(StoreError):
+    """The object changed since the revision the caller expected."""
+
+    def __init__(self, key: str, expected: int, actual: int) -> None:
+        super().__init__(f"key {key} is at revision {actual}, not {expected}")
+        self.key, self.expected, self.actual = key, expected, actual
+
+
+class Compacted(StoreError):
+    """The requested revision is older than the oldest one still kept."""
+
+    def __init__(self, requested: int, compacted: int) -> None:
+        super().__init__(
+            f"revision {requested} has been compacted (oldest available is {compacted + 1})"
+        )
+        self.requested, self.compacted = requested, compacted
+
+
+def prefix_end(prefix: str) -> str:
+    """The smallest string greater than every string that starts with ``prefix``."""
+    return prefix[:-1] + chr(ord(prefix[-1]) + 1) if prefix else "\U0010ffff"
+
+
+class Store(Protocol):
+    """What the API server needs from a backend. All methods are safe to call concurrently."""
+
+    @property
+    def revision(self) -> int:
+        """The newest revision whose events have been delivered to watchers in this process."""
+
+    @property
+    def compacted_revision(self) -> int: ...
+
+    async def create(self, key: str, obj: dict[str, Any]) -> Record:
+        """Store a new object; raise :class:`KeyExists` if the key holds a live object.
+
+        ``obj`` is owned by the store from here on (it sets ``metadata.resourceVersion`` on it).
+        """
+
+    async def update(self, key: str, obj: dict[str, Any], expected_revision: int) -> Record:
+        """Replace an object if it is still at ``expected_revision``; else :class:`Conflict`."""
+
+    async def delete(self, key: str, expected_revision: int | None = None) -> Record:
+        """Delete; returns the last state at the deletion's revision. :class:`KeyNotFound`."""
+
+    async def get(self, key: str) -> Record | None: ...
+
+    async def list(
+        self, prefix: str, *, revision: int = 0, limit: int = 0, start_after: str = ""
+    ) -> ListResult:
+        """Objects under ``prefix`` as of ``revision`` (0: now), in key order, paged."""
+
+    def watch(self, prefix: str, from_revision: int) -> AsyncIterator[list[Event]]:
+        """Batches of events after ``from_revision``, in order; raises :class:`Compacted`."""
+
+    async def compact(self, revision: int) -> None:
+        """Forget history at and before ``revision`` (current state is always kept)."""
+
+    async def close(self) -> None: ...

@@ -1,0 +1,378 @@
+"""The embedded store: one SQLite file in WAL mode holding a kine-style log.
+
+Design (after k3s' kine):
+
+- One table, ``log``, whose primary key is the revision. Every create, update and delete appends a
+  row; the newest row of a key is its current state (``deleted = 1`` rows are tombstones).
+- Compare-and-swap: a row records the revision it replaces (``prev_rev``), and a unique index on
+  ``(key, prev_rev)`` makes two writers that both start from the same revision collide.
+- A list at revision R takes, per key, the newest row at or below R; a watch from revision R reads
+  the rows after R, then follows new commits live.
+- Compaction deletes rows that were superseded at or before the compaction revision, and
+  tombstones; what remains answers every list and watch at a revision after it.
+
+Writes are group-committed: callers enqueue operations, one writer thread applies everything that
+is waiting in a single transaction and commits once (with ``synchronous=FULL`` the commit is fsync'd),
+then acknowledges each caller. An acknowledged write is therefore on disk and survives ``kill -9``.
+Committed events are handed to in-process watchers before callers are acknowledged, so a watcher
+never lags behind a reply the caller has already seen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import os
+import queue
+import sqlite3
+import threading
+from dataclasses import dataclass, field
+from typing import Any, AsyncIterator
+
+import msgspec
+
+from corral.store.base import (
+    Compacted,
+    Conflict,
+    Event,
+    EventType,
+    KeyExists,
+    KeyNotFound,
+    ListResult,
+    Record,
+    StoreError,
+    prefix_end,
+)
+
+__all__ = ["SQLiteStore"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS log (
+    rev        INTEGER PRIMARY KEY,
+    key        TEXT    NOT NULL,
+    created    INTEGER NOT NULL,
+    deleted    INTEGER NOT NULL,
+    create_rev INTEGER NOT NULL,
+    prev_rev   INTEGER NOT NULL,
+    value      BLOB    NOT NULL
+);
+CREATE UNIQUE INDEX IF NOT EXISTS log_key_prev ON log (key, prev_rev);
+CREATE INDEX IF NOT EXISTS log_key_rev ON log (key, rev);
+CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
+"""
+
+_LATEST = "SELECT rev, deleted, create_rev, value FROM log WHERE key = ? ORDER BY rev DESC LIMIT 1"
+_INSERT = "INSERT INTO log (rev, key, created, deleted, create_rev, prev_rev, value) VALUES (?, ?, ?, ?, ?, ?, ?)"
+_MAX_BATCH = 2000
+
+
+@dataclass(slots=True)
+class _Op:
+    kind: str  # "create" | "update" | "delete" | "compact"
+    key: str
+    obj: dict[str, Any] | None
+    expected: int
+    future: asyncio.Future
+
+
+@dataclass(slots=True, eq=False)
+class _Watcher:
+    prefix: str
+    pending: collections.deque = field(default_factory=collections.deque)
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def push(self, events: list[Event]) -> None:
+        mine = [e for e in events if e.record.key.startswith(self.prefix)]
+        if mine:
+            self.pending.append(mine)
+            self.wakeup.set()
+
+
+class SQLiteStore:
+    """The SQLite backend of the store contract (see :mod:`corral.store.base`)."""
+
+    def __init__(self, path: str, *, synchronous: str = "FULL") -> None:
+        self.path = path
+        self._synchronous = synchronous
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ops: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._local = threading.local()
+        self._revision = 0  # delivered to watchers (event-loop thread)
+        self._write_revision = 0  # assigned by the writer thread
+        self._compacted = 0
+        self._watchers: set[_Watcher] = set()
+        self._closed = False
+
+    # --- lifecycle -------------------------------------------------------------------------------------
+
+    @classmethod
+    async def open(cls, path: str, *, synchronous: str = "FULL") -> "SQLiteStore":
+        store = cls(path, synchronous=synchronous)
+        await store._start()
+        return store
+
+    async def _start(self) -> None:
+        if self.path != ":memory:":
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+        self._loop = asyncio.get_running_loop()
+        conn = self._connect()
+        conn.executescript(_SCHEMA)
+        (max_rev,) = conn.execute("SELECT COALESCE(MAX(rev), 0) FROM log").fetchone()
+        row = conn.execute("SELECT value FROM meta WHERE name = 'compact_rev'").fetchone()
+        self._compacted = row[0] if row else 0
+        self._revision = self._write_revision = max(max_rev, self._compacted)
+        conn.close()
+        self._writer = threading.Thread(target=self._write_loop, name="corral-sqlite-writer", daemon=True)
+        self._writer.start()
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self._synchronous}")
+        conn.execute("PRAGMA cache_size=-65536")
+        conn.execute("PRAGMA busy_timeout=30000")
+        return conn
+
+    def _reader(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._connect()
+        return conn
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._ops.put(None)
+        if self._writer is not None:
+            await asyncio.to_thread(self._writer.join)
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+        for w in list(self._watchers):
+            w.pending.append(None)
+            w.wakeup.set()
+
+    # --- properties --------------------------------------------------------------------------------------
+
+    @property
+    def revision(self) -> int:
+        return self._revision
+
+    @property
+    def compacted_revision(self) -> int:
+        return self._compacted
+
+    # --- writes ------------------------------------------------------------------------------------------
+
+    def _submit(self, kind: str, key: str, obj: dict[str, Any] | None, expected: int) -> asyncio.Future:
+        if self._closed:
+            raise StoreError("the store is closed")
+        future = self._loop.create_future()  # type: ignore[union-attr]
+        self._ops.put(_Op(kind, key, obj, expected, future))
+        return future
+
+    async def create(self, key: str, obj: dict[str, Any]) -> Record:
+        return await self._submit("create", key, obj, 0)
+
+    async def update(self, key: str, obj: dict[str, Any], expected_revision: int) -> Record:
+        return await self._submit("update", key, obj, expected_revision)
+
+    async def delete(self, key: str, expected_revision: int | None = None) -> Record:
+        return await self._submit("delete", key, None, expected_revision or 0)
+
+    async def compact(self, revision: int) -> None:
+        await self._submit("compact", "", None, revision)
+
+    def _write_loop(self) -> None:
+        conn = self._connect()
+        encode = msgspec.json.Encoder().encode
+        decode = msgspec.json.Decoder().decode
+        while True:
+            op = self._ops.get()
+            if op is None:
+                break
+            batch = [op]
+            stop = False
+            while len(batch) < _MAX_BATCH:
+                try:
+                    nxt = self._ops.get_nowait()
+                except queue.Empty:
+                    break
+                if nxt is None:
+                    stop = True
+                    break
+                batch.append(nxt)
+            self._run_batch(conn, batch, encode, decode)
+            if stop:
+                break
+        conn.close()
+
+    def _run_batch(self, conn: sqlite3.Connection, batch: list[_Op], encode, decode) -> None:
+        results: list[tuple[asyncio.Future, Any, BaseException | None]] = []
+        events: list[Event] = []
+        start = self._write_revision
+        rev = start
+        compacted: int | None = None
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for op in batch:
+                try:
+                    if op.kind == "compact":
+                        compacted = self._compact(conn, op.expected)
+                        results.append((op.future, None, None))
+                        continue
+                    event = self._apply(conn, op, rev + 1, encode, decode)
+                except (StoreError, sqlite3.IntegrityError) as exc:
+                    if isinstance(exc, sqlite3.IntegrityError):
+                        exc = Conflict(op.key, op.expected, -1)
+                    results.append((op.future, None, exc))
+                    continue
+                rev += 1
+                events.append(event)
+                results.append((op.future, event.record, None))
+            conn.execute("COMMIT")
+        except Exception as exc:  # the whole transaction failed: nothing of it was written
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            self._write_revision = start
+            failure = StoreError(f"write failed: {exc}")
+            results = [(op.future, None, failure) for op in batch]
+            events, compacted = [], None
+        else:
+            self._write_revision = rev
+        self._loop.call_soon_threadsafe(self._committed, results, events, compacted)  # type: ignore[union-attr]
+
+    def _apply(self, conn: sqlite3.Connection, op: _Op, rev: int, encode, decode) -> Event:
+        row = conn.execute(_LATEST, (op.key,)).fetchone()
+        live = row is not None and not row[1]
+        if op.kind == "create":
+            if live:
+                raise KeyExists(op.key)
+            obj, prev, create_rev, etype = op.obj, (row[0] if row else 0), rev, EventType.ADDED
+        else:
+            if not live:
+                raise KeyNotFound(op.key)
+            if op.expected and row[0] != op.expected:
+                raise Conflict(op.key, op.expected, row[0])
+            prev, create_rev = row[0], row[2]
+            if op.kind == "update":
+                obj, etype = op.obj, EventType.MODIFIED
+            else:
+                obj, etype = decode(row[3]), EventType.DELETED
+        obj.setdefault("metadata", {})["resourceVersion"] = str(rev)  # type: ignore[union-attr]
+        value = encode(obj)
+        conn.execute(_INSERT, (rev, op.key, int(op.kind == "create"), int(op.kind == "delete"),
+                               create_rev, prev, value))
+        return Event(etype, Record(op.key, rev, value, obj))
+
+    def _compact(self, conn: sqlite3.Connection, revision: int) -> int:
+        revision = min(revision, self._write_revision)
+        if revision <= self._compacted:
+            return self._compacted
+        conn.execute(
+            "DELETE FROM log WHERE rev <= ?1 AND (deleted = 1 OR rev IN "
+            "(SELECT prev_rev FROM log WHERE rev <= ?1 AND prev_rev > 0))",
+            (revision,),
+        )
+        conn.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('compact_rev', ?)", (revision,))
+        return revision
+
+    def _committed(self, results, events: list[Event], compacted: int | None) -> None:
+        """On the event loop: publish the batch to watchers, then acknowledge the writers."""
+        if events:
+            self._revision = events[-1].revision
+            for w in self._watchers:
+                w.push(events)
+        if compacted is not None:
+            self._compacted = max(self._compacted, compacted)
+        for future, value, error in results:
+            if future.done():
+                continue
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(value)
+
+    # --- reads -------------------------------------------------------------------------------------------
+
+    async def get(self, key: str) -> Record | None:
+        row = self._reader().execute(_LATEST, (key,)).fetchone()
+        if row is None or row[1]:
+            return None
+        return Record(key, row[0], row[3])
+
+    async def list(
+        self, prefix: str, *, revision: int = 0, limit: int = 0, start_after: str = ""
+    ) -> ListResult:
+        revision = revision or self._revision
+        return await asyncio.to_thread(self._list, prefix, revision, limit, start_after)
+
+    def _list(self, prefix: str, revision: int, limit: int, start_after: str) -> ListResult:
+        conn = self._reader()
+        conn.execute("BEGIN")
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE name = 'compact_rev'").fetchone()
+            if revision < (row[0] if row else 0):
+                raise Compacted(revision, row[0])
+            lower, op = (start_after, ">") if start_after > prefix else (prefix, ">=")
+            rows = conn.execute(
+                "SELECT l.key, l.rev, l.value FROM log l JOIN ("
+                f"  SELECT MAX(rev) AS rev FROM log WHERE key {op} ? AND key < ? AND rev <= ? GROUP BY key"
+                ") m ON l.rev = m.rev WHERE l.deleted = 0 ORDER BY l.key"
+                + (" LIMIT ?" if limit else ""),
+                (lower, prefix_end(prefix), revision, *((limit + 1,) if limit else ())),
+            ).fetchall()
+        finally:
+            conn.execute("COMMIT")
+        more = bool(limit) and len(rows) > limit
+        items = [Record(k, r, v) for k, r, v in (rows[:limit] if more else rows)]
+        return ListResult(items, revision, more)
+
+    def _history(self, prefix: str, after: int, upto: int) -> list[Event]:
+        conn = self._reader()
+        conn.execute("BEGIN")
+        try:
+            row = conn.execute("SELECT value FROM meta WHERE name = 'compact_rev'").fetchone()
+            if after < (row[0] if row else 0):
+                raise Compacted(after, row[0])
+            rows = conn.execute(
+                "SELECT rev, key, created, deleted, value FROM log "
+                "WHERE rev > ? AND rev <= ? AND key >= ? AND key < ? ORDER BY rev",
+                (after, upto, prefix, prefix_end(prefix)),
+            ).fetchall()
+        finally:
+            conn.execute("COMMIT")
+        events = []
+        for rev, key, created, deleted, value in rows:
+            etype = EventType.DELETED if deleted else EventType.ADDED if created else EventType.MODIFIED
+            events.append(Event(etype, Record(key, rev, value)))
+        return events
+
+    async def watch(self, prefix: str, from_revision: int) -> AsyncIterator[list[Event]]:
+        if from_revision < self._compacted:
+            raise Compacted(from_revision, self._compacted)
+        watcher = _Watcher(prefix)
+        # Registered before the history read: live events after `upto` queue up meanwhile.
+        self._watchers.add(watcher)
+        try:
+            upto = self._revision
+            if from_revision < upto:
+                history = await asyncio.to_thread(self._history, prefix, from_revision, upto)
+                if history:
+                    yield history
+            while True:
+                while not watcher.pending:
+                    watcher.wakeup.clear()
+                    await watcher.wakeup.wait()
+                batch = watcher.pending.popleft()
+                if batch is None:
+                    return
+                batch = [e for e in batch if e.revision > from_revision]
+                if batch:
+                    yield batch
+        finally:
+            self._watchers.discard(watcher)

@@ -1,0 +1,201 @@
+"""The store contract, checked against every backend (the etcd backend joins this list later)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+
+import pytest
+
+from corral.store import Compacted, Conflict, EventType, KeyExists, KeyNotFound, open_store
+
+
+@pytest.fixture(params=["sqlite"])
+async def store(request, tmp_path):
+    s = await open_store(f"sqlite://{tmp_path}/state.db")
+    yield s
+    await s.close()
+
+
+def obj(name: str, **extra) -> dict:
+    return {"metadata": {"name": name}, **extra}
+
+
+async def collect(store, prefix: str, after: int, count: int, timeout: float = 5.0):
+    events = []
+
+    async def run():
+        async for batch in store.watch(prefix, after):
+            events.extend(batch)
+            if len(events) >= count:
+                return
+
+    await asyncio.wait_for(run(), timeout)
+    return events
+
+
+async def test_every_write_gets_the_next_revision_and_it_is_the_resource_version(store):
+    a = await store.create("/core/pods/default/a", obj("a"))
+    b = await store.create("/core/pods/default/b", obj("b"))
+    c = await store.update("/core/pods/default/a", obj("a", spec={"x": 1}), a.revision)
+    assert b.revision == a.revision + 1 and c.revision == b.revision + 1
+    assert c.obj["metadata"]["resourceVersion"] == str(c.revision)
+    got = await store.get("/core/pods/default/a")
+    assert got.revision == c.revision and got.obj["spec"] == {"x": 1}
+    assert store.revision == c.revision
+
+
+async def test_creating_an_existing_key_fails_and_writes_nothing(store):
+    await store.create("/k/a", obj("a"))
+    rev = store.revision
+    with pytest.raises(KeyExists):
+        await store.create("/k/a", obj("a"))
+    assert store.revision == rev
+
+
+async def test_update_with_a_stale_revision_is_a_conflict(store):
+    a = await store.create("/k/a", obj("a"))
+    await store.update("/k/a", obj("a", v=1), a.revision)
+    with pytest.raises(Conflict):
+        await store.update("/k/a", obj("a", v=2), a.revision)
+    assert (await store.get("/k/a")).obj["v"] == 1
+
+
+async def test_of_concurrent_writers_from_one_revision_exactly_one_wins(store):
+    a = await store.create("/k/a", obj("a"))
+    results = await asyncio.gather(
+        *(store.update("/k/a", obj("a", writer=i), a.revision) for i in range(20)),
+        return_exceptions=True,
+    )
+    winners = [r for r in results if not isinstance(r, Exception)]
+    assert len(winners) == 1
+    assert all(isinstance(r, Conflict) for r in results if isinstance(r, Exception))
+
+
+async def test_delete_returns_the_last_state_and_missing_keys_are_not_found(store):
+    a = await store.create("/k/a", obj("a", v=7))
+    gone = await store.delete("/k/a")
+    assert gone.revision == a.revision + 1 and gone.obj["v"] == 7
+    assert await store.get("/k/a") is None
+    with pytest.raises(KeyNotFound):
+        await store.delete("/k/a")
+    with pytest.raises(KeyNotFound):
+        await store.update("/k/a", obj("a"), gone.revision)
+    again = await store.create("/k/a", obj("a", v=8))
+    assert again.obj["v"] == 8
+
+
+async def test_delete_with_a_stale_revision_is_a_conflict(store):
+    a = await store.create("/k/a", obj("a"))
+    await store.update("/k/a", obj("a", v=1), a.revision)
+    with pytest.raises(Conflict):
+        await store.delete("/k/a", a.revision)
+
+
+async def test_list_is_in_key_order_under_a_prefix_and_pages_at_one_revision(store):
+    for i in range(25):
+        await store.create(f"/core/pods/ns/p{i:02d}", obj(f"p{i:02d}"))
+    await store.create("/core/nodes/n1", obj("n1"))
+    first = await store.list("/core/pods/", limit=10)
+    assert [r.key for r in first.items] == [f"/core/pods/ns/p{i:02d}" for i in range(10)]
+    assert first.more
+    # Changes after the first page do not show in later pages of the same list.
+    await store.delete("/core/pods/ns/p15")
+    await store.create("/core/pods/ns/p99", obj("p99"))
+    keys = [r.key for r in first.items]
+    page = first
+    while page.more:
+        page = await store.list("/core/pods/", revision=first.revision, limit=10, start_after=keys[-1])
+        keys += [r.key for r in page.items]
+    assert keys == [f"/core/pods/ns/p{i:02d}" for i in range(25)]
+    now = await store.list("/core/pods/")
+    assert "/core/pods/ns/p15" not in [r.key for r in now.items]
+    assert "/core/pods/ns/p99" in [r.key for r in now.items]
+
+
+async def test_watch_from_a_past_revision_replays_history_then_follows_live(store):
+    start = store.revision
+    a = await store.create("/w/a", obj("a"))
+    await store.update("/w/a", obj("a", v=1), a.revision)
+    await store.create("/other/x", obj("x"))
+    await store.delete("/w/a")
+    task = asyncio.create_task(collect(store, "/w/", start, 4))
+    await asyncio.sleep(0.05)
+    await store.create("/w/b", obj("b"))
+    events = await task
+    assert [(e.type, e.key) for e in events] == [
+        (EventType.ADDED, "/w/a"), (EventType.MODIFIED, "/w/a"),
+        (EventType.DELETED, "/w/a"), (EventType.ADDED, "/w/b"),
+    ]
+
+
+async def test_watch_under_concurrent_writers_has_no_gap_and_no_duplicate(store):
+    start = store.revision
+    n_writers, per_writer = 8, 60
+    watchers = [asyncio.create_task(collect(store, "/c/", start, n_writers * per_writer, 20))
+                for _ in range(3)]
+
+    async def writer(w: int) -> None:
+        for i in range(per_writer):
+            key = f"/c/w{w}-{i % 5}"
+            current = await store.get(key)
+            try:
+                if current is None:
+                    await store.create(key, obj(key))
+                else:
+                    await store.update(key, obj(key, i=i), current.revision)
+            except (Conflict, KeyExists):  # pragma: no cover - keys are per writer
+                raise
+            await asyncio.sleep(random.random() / 1000)
+
+    await asyncio.gather(*(writer(w) for w in range(n_writers)))
+    # A late watcher from the start sees exactly the same sequence from history.
+    late = await collect(store, "/c/", start, n_writers * per_writer)
+    for events in [await t for t in watchers] + [late]:
+        revs = [e.revision for e in events]
+        assert revs == sorted(set(revs)), "out of order or duplicated"
+        assert revs == list(range(start + 1, start + 1 + n_writers * per_writer)), "gap"
+
+
+async def test_compaction_keeps_current_state_and_makes_old_revisions_fail_distinctly(store):
+    a = await store.create("/k/a", obj("a"))
+    b = await store.create("/k/b", obj("b"))
+    for i in range(5):
+        a = await store.update("/k/a", obj("a", v=i), a.revision)
+    await store.delete("/k/b")
+    mark = store.revision
+    await store.compact(mark)
+    assert store.compacted_revision == mark
+    with pytest.raises(Compacted):
+        async for _ in store.watch("/k/", b.revision):
+            pass
+    with pytest.raises(Compacted):
+        await store.list("/k/", revision=b.revision)
+    listed = await store.list("/k/")
+    assert [(r.key, r.obj.get("v")) for r in listed.items] == [("/k/a", 4)]
+    # Watching from the compaction point itself still works.
+    task = asyncio.create_task(collect(store, "/k/", mark, 1))
+    await asyncio.sleep(0.05)
+    await store.update("/k/a", obj("a", v=9), a.revision)
+    assert [e.type for e in await task] == [EventType.MODIFIED]
+
+
+async def test_state_and_revisions_survive_reopening(tmp_path):
+    path = f"sqlite://{tmp_path}/state.db"
+    s = await open_store(path)
+    recs = [await s.create(f"/k/{i}", obj(str(i))) for i in range(10)]
+    await s.delete("/k/9")
+    await s.compact(s.revision)
+    last = s.revision
+    await s.close()
+    s = await open_store(path)
+    try:
+        assert s.revision == last
+        listed = await s.list("/k/")
+        assert [(r.key, r.revision) for r in listed.items] == sorted(
+            (r.key, r.revision) for r in recs[:9]
+        )
+        nxt = await s.create("/k/new", obj("new"))
+        assert nxt.revision == last + 1
+    finally:
+        await s.close()
