@@ -1,0 +1,254 @@
+"""The corral server process: store, watch cache, HTTP API, health, metrics, compaction.
+
+:class:`Server` is what ``corral server`` runs and what tests start in-process. Components that
+later run inside the server (scheduler, controllers) use ``server.store`` and ``server.cache``
+directly, without an HTTP hop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from corral.api.defaults import apply_create_defaults
+from corral.api.resources import by_kind
+from corral.server import errors
+from corral.server.cache import WatchCache
+from corral.server.discovery import discovery_documents, openapi_documents
+from corral.server.http import MAX_BODY_BYTES, add_resource_routes
+from corral.server.rest import ResourceAPI
+from corral.store import KeyExists, Store, open_store
+
+__all__ = ["Server", "ServerConfig", "DEFAULT_ADDRESS", "default_data_dir"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ADDRESS = "127.0.0.1:7443"
+BOOTSTRAP_NAMESPACES = ("default", "kube-system", "kube-public", "corral-node-lease")
+SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
+
+
+def default_data_dir() -> str:
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return os.path.join(base, "corral")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    data_dir: str = ""
+    store_url: str = ""  # default: sqlite://{data_dir}/corral.db
+    address: str = DEFAULT_ADDRESS
+    history_revisions: int = 100_000  # store history kept for watches and paged lists
+    compact_interval: float = 60.0
+    sqlite_synchronous: str = "FULL"
+
+    def resolved_store_url(self) -> str:
+        if self.store_url:
+            return self.store_url
+        return f"sqlite://{os.path.join(self.data_dir or default_data_dir(), 'corral.db')}"
+
+
+class _Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self.requests = Counter("corral_apiserver_requests", "API requests by verb, resource and code",
+                                ["verb", "resource", "code"], registry=self.registry)
+        self.latency = Histogram("corral_apiserver_request_duration_seconds", "API request latency",
+                                 ["verb"], registry=self.registry,
+                                 buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
+        self.revision = Gauge("corral_store_revision", "Newest store revision", registry=self.registry)
+        self.watchers = Gauge("corral_apiserver_watchers", "Open client watches", registry=self.registry)
+        self.objects = Gauge("corral_apiserver_objects", "Objects held by the watch cache",
+                             ["resource"], registry=self.registry)
+
+
+def _split_address(address: str) -> tuple[str, int]:
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit():
+        raise ValueError(f"address must be HOST:PORT, got {address!r}")
+    return host.strip("[]"), int(port)
+
+
+class Server:
+    """One corral server: ``await start()``, serve, ``await stop()``."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.store: Store | None = None
+        self.cache: WatchCache | None = None
+        self.api: ResourceAPI | None = None
+        self.metrics = _Metrics()
+        self._runner: web.AppRunner | None = None
+        self._tasks: list[asyncio.Task] = []
+        self.url = ""
+
+    async def start(self) -> None:
+        self.store = await open_store(self.config.resolved_store_url(),
+                                      synchronous=self.config.sqlite_synchronous)
+        self.cache = WatchCache(self.store)
+        await self.cache.start()
+        self.api = ResourceAPI(self.store, self.cache)
+        await self._bootstrap()
+        app = self.build_app()
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        host, port = _split_address(self.config.address)
+        site = web.TCPSite(self._runner, host, port, backlog=1024, reuse_address=True)
+        await site.start()
+        sock = site._server.sockets[0]  # type: ignore[union-attr]
+        bound_host, bound_port = sock.getsockname()[:2]
+        self.url = f"http://{host if ':' not in host else f'[{host}]'}:{bound_port}"
+        self._tasks.append(asyncio.create_task(self._compact_loop(), name="compaction"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+        if self.cache is not None:
+            await self.cache.stop()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        if self.store is not None:
+            await self.store.close()
+
+    async def _bootstrap(self) -> None:
+        """Objects every cluster has: the system namespaces and priority classes."""
+        ns_res, pc_res = by_kind("Namespace"), by_kind("PriorityClass")
+        wanted: list[tuple[Any, str, dict[str, Any]]] = [
+            (ns_res, name, {"metadata": {"name": name}}) for name in BOOTSTRAP_NAMESPACES
+        ] + [
+            (pc_res, name, {"metadata": {"name": name}, "value": value,
+                            "description": "Used for system critical pods."})
+            for name, value in SYSTEM_PRIORITY_CLASSES.items()
+        ]
+        for resource, name, obj in wanted:
+            if self.cache.get(resource.key(None, name)) is None:  # type: ignore[union-attr]
+                apply_create_defaults(resource, obj, None)
+                try:
+                    await self.store.create(resource.key(None, name), obj)  # type: ignore[union-attr]
+                except KeyExists:
+                    pass
+
+    async def _compact_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.compact_interval)
+            try:
+                await self.compact()
+            except Exception:  # pragma: no cover - logged, retried next round
+                log.exception("compaction failed")
+
+    async def compact(self, revision: int | None = None) -> int:
+        """Compact store history (default: keep ``history_revisions``) and the cache's window."""
+        assert self.store is not None and self.cache is not None
+        target = revision if revision is not None else self.store.revision - self.config.history_revisions
+        if target <= self.store.compacted_revision:
+            return self.store.compacted_revision
+        await self.store.compact(target)
+        self.cache.forget_before(target)
+        return target
+
+    # --- the aiohttp application -----------------------------------------------------------------------
+
+    def build_app(self) -> web.Application:
+        app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[self._middleware])
+        docs = discovery_documents()
+        openapi: dict[str, bytes] = {}
+
+        def static(body: bytes):
+            async def handler(request: web.Request) -> web.Response:
+                return web.Response(body=body, content_type="application/json")
+            return handler
+
+        for path, body in docs.items():
+            app.router.add_get(path, static(body))
+
+        async def openapi_handler(request: web.Request) -> web.Response:
+            if not openapi:
+                openapi.update(openapi_documents())
+            body = openapi.get(request.path.rstrip("/"))
+            if body is None:
+                raise errors.ApiError(404, "NotFound", f"no OpenAPI document at {request.path}")
+            return web.Response(body=body, content_type="application/json")
+
+        app.router.add_get("/openapi/v3", openapi_handler)
+        app.router.add_get(r"/openapi/v3/{tail:.+}", openapi_handler)
+        for path in ("/healthz", "/livez"):
+            app.router.add_get(path, self._healthz)
+        app.router.add_get("/readyz", self._readyz)
+        app.router.add_get("/metrics", self._metrics)
+        add_resource_routes(app, self.api)  # type: ignore[arg-type]
+        return app
+
+    @web.middleware
+    async def _middleware(self, request: web.Request, handler) -> web.StreamResponse:
+        start = time.perf_counter()
+        try:
+            response = await handler(request)
+        except errors.ApiError as exc:
+            response = web.Response(body=exc.body(), status=exc.code, content_type="application/json")
+        except web.HTTPException as exc:
+            reason = {404: "NotFound", 405: "MethodNotAllowed", 413: "RequestEntityTooLarge"}.get(
+                exc.status, "BadRequest" if exc.status < 500 else "InternalError")
+            message = "the server could not find the requested resource" if exc.status == 404 else exc.reason
+            response = web.Response(body=errors.status_body(exc.status, reason, message),
+                                    status=exc.status, content_type="application/json")
+        except asyncio.TimeoutError:
+            response = web.Response(body=errors.status_body(504, "Timeout", "the server timed out"),
+                                    status=504, content_type="application/json")
+        except Exception as exc:
+            log.exception("internal error serving %s %s", request.method, request.path)
+            response = web.Response(body=errors.status_body(500, "InternalError", f"internal error: {exc}"),
+                                    status=500, content_type="application/json")
+        verb = request.get("verb", "other")
+        self.metrics.requests.labels(verb, request.get("resource", ""), str(response.status)).inc()
+        self.metrics.latency.labels(verb).observe(time.perf_counter() - start)
+        return response
+
+    async def _healthz(self, request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _readyz(self, request: web.Request) -> web.Response:
+        if self.cache is None or not self.cache.ready.is_set():
+            return web.Response(text="watch cache not ready", status=503)
+        return web.Response(text="ok")
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        assert self.store is not None and self.cache is not None
+        self.metrics.revision.set(self.store.revision)
+        self.metrics.watchers.set(self.cache.watcher_count())
+        from corral.api.resources import RESOURCES
+
+        for r in RESOURCES:
+            self.metrics.objects.labels(r.plural).set(self.cache.count(r.store_prefix))
+        return web.Response(body=generate_latest(self.metrics.registry),
+                            headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+async def serve_forever(config: ServerConfig, *, ready_message: bool = True) -> None:
+    """Run a server until SIGINT/SIGTERM: what ``corral server`` does."""
+    import signal
+
+    server = Server(config)
+    await server.start()
+    if ready_message:
+        print(f"corral server listening on {server.url} (store: {config.resolved_store_url()})", flush=True)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()

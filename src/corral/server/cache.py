@@ -1,0 +1,272 @@
+"""The watch cache: one store watch, held in memory, fanned out to every client watch and list.
+
+The cache lists the whole store once, then follows one ``store.watch("/")``. It keeps
+- the current objects by resource and key (their JSON bytes, ready to send, and the decoded dict for
+  selector matching), and
+- a window of recent events, so a client watch from a recent resourceVersion resumes without
+  touching the store; older than the window answers 410 Gone, as Kubernetes does.
+
+Reads are consistent: a handler first waits until the cache has caught up with the newest revision
+the store has acknowledged (in-process this is immediate), so a client always reads its own writes.
+
+Everything here runs on the event loop thread; methods that register a watcher do so without an
+``await`` between reading history and subscribing, which is what makes a watch gap-free.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import bisect
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator
+
+from corral.api.selectors import FieldSelector, LabelSelector
+from corral.store.base import Compacted, Event, EventType, Record, Store
+
+__all__ = ["WatchCache", "CacheWatcher", "TooOld"]
+
+log = logging.getLogger(__name__)
+
+# A watcher this far behind is closed; its client re-watches from the last revision it saw.
+MAX_PENDING_LINES = 50_000
+
+
+class TooOld(Exception):
+    """The requested revision is older than the cache's event window."""
+
+    def __init__(self, requested: int, oldest: int) -> None:
+        super().__init__(f"too old resource version: {requested} ({oldest})")
+        self.requested, self.oldest = requested, oldest
+
+
+def resource_prefix(key: str) -> str:
+    """``/core/pods/ns/name`` → ``/core/pods/``."""
+    end = key.index("/", key.index("/", 1) + 1)
+    return key[: end + 1]
+
+
+@dataclass(slots=True)
+class _CachedEvent:
+    type: EventType
+    revision: int
+    prefix: str
+    new: Record | None  # None for DELETED
+    old: Record | None  # None for ADDED
+    _lines: dict[str, bytes] = field(default_factory=dict)
+
+    @property
+    def last(self) -> Record:
+        return self.new if self.new is not None else self.old  # type: ignore[return-value]
+
+    def line(self, etype: str, record: Record) -> bytes:
+        cached = self._lines.get(etype)
+        if cached is None:
+            cached = self._lines[etype] = (
+                b'{"type":"' + etype.encode() + b'","object":' + record.value + b"}\n"
+            )
+        return cached
+
+
+@dataclass(slots=True, eq=False)
+class CacheWatcher:
+    """One client watch: a filter and a queue of encoded event lines."""
+
+    prefix: str  # resource prefix, or resource prefix + namespace + "/"
+    name: str | None
+    labels: LabelSelector
+    fields: FieldSelector
+    lines: list[bytes] = field(default_factory=list)
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+    closed: bool = False
+    last_revision: int = 0
+
+    def matches(self, record: Record | None) -> bool:
+        if record is None or not record.key.startswith(self.prefix):
+            return False
+        if self.name is not None and record.key.rsplit("/", 1)[-1] != self.name:
+            return False
+        if not self.labels.empty and not self.labels.matches_object(record.obj):
+            return False
+        return self.fields.empty or self.fields.matches(record.obj)
+
+    def offer(self, event: _CachedEvent) -> None:
+        new_ok = self.matches(event.new)
+        old_ok = self.matches(event.old)
+        if new_ok and old_ok:
+            self.lines.append(event.line("MODIFIED", event.new))  # type: ignore[arg-type]
+        elif new_ok:
+            self.lines.append(event.line("ADDED", event.new))  # type: ignore[arg-type]
+        elif old_ok:
+            # Left the selection (or was deleted): the client sees it go.
+            self.lines.append(event.line("DELETED", event.new or event.old))  # type: ignore[arg-type]
+        else:
+            return
+        self.last_revision = event.revision
+        if len(self.lines) > MAX_PENDING_LINES:
+            self.close()
+        self.wakeup.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self.wakeup.set()
+
+    def take(self) -> list[bytes]:
+        lines, self.lines = self.lines, []
+        self.wakeup.clear()
+        return lines
+
+
+class WatchCache:
+    def __init__(self, store: Store, *, window: int = 200_000) -> None:
+        self._store = store
+        self._window = window
+        self._objects: dict[str, dict[str, Record]] = {}
+        self._events: list[_CachedEvent] = []
+        self._event_revs: list[int] = []
+        self._oldest = 0  # watches from revisions >= this can be served
+        self._watchers: dict[str, set[CacheWatcher]] = {}
+        self._waiters: list[tuple[int, asyncio.Future]] = []
+        self._task: asyncio.Task | None = None
+        self.revision = 0
+        self.ready = asyncio.Event()
+        self.on_event: list[Callable[[Event], None]] = []
+
+    # --- lifecycle -------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self._load()
+        self._task = asyncio.create_task(self._follow(), name="watch-cache")
+
+    async def _load(self) -> None:
+        listing = await self._store.list("/")
+        self._objects = {}
+        for record in listing.items:
+            self._objects.setdefault(resource_prefix(record.key), {})[record.key] = record
+        self.revision = self._oldest = listing.revision
+        self._events, self._event_revs = [], []
+        self.ready.set()
+
+    async def _follow(self) -> None:
+        while True:
+            try:
+                async for batch in self._store.watch("/", self.revision):
+                    self._apply(batch)
+            except Compacted:
+                log.warning("watch cache fell behind compaction; reloading")
+                for watchers in self._watchers.values():
+                    for w in watchers:
+                        w.close()
+                await self._load()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # pragma: no cover - keep serving; retry the watch
+                log.exception("watch cache lost its store watch; retrying")
+                await asyncio.sleep(0.5)
+            else:
+                return  # the store closed
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except asyncio.CancelledError:
+                pass
+        for watchers in self._watchers.values():
+            for w in watchers:
+                w.close()
+
+    # --- following the store ---------------------------------------------------------------------------
+
+    def _apply(self, batch: list[Event]) -> None:
+        for event in batch:
+            record = event.record
+            prefix = resource_prefix(record.key)
+            objects = self._objects.setdefault(prefix, {})
+            old = objects.get(record.key)
+            if event.type is EventType.DELETED:
+                objects.pop(record.key, None)
+                cached = _CachedEvent(event.type, record.revision, prefix, None, record)
+            else:
+                objects[record.key] = record
+                cached = _CachedEvent(event.type, record.revision, prefix, record, old)
+            self._events.append(cached)
+            self._event_revs.append(record.revision)
+            for w in self._watchers.get(prefix, ()):
+                w.offer(cached)
+            for hook in self.on_event:
+                hook(event)
+        self.revision = batch[-1].revision
+        if len(self._events) > 2 * self._window:
+            cut = len(self._events) - self._window
+            self._oldest = self._event_revs[cut - 1]
+            del self._events[:cut], self._event_revs[:cut]
+        if self._waiters:
+            ready = [w for w in self._waiters if w[0] <= self.revision]
+            self._waiters = [w for w in self._waiters if w[0] > self.revision]
+            for _, fut in ready:
+                if not fut.done():
+                    fut.set_result(None)
+
+    def forget_before(self, revision: int) -> None:
+        """Drop events at or before ``revision`` (after a store compaction)."""
+        cut = bisect.bisect_right(self._event_revs, revision)
+        if cut:
+            del self._events[:cut], self._event_revs[:cut]
+        self._oldest = max(self._oldest, revision)
+
+    async def wait_fresh(self, revision: int | None = None, timeout: float = 10.0) -> None:
+        """Return once the cache has seen ``revision`` (default: all the store acknowledged)."""
+        target = self._store.revision if revision is None else revision
+        if self.revision >= target:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append((target, fut))
+        await asyncio.wait_for(fut, timeout)
+
+    # --- reads -------------------------------------------------------------------------------------------
+
+    def get(self, key: str) -> Record | None:
+        objects = self._objects.get(resource_prefix(key))
+        return objects.get(key) if objects else None
+
+    def items(self, resource_prefix_: str, key_prefix: str | None = None) -> Iterator[Record]:
+        """Current objects of one resource, optionally under a namespace key prefix, unsorted."""
+        objects = self._objects.get(resource_prefix_, {})
+        if key_prefix is None or key_prefix == resource_prefix_:
+            return iter(list(objects.values()))
+        return (r for r in list(objects.values()) if r.key.startswith(key_prefix))
+
+    def count(self, resource_prefix_: str) -> int:
+        return len(self._objects.get(resource_prefix_, {}))
+
+    # --- watches -----------------------------------------------------------------------------------------
+
+    def watch(self, resource_prefix_: str, watcher: CacheWatcher, from_revision: int | None) -> None:
+        """Register ``watcher``. ``None``: current objects as ADDED, then changes. Else: changes after."""
+        if from_revision is None:
+            for record in sorted(self.items(resource_prefix_, watcher.prefix), key=lambda r: r.key):
+                if watcher.matches(record):
+                    watcher.lines.append(b'{"type":"ADDED","object":' + record.value + b"}\n")
+            watcher.last_revision = self.revision
+        else:
+            if from_revision < self._oldest:
+                raise TooOld(from_revision, self._oldest)
+            start = bisect.bisect_right(self._event_revs, from_revision)
+            for event in self._events[start:]:
+                if event.prefix == resource_prefix_:
+                    watcher.offer(event)
+            watcher.last_revision = max(watcher.last_revision, from_revision)
+        if watcher.lines:
+            watcher.wakeup.set()
+        self._watchers.setdefault(resource_prefix_, set()).add(watcher)
+
+    def unwatch(self, resource_prefix_: str, watcher: CacheWatcher) -> None:
+        self._watchers.get(resource_prefix_, set()).discard(watcher)
+
+    def watcher_count(self) -> int:
+        return sum(len(ws) for ws in self._watchers.values())
+
+    def stats(self) -> dict[str, Any]:
+        return {"revision": self.revision, "events": len(self._events), "oldest": self._oldest}

@@ -1,0 +1,264 @@
+"""The HTTP face of the API: Kubernetes paths and query parameters onto :class:`ResourceAPI`.
+
+Paths: ``/api/v1/{plural}[/{name}[/{sub}]]``, ``/api/v1/namespaces/{ns}/{plural}[/{name}[/{sub}]]`` and
+the same under ``/apis/{group}/{version}``. Watches stream one JSON event per line. Every error
+leaves as a ``Status`` object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+import yaml
+from aiohttp import web
+
+from corral.api.resources import ResourceType, by_plural
+from corral.api.selectors import SelectorError, parse_field_selector, parse_label_selector
+from corral.server import errors
+from corral.server.cache import CacheWatcher, TooOld
+from corral.server.rest import ListOptions, Reply, ResourceAPI, WriteOptions
+
+__all__ = ["add_resource_routes", "MAX_BODY_BYTES"]
+
+log = logging.getLogger(__name__)
+
+MAX_BODY_BYTES = 3 * 1024 * 1024  # Kubernetes' limit
+BOOKMARK_INTERVAL = 10.0
+DEFAULT_WATCH_TIMEOUT = 1800.0
+_decode = msgspec.json.Decoder().decode
+_encode = msgspec.json.Encoder().encode
+JSON = "application/json"
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    resource: ResourceType
+    namespace: str | None
+    name: str | None
+    subresource: str | None
+
+
+def parse_target(group: str, version: str, tail: str) -> Target:
+    """The resource, namespace, name and subresource a path names; 404 if none."""
+    segs = [s for s in tail.split("/") if s]
+    namespace = None
+    if len(segs) >= 3 and segs[0] == "namespaces":
+        candidate = by_plural(group, segs[2])
+        if candidate is not None and candidate.namespaced:
+            namespace, segs = segs[1], segs[2:]
+    if not segs or len(segs) > 3:
+        raise errors.ApiError(404, "NotFound", f"the server could not find the requested resource")
+    resource = by_plural(group, segs[0])
+    if resource is None or resource.version != version:
+        raise errors.ApiError(404, "NotFound",
+                              f'the server could not find the requested resource ("{segs[0]}" in '
+                              f'{group + "/" if group else ""}{version})')
+    name = segs[1] if len(segs) > 1 else None
+    sub = segs[2] if len(segs) > 2 else None
+    if sub is not None and sub not in resource.subresources:
+        raise errors.ApiError(404, "NotFound", f'{resource.plural} has no subresource "{sub}"')
+    if resource.namespaced and namespace is None and name is not None:
+        raise errors.ApiError(404, "NotFound", f"{resource.plural} are namespaced: use /namespaces/{{ns}}/{resource.plural}/{name}")
+    return Target(resource, namespace, name, sub)
+
+
+def _flag(request: web.Request, name: str) -> bool:
+    return request.query.get(name, "").lower() in ("true", "1", "yes")
+
+
+def _int_param(request: web.Request, name: str) -> int | None:
+    raw = request.query.get(name)
+    if raw in (None, ""):
+        return None
+    try:
+        return int(raw)
+    except ValueError:
+        raise errors.bad_request(f"{name} must be an integer, got {raw!r}") from None
+
+
+def _list_options(request: web.Request, resource: ResourceType) -> ListOptions:
+    try:
+        labels = parse_label_selector(request.query.get("labelSelector"))
+        fields = parse_field_selector(request.query.get("fieldSelector"), resource.field_selectors)
+    except SelectorError as exc:
+        raise errors.bad_request(str(exc)) from None
+    limit = _int_param(request, "limit") or 0
+    if limit < 0:
+        raise errors.bad_request("limit must not be negative")
+    return ListOptions(labels, fields, limit, request.query.get("continue", ""))
+
+
+def _write_options(request: web.Request) -> WriteOptions:
+    validation = request.query.get("fieldValidation", "Warn")
+    if validation not in ("Warn", "Strict", "Ignore", ""):
+        raise errors.bad_request(f'fieldValidation must be one of Ignore, Warn, Strict, got "{validation}"')
+    return WriteOptions(strict=validation == "Strict", warn=validation != "Ignore",
+                        dry_run=request.query.get("dryRun") == "All")
+
+
+async def read_body(request: web.Request) -> Any:
+    """The decoded request body (JSON, or YAML by content type); 400 / 413 with a Status."""
+    if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
+        raise errors.too_large(MAX_BODY_BYTES)
+    try:
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise errors.too_large(MAX_BODY_BYTES) from None
+    if not raw.strip():
+        raise errors.bad_request("the request body is empty")
+    if "yaml" in request.content_type:
+        try:
+            return yaml.safe_load(raw)
+        except yaml.YAMLError as exc:
+            raise errors.bad_request(f"the request body is not valid YAML: {exc}") from None
+    try:
+        return _decode(raw)
+    except msgspec.DecodeError as exc:
+        raise errors.bad_request(f"the request body is not valid JSON: {exc}") from None
+
+
+def respond(reply: Reply) -> web.Response:
+    resp = web.Response(body=reply.body, status=reply.code, content_type=JSON)
+    for w in reply.warnings:
+        resp.headers.add("Warning", '299 - "' + w.replace('"', "'") + '"')
+    return resp
+
+
+class ResourceRoutes:
+    def __init__(self, api: ResourceAPI) -> None:
+        self.api = api
+
+    async def core(self, request: web.Request) -> web.StreamResponse:
+        return await self.dispatch(request, parse_target("", request.match_info["version"], request.match_info["tail"]))
+
+    async def grouped(self, request: web.Request) -> web.StreamResponse:
+        target = parse_target(request.match_info["group"], request.match_info["version"], request.match_info["tail"])
+        return await self.dispatch(request, target)
+
+    async def dispatch(self, request: web.Request, t: Target) -> web.StreamResponse:
+        api, method, res = self.api, request.method, t.resource
+        request["resource"] = res.plural
+        if t.name is None:  # the collection
+            if method == "GET":
+                if _flag(request, "watch"):
+                    request["verb"] = "watch"
+                    return await self.watch(request, t)
+                request["verb"] = "list"
+                return respond(await api.list(res, t.namespace, _list_options(request, res)))
+            if method == "POST":
+                request["verb"] = "create"
+                body = await read_body(request)
+                if res.kind == "Binding":
+                    return respond(await api.bind(t.namespace or "default", None, body, _write_options(request)))
+                return respond(await api.create(res, t.namespace, body, _write_options(request)))
+            if method == "DELETE":
+                request["verb"] = "deletecollection"
+                grace = _int_param(request, "gracePeriodSeconds")
+                return respond(await api.delete_collection(res, t.namespace, _list_options(request, res), grace))
+            raise errors.method_not_allowed(method, res.plural)
+        if t.subresource == "binding":
+            if method != "POST":
+                raise errors.method_not_allowed(method, "pods/binding")
+            request["verb"] = "create"
+            return respond(await api.bind(t.namespace or "default", t.name, await read_body(request),
+                                          _write_options(request)))
+        if method == "GET":
+            request["verb"] = "get"
+            return respond(await api.get(res, t.namespace, t.name))
+        if method == "PUT":
+            request["verb"] = "update"
+            return respond(await api.update(res, t.namespace, t.name, await read_body(request),
+                                            _write_options(request), t.subresource))
+        if method == "PATCH":
+            request["verb"] = "patch"
+            body = await read_body(request)
+            ctype = request.content_type
+            # A JSON patch is always a list; the official Python client labels every patch body
+            # json-patch, so an object body is taken as the merge patch it must be.
+            patch_type = "json" if ctype == "application/json-patch+json" and isinstance(body, list) else "merge"
+            return respond(await api.patch(res, t.namespace, t.name, body, patch_type,
+                                           _write_options(request), t.subresource))
+        if method == "DELETE":
+            request["verb"] = "delete"
+            grace = _int_param(request, "gracePeriodSeconds")
+            pre_rv = pre_uid = None
+            dry_run = request.query.get("dryRun") == "All"
+            if request.can_read_body:
+                raw = await request.read()
+                if raw.strip():
+                    try:
+                        opts = _decode(raw)
+                    except msgspec.DecodeError as exc:
+                        raise errors.bad_request(f"the DeleteOptions body is not valid JSON: {exc}") from None
+                    if isinstance(opts, dict):
+                        if opts.get("gracePeriodSeconds") is not None and grace is None:
+                            grace = int(opts["gracePeriodSeconds"])
+                        pre = opts.get("preconditions") or {}
+                        pre_rv, pre_uid = pre.get("resourceVersion"), pre.get("uid")
+                        dry_run = dry_run or "All" in (opts.get("dryRun") or ())
+            return respond(await api.delete(res, t.namespace, t.name, grace, pre_rv, pre_uid, dry_run))
+        raise errors.method_not_allowed(method, f"{res.plural}/{t.name}")
+
+    async def watch(self, request: web.Request, t: Target) -> web.StreamResponse:
+        res = t.resource
+        opts = _list_options(request, res)
+        rv_raw = request.query.get("resourceVersion", "")
+        try:
+            from_revision = int(rv_raw) if rv_raw not in ("", "0") else None
+        except ValueError:
+            raise errors.bad_request(f"invalid resourceVersion {rv_raw!r}") from None
+        timeout = float(_int_param(request, "timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
+        bookmarks = _flag(request, "allowWatchBookmarks")
+        prefix = f"{res.store_prefix}{t.namespace}/" if res.namespaced and t.namespace else res.store_prefix
+        watcher = CacheWatcher(prefix, opts.fields.exact("metadata.name"), opts.labels, opts.fields)
+        cache = self.api.cache
+        await cache.wait_fresh()
+        resp = web.StreamResponse(headers={"Content-Type": JSON})
+        resp.enable_chunked_encoding()
+        try:
+            cache.watch(res.store_prefix, watcher, from_revision)
+        except TooOld as exc:
+            # Kubernetes answers an expired watch with 200 and a single ERROR event.
+            await resp.prepare(request)
+            status = errors.gone(f"too old resource version: {exc.requested} ({exc.oldest})").body()
+            await resp.write(b'{"type":"ERROR","object":' + status + b"}\n")
+            return resp
+        try:
+            await resp.prepare(request)
+            deadline = time.monotonic() + timeout
+            next_bookmark = time.monotonic() + BOOKMARK_INTERVAL
+            while not watcher.closed or watcher.lines:
+                now = time.monotonic()
+                if now >= deadline:
+                    break
+                if not watcher.lines:
+                    try:
+                        await asyncio.wait_for(watcher.wakeup.wait(),
+                                               min(deadline, next_bookmark) - now)
+                    except asyncio.TimeoutError:
+                        pass
+                lines = watcher.take()
+                if lines:
+                    await resp.write(b"".join(lines))
+                elif bookmarks and time.monotonic() >= next_bookmark:
+                    mark = {"kind": res.kind, "apiVersion": res.api_version,
+                            "metadata": {"resourceVersion": str(max(watcher.last_revision, cache.revision))}}
+                    await resp.write(b'{"type":"BOOKMARK","object":' + _encode(mark) + b"}\n")
+                if time.monotonic() >= next_bookmark:
+                    next_bookmark = time.monotonic() + BOOKMARK_INTERVAL
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        finally:
+            cache.unwatch(res.store_prefix, watcher)
+        return resp
+
+
+def add_resource_routes(app: web.Application, api: ResourceAPI) -> None:
+    routes = ResourceRoutes(api)
+    app.router.add_route("*", r"/api/{version:v1}/{tail:.+}", routes.core)
+    app.router.add_route("*", r"/apis/{group:[^/]+\.[^/]+}/{version:[^/]+}/{tail:.+}", routes.grouped)

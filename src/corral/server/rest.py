@@ -1,0 +1,499 @@
+"""What each API verb does to the store: the REST semantics, free of HTTP details.
+
+:class:`ResourceAPI` is called by the HTTP layer (``server.app``) with decoded inputs and answers
+with a :class:`Reply` (status code, JSON bytes, warnings) or raises :class:`ApiError`. Reads come
+from the watch cache after it has caught up with the store; writes go to the store with
+compare-and-swap on the revision that was read, so concurrent writers never lose an update.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import msgspec
+
+from corral.api import validation
+from corral.api.defaults import apply_create_defaults, now_rfc3339
+from corral.api.patch import PatchError, json_patch, merge_patch
+from corral.api.resources import ResourceType, by_kind
+from corral.api.selectors import FieldSelector, LabelSelector
+from corral.server import errors
+from corral.server.cache import WatchCache
+from corral.store.base import Compacted, Conflict, KeyExists, KeyNotFound, Record, Store
+
+__all__ = ["ResourceAPI", "Reply", "ListOptions", "WriteOptions", "PROTECTED_NAMESPACES"]
+
+_encode = msgspec.json.Encoder().encode
+_decode = msgspec.json.Decoder().decode
+
+PROTECTED_NAMESPACES = ("default", "kube-system", "kube-public", "corral-node-lease")
+_CAS_RETRIES = 8
+
+
+@dataclass(slots=True)
+class Reply:
+    code: int
+    body: bytes
+    warnings: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class ListOptions:
+    labels: LabelSelector = LabelSelector()
+    fields: FieldSelector = FieldSelector()
+    limit: int = 0
+    continue_token: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class WriteOptions:
+    strict: bool = False  # fieldValidation=Strict
+    warn: bool = True  # fieldValidation=Ignore turns warnings off
+    dry_run: bool = False
+
+
+def _meta(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+class ResourceAPI:
+    def __init__(self, store: Store, cache: WatchCache) -> None:
+        self.store = store
+        self.cache = cache
+
+    # --- reads -------------------------------------------------------------------------------------------
+
+    async def current(self, resource: ResourceType, namespace: str | None, name: str) -> Record:
+        await self.cache.wait_fresh()
+        record = self.cache.get(resource.key(namespace, name))
+        if record is None:
+            raise errors.not_found(resource, name)
+        return record
+
+    async def get(self, resource: ResourceType, namespace: str | None, name: str) -> Reply:
+        return Reply(200, (await self.current(resource, namespace, name)).value)
+
+    def _key_prefix(self, resource: ResourceType, namespace: str | None) -> str:
+        return f"{resource.store_prefix}{namespace}/" if resource.namespaced and namespace else resource.store_prefix
+
+    async def list(self, resource: ResourceType, namespace: str | None, opts: ListOptions) -> Reply:
+        if opts.limit or opts.continue_token:
+            return await self._list_paged(resource, namespace, opts)
+        await self.cache.wait_fresh()
+        prefix = self._key_prefix(resource, namespace)
+        name = opts.fields.exact("metadata.name")
+        records = []
+        for record in self.cache.items(resource.store_prefix, prefix):
+            if name is not None and record.key.rsplit("/", 1)[-1] != name:
+                continue
+            if not opts.labels.empty and not opts.labels.matches_object(record.obj):
+                continue
+            if not opts.fields.empty and not opts.fields.matches(record.obj):
+                continue
+            records.append(record)
+        records.sort(key=lambda r: r.key)
+        return Reply(200, self._list_body(resource, records, self.cache.revision, ""))
+
+    def _list_body(self, resource: ResourceType, records: list[Record], revision: int, cont: str) -> bytes:
+        meta: dict[str, Any] = {"resourceVersion": str(revision)}
+        if cont:
+            meta["continue"] = cont
+        head = _encode({"kind": resource.list_kind, "apiVersion": resource.api_version, "metadata": meta})
+        return head[:-1] + b',"items":[' + b",".join(r.value for r in records) + b"]}"
+
+    async def _list_paged(self, resource: ResourceType, namespace: str | None, opts: ListOptions) -> Reply:
+        prefix = self._key_prefix(resource, namespace)
+        revision, start = 0, ""
+        if opts.continue_token:
+            try:
+                token = _decode(base64.urlsafe_b64decode(opts.continue_token.encode()))
+                revision, start = int(token["rv"]), str(token["start"])
+                if not start.startswith(prefix):
+                    raise ValueError
+            except (ValueError, KeyError, TypeError, binascii.Error, msgspec.DecodeError):
+                raise errors.bad_request("invalid continue token") from None
+        else:
+            revision = self.store.revision
+        limit = opts.limit or 500
+        found: list[Record] = []
+        more = True
+        try:
+            while more and len(found) < limit:
+                page = await self.store.list(prefix, revision=revision, limit=limit, start_after=start)
+                more = page.more
+                for record in page.items:
+                    start = record.key
+                    if (opts.labels.empty or opts.labels.matches_object(record.obj)) and (
+                        opts.fields.empty or opts.fields.matches(record.obj)
+                    ):
+                        found.append(record)
+                        if len(found) == limit:
+                            more = more or record is not page.items[-1]
+                            break
+        except Compacted:
+            raise errors.gone(
+                "The provided continue parameter is too old to display a consistent list result. "
+                "You can start a new list without the continue parameter."
+            ) from None
+        cont = ""
+        if more and found:
+            cont = base64.urlsafe_b64encode(_encode({"rv": revision, "start": found[-1].key})).decode()
+        return Reply(200, self._list_body(resource, found, revision, cont))
+
+    # --- create ------------------------------------------------------------------------------------------
+
+    def _check_kind(self, resource: ResourceType, obj: Any) -> None:
+        if not isinstance(obj, dict):
+            raise errors.bad_request(f"the request body must be a JSON object (a {resource.kind})")
+        kind = obj.get("kind")
+        if kind is not None and kind != resource.kind:
+            raise errors.bad_request(
+                f'the kind of the body ("{kind}") does not match the resource ({resource.kind}, {resource.plural})'
+            )
+        version = obj.get("apiVersion")
+        if version is not None and version != resource.api_version:
+            raise errors.bad_request(
+                f'the apiVersion of the body ("{version}") does not match {resource.api_version}'
+            )
+
+    def _validate(self, resource: ResourceType, obj: dict[str, Any], opts: WriteOptions) -> list[str]:
+        name = _meta(obj).get("name")
+        _, causes = validation.validate(resource, obj)
+        if causes:
+            raise errors.invalid(resource, name if isinstance(name, str) else None, causes)
+        unknown = validation.unknown_fields(resource, obj)
+        if unknown and opts.strict:
+            listed = ", ".join(f'unknown field "{u}"' for u in unknown)
+            raise errors.bad_request(f"strict decoding error: {listed}")
+        if not opts.warn:
+            return []
+        return [f'unknown field "{u}": corral keeps it as written but does not act on it' for u in unknown]
+
+    async def create(self, resource: ResourceType, namespace: str | None, obj: Any, opts: WriteOptions) -> Reply:
+        self._check_kind(resource, obj)
+        meta = _meta(obj)
+        if resource.namespaced:
+            body_ns = meta.get("namespace")
+            if namespace and body_ns and body_ns != namespace:
+                raise errors.bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request"
+                )
+            namespace = namespace or body_ns or "default"
+        warnings = self._validate(resource, obj, opts)
+        apply_create_defaults(resource, obj, namespace)
+        name = obj["metadata"]["name"]
+        await self.cache.wait_fresh()
+        if resource.namespaced and self.cache.get(by_kind("Namespace").key(None, namespace)) is None:
+            raise errors.not_found(by_kind("Namespace"), namespace or "")
+        if resource.kind == "Pod":
+            self._admit_priority(obj)
+        if opts.dry_run:
+            return Reply(201, _encode(obj), warnings)
+        try:
+            record = await self.store.create(resource.key(namespace, name), obj)
+        except KeyExists:
+            raise errors.already_exists(resource, name) from None
+        return Reply(201, record.value, warnings)
+
+    def _admit_priority(self, pod: dict[str, Any]) -> None:
+        """Priority admission: spec.priority comes from the PriorityClass, never from the user."""
+        spec = pod["spec"]
+        pc_resource = by_kind("PriorityClass")
+        class_name = spec.get("priorityClassName")
+        value, policy = 0, None
+        if class_name:
+            record = self.cache.get(pc_resource.key(None, class_name))
+            if record is None:
+                raise errors.forbidden(by_kind("Pod"), pod["metadata"]["name"],
+                                       f"no PriorityClass with name {class_name} was found")
+            value, policy = record.obj.get("value", 0), record.obj.get("preemptionPolicy")
+        else:
+            for record in self.cache.items(pc_resource.store_prefix):
+                if record.obj.get("globalDefault"):
+                    class_name = _meta(record.obj).get("name")
+                    value, policy = record.obj.get("value", 0), record.obj.get("preemptionPolicy")
+                    spec["priorityClassName"] = class_name
+                    break
+        given = spec.get("priority")
+        if given is not None and given != value:
+            raise errors.forbidden(
+                by_kind("Pod"), pod["metadata"]["name"],
+                f"the integer value of priority ({given}) must not be provided in pod spec; "
+                f"priority admission controller computed {value} from the given PriorityClass name",
+            )
+        spec["priority"] = value
+        spec.setdefault("preemptionPolicy", policy or "PreemptLowerPriority")
+
+    # --- update and patch -------------------------------------------------------------------------------
+
+    def _merge_update(self, resource: ResourceType, current: dict[str, Any], new: dict[str, Any],
+                      subresource: str | None) -> dict[str, Any]:
+        """The object to store when ``new`` replaces ``current`` (via the main resource or /status)."""
+        if subresource == "status":
+            merged = _decode(_encode(current))
+            if "status" in new:
+                merged["status"] = new["status"]
+            else:
+                merged.pop("status", None)
+            return merged
+        merged = new
+        cur_meta, meta = current["metadata"], merged.setdefault("metadata", {})
+        for key in ("uid", "creationTimestamp", "namespace", "name", "deletionTimestamp",
+                    "deletionGracePeriodSeconds", "generation"):
+            if key in cur_meta:
+                meta[key] = cur_meta[key]
+            else:
+                meta.pop(key, None)
+        merged["apiVersion"], merged["kind"] = resource.api_version, resource.kind
+        if resource.has_status:
+            if "status" in current:
+                merged["status"] = current["status"]
+            else:
+                merged.pop("status", None)
+        if resource.kind == "Pod":
+            self._check_pod_spec_update(current, merged)
+        if merged.get("spec") != current.get("spec"):
+            meta["generation"] = int(cur_meta.get("generation") or 1) + 1
+        return merged
+
+    def _check_pod_spec_update(self, current: dict[str, Any], new: dict[str, Any]) -> None:
+        """Kubernetes' rule: a pod's spec is fixed once created, but for images and a few fields."""
+        def masked(spec: Any) -> Any:
+            spec = _decode(_encode(spec or {}))
+            for c in (*spec.get("containers", ()), *spec.get("initContainers", ())):
+                if isinstance(c, dict):
+                    c.pop("image", None)
+            for key in ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds"):
+                spec.pop(key, None)
+            return spec
+
+        if masked(current.get("spec")) != masked(new.get("spec")):
+            name = current["metadata"]["name"]
+            raise errors.invalid(by_kind("Pod"), name, [validation.Cause(
+                "spec", validation.FORBIDDEN,
+                "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
+                "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` "
+                "(only additions to existing tolerations) or `spec.terminationGracePeriodSeconds`",
+            )])
+
+    async def update(self, resource: ResourceType, namespace: str | None, name: str, obj: Any,
+                     opts: WriteOptions, subresource: str | None = None) -> Reply:
+        self._check_kind(resource, obj)
+        meta = _meta(obj)
+        if meta.get("name") not in (None, name):
+            raise errors.bad_request(
+                f"the name of the object ({meta.get('name')}) does not match the name on the URL ({name})"
+            )
+        if resource.namespaced and meta.get("namespace") not in (None, namespace):
+            raise errors.bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request"
+            )
+        current = await self.current(resource, namespace, name)
+        rv = meta.get("resourceVersion")
+        if rv not in (None, ""):
+            try:
+                expected = int(rv)
+            except (TypeError, ValueError):
+                raise errors.bad_request(f"invalid resourceVersion {rv!r}") from None
+            if expected != current.revision:
+                raise errors.conflict(resource, name)
+        else:
+            expected = current.revision
+        return await self._write_update(resource, namespace, name, current, obj, expected, opts, subresource)
+
+    async def _write_update(self, resource: ResourceType, namespace: str | None, name: str,
+                            current: Record, obj: dict[str, Any], expected: int, opts: WriteOptions,
+                            subresource: str | None) -> Reply:
+        merged = self._merge_update(resource, current.obj, obj, subresource)
+        merged["metadata"]["resourceVersion"] = str(current.revision)
+        warnings = self._validate(resource, merged, opts)
+        if merged == current.obj:
+            return Reply(200, current.value, warnings)
+        if opts.dry_run:
+            return Reply(200, _encode(merged), warnings)
+        key = resource.key(namespace, name)
+        if resource.kind == "Pod" and self._terminated(merged):
+            # The agent reports the pod gone: the record goes with it.
+            return Reply(200, (await self._delete_now(resource, name, key, None)).value, warnings)
+        try:
+            record = await self.store.update(key, merged, expected)
+        except Conflict:
+            raise errors.conflict(resource, name) from None
+        except KeyNotFound:
+            raise errors.not_found(resource, name) from None
+        return Reply(200, record.value, warnings)
+
+    @staticmethod
+    def _terminated(pod: dict[str, Any]) -> bool:
+        return bool(_meta(pod).get("deletionTimestamp")) and (pod.get("status") or {}).get("phase") == "Terminated"
+
+    async def patch(self, resource: ResourceType, namespace: str | None, name: str, patch: Any,
+                    patch_type: str, opts: WriteOptions, subresource: str | None = None) -> Reply:
+        for _ in range(_CAS_RETRIES):
+            current = await self.current(resource, namespace, name)
+            try:
+                if patch_type == "json":
+                    patched = json_patch(_decode(current.value), patch)
+                else:
+                    if not isinstance(patch, dict):
+                        raise PatchError("a merge patch must be a JSON object")
+                    patched = merge_patch(_decode(current.value), patch)
+            except PatchError as exc:
+                raise errors.ApiError(422, "Invalid", f"the patch could not be applied: {exc}") from None
+            if not isinstance(patched, dict):
+                raise errors.bad_request("the patched object is not a JSON object")
+            self._check_kind(resource, patched)
+            rv = _meta(patched).get("resourceVersion")
+            if rv not in (None, "") and str(rv) != str(current.revision):  # the patch pins a version
+                raise errors.conflict(resource, name)
+            try:
+                return await self._write_update(resource, namespace, name, current, patched,
+                                                current.revision, opts, subresource)
+            except errors.ApiError as exc:
+                if exc.code != 409 or exc.reason != "Conflict":
+                    raise
+        raise errors.conflict(resource, name)
+
+    # --- delete ------------------------------------------------------------------------------------------
+
+    async def _delete_now(self, resource: ResourceType, name: str, key: str, expected: int | None) -> Record:
+        try:
+            return await self.store.delete(key, expected)
+        except KeyNotFound:
+            raise errors.not_found(resource, name) from None
+        except Conflict:
+            raise errors.conflict(resource, name, "the resourceVersion in the precondition does not "
+                                  "match the object") from None
+
+    async def delete(self, resource: ResourceType, namespace: str | None, name: str,
+                     grace_seconds: int | None, precondition_rv: str | None,
+                     precondition_uid: str | None, dry_run: bool = False) -> Reply:
+        current = await self.current(resource, namespace, name)
+        if precondition_uid and _meta(current.obj).get("uid") != precondition_uid:
+            raise errors.conflict(resource, name, "the UID in the precondition does not match the object")
+        expected = None
+        if precondition_rv:
+            expected = int(precondition_rv) if str(precondition_rv).isdigit() else -1
+            if expected != current.revision:
+                raise errors.conflict(resource, name, "the resourceVersion in the precondition does not "
+                                      "match the object")
+        if resource.kind == "Namespace" and name in PROTECTED_NAMESPACES:
+            raise errors.forbidden(resource, name, "this namespace may not be deleted")
+        if dry_run:
+            return Reply(200, current.value)
+        key = resource.key(namespace, name)
+        if resource.kind == "Pod" and (current.obj.get("spec") or {}).get("nodeName") and grace_seconds != 0:
+            return await self._delete_gracefully(resource, namespace, name, grace_seconds)
+        if resource.kind == "Namespace":
+            await self._delete_namespace_contents(name)
+        return Reply(200, (await self._delete_now(resource, name, key, expected)).value)
+
+    async def _delete_gracefully(self, resource: ResourceType, namespace: str | None, name: str,
+                                 grace_seconds: int | None) -> Reply:
+        """A bound pod: mark it Terminating; its agent stops it and reports Terminated."""
+        for _ in range(_CAS_RETRIES):
+            current = await self.current(resource, namespace, name)
+            if _meta(current.obj).get("deletionTimestamp"):
+                return Reply(200, current.value)
+            pod = _decode(current.value)
+            grace = grace_seconds
+            if grace is None:
+                grace = int(pod["spec"].get("terminationGracePeriodSeconds", 30))
+            deadline = datetime.now(timezone.utc) + timedelta(seconds=grace)
+            pod["metadata"]["deletionTimestamp"] = deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
+            pod["metadata"]["deletionGracePeriodSeconds"] = grace
+            pod.setdefault("status", {})["phase"] = "Terminating"
+            try:
+                record = await self.store.update(current.key, pod, current.revision)
+            except Conflict:
+                continue
+            except KeyNotFound:
+                raise errors.not_found(resource, name) from None
+            return Reply(200, record.value)
+        raise errors.conflict(resource, name)
+
+    async def _delete_namespace_contents(self, namespace: str) -> None:
+        from corral.api.resources import RESOURCES
+
+        for resource in RESOURCES:
+            if not resource.namespaced:
+                continue
+            for record in self.cache.items(resource.store_prefix, f"{resource.store_prefix}{namespace}/"):
+                try:
+                    await self.store.delete(record.key)
+                except KeyNotFound:
+                    pass
+
+    async def delete_collection(self, resource: ResourceType, namespace: str | None,
+                                opts: ListOptions, grace_seconds: int | None) -> Reply:
+        await self.cache.wait_fresh()
+        deleted = []
+        for record in list(self.cache.items(resource.store_prefix, self._key_prefix(resource, namespace))):
+            if not opts.labels.matches_object(record.obj) or not opts.fields.matches(record.obj):
+                continue
+            name = record.key.rsplit("/", 1)[-1]
+            ns = _meta(record.obj).get("namespace")
+            try:
+                reply = await self.delete(resource, ns, name, grace_seconds, None, None)
+            except errors.ApiError as exc:
+                if exc.code == 404:
+                    continue
+                raise
+            deleted.append(Record(record.key, 0, reply.body))
+        return Reply(200, self._list_body(resource, deleted, self.store.revision, ""))
+
+    # --- binding -----------------------------------------------------------------------------------------
+
+    async def bind(self, namespace: str, pod_name: str | None, binding: Any, opts: WriteOptions) -> Reply:
+        """Assign a pod to a node: spec.nodeName, phase Scheduled, PodScheduled=True; 409 if bound."""
+        binding_res, pods = by_kind("Binding"), by_kind("Pod")
+        self._check_kind(binding_res, binding)
+        name = pod_name or _meta(binding).get("name")
+        if not name:
+            raise errors.invalid(binding_res, None, [validation.Cause("metadata.name", validation.REQUIRED,
+                                                                      "Required value")])
+        if pod_name and _meta(binding).get("name") not in (None, pod_name):
+            raise errors.bad_request(
+                f"the name of the binding ({_meta(binding).get('name')}) does not match the pod ({pod_name})"
+            )
+        _, causes = validation.validate(binding_res, {**binding, "metadata": {**_meta(binding), "name": name}})
+        if causes:
+            raise errors.invalid(binding_res, name, causes)
+        node = binding["target"]["name"]
+        for _ in range(_CAS_RETRIES):
+            current = await self.current(pods, namespace, name)
+            bound = (current.obj.get("spec") or {}).get("nodeName")
+            if bound:
+                raise errors.conflict(pods, name, f'pod {name} is already assigned to node "{bound}"')
+            if _meta(current.obj).get("deletionTimestamp"):
+                raise errors.conflict(pods, name, f"pod {name} is being deleted, cannot be assigned to a host")
+            pod = _decode(current.value)
+            pod["spec"]["nodeName"] = node
+            status = pod.setdefault("status", {})
+            status["phase"] = "Scheduled"
+            status.pop("nominatedNodeName", None)
+            conditions = [c for c in status.get("conditions") or () if c.get("type") != "PodScheduled"]
+            conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()})
+            status["conditions"] = conditions
+            if opts.dry_run:
+                break
+            try:
+                await self.store.update(current.key, pod, current.revision)
+            except Conflict:
+                continue
+            except KeyNotFound:
+                raise errors.not_found(pods, name) from None
+            break
+        else:
+            raise errors.conflict(pods, name)
+        answer = {
+            "kind": "Binding", "apiVersion": "v1",
+            "metadata": {"name": name, "namespace": namespace},
+            "target": {"kind": "Node", "apiVersion": "v1", "name": node},
+        }
+        return Reply(201, _encode(answer))
