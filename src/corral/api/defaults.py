@@ -15,7 +15,7 @@ from typing import Any
 
 from corral.api.resources import ResourceType
 
-__all__ = ["now_rfc3339", "apply_create_defaults", "generate_name", "DEFAULT_SCHEDULER"]
+__all__ = ["now_rfc3339", "apply_create_defaults", "apply_update_defaults", "generate_name", "DEFAULT_SCHEDULER"]
 
 DEFAULT_SCHEDULER = "default-scheduler"
 DEFAULT_GRACE_SECONDS = 30
@@ -32,7 +32,7 @@ def generate_name(prefix: str) -> str:
     return prefix + "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
 
 
-def _pod_defaults(obj: dict[str, Any]) -> None:
+def _pod_spec_defaults(obj: dict[str, Any]) -> None:
     spec = obj.setdefault("spec", {})
     spec.setdefault("schedulerName", DEFAULT_SCHEDULER)
     spec.setdefault("restartPolicy", "Always")
@@ -47,6 +47,11 @@ def _pod_defaults(obj: dict[str, Any]) -> None:
     for toleration in spec.get("tolerations") or ():
         if toleration.get("key") and "operator" not in toleration:
             toleration["operator"] = "Equal"
+
+
+def _pod_defaults(obj: dict[str, Any]) -> None:
+    _pod_spec_defaults(obj)
+    spec = obj["spec"]
     status = obj.setdefault("status", {})
     status["qosClass"] = qos_class(spec)
     if spec.get("nodeName"):
@@ -89,6 +94,15 @@ def _namespace_defaults(obj: dict[str, Any]) -> None:
 
 
 _KIND_DEFAULTS = {"Pod": _pod_defaults, "Node": _node_defaults, "Namespace": _namespace_defaults}
+_SPEC_DEFAULTS = {"Pod": _pod_spec_defaults}
+
+
+def apply_update_defaults(resource: ResourceType, obj: dict[str, Any]) -> None:
+    """Defaults that every write of the main resource gets (so re-applying a manifest that omits
+    them is not a change). Mutates ``obj``."""
+    spec_defaults = _SPEC_DEFAULTS.get(resource.kind)
+    if spec_defaults is not None:
+        spec_defaults(obj)
 
 
 def apply_create_defaults(resource: ResourceType, obj: dict[str, Any], namespace: str | None) -> None:

@@ -18,7 +18,7 @@ from corral.api import models
 from corral.api.quantity import QuantityError, parse_quantity
 from corral.api.resources import ResourceType
 
-__all__ = ["Cause", "validate", "validate_name", "unknown_fields"]
+__all__ = ["Cause", "type_check", "validate", "validate_name", "unknown_fields"]
 
 # Reasons of Kubernetes' field.ErrorType, as they appear in Status.details.causes[].reason.
 REQUIRED = "FieldValueRequired"
@@ -475,18 +475,25 @@ _KIND_CHECKS: dict[str, Callable[[Any], list[Cause]]] = {
 _TYPE_ERROR = re.compile(r"^(?P<msg>.*?)(?: - at `\$\.?(?P<path>[^`]*)`)?$", re.S)
 
 
+def type_check(resource: ResourceType, obj: Any) -> tuple[msgspec.Struct | None, list[Cause]]:
+    """Convert ``obj`` to its model; a wrong type is one cause at its JSON path."""
+    try:
+        return msgspec.convert(obj, resource.model), []
+    except msgspec.ValidationError as exc:
+        m = _TYPE_ERROR.match(str(exc))
+        path = (m["path"] if m and m["path"] else "") or "<root>"
+        return None, [Cause(path, TYPE_INVALID, m["msg"] if m else str(exc))]
+
+
 def validate(resource: ResourceType, obj: dict[str, Any]) -> tuple[msgspec.Struct | None, list[Cause]]:
     """Type-check and validate ``obj`` (a decoded JSON object) as ``resource``.
 
     Returns the typed object (``None`` when the types are wrong) and the list of causes; an empty
     list means valid. Pure: ``obj`` is not modified.
     """
-    try:
-        typed = msgspec.convert(obj, resource.model)
-    except msgspec.ValidationError as exc:
-        m = _TYPE_ERROR.match(str(exc))
-        path = (m["path"] if m and m["path"] else "") or "<root>"
-        return None, [Cause(path, TYPE_INVALID, m["msg"] if m else str(exc))]
+    typed, causes = type_check(resource, obj)
+    if typed is None:
+        return None, causes
     meta = typed.metadata or models.ObjectMeta()  # type: ignore[attr-defined]
     causes: list[Cause] = []
     if resource.kind != "Binding" and not meta.generate_name:

@@ -17,7 +17,7 @@ from typing import Any
 import msgspec
 
 from corral.api import validation
-from corral.api.defaults import apply_create_defaults, now_rfc3339
+from corral.api.defaults import apply_create_defaults, apply_update_defaults, now_rfc3339
 from corral.api.patch import PatchError, json_patch, merge_patch
 from corral.api.resources import ResourceType, by_kind
 from corral.api.selectors import FieldSelector, LabelSelector
@@ -255,6 +255,7 @@ class ResourceAPI:
                 merged["status"] = current["status"]
             else:
                 merged.pop("status", None)
+        apply_update_defaults(resource, merged)
         if resource.kind == "Pod":
             self._check_pod_spec_update(current, merged)
         if merged.get("spec") != current.get("spec"):
@@ -309,6 +310,9 @@ class ResourceAPI:
     async def _write_update(self, resource: ResourceType, namespace: str | None, name: str,
                             current: Record, obj: dict[str, Any], expected: int, opts: WriteOptions,
                             subresource: str | None) -> Reply:
+        _, causes = validation.type_check(resource, obj)
+        if causes:
+            raise errors.invalid(resource, name, causes)
         merged = self._merge_update(resource, current.obj, obj, subresource)
         merged["metadata"]["resourceVersion"] = str(current.revision)
         warnings = self._validate(resource, merged, opts)

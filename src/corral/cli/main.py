@@ -1,0 +1,411 @@
+"""The ``corral`` command line. Each command is a thin click function over the async client.
+
+Errors are one line on stderr starting with ``error:`` and a non-zero exit status; for manifests
+the line names the file, the document and the field.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import sys
+from typing import Any, Awaitable, Callable
+
+import click
+
+import corral
+
+SERVER_HELP = "API server URL (default: $CORRAL_SERVER, then the config file, then http://127.0.0.1:7443)"
+
+
+class CliError(click.ClickException):
+    """One line for the user, exit status 1."""
+
+    def show(self, file=None) -> None:  # noqa: D401 - click's API
+        click.echo(f"error: {self.message}", err=True)
+
+
+def run(coro_fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
+    """Run an async command body, turning client errors into one-line messages."""
+
+    @functools.wraps(coro_fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from corral.cli.manifests import ManifestError
+        from corral.client.rest import ApiError, ConnectionFailed
+
+        try:
+            return asyncio.run(coro_fn(*args, **kwargs))
+        except ManifestError as exc:
+            raise CliError(str(exc)) from None
+        except ConnectionFailed as exc:
+            raise CliError(f"{exc} (is `corral server` running? set --server or CORRAL_SERVER)") from None
+        except ApiError as exc:
+            raise CliError(format_api_error(exc)) from None
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
+        except KeyboardInterrupt:
+            sys.exit(130)
+
+    return wrapper
+
+
+def format_api_error(exc: Any, where: str = "") -> str:
+    causes = exc.causes
+    prefix = f"{where}: " if where else ""
+    if causes:
+        listed = "; ".join(f"{c.get('field', '')}: {c.get('message', '')}" for c in causes)
+        return f"{prefix}{listed}"
+    return f"{prefix}{exc.message}"
+
+
+def _client(server: str | None):
+    from corral.client.config import server_url
+    from corral.client.rest import Client
+
+    return Client(server_url(server), user_agent=f"corral-cli/{corral.__version__}")
+
+
+def _resolve(kind: str):
+    from corral.api.resources import UnknownResource, lookup
+
+    try:
+        return lookup(kind)
+    except UnknownResource as exc:
+        raise CliError(str(exc)) from None
+
+
+server_option = click.option("--server", "-s", envvar=None, default=None, help=SERVER_HELP)
+namespace_option = click.option("--namespace", "-n", default=None, help="Namespace (default: default).")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.version_option(corral.__version__, "--version", prog_name="corral")
+def cli() -> None:
+    """corral: a lightweight container orchestrator with a Kubernetes-compatible API.
+
+    Start a cluster with `corral server`, then `corral apply -f pod.yaml`, `corral get pods`.
+    """
+
+
+# --- server ---------------------------------------------------------------------------------------------
+
+
+@cli.command()
+@click.option("--data-dir", default=None, metavar="DIR",
+              help="Where the SQLite store lives (default: ~/.local/share/corral).")
+@click.option("--address", default="127.0.0.1:7443", show_default=True, metavar="HOST:PORT",
+              help="Address to serve the API on (port 0 picks a free port).")
+@click.option("--store", "store_url", default=None, metavar="URL",
+              help="Store URL: sqlite:///path/to/file.db (default: sqlite in --data-dir).")
+@click.option("--log-level", default="warning", show_default=True,
+              type=click.Choice(["debug", "info", "warning", "error"]))
+def server(data_dir: str | None, address: str, store_url: str | None, log_level: str) -> None:
+    """Run the control plane: API server and store, in the foreground."""
+    import logging
+
+    from corral.server.app import ServerConfig, serve_forever
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    config = ServerConfig(data_dir=data_dir or "", store_url=store_url or "", address=address)
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # pragma: no cover - uvloop is a dependency on Linux
+        pass
+    try:
+        asyncio.run(serve_forever(config))
+    except OSError as exc:
+        raise CliError(f"cannot serve on {address}: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
+    except KeyboardInterrupt:
+        pass
+
+
+# --- apply / delete -------------------------------------------------------------------------------------
+
+
+def _display(resource, name: str) -> str:
+    return f"{resource.singular}/{name}"
+
+
+@cli.command()
+@click.option("--filename", "-f", "files", multiple=True, required=True, metavar="FILE|DIR|-",
+              help="Manifest file, directory of manifests, or - for stdin (repeatable).")
+@namespace_option
+@server_option
+@click.option("--dry-run", is_flag=True, help="Validate on the server without changing anything.")
+@run
+async def apply(files: tuple[str, ...], namespace: str | None, server: str | None, dry_run: bool) -> None:
+    """Create or update objects from YAML or JSON manifests."""
+    from corral.api.resources import by_kind
+    from corral.cli.manifests import load_manifests
+    from corral.client.rest import ApiError, NotFound
+
+    manifests = load_manifests(list(files))
+    params = {"dryRun": "All"} if dry_run else None
+    suffix = " (server dry run)" if dry_run else ""
+    failed = 0
+    async with _client(server) as client:
+        for m in manifests:
+            resource = by_kind(m.obj["kind"])
+            name = m.obj["metadata"]["name"]
+            ns = (namespace or m.obj["metadata"].get("namespace") or "default") if resource.namespaced else None
+            if resource.namespaced:
+                m.obj["metadata"]["namespace"] = ns
+            try:
+                try:
+                    live = await client.get(resource, name, ns, raw=True)
+                except NotFound:
+                    await client.create(m.obj, ns, params=params)
+                    verb = "created"
+                else:
+                    patch = {k: v for k, v in m.obj.items() if k != "status"}
+                    after = await client.request(
+                        "PATCH", resource.item_path(ns, name), body=patch,
+                        content_type="application/merge-patch+json", params=params)
+                    import msgspec
+
+                    new_rv = msgspec.json.decode(after)["metadata"].get("resourceVersion")
+                    verb = "unchanged" if new_rv == live["metadata"].get("resourceVersion") else "configured"
+            except ApiError as exc:
+                failed += 1
+                click.echo(f"error: {format_api_error(exc, f'{m.where} ({resource.kind} {name})')}", err=True)
+                continue
+            for w in client.warnings:
+                click.echo(f"Warning: {m.where}: {w}", err=True)
+            click.echo(f"{_display(resource, name)} {verb}{suffix}")
+    if failed:
+        raise SystemExit(1)
+
+
+@cli.command()
+@click.argument("kind", required=False)
+@click.argument("names", nargs=-1)
+@click.option("--filename", "-f", "files", multiple=True, metavar="FILE|DIR|-",
+              help="Delete the objects these manifests describe.")
+@namespace_option
+@server_option
+@click.option("--grace-period", type=int, default=None,
+              help="Seconds a running pod gets to stop (default: the pod's own).")
+@click.option("--force", is_flag=True, help="Remove at once, without waiting for the agent (grace 0).")
+@click.option("--ignore-not-found", is_flag=True, help="Do not fail for objects that do not exist.")
+@run
+async def delete(kind: str | None, names: tuple[str, ...], files: tuple[str, ...], namespace: str | None,
+                 server: str | None, grace_period: int | None, force: bool, ignore_not_found: bool) -> None:
+    """Delete objects: `corral delete pod web` or `corral delete -f pod.yaml`."""
+    from corral.api.resources import by_kind
+    from corral.cli.manifests import load_manifests
+    from corral.client.rest import NotFound
+
+    targets: list[tuple[Any, str, str | None]] = []
+    if files:
+        if kind or names:
+            raise CliError("give either -f FILE or KIND NAME, not both")
+        for m in load_manifests(list(files)):
+            resource = by_kind(m.obj["kind"])
+            ns = (namespace or m.obj["metadata"].get("namespace") or "default") if resource.namespaced else None
+            targets.append((resource, m.obj["metadata"]["name"], ns))
+    else:
+        if not kind or not names:
+            raise CliError("name what to delete: `corral delete KIND NAME...` or `corral delete -f FILE`")
+        resource = _resolve(kind)
+        targets = [(resource, n, namespace or "default") for n in names]
+    grace = 0 if force else grace_period
+    missing = 0
+    async with _client(server) as client:
+        for resource, name, ns in targets:
+            try:
+                await client.delete(resource, name, ns, grace_period_seconds=grace, raw=True)
+            except NotFound:
+                if not ignore_not_found:
+                    click.echo(f'error: {resource.plural} "{name}" not found', err=True)
+                    missing += 1
+                continue
+            click.echo(f'{resource.singular} "{name}" deleted')
+    if missing:
+        raise SystemExit(1)
+
+
+# --- get / describe / events -----------------------------------------------------------------------------
+
+
+@cli.command()
+@click.argument("kind")
+@click.argument("name", required=False)
+@namespace_option
+@click.option("--all-namespaces", "-A", is_flag=True, help="List across all namespaces.")
+@click.option("--selector", "-l", default=None, help="Label selector, e.g. app=web,tier!=db.")
+@click.option("--field-selector", default=None, help="Field selector, e.g. spec.nodeName=node-1.")
+@click.option("--output", "-o", type=click.Choice(["wide", "json", "yaml", "name"]), default=None)
+@click.option("--watch", "-w", is_flag=True, help="After listing, print changes as they happen.")
+@server_option
+@run
+async def get(kind: str, name: str | None, namespace: str | None, all_namespaces: bool, selector: str | None,
+              field_selector: str | None, output: str | None, watch: bool, server: str | None) -> None:
+    """Show objects: `corral get pods`, `corral get nodes -o wide`, `corral get pod web -o yaml`."""
+    from corral.cli.printers import dump, print_table, table_rows
+
+    resource = _resolve(kind)
+    ns = None if (all_namespaces or not resource.namespaced) else (namespace or "default")
+    async with _client(server) as client:
+        if name:
+            objs = [await client.get(resource, name, ns or "default", raw=True)]
+            rv = objs[0]["metadata"].get("resourceVersion", "")
+        else:
+            listing = await client.list(resource, ns, label_selector=selector, field_selector=field_selector,
+                                        raw=True)
+            objs, rv = listing.items, listing.resource_version
+        if output in ("json", "yaml"):
+            doc = objs[0] if name else {"apiVersion": "v1", "kind": "List", "items": objs,
+                                        "metadata": {"resourceVersion": rv}}
+            click.echo(dump(doc, output), nl=False)
+        elif output == "name":
+            for o in objs:
+                click.echo(f"{resource.singular}/{o['metadata']['name']}")
+        else:
+            headers, rows = table_rows(resource, objs, wide=output == "wide", all_namespaces=all_namespaces)
+            if rows or watch:
+                print_table(headers, rows)
+            else:
+                where = "" if not resource.namespaced or all_namespaces else f" in {ns} namespace"
+                click.echo(f"No resources found{where}.", err=True)
+        if not watch:
+            return
+        field = f"metadata.name={name}" if name else field_selector
+        async for event in client.watch(resource, ns, resource_version=rv, label_selector=selector,
+                                        field_selector=field, raw=True):
+            if event.type == "BOOKMARK":
+                continue
+            if output in ("json", "yaml"):
+                click.echo(dump({"type": event.type, "object": event.object}, output), nl=False)
+            elif output == "name":
+                click.echo(f"{resource.singular}/{event.object['metadata']['name']}")
+            else:
+                _, rows = table_rows(resource, [event.object], wide=output == "wide",
+                                     all_namespaces=all_namespaces)
+                suffix = "   (deleted)" if event.type == "DELETED" else ""
+                click.echo("   ".join(rows[0]) + suffix)
+
+
+async def _events_for(client, kind: str, name: str, namespace: str | None) -> list[dict[str, Any]]:
+    fields = f"involvedObject.kind={kind},involvedObject.name={name}"
+    listing = await client.list("events", namespace, field_selector=fields, raw=True)
+    return sorted(listing.items, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+
+
+@cli.command()
+@click.argument("kind")
+@click.argument("name")
+@namespace_option
+@server_option
+@run
+async def describe(kind: str, name: str, namespace: str | None, server: str | None) -> None:
+    """Show one object in detail, with its recent events."""
+    from corral.cli.describe import describe_text, events_table
+
+    resource = _resolve(kind)
+    ns = (namespace or "default") if resource.namespaced else None
+    async with _client(server) as client:
+        obj = await client.get(resource, name, ns, raw=True)
+        node_pods = None
+        if resource.kind == "Node":
+            node_pods = (await client.list("pods", None, field_selector=f"spec.nodeName={name}", raw=True)).items
+        events = await _events_for(client, resource.kind, name, ns if resource.namespaced else None)
+    click.echo(describe_text(resource.kind, obj, node_pods=node_pods), nl=False)
+    events_table(events, sys.stdout)
+
+
+@cli.command()
+@namespace_option
+@click.option("--all-namespaces", "-A", is_flag=True, help="Events of every namespace.")
+@click.option("--for", "for_object", default=None, metavar="KIND/NAME", help="Only events about this object.")
+@click.option("--watch", "-w", is_flag=True, help="Keep printing new events.")
+@click.option("--output", "-o", type=click.Choice(["json", "yaml"]), default=None)
+@server_option
+@run
+async def events(namespace: str | None, all_namespaces: bool, for_object: str | None, watch: bool,
+                 output: str | None, server: str | None) -> None:
+    """Show events, oldest first."""
+    from corral.cli.printers import dump, print_table, table_rows
+
+    fields = None
+    if for_object:
+        kind, _, name = for_object.partition("/")
+        if not name:
+            raise CliError(f"--for takes KIND/NAME, e.g. pod/web; got {for_object!r}")
+        fields = f"involvedObject.kind={_resolve(kind).kind},involvedObject.name={name}"
+    resource = _resolve("events")
+    ns = None if all_namespaces else (namespace or "default")
+    async with _client(server) as client:
+        listing = await client.list(resource, ns, field_selector=fields, raw=True)
+        items = sorted(listing.items, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+        if output:
+            click.echo(dump({"apiVersion": "v1", "kind": "List", "items": items}, output), nl=False)
+        elif items or watch:
+            print_table(*table_rows(resource, items, all_namespaces=all_namespaces))
+        else:
+            click.echo("No events found." if all_namespaces else f"No events found in {ns} namespace.", err=True)
+        if watch:
+            async for event in client.watch(resource, ns, resource_version=listing.resource_version,
+                                            field_selector=fields, raw=True):
+                if event.type in ("ADDED", "MODIFIED"):
+                    _, rows = table_rows(resource, [event.object], all_namespaces=all_namespaces)
+                    click.echo("   ".join(rows[0]))
+
+
+# --- cordon / uncordon / version --------------------------------------------------------------------------
+
+
+async def _set_unschedulable(server: str | None, name: str, value: bool) -> None:
+    async with _client(server) as client:
+        node = await client.get("nodes", name, raw=True)
+        word = "cordoned" if value else "uncordoned"
+        if bool((node.get("spec") or {}).get("unschedulable")) == value:
+            click.echo(f"node/{name} already {word}")
+            return
+        await client.patch("nodes", name, {"spec": {"unschedulable": value or None}}, raw=True)
+        click.echo(f"node/{name} {word}")
+
+
+@cli.command()
+@click.argument("node")
+@server_option
+@run
+async def cordon(node: str, server: str | None) -> None:
+    """Mark a node unschedulable; pods already on it keep running."""
+    await _set_unschedulable(server, node, True)
+
+
+@cli.command()
+@click.argument("node")
+@server_option
+@run
+async def uncordon(node: str, server: str | None) -> None:
+    """Mark a node schedulable again."""
+    await _set_unschedulable(server, node, False)
+
+
+@cli.command()
+@server_option
+@click.option("--client", "client_only", is_flag=True, help="Only the client's version; do not contact the server.")
+@run
+async def version(server: str | None, client_only: bool) -> None:
+    """Print the client and server versions."""
+    click.echo(f"Client Version: v{corral.__version__}")
+    if client_only:
+        return
+    import msgspec
+
+    async with _client(server) as client:
+        info = msgspec.json.decode(await client.request("GET", "/version"))
+    click.echo(f"Server Version: {info.get('gitVersion', '?')}")
+
+
+def main() -> None:
+    cli(prog_name="corral")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

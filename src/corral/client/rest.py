@@ -1,0 +1,281 @@
+"""The async REST client every corral component and the CLI use to talk to the API.
+
+Calls take a resource (a :class:`ResourceType`, or a name the CLI accepts: ``"pods"``, ``"Pod"``,
+``"po"``) and return typed models from :mod:`corral.api.models`, or plain dicts with ``raw=True``
+(the CLI uses dicts so that it shows every field the user wrote, including those corral does not
+act on). Errors arrive as :class:`ApiError` subclasses named after the Kubernetes reason.
+
+Note for controllers: a typed object drops fields corral does not model, so write with ``patch`` or
+the status subresource rather than read-modify-``update`` of a whole object.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Generic, TypeVar
+
+import aiohttp
+import msgspec
+
+from corral.api.resources import ResourceType, by_kind, lookup
+
+__all__ = [
+    "Client", "ApiError", "NotFound", "AlreadyExists", "Conflict", "Invalid", "Gone", "ObjectList",
+    "WatchEvent", "ConnectionFailed",
+]
+
+T = TypeVar("T")
+_decode_any = msgspec.json.Decoder().decode
+_encode = msgspec.json.Encoder().encode
+JSON = "application/json"
+
+
+class ApiError(Exception):
+    """The server answered with a ``Status`` error."""
+
+    def __init__(self, code: int, status: dict[str, Any]) -> None:
+        self.code = code
+        self.status = status
+        self.reason = status.get("reason", "")
+        self.message = status.get("message") or f"HTTP {code}"
+        super().__init__(self.message)
+
+    @property
+    def causes(self) -> list[dict[str, Any]]:
+        return (self.status.get("details") or {}).get("causes") or []
+
+
+class NotFound(ApiError): ...
+class AlreadyExists(ApiError): ...
+class Conflict(ApiError): ...
+class Invalid(ApiError): ...
+class Gone(ApiError): ...
+
+
+class ConnectionFailed(Exception):
+    """The server could not be reached."""
+
+
+_BY_REASON = {"NotFound": NotFound, "AlreadyExists": AlreadyExists, "Conflict": Conflict,
+              "Invalid": Invalid, "Expired": Gone, "Gone": Gone}
+
+
+def _error(code: int, body: bytes) -> ApiError:
+    try:
+        status = _decode_any(body)
+        if not isinstance(status, dict):
+            raise ValueError
+    except (msgspec.DecodeError, ValueError):
+        status = {"message": body.decode(errors="replace").strip() or f"HTTP {code}"}
+    cls = _BY_REASON.get(status.get("reason", ""), ApiError)
+    if code == 410:
+        cls = Gone
+    return cls(code, status)
+
+
+@dataclass(slots=True)
+class ObjectList(Generic[T]):
+    items: list[T]
+    resource_version: str
+    continue_token: str = ""
+
+
+@dataclass(slots=True)
+class WatchEvent(Generic[T]):
+    type: str  # ADDED | MODIFIED | DELETED | BOOKMARK
+    object: T
+    resource_version: str
+
+
+def resolve(resource: ResourceType | str) -> ResourceType:
+    return resource if isinstance(resource, ResourceType) else lookup(resource)
+
+
+class Client:
+    """One connection pool to one server. Use ``async with Client(url) as c:``."""
+
+    def __init__(self, base_url: str, *, timeout: float = 30.0, user_agent: str = "corral-client") -> None:
+        self.base_url = base_url.rstrip("/")
+        self._timeout = timeout
+        self._session: aiohttp.ClientSession | None = None
+        self._headers = {"User-Agent": user_agent, "Accept": JSON}
+        self.warnings: list[str] = []  # Warning headers of the last write
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            self._session = aiohttp.ClientSession(
+                headers=self._headers,
+                connector=aiohttp.TCPConnector(limit=64),
+                read_bufsize=4 * 1024 * 1024,
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    # --- raw requests ------------------------------------------------------------------------------------
+
+    async def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
+                      body: Any = None, content_type: str = JSON) -> bytes:
+        data = None
+        headers = {}
+        if body is not None:
+            data = body if isinstance(body, (bytes, str)) else _encode(body)
+            headers["Content-Type"] = content_type
+        params = {k: str(v).lower() if isinstance(v, bool) else str(v)
+                  for k, v in (params or {}).items() if v is not None and v != ""}
+        try:
+            async with self.session.request(method, self.base_url + path, params=params, data=data,
+                                            headers=headers,
+                                            timeout=aiohttp.ClientTimeout(total=self._timeout)) as resp:
+                payload = await resp.read()
+                self.warnings = [_warning_text(w) for w in resp.headers.getall("Warning", [])]
+                if resp.status >= 400:
+                    raise _error(resp.status, payload)
+                return payload
+        except aiohttp.ClientConnectionError as exc:
+            raise ConnectionFailed(f"cannot reach the corral server at {self.base_url}: {exc}") from None
+        except asyncio.TimeoutError:
+            raise ConnectionFailed(f"the corral server at {self.base_url} did not answer in "
+                                   f"{self._timeout:.0f}s") from None
+
+    def _decode(self, resource: ResourceType, payload: bytes, raw: bool) -> Any:
+        if raw:
+            return _decode_any(payload)
+        return msgspec.json.decode(payload, type=resource.model)
+
+    @staticmethod
+    def _namespace(resource: ResourceType, namespace: str | None, obj: Any = None) -> str | None:
+        if not resource.namespaced:
+            return None
+        if namespace:
+            return namespace
+        if isinstance(obj, dict):
+            return (obj.get("metadata") or {}).get("namespace") or "default"
+        meta = getattr(obj, "metadata", None)
+        return (meta.namespace if meta is not None else None) or "default"
+
+    @staticmethod
+    def _name(obj: Any) -> str:
+        if isinstance(obj, dict):
+            return (obj.get("metadata") or {}).get("name") or ""
+        meta = getattr(obj, "metadata", None)
+        return (meta.name if meta is not None else None) or ""
+
+    @staticmethod
+    def _resource_of(obj: Any) -> ResourceType:
+        kind = obj.get("kind") if isinstance(obj, dict) else type(obj).__name__
+        return by_kind(kind)
+
+    # --- verbs -------------------------------------------------------------------------------------------
+
+    async def get(self, resource: ResourceType | str, name: str, namespace: str | None = None,
+                  *, raw: bool = False) -> Any:
+        r = resolve(resource)
+        payload = await self.request("GET", r.item_path(self._namespace(r, namespace), name))
+        return self._decode(r, payload, raw)
+
+    async def list(self, resource: ResourceType | str, namespace: str | None = None, *,
+                   label_selector: str | None = None, field_selector: str | None = None,
+                   limit: int = 0, continue_token: str = "", raw: bool = False) -> ObjectList:
+        """One page (all of it when ``limit`` is 0). ``namespace=None`` lists every namespace."""
+        r = resolve(resource)
+        payload = await self.request("GET", r.collection_path(namespace), params={
+            "labelSelector": label_selector, "fieldSelector": field_selector,
+            "limit": limit or None, "continue": continue_token or None,
+        })
+        doc = _decode_any(payload)
+        items = doc.get("items") or []
+        if not raw:
+            items = [msgspec.convert(i, r.model) for i in items]
+        meta = doc.get("metadata") or {}
+        return ObjectList(items, meta.get("resourceVersion", ""), meta.get("continue", ""))
+
+    async def create(self, obj: Any, namespace: str | None = None, *, raw: bool | None = None,
+                     params: dict[str, Any] | None = None) -> Any:
+        r = self._resource_of(obj)
+        payload = await self.request("POST", r.collection_path(self._namespace(r, namespace, obj)),
+                                     body=obj, params=params)
+        return self._decode(r, payload, isinstance(obj, dict) if raw is None else raw)
+
+    async def update(self, obj: Any, namespace: str | None = None, *, subresource: str | None = None,
+                     raw: bool | None = None, params: dict[str, Any] | None = None) -> Any:
+        r = self._resource_of(obj)
+        path = r.item_path(self._namespace(r, namespace, obj), self._name(obj))
+        if subresource:
+            path += f"/{subresource}"
+        payload = await self.request("PUT", path, body=obj, params=params)
+        return self._decode(r, payload, isinstance(obj, dict) if raw is None else raw)
+
+    async def update_status(self, obj: Any, namespace: str | None = None, *, raw: bool | None = None) -> Any:
+        return await self.update(obj, namespace, subresource="status", raw=raw)
+
+    async def patch(self, resource: ResourceType | str, name: str, patch: Any, namespace: str | None = None,
+                    *, patch_type: str = "merge", subresource: str | None = None, raw: bool = False) -> Any:
+        """``patch_type``: ``merge`` (RFC 7386), ``json`` (RFC 6902) or ``strategic``."""
+        r = resolve(resource)
+        path = r.item_path(self._namespace(r, namespace), name) + (f"/{subresource}" if subresource else "")
+        ctype = {"merge": "application/merge-patch+json", "json": "application/json-patch+json",
+                 "strategic": "application/strategic-merge-patch+json"}[patch_type]
+        payload = await self.request("PATCH", path, body=patch, content_type=ctype)
+        return self._decode(r, payload, raw)
+
+    async def delete(self, resource: ResourceType | str, name: str, namespace: str | None = None, *,
+                     grace_period_seconds: int | None = None, raw: bool = False) -> Any:
+        r = resolve(resource)
+        payload = await self.request("DELETE", r.item_path(self._namespace(r, namespace), name),
+                                     params={"gracePeriodSeconds": grace_period_seconds})
+        return self._decode(r, payload, raw)
+
+    async def bind(self, namespace: str, pod: str, node: str) -> None:
+        """POST the binding subresource: assigns ``pod`` to ``node``; :class:`Conflict` if bound."""
+        body = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod, "namespace": namespace},
+                "target": {"apiVersion": "v1", "kind": "Node", "name": node}}
+        await self.request("POST", by_kind("Pod").item_path(namespace, pod) + "/binding", body=body)
+
+    async def watch(self, resource: ResourceType | str, namespace: str | None = None, *,
+                    resource_version: str | None = None, label_selector: str | None = None,
+                    field_selector: str | None = None, timeout_seconds: int | None = None,
+                    bookmarks: bool = True, raw: bool = False) -> AsyncIterator[WatchEvent]:
+        """Stream changes. Ends when the server closes the watch; raises :class:`Gone` when the
+        ``resource_version`` is too old (the caller relists)."""
+        r = resolve(resource)
+        params = {"watch": "true", "resourceVersion": resource_version,
+                  "labelSelector": label_selector, "fieldSelector": field_selector,
+                  "timeoutSeconds": timeout_seconds, "allowWatchBookmarks": "true" if bookmarks else None}
+        params = {k: str(v) for k, v in params.items() if v is not None and v != ""}
+        try:
+            async with self.session.get(self.base_url + r.collection_path(namespace), params=params,
+                                        timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._timeout)) as resp:
+                if resp.status >= 400:
+                    raise _error(resp.status, await resp.read())
+                async for line in resp.content:
+                    if not line.strip():
+                        continue
+                    event = _decode_any(line)
+                    etype, obj = event.get("type"), event.get("object") or {}
+                    if etype == "ERROR":
+                        raise _error(int(obj.get("code") or 500), line and _encode(obj))
+                    rv = (obj.get("metadata") or {}).get("resourceVersion", "")
+                    if etype != "BOOKMARK" and not raw:
+                        obj = msgspec.convert(obj, r.model)
+                    yield WatchEvent(etype, obj, rv)
+        except aiohttp.ClientConnectionError as exc:
+            raise ConnectionFailed(f"watch of {r.plural} at {self.base_url} broke: {exc}") from None
+
+
+def _warning_text(header: str) -> str:
+    """``299 - "text"`` → ``text``."""
+    parts = header.split(" ", 2)
+    if len(parts) == 3 and parts[0].isdigit():
+        return parts[2].strip().strip('"')
+    return header
