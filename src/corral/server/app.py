@@ -23,7 +23,7 @@ from corral.api.resources import by_kind
 from corral.server import errors
 from corral.server.cache import WatchCache
 from corral.server.discovery import discovery_documents, openapi_documents
-from corral.server.http import MAX_BODY_BYTES, add_resource_routes
+from corral.server.http import MAX_BODY_BYTES, RESOURCE, VERB, add_resource_routes
 from corral.server.rest import ResourceAPI
 from corral.store import KeyExists, Store, open_store
 
@@ -211,8 +211,8 @@ class Server:
             log.exception("internal error serving %s %s", request.method, request.path)
             response = web.Response(body=errors.status_body(500, "InternalError", f"internal error: {exc}"),
                                     status=500, content_type="application/json")
-        verb = request.get("verb", "other")
-        self.metrics.requests.labels(verb, request.get("resource", ""), str(response.status)).inc()
+        verb = request.get(VERB, "other")
+        self.metrics.requests.labels(verb, request.get(RESOURCE, ""), str(response.status)).inc()
         self.metrics.latency.labels(verb).observe(time.perf_counter() - start)
         return response
 

@@ -23,7 +23,7 @@ from corral.server import errors
 from corral.server.cache import CacheWatcher, TooOld
 from corral.server.rest import ListOptions, Reply, ResourceAPI, WriteOptions
 
-__all__ = ["add_resource_routes", "MAX_BODY_BYTES"]
+__all__ = ["add_resource_routes", "MAX_BODY_BYTES", "VERB", "RESOURCE"]
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +33,9 @@ DEFAULT_WATCH_TIMEOUT = 1800.0
 _decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
 JSON = "application/json"
+# What a request did, for the metrics middleware.
+VERB = web.RequestKey("verb", str)
+RESOURCE = web.RequestKey("resource", str)
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,40 +145,40 @@ class ResourceRoutes:
 
     async def dispatch(self, request: web.Request, t: Target) -> web.StreamResponse:
         api, method, res = self.api, request.method, t.resource
-        request["resource"] = res.plural
+        request[RESOURCE] = res.plural
         if t.name is None:  # the collection
             if method == "GET":
                 if _flag(request, "watch"):
-                    request["verb"] = "watch"
+                    request[VERB] = "watch"
                     return await self.watch(request, t)
-                request["verb"] = "list"
+                request[VERB] = "list"
                 return respond(await api.list(res, t.namespace, _list_options(request, res)))
             if method == "POST":
-                request["verb"] = "create"
+                request[VERB] = "create"
                 body = await read_body(request)
                 if res.kind == "Binding":
                     return respond(await api.bind(t.namespace or "default", None, body, _write_options(request)))
                 return respond(await api.create(res, t.namespace, body, _write_options(request)))
             if method == "DELETE":
-                request["verb"] = "deletecollection"
+                request[VERB] = "deletecollection"
                 grace = _int_param(request, "gracePeriodSeconds")
                 return respond(await api.delete_collection(res, t.namespace, _list_options(request, res), grace))
             raise errors.method_not_allowed(method, res.plural)
         if t.subresource == "binding":
             if method != "POST":
                 raise errors.method_not_allowed(method, "pods/binding")
-            request["verb"] = "create"
+            request[VERB] = "create"
             return respond(await api.bind(t.namespace or "default", t.name, await read_body(request),
                                           _write_options(request)))
         if method == "GET":
-            request["verb"] = "get"
+            request[VERB] = "get"
             return respond(await api.get(res, t.namespace, t.name))
         if method == "PUT":
-            request["verb"] = "update"
+            request[VERB] = "update"
             return respond(await api.update(res, t.namespace, t.name, await read_body(request),
                                             _write_options(request), t.subresource))
         if method == "PATCH":
-            request["verb"] = "patch"
+            request[VERB] = "patch"
             body = await read_body(request)
             ctype = request.content_type
             # A JSON patch is always a list; the official Python client labels every patch body
@@ -184,7 +187,7 @@ class ResourceRoutes:
             return respond(await api.patch(res, t.namespace, t.name, body, patch_type,
                                            _write_options(request), t.subresource))
         if method == "DELETE":
-            request["verb"] = "delete"
+            request[VERB] = "delete"
             grace = _int_param(request, "gracePeriodSeconds")
             pre_rv = pre_uid = None
             dry_run = request.query.get("dryRun") == "All"

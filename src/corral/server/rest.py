@@ -269,6 +269,7 @@ class ResourceAPI:
             for c in (*spec.get("containers", ()), *spec.get("initContainers", ())):
                 if isinstance(c, dict):
                     c.pop("image", None)
+                    c.pop("imagePullPolicy", None)  # defaulted from the image
             for key in ("activeDeadlineSeconds", "tolerations", "terminationGracePeriodSeconds"):
                 spec.pop(key, None)
             return spec

@@ -1,0 +1,24 @@
+from __future__ import annotations
+
+import pytest
+
+from corral.testing import ServerProcess, running_server
+
+
+@pytest.fixture
+def server_process(tmp_path):
+    """A real `corral server` process with its own data directory."""
+    with ServerProcess(str(tmp_path / "server")) as proc:
+        yield proc
+
+
+@pytest.fixture
+def server_url(server_process) -> str:
+    return server_process.url
+
+
+@pytest.fixture
+async def server(tmp_path):
+    """A server in the test's event loop (for tests that need its internals, e.g. compaction)."""
+    async with running_server(str(tmp_path / "inproc")) as s:
+        yield s

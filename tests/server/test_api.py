@@ -1,0 +1,236 @@
+"""API semantics through HTTP: bad input, watches, paging, warnings, subresources, discovery."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import aiohttp
+import pytest
+
+from corral.client import Client, Conflict, Gone, Invalid, NotFound
+
+
+def pod(name: str, **meta) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **meta},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+
+
+@pytest.fixture
+async def http(server):
+    async with aiohttp.ClientSession(server.url) as session:
+        yield session
+
+
+async def pod_count(http) -> int:
+    async with http.get("/api/v1/pods") as r:
+        return len((await r.json())["items"])
+
+
+@pytest.mark.parametrize(
+    "body, content_type, code, reason, message",
+    [
+        pytest.param(b'{"metadata": {"name": "x"', "application/json", 400, "BadRequest", "not valid JSON",
+                     id="malformed JSON is a bad request"),
+        pytest.param(b"metadata: [unclosed", "application/yaml", 400, "BadRequest", "not valid YAML",
+                     id="malformed YAML is a bad request"),
+        pytest.param(b"[1, 2]", "application/json", 400, "BadRequest", "must be a JSON object",
+                     id="a body that is not an object is a bad request"),
+        pytest.param(json.dumps({**pod("x"), "kind": "Node"}).encode(), "application/json", 400, "BadRequest",
+                     "does not match", id="a body of another kind is a bad request"),
+        pytest.param(json.dumps(pod("x", labels="oops")).encode(), "application/json", 422, "Invalid",
+                     "metadata.labels", id="a wrong type names its field"),
+        pytest.param(json.dumps(pod("a" * 254)).encode(), "application/json", 422, "Invalid",
+                     "metadata.name: Too long", id="an over-long name is invalid"),
+        pytest.param(b"", "application/json", 400, "BadRequest", "empty", id="an empty body is a bad request"),
+    ],
+)
+async def test_bad_input_gets_a_status_and_writes_nothing(http, body, content_type, code, reason, message):
+    before = await pod_count(http)
+    async with http.post("/api/v1/namespaces/default/pods", data=body,
+                         headers={"Content-Type": content_type}) as r:
+        status = await r.json()
+        assert r.status == code, status
+    assert status["kind"] == "Status" and status["reason"] == reason and message in status["message"]
+    assert await pod_count(http) == before
+
+
+async def test_an_oversized_body_is_refused_with_413(http):
+    big = pod("big")
+    big["metadata"]["annotations"] = {"blob": "x" * (4 * 1024 * 1024)}
+    async with http.post("/api/v1/namespaces/default/pods", json=big) as r:
+        assert r.status == 413
+        assert (await r.json())["reason"] == "RequestEntityTooLarge"
+    assert await pod_count(http) == 0
+
+
+async def test_unknown_paths_kinds_and_namespaces_are_not_found(http):
+    for path in ("/api/v1/deployments", "/apis/apps/v1/namespaces/default/deployments", "/nope"):
+        async with http.get(path) as r:
+            assert r.status == 404 and (await r.json())["reason"] == "NotFound", path
+    async with http.post("/api/v1/namespaces/missing/pods", json=pod("x")) as r:
+        assert r.status == 404 and 'namespaces "missing" not found' in (await r.json())["message"]
+
+
+async def test_fields_corral_does_not_act_on_are_kept_with_a_warning_and_strict_rejects_them(http):
+    obj = pod("extra")
+    obj["spec"]["containers"][0]["livenessProbe"] = {"exec": {"command": ["true"]}}
+    async with http.post("/api/v1/namespaces/default/pods?fieldValidation=Strict", json=obj) as r:
+        assert r.status == 400 and "spec.containers[0].livenessProbe" in (await r.json())["message"]
+    async with http.post("/api/v1/namespaces/default/pods", json=obj) as r:
+        assert r.status == 201
+        assert any("livenessProbe" in w for w in r.headers.getall("Warning"))
+        assert (await r.json())["spec"]["containers"][0]["livenessProbe"] == {"exec": {"command": ["true"]}}
+
+
+async def test_update_is_compare_and_swap_and_a_no_op_update_writes_nothing(server):
+    async with Client(server.url) as c:
+        created = await c.create(pod("cas"))
+        same = await c.update(created)
+        assert same["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+        await c.patch("pods", "cas", {"metadata": {"labels": {"a": "1"}}}, "default")
+        with pytest.raises(Conflict):
+            await c.update(created)
+
+
+async def test_pod_spec_is_immutable_except_images(server):
+    async with Client(server.url) as c:
+        await c.create(pod("imm"))
+        await c.patch("pods", "imm", {"spec": {"containers": [{"name": "c", "image": "busybox:2"}]}}, "default")
+        with pytest.raises(Invalid) as err:
+            await c.patch("pods", "imm", {"spec": {"restartPolicy": "Never"}}, "default")
+        assert err.value.causes[0]["field"] == "spec"
+
+
+async def test_the_status_subresource_changes_only_status_and_the_main_resource_never_does(server):
+    async with Client(server.url) as c:
+        await c.create(pod("st"))
+        await c.patch("pods", "st", {"status": {"phase": "Running"}, "metadata": {"labels": {"x": "y"}}},
+                      "default", subresource="status")
+        got = await c.get("pods", "st", "default", raw=True)
+        assert got["status"]["phase"] == "Running" and "labels" not in got["metadata"]
+        await c.patch("pods", "st", {"status": {"phase": "Failed"}}, "default")
+        assert (await c.get("pods", "st", "default", raw=True))["status"]["phase"] == "Running"
+
+
+async def test_priority_comes_from_the_priority_class(server):
+    async with Client(server.url) as c:
+        await c.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                        "metadata": {"name": "high"}, "value": 1000})
+        obj = pod("prio")
+        obj["spec"]["priorityClassName"] = "high"
+        assert (await c.create(obj))["spec"]["priority"] == 1000
+        missing = pod("prio2")
+        missing["spec"]["priorityClassName"] = "nope"
+        with pytest.raises(Exception) as err:
+            await c.create(missing)
+        assert err.value.code == 403 and "no PriorityClass with name nope" in err.value.message
+
+
+async def test_lists_page_with_limit_and_continue_at_one_revision(server):
+    async with Client(server.url) as c:
+        for i in range(25):
+            await c.create(pod(f"p{i:02d}"))
+        first = await c.list("pods", "default", limit=10, raw=True)
+        assert len(first.items) == 10 and first.continue_token
+        await c.create(pod("p99"))  # not in the paged list: it came after the list's revision
+        names = [p["metadata"]["name"] for p in first.items]
+        token = first.continue_token
+        while token:
+            page = await c.list("pods", "default", limit=10, continue_token=token, raw=True)
+            names += [p["metadata"]["name"] for p in page.items]
+            token = page.continue_token
+        assert names == [f"p{i:02d}" for i in range(25)]
+        labelled = await c.list("pods", "default", limit=3, label_selector="missing=label", raw=True)
+        assert labelled.items == [] and not labelled.continue_token
+
+
+async def test_an_expired_continue_token_or_watch_revision_is_410_gone(server):
+    async with Client(server.url) as c:
+        for i in range(5):
+            await c.create(pod(f"g{i}"))
+        first = await c.list("pods", "default", limit=2, raw=True)
+        old_rv = first.resource_version
+        await c.create(pod("g-late"))
+        await server.compact(server.store.revision)
+        with pytest.raises(Gone):
+            await c.list("pods", "default", limit=2, continue_token=first.continue_token)
+        with pytest.raises(Gone):
+            async for _ in c.watch("pods", "default", resource_version=old_rv):
+                pass
+
+
+async def test_a_watch_from_a_revision_filters_by_selector_and_sends_bookmarks(server, monkeypatch):
+    from corral.server import http as http_module
+
+    monkeypatch.setattr(http_module, "BOOKMARK_INTERVAL", 0.2)
+    async with Client(server.url) as c:
+        start = (await c.list("pods", "default")).resource_version
+        await c.create(pod("blue", labels={"color": "blue"}))
+        await c.create(pod("red", labels={"color": "red"}))
+        await c.patch("pods", "red", {"metadata": {"labels": {"color": "blue"}}}, "default")
+        await c.patch("pods", "blue", {"metadata": {"labels": {"color": "green"}}}, "default")
+        seen = []
+        async for event in c.watch("pods", "default", resource_version=start, label_selector="color=blue",
+                                   raw=True):
+            seen.append((event.type, event.object["metadata"].get("name")))
+            if event.type == "BOOKMARK":
+                assert int(event.resource_version) >= int(start)
+                break
+        # Entering the selection is ADDED, leaving it DELETED, as Kubernetes reports them.
+        assert seen == [("ADDED", "blue"), ("ADDED", "red"), ("DELETED", "blue"), ("BOOKMARK", None)]
+
+
+async def test_many_watchers_all_see_every_event_in_order(server):
+    async with Client(server.url) as c:
+        start = (await c.list("pods", "default")).resource_version
+
+        async def watch() -> list[int]:
+            revs = []
+            async for e in c.watch("pods", "default", resource_version=start, bookmarks=False, raw=True):
+                revs.append(int(e.resource_version))
+                if len(revs) == 60:
+                    return revs
+            return revs
+
+        watchers = [asyncio.create_task(watch()) for _ in range(20)]
+        await asyncio.sleep(0.2)
+        await asyncio.gather(*(c.create(pod(f"f{i}")) for i in range(60)))
+        results = await asyncio.wait_for(asyncio.gather(*watchers), 20)
+        for revs in results:
+            assert revs == sorted(revs) and len(set(revs)) == 60
+
+
+async def test_deleting_a_namespace_deletes_what_is_in_it_and_default_is_protected(server):
+    async with Client(server.url) as c:
+        await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+        await c.create(pod("in-team"), "team")
+        await c.delete("namespaces", "team")
+        with pytest.raises(NotFound):
+            await c.get("pods", "in-team", "team")
+        with pytest.raises(Exception) as err:
+            await c.delete("namespaces", "default")
+        assert err.value.code == 403
+
+
+async def test_discovery_version_openapi_health_and_metrics_answer(http):
+    async with http.get("/api/v1") as r:
+        names = {res["name"] for res in (await r.json())["resources"]}
+        assert {"pods", "pods/status", "pods/binding", "nodes", "events", "namespaces"} <= names
+    async with http.get("/apis") as r:
+        groups = {g["name"] for g in (await r.json())["groups"]}
+        assert groups == {"coordination.k8s.io", "scheduling.k8s.io"}
+    async with http.get("/apis/coordination.k8s.io/v1") as r:
+        assert [res["name"] for res in (await r.json())["resources"]] == ["leases"]
+    async with http.get("/version") as r:
+        assert (await r.json())["gitVersion"].startswith("v")
+    async with http.get("/openapi/v3/api/v1") as r:
+        doc = await r.json()
+        assert "Pod" in doc["components"]["schemas"]
+        assert "/api/v1/namespaces/{namespace}/pods/{name}/binding" in doc["paths"]
+    for path in ("/healthz", "/readyz", "/livez"):
+        async with http.get(path) as r:
+            assert r.status == 200
+    async with http.get("/metrics") as r:
+        text = await r.text()
+        assert "corral_apiserver_requests_total" in text and "corral_store_revision" in text
