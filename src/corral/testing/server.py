@@ -20,8 +20,9 @@ __all__ = ["ServerProcess", "running_server"]
 class ServerProcess:
     """``corral server`` in a child process on a free loopback port, with its own data directory."""
 
-    def __init__(self, data_dir: str, *extra_args: str) -> None:
+    def __init__(self, data_dir: str, *extra_args: str, address: str = "127.0.0.1:0") -> None:
         self.data_dir = data_dir
+        self.address = address
         self.extra_args = extra_args
         self.proc: subprocess.Popen | None = None
         self.url = ""
@@ -32,7 +33,7 @@ class ServerProcess:
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "corral", "server", "--data-dir", self.data_dir,
-             "--address", "127.0.0.1:0", *self.extra_args],
+             "--address", self.address, *self.extra_args],
             stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
         )
         log.close()

@@ -1,0 +1,139 @@
+import copy
+
+import pytest
+
+from corral.api.defaults import apply_create_defaults, qos_class
+from corral.api.resources import by_kind
+from corral.api.validation import unknown_fields, validate
+
+POD = by_kind("Pod")
+NODE = by_kind("Node")
+
+
+def pod(**spec) -> dict:
+    base = {"metadata": {"name": "web"},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    base["spec"].update(spec)
+    return base
+
+
+def container(**fields) -> dict:
+    return {"name": "c", "image": "busybox", **fields}
+
+
+def fields_of(resource, obj) -> set[str]:
+    _, causes = validate(resource, obj)
+    return {c.field for c in causes}
+
+
+@pytest.mark.parametrize(
+    "obj, bad_fields",
+    [
+        pytest.param(pod(), set(), id="a minimal pod is valid"),
+        pytest.param({"metadata": {"name": "Web_1"}, "spec": pod()["spec"]}, {"metadata.name"},
+                     id="names must be DNS-1123 subdomains"),
+        pytest.param({"metadata": {"generateName": "web-"}, "spec": pod()["spec"]}, set(),
+                     id="generateName stands in for a name"),
+        pytest.param({"metadata": {"name": "web"}}, {"spec"}, id="a pod needs a spec"),
+        pytest.param(pod(containers=[]), {"spec.containers"}, id="a pod needs containers"),
+        pytest.param(pod(containers=[container(), container()]), {"spec.containers[1].name"},
+                     id="container names are unique"),
+        pytest.param(pod(containers=[{"name": "c"}]), {"spec.containers[0].image"}, id="images are required"),
+        pytest.param(pod(containers=[container(ports=[{"containerPort": 0}, {"containerPort": 80, "hostPort": 70000}])]),
+                     {"spec.containers[0].ports[0].containerPort", "spec.containers[0].ports[1].hostPort"},
+                     id="ports must be in range"),
+        pytest.param(pod(containers=[container(ports=[{"containerPort": 80, "protocol": "HTTP"}])]),
+                     {"spec.containers[0].ports[0].protocol"}, id="protocols are TCP, UDP or SCTP"),
+        pytest.param(pod(containers=[container(resources={"requests": {"cpu": "2"}, "limits": {"cpu": "1"}})]),
+                     {"spec.containers[0].resources.requests[cpu]"}, id="requests may not exceed limits"),
+        pytest.param(pod(containers=[container(resources={"requests": {"memory": "lots"}})]),
+                     {"spec.containers[0].resources.requests[memory]"}, id="quantities must parse"),
+        pytest.param(pod(containers=[container(resources={"requests": {"cpu": "-1"}})]),
+                     {"spec.containers[0].resources.requests[cpu]"}, id="quantities may not be negative"),
+        pytest.param(pod(restartPolicy="Sometimes"), {"spec.restartPolicy"}, id="restart policies are enumerated"),
+        pytest.param({"metadata": {"name": "web", "labels": {"bad key!": "v", "ok": "bad value!"}},
+                      "spec": pod()["spec"]}, {"metadata.labels", "metadata.labels[ok]"},
+                     id="label keys and values are checked"),
+        pytest.param(pod(tolerations=[{"key": "k", "operator": "Exists", "value": "v"}]),
+                     {"spec.tolerations[0].operator"}, id="an Exists toleration has no value"),
+        pytest.param(pod(tolerations=[{"operator": "Equal", "value": "v"}]), {"spec.tolerations[0].operator"},
+                     id="a toleration without a key must be Exists"),
+        pytest.param(pod(tolerations=[{"key": "k", "effect": "Sometimes"}]), {"spec.tolerations[0].effect"},
+                     id="toleration effects are enumerated"),
+        pytest.param(pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "zone", "operator": "Near", "values": ["a"]}]}]}}}),
+            {"spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+             ".matchExpressions[0].operator"}, id="node selector operators are enumerated"),
+        pytest.param(pod(affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [{"key": "cpus", "operator": "Gt", "values": ["x"]}]}]}}}),
+            {"spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[0]"
+             ".matchExpressions[0].values"}, id="Gt takes one integer"),
+        pytest.param(pod(affinity={"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+            {"labelSelector": {"matchLabels": {"app": "web"}}}]}}),
+            {"spec.affinity.podAntiAffinity.requiredDuringSchedulingIgnoredDuringExecution[0].topologyKey"},
+            id="pod affinity terms need a topology key"),
+        pytest.param(pod(topologySpreadConstraints=[{"maxSkew": 0, "topologyKey": "zone",
+                                                     "whenUnsatisfiable": "Maybe"}]),
+                     {"spec.topologySpreadConstraints[0].maxSkew",
+                      "spec.topologySpreadConstraints[0].whenUnsatisfiable"},
+                     id="spread constraints need a positive skew and a known policy"),
+        pytest.param(pod(containers=[container(ports=[{"containerPort": "80"}])]),
+                     {"spec.containers[0].ports[0].containerPort"}, id="a wrong type is reported at its path"),
+    ],
+)
+def test_pod_validation_names_every_bad_field(obj, bad_fields):
+    assert fields_of(POD, obj) == bad_fields
+
+
+@pytest.mark.parametrize(
+    "taints, bad_fields",
+    [
+        pytest.param([{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}], set(), id="a valid taint"),
+        pytest.param([{"key": "k", "effect": "Sometimes"}], {"spec.taints[0].effect"}, id="effects are enumerated"),
+        pytest.param([{"effect": "NoSchedule"}], {"spec.taints[0].key"}, id="taints need a key"),
+        pytest.param([{"key": "k", "effect": "NoSchedule"}] * 2, {"spec.taints[1]"},
+                     id="taints are unique by key and effect"),
+    ],
+)
+def test_node_taints_are_validated(taints, bad_fields):
+    assert fields_of(NODE, {"metadata": {"name": "n"}, "spec": {"taints": taints}}) == bad_fields
+
+
+def test_unknown_fields_are_listed_by_path_and_known_ones_are_not():
+    obj = pod(containers=[container(livenessProbe={}), container(name="d")], volumes=[])
+    obj["metadata"]["managedFields"] = []
+    assert unknown_fields(POD, obj) == [
+        "metadata.managedFields", "spec.containers[0].livenessProbe", "spec.volumes",
+    ]
+
+
+def test_create_defaults_fill_what_kubernetes_users_expect():
+    obj = pod(containers=[container(image="busybox:1.36", ports=[{"containerPort": 80}])],
+              tolerations=[{"key": "k"}])
+    apply_create_defaults(POD, obj, "team")
+    meta, spec = obj["metadata"], obj["spec"]
+    assert meta["namespace"] == "team" and meta["uid"] and meta["creationTimestamp"].endswith("Z")
+    assert spec["schedulerName"] == "default-scheduler" and spec["restartPolicy"] == "Always"
+    assert spec["terminationGracePeriodSeconds"] == 30
+    assert spec["containers"][0]["imagePullPolicy"] == "IfNotPresent"
+    assert spec["containers"][0]["ports"][0]["protocol"] == "TCP"
+    assert spec["tolerations"][0]["operator"] == "Equal"
+    assert obj["status"] == {"qosClass": "BestEffort", "phase": "Pending"}
+    node = {"metadata": {"name": "n"}, "status": {"capacity": {"cpu": "4"}}}
+    apply_create_defaults(NODE, node, None)
+    assert node["status"]["allocatable"] == {"cpu": "4"}
+
+
+@pytest.mark.parametrize(
+    "resources, qos",
+    [
+        pytest.param({}, "BestEffort", id="no requests or limits is best effort"),
+        pytest.param({"requests": {"cpu": "1"}}, "Burstable", id="requests alone are burstable"),
+        pytest.param({"limits": {"cpu": "1", "memory": "1Gi"}}, "Guaranteed",
+                     id="limits alone default the requests and guarantee"),
+        pytest.param({"requests": {"cpu": "1", "memory": "1Gi"}, "limits": {"cpu": "2", "memory": "1Gi"}},
+                     "Burstable", id="requests below limits are burstable"),
+    ],
+)
+def test_qos_class(resources, qos):
+    assert qos_class({"containers": [container(resources=copy.deepcopy(resources))]}) == qos

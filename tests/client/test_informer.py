@@ -1,0 +1,99 @@
+from __future__ import annotations
+
+import asyncio
+
+from corral.client import Client, Informer
+
+
+def pod(name: str, node: str | None = None) -> dict:
+    spec = {"containers": [{"name": "c", "image": "busybox"}]}
+    if node:
+        spec["nodeName"] = node
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, "spec": spec}
+
+
+async def eventually(predicate, timeout: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError("condition not reached in time")
+        await asyncio.sleep(0.02)
+
+
+async def test_an_informer_lists_then_follows_changes_with_handlers_and_indexes(server):
+    async with Client(server.url) as c:
+        await c.create(pod("a", node="n1"))
+        by_node = {"node": lambda p: [p.spec.node_name] if p.spec and p.spec.node_name else []}
+        informer = Informer(c, "pods", indexers=by_node)
+        log: list[tuple[str, str]] = []
+        informer.on_add(lambda p: log.append(("add", p.metadata.name)))
+        informer.on_update(lambda old, new: log.append(("update", new.metadata.name)))
+        informer.on_delete(lambda p: log.append(("delete", p.metadata.name)))
+        informer.start()
+        try:
+            await informer.wait_synced(5)
+            assert informer.keys() == ["default/a"]
+            await c.create(pod("b", node="n2"))
+            await c.patch("pods", "a", {"metadata": {"labels": {"x": "1"}}}, "default")
+            await c.delete("pods", "a", "default", grace_period_seconds=0)
+            await eventually(lambda: len(log) == 4)
+            assert log == [("add", "a"), ("add", "b"), ("update", "a"), ("delete", "a")]
+            assert [p.metadata.name for p in informer.by_index("node", "n2")] == ["b"]
+            assert informer.by_index("node", "n1") == []
+        finally:
+            await informer.stop()
+
+
+async def test_after_compaction_the_informer_relists_and_converges(server):
+    async with Client(server.url) as c:
+        informer = Informer(c, "pods", raw=True)
+        deleted: list[str] = []
+        informer.on_delete(lambda p: deleted.append(p["metadata"]["name"]))
+        for i in range(3):
+            await c.create(pod(f"p{i}"))
+        informer.start()
+        await informer.wait_synced(5)
+        await informer.stop()  # the informer is away while the cluster changes...
+        await c.delete("pods", "p0", "default")
+        for i in range(3, 6):
+            await c.create(pod(f"p{i}"))
+        await server.compact(server.store.revision)  # ...and its revision is compacted away
+        informer.start()
+        try:
+            await eventually(lambda: informer.relists >= 2 and sorted(informer.keys()) ==
+                             [f"default/p{i}" for i in range(1, 6)])
+            assert deleted == ["p0"]  # the missed delete is delivered by the relist
+        finally:
+            await informer.stop()
+
+
+async def test_an_informer_reconnects_when_the_server_comes_back(tmp_path):
+    from corral.testing import ServerProcess
+
+    proc = ServerProcess(str(tmp_path / "data"))
+    url = proc.start()
+    port = url.rsplit(":", 1)[1]
+    async with Client(url) as c:
+        informer = Informer(c, "pods", raw=True, backoff_initial=0.05, backoff_max=0.2)
+        informer.start()
+        try:
+            await informer.wait_synced(5)
+            proc.kill()
+            # Same data directory and port: the informer's URL stays valid.
+            proc2 = ServerProcess(str(tmp_path / "data"), address=f"127.0.0.1:{port}")
+            proc2.start()
+            try:
+                async def create_when_up() -> None:
+                    while True:
+                        try:
+                            await c.create(pod("after"))
+                            return
+                        except Exception:
+                            await asyncio.sleep(0.1)
+
+                await asyncio.wait_for(create_when_up(), 20)
+                await eventually(lambda: informer.get("default/after") is not None, 15)
+            finally:
+                proc2.stop()
+        finally:
+            await informer.stop()
