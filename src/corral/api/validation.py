@@ -8,6 +8,7 @@ tells the user everything that is wrong, as the Kubernetes API server does.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -569,9 +570,14 @@ def _walker(t: Any) -> Callable[[Any, str, list[str]], None] | None:
 _STRUCT_WALKERS: dict[type, Callable[[Any, str, list[str]], None]] = {}
 
 
+@functools.lru_cache(maxsize=None)
+def _model_walker(model: type) -> Callable[[Any, str, list[str]], None] | None:
+    return _walker(model)
+
+
 def unknown_fields(resource: ResourceType, obj: dict[str, Any]) -> list[str]:
     """Field paths in ``obj`` that corral keeps as written but does not act on."""
-    walker = _walker(resource.model)
+    walker = _model_walker(resource.model)
     out: list[str] = []
     if walker is not None:
         walker(obj, "", out)
