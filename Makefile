@@ -16,6 +16,10 @@ $(STAMP): pyproject.toml requirements.lock
 install: $(STAMP)
 
 up: $(STAMP)
+	@echo "Starting corral on http://127.0.0.1:7443 (data in ~/.local/share/corral). In another terminal:"
+	@echo "  export PATH=$(CURDIR)/$(BIN):\$$PATH"
+	@echo "  corral apply -f examples/ && corral get nodes && corral get pods"
+	@echo "Stop with Ctrl-C."
 	$(BIN)/corral server
 
 test: $(STAMP)

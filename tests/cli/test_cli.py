@@ -167,3 +167,20 @@ def test_an_unreachable_server_is_one_clear_line():
 def test_unknown_resource_types_are_refused():
     proc = corral("get", "deployments", server="http://127.0.0.1:1", check=False)
     assert proc.returncode == 1 and 'doesn\'t have a resource type "deployments"' in proc.stderr
+
+
+def test_get_watch_prints_the_table_then_each_change(server_url, manifests):
+    corral("apply", "-f", str(manifests / "node.yaml"), server=server_url)
+    env = {**os.environ, "CORRAL_SERVER": server_url}
+    watcher = subprocess.Popen([CORRAL, "get", "pods", "--watch"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        header = watcher.stdout.readline()
+        assert header.split()[:3] == ["NAME", "READY", "STATUS"]
+        corral("apply", "-f", str(manifests / "pod.yaml"), server=server_url)
+        assert watcher.stdout.readline().split()[:3] == ["web", "0/1", "Pending"]
+        corral("delete", "pod", "web", server=server_url)
+        assert watcher.stdout.readline().rstrip().endswith("(deleted)")
+    finally:
+        watcher.kill()
+        watcher.wait()
