@@ -118,7 +118,7 @@ class CacheWatcher:
 
 
 class WatchCache:
-    def __init__(self, store: Store, *, window: int = 200_000) -> None:
+    def __init__(self, store: Store, *, window: int = 50_000) -> None:
         self._store = store
         self._window = window
         self._objects: dict[str, dict[str, Record]] = {}
@@ -197,6 +197,10 @@ class WatchCache:
                 w.offer(cached)
             for hook in self.on_event:
                 hook(event)
+            if old is not None:
+                # Superseded: only the event window still holds it. Keep its bytes, let its decoded
+                # dict go (decoded again only if a watcher replaying history needs it).
+                old._obj = None
         self.revision = batch[-1].revision
         if len(self._events) > 2 * self._window:
             cut = len(self._events) - self._window
