@@ -72,6 +72,11 @@ def test_nodes_are_created_listed_by_field_and_label_and_cordoned(v1):
     v1.create_node(k8s.V1Node(metadata=k8s.V1ObjectMeta(name="node-2")))
     zone = v1.list_node(label_selector="topology.kubernetes.io/zone=z1")
     assert [n.metadata.name for n in zone.items] == ["node-1"]
+    read = v1.read_node("node-1")
+    read.metadata.labels["rack"] = "r7"
+    replaced = v1.replace_node("node-1", read)
+    assert replaced.metadata.labels == {"topology.kubernetes.io/zone": "z1", "rack": "r7"}
+    assert replaced.status.capacity == {"cpu": "4", "memory": "32Gi", "pods": "110"}
     cordoned = v1.patch_node("node-2", {"spec": {"unschedulable": True}})
     assert cordoned.spec.unschedulable is True
     assert [n.metadata.name for n in v1.list_node(field_selector="spec.unschedulable=true").items] == ["node-2"]
