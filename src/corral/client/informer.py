@@ -13,6 +13,7 @@ import asyncio
 import logging
 from typing import Any, Callable, Iterable
 
+from corral.aio import cancel_and_wait
 from corral.api.resources import ResourceType
 from corral.client.rest import ApiError, Client, ConnectionFailed, Gone, resolve
 
@@ -99,13 +100,8 @@ class Informer:
         return self._task
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
-            self._task = None
+        await cancel_and_wait(self._task)
+        self._task = None
 
     async def run(self) -> None:
         delay = self._backoff[0]

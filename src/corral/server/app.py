@@ -18,6 +18,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
+from corral.aio import cancel_and_wait
 from corral.api.defaults import apply_create_defaults
 from corral.api.resources import by_kind
 from corral.server import errors
@@ -109,13 +110,7 @@ class Server:
         self._tasks.append(asyncio.create_task(self._compact_loop(), name="compaction"))
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(*self._tasks)
         if self.cache is not None:
             await self.cache.stop()
         if self._runner is not None:

@@ -21,6 +21,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
+from corral.aio import cancel_and_wait
 from corral.api.selectors import FieldSelector, LabelSelector
 from corral.store.base import Compacted, Event, EventType, Record, Store
 
@@ -167,12 +168,7 @@ class WatchCache:
                 return  # the store closed
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except asyncio.CancelledError:
-                pass
+        await cancel_and_wait(self._task)
         for watchers in self._watchers.values():
             for w in watchers:
                 w.close()
