@@ -1,0 +1,233 @@
+"""The scheduler's cache: the node table plus every pod that occupies a node, assumed or bound.
+
+*Assume*: when the scheduler picks a node for a pod it counts the pod there at once
+(:meth:`Cache.assume`), before the binding is written, so the next pod of a burst sees the room
+already taken. The informer later confirms the binding (:meth:`Cache.add_pod` for a pod that is
+assumed just marks it bound); a failed bind un-counts it (:meth:`Cache.forget`).
+
+Besides resources, the cache keeps what pod affinity and topology spread need, as per-node count
+columns, so those plugins never loop over pods:
+
+- :class:`PodGroups`: pods grouped by (namespace, labels); per group a count column. "How many pods
+  matching selector S are on each node" is the sum of the columns of the groups S matches.
+- :class:`TermGroups`: existing pods' affinity terms (for the incoming pod's symmetry checks);
+  per term a count column of the pods on each node that carry it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from corral.scheduler.cache.node_table import NodeTable
+from corral.scheduler.framework.podinfo import AffinityTerm, PodInfo
+
+__all__ = ["Cache", "CachedPod", "PodGroups", "TermGroups"]
+
+_TERMINAL = ("Succeeded", "Failed", "Terminated")
+
+
+@dataclass(slots=True)
+class CachedPod:
+    info: PodInfo
+    row: int
+    assumed: bool
+
+
+class PodGroups:
+    """Pods by (namespace, labels) → a per-node count column for each group."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._index: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
+        self.groups: list[tuple[str, dict[str, str]]] = []
+        self.counts: list[np.ndarray] = []
+        self._match_cache: dict[Any, tuple[int, list[int]]] = {}
+
+    def grow(self, capacity: int) -> None:
+        self._capacity = capacity
+        for i, col in enumerate(self.counts):
+            grown = np.zeros(capacity, dtype=np.int32)
+            grown[: len(col)] = col
+            self.counts[i] = grown
+
+    def add(self, namespace: str, labels: dict[str, str], row: int, delta: int) -> None:
+        key = (namespace, tuple(sorted(labels.items())))
+        idx = self._index.get(key)
+        if idx is None:
+            idx = self._index[key] = len(self.groups)
+            self.groups.append((namespace, labels))
+            self.counts.append(np.zeros(self._capacity, dtype=np.int32))
+        self.counts[idx][row] += delta
+
+    def matching(self, cache_key: Any, predicate: Callable[[str, dict[str, str]], bool]) -> list[int]:
+        """Indexes of the groups ``predicate`` accepts (memoised under ``cache_key``)."""
+        hit = self._match_cache.get(cache_key)
+        if hit is not None and hit[0] == len(self.groups):
+            return hit[1]
+        start, found = (hit[0], list(hit[1])) if hit is not None else (0, [])
+        for i in range(start, len(self.groups)):
+            ns, labels = self.groups[i]
+            if predicate(ns, labels):
+                found.append(i)
+        self._match_cache[cache_key] = (len(self.groups), found)
+        return found
+
+    def count(self, groups: list[int], size: int) -> np.ndarray:
+        """Per-node number of pods in ``groups`` (rows ``< size``)."""
+        if not groups:
+            return np.zeros(size, dtype=np.int32)
+        total = self.counts[groups[0]][:size].copy()
+        for g in groups[1:]:
+            total += self.counts[g][:size]
+        return total
+
+
+class TermGroups:
+    """Affinity terms carried by existing pods → per-node count of pods carrying each."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self.terms: dict[Any, np.ndarray] = {}
+        self.totals: dict[Any, int] = {}
+
+    def grow(self, capacity: int) -> None:
+        self._capacity = capacity
+        for key, col in self.terms.items():
+            grown = np.zeros(capacity, dtype=np.int32)
+            grown[: len(col)] = col
+            self.terms[key] = grown
+
+    def add(self, key: Any, row: int, delta: int) -> None:
+        col = self.terms.get(key)
+        if col is None:
+            col = self.terms[key] = np.zeros(self._capacity, dtype=np.int32)
+        col[row] += delta
+        self.totals[key] = self.totals.get(key, 0) + delta
+        if self.totals[key] <= 0:
+            del self.terms[key], self.totals[key]
+
+    def active(self) -> list[tuple[Any, np.ndarray]]:
+        return list(self.terms.items())
+
+
+class Cache:
+    def __init__(self) -> None:
+        self.table = NodeTable()
+        self.pods: dict[str, CachedPod] = {}
+        self.namespace_labels: dict[str, dict[str, str]] = {}
+        self.pod_groups = PodGroups(self.table.capacity)
+        # Existing pods' required anti-affinity terms, and their preferred (anti-)affinity terms
+        # keyed by (term, weight, is_anti).
+        self.anti_affinity = TermGroups(self.table.capacity)
+        self.preferred_terms = TermGroups(self.table.capacity)
+        self.table.grow_listeners += [self.pod_groups.grow, self.anti_affinity.grow, self.preferred_terms.grow]
+        # Pods that have a required affinity term: InterPodAffinity's "first pod of a group" rule.
+        self.pods_with_affinity = 0
+
+    # --- nodes -------------------------------------------------------------------------------------------
+
+    def set_node(self, node: dict[str, Any]) -> None:
+        self.table.set_node(node)
+
+    def remove_node(self, name: str) -> None:
+        self.table.remove_node(name)
+
+    def set_namespace(self, ns: dict[str, Any]) -> None:
+        meta = ns.get("metadata") or {}
+        self.namespace_labels[meta.get("name", "")] = dict(meta.get("labels") or {})
+
+    def remove_namespace(self, name: str) -> None:
+        self.namespace_labels.pop(name, None)
+
+    # --- pods --------------------------------------------------------------------------------------------
+
+    def _account(self, info: PodInfo, row: int, sign: int) -> None:
+        self.table.add_requests(row, info.requests, info.host_ports, sign)
+        self.pod_groups.add(info.namespace, info.labels, row, sign)
+        for term in info.anti_affinity:
+            self.anti_affinity.add(term, row, sign)
+        for w in info.preferred_affinity:
+            self.preferred_terms.add((w.term, w.weight, False), row, sign)
+        for w in info.preferred_anti_affinity:
+            self.preferred_terms.add((w.term, w.weight, True), row, sign)
+        if info.affinity:
+            self.pods_with_affinity += sign
+        if sign < 0:
+            self.table.release_if_empty(row)
+
+    def assume(self, info: PodInfo, node: str) -> None:
+        """Count ``info`` on ``node`` now, before its binding is written."""
+        if info.key in self.pods:
+            raise ValueError(f"pod {info.key} is already in the cache")
+        row = self.table.row_for_pods(node)
+        self.pods[info.key] = CachedPod(info, row, assumed=True)
+        self._account(info, row, +1)
+
+    def forget(self, key: str) -> None:
+        """Un-count an assumed pod whose binding failed."""
+        cached = self.pods.get(key)
+        if cached is not None and cached.assumed:
+            del self.pods[key]
+            self._account(cached.info, cached.row, -1)
+
+    def is_assumed(self, key: str) -> bool:
+        cached = self.pods.get(key)
+        return cached is not None and cached.assumed
+
+    def set_pod(self, pod: dict[str, Any]) -> None:
+        """A pod from the informer. Bound, non-terminal pods are counted on their node."""
+        meta = pod.get("metadata") or {}
+        key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+        node = (pod.get("spec") or {}).get("nodeName")
+        phase = (pod.get("status") or {}).get("phase")
+        cached = self.pods.get(key)
+        if not node or phase in _TERMINAL:
+            if cached is not None and not cached.assumed:
+                self.remove_pod(key)
+            return
+        if cached is not None:
+            row = self.table.row_for_pods(node)
+            if cached.row == row and cached.info.resource_version == meta.get("resourceVersion") and not cached.assumed:
+                return
+            if cached.assumed and cached.row == row:
+                # The binding we wrote has arrived: the pod stays counted, now confirmed.
+                cached.assumed = False
+                cached.info = PodInfo.from_object(pod)
+                return
+            self._account(cached.info, cached.row, -1)
+            del self.pods[key]
+        info = PodInfo.from_object(pod)
+        row = self.table.row_for_pods(node)
+        self.pods[key] = CachedPod(info, row, assumed=False)
+        self._account(info, row, +1)
+
+    def remove_pod(self, key: str) -> None:
+        cached = self.pods.pop(key, None)
+        if cached is not None:
+            self._account(cached.info, cached.row, -1)
+
+    # --- queries used by plugins -------------------------------------------------------------------
+
+    def count_matching(self, term: AffinityTerm) -> np.ndarray:
+        """Per-node number of pods that ``term`` selects (namespace and labels)."""
+        ns_labels = self.namespace_labels
+        groups = self.pod_groups.matching(
+            ("term", term, self._ns_version(term)),
+            lambda ns, labels: term.matches(ns, labels, ns_labels),
+        )
+        return self.pod_groups.count(groups, self.table.size)
+
+    def count_selected(self, namespace: str, selector: Any) -> np.ndarray:
+        """Per-node number of pods in ``namespace`` whose labels ``selector`` matches."""
+        groups = self.pod_groups.matching(
+            ("sel", namespace, selector), lambda ns, labels: ns == namespace and selector.matches(labels)
+        )
+        return self.pod_groups.count(groups, self.table.size)
+
+    def _ns_version(self, term: AffinityTerm) -> Any:
+        if term.namespace_selector is None:
+            return None
+        return tuple(sorted((k, tuple(sorted(v.items()))) for k, v in self.namespace_labels.items()))

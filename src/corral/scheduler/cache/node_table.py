@@ -1,0 +1,339 @@
+"""Every node as one row of numpy columns: what Filter and Score plugins compute over.
+
+A row holds a node's allocatable and requested resources, readiness and heartbeat, the
+unschedulable flag, its labels and taints as integer codes, the host ports in use, the images it
+holds and its measured download throughput. Rows are reused when nodes go away (once no pod is
+accounted on them). All columns have the same length, ``capacity``; rows ``>= size`` and rows with
+``valid == False`` are not nodes and every plugin answers False / 0 for them.
+
+The scheduling cycle and the informer handlers that update the table run on the same event loop
+thread, one after the other, so the table needs no lock and no copy: a cycle sees a consistent
+table because nothing changes it while the cycle runs.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, Iterable
+
+import numpy as np
+
+from corral.api.quantity import QuantityError, to_milli, to_units
+
+__all__ = ["NodeTable", "LabelColumns", "parse_timestamp", "parse_bandwidth"]
+
+_INITIAL_CAPACITY = 64
+STANDARD_RESOURCES = ("cpu", "memory", "pods", "ephemeral-storage")
+NO_VALUE = -1  # the code of a label value no node has: matches nothing
+
+
+def parse_timestamp(value: str | None) -> float:
+    """RFC 3339 → seconds since the epoch; 0.0 when missing or malformed."""
+    if not value:
+        return 0.0
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+_BANDWIDTH = re.compile(r"^\s*([0-9.]+)\s*([kKMGT]?)(bps|bit/s|b/s)?\s*$")
+_BANDWIDTH_UNITS = {"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12}
+
+
+def parse_bandwidth(value: str | None) -> float:
+    """``"940Mbps"`` → 9.4e8 bits per second; NaN when missing or malformed."""
+    if not value:
+        return float("nan")
+    m = _BANDWIDTH.match(value)
+    if not m:
+        return float("nan")
+    return float(m.group(1)) * _BANDWIDTH_UNITS[m.group(2)]
+
+
+def _grow(array: np.ndarray, capacity: int, fill: Any = 0) -> np.ndarray:
+    grown = np.full((capacity, *array.shape[1:]), fill, dtype=array.dtype)
+    grown[: len(array)] = array
+    return grown
+
+
+class LabelColumns:
+    """Node labels: per label key an int32 column of value codes; 0 means the node lacks the key."""
+
+    def __init__(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._columns: dict[str, np.ndarray] = {}
+        self._codes: dict[str, dict[str, int]] = {}
+        self._values: dict[str, list[str | None]] = {}
+        self._numeric: dict[str, np.ndarray] = {}
+        self._empty = np.zeros(capacity, dtype=np.int32)
+
+    def grow(self, capacity: int) -> None:
+        self._capacity = capacity
+        self._columns = {k: _grow(c, capacity) for k, c in self._columns.items()}
+        self._empty = np.zeros(capacity, dtype=np.int32)
+
+    def keys(self) -> Iterable[str]:
+        return self._columns.keys()
+
+    def column(self, key: str) -> np.ndarray:
+        """Value codes of ``key`` for every row (read-only; a zero column when no node has the key)."""
+        return self._columns.get(key, self._empty)
+
+    def code(self, key: str, value: str) -> int:
+        """The code of ``key=value``; :data:`NO_VALUE` when no node has that value."""
+        return self._codes.get(key, {}).get(value, NO_VALUE)
+
+    def codes(self, key: str, values: Iterable[str]) -> np.ndarray:
+        vocab = self._codes.get(key, {})
+        return np.array([vocab[v] for v in values if v in vocab], dtype=np.int32)
+
+    def value(self, key: str, code: int) -> str | None:
+        values = self._values.get(key)
+        return values[code] if values and 0 < code < len(values) else None
+
+    def domain_count(self, key: str) -> int:
+        """How many codes (distinct values, plus 1 for 'absent') ``key`` has."""
+        return len(self._values.get(key, [None]))
+
+    def numeric(self, key: str) -> np.ndarray:
+        """Values of ``key`` as numbers (for Gt / Lt); NaN when absent or not an integer."""
+        values = self._values.get(key, [None])
+        cached = self._numeric.get(key)
+        if cached is None or len(cached) != len(values):
+            table = np.full(len(values), np.nan)
+            for code, v in enumerate(values):
+                if v is not None and re.fullmatch(r"-?[0-9]+", v):
+                    table[code] = float(v)
+            self._numeric[key] = cached = table
+        return cached[self.column(key)]
+
+    def set_row(self, row: int, old: dict[str, str], new: dict[str, str]) -> None:
+        for key in old:
+            if key not in new:
+                self._columns[key][row] = 0
+        for key, value in new.items():
+            col = self._columns.get(key)
+            if col is None:
+                col = self._columns[key] = np.zeros(self._capacity, dtype=np.int32)
+                self._codes[key] = {}
+                self._values[key] = [None]
+            vocab = self._codes[key]
+            code = vocab.get(value)
+            if code is None:
+                code = vocab[value] = len(self._values[key])
+                self._values[key].append(value)
+            col[row] = code
+
+
+class NodeTable:
+    def __init__(self, capacity: int = _INITIAL_CAPACITY) -> None:
+        self.capacity = capacity
+        self.size = 0  # rows in use are < size
+        self.names: list[str | None] = [None] * capacity
+        self.objects: list[dict[str, Any] | None] = [None] * capacity
+        self.row_of: dict[str, int] = {}
+        self._free: list[int] = []
+        self._labels_of: list[dict[str, str]] = [{} for _ in range(capacity)]
+        self.valid = np.zeros(capacity, dtype=bool)
+        self.ready = np.zeros(capacity, dtype=bool)
+        self.heartbeat = np.zeros(capacity, dtype=np.float64)
+        self.unschedulable = np.zeros(capacity, dtype=bool)
+        self.allocatable: dict[str, np.ndarray] = {r: np.zeros(capacity, dtype=np.int64) for r in STANDARD_RESOURCES}
+        self.requested: dict[str, np.ndarray] = {r: np.zeros(capacity, dtype=np.int64) for r in STANDARD_RESOURCES}
+        self.nonzero_cpu = np.zeros(capacity, dtype=np.int64)
+        self.nonzero_memory = np.zeros(capacity, dtype=np.int64)
+        self.labels = LabelColumns(capacity)
+        self.taints = np.zeros((capacity, 1), dtype=np.int32)  # taint codes, 0 = none
+        self.taint_vocab: dict[tuple[str, str, str], int] = {}
+        self.taint_list: list[tuple[str, str, str]] = [("", "", "")]  # code → (key, value, effect)
+        self.ports: dict[tuple[str, int], np.ndarray] = {}
+        self.images: dict[str, np.ndarray] = {}
+        self.image_sizes: dict[str, int] = {}
+        self.download_bps = np.full(capacity, np.nan)
+        self.grow_listeners: list = []  # called with the new capacity when columns grow
+        self.version = 0  # bumped on every node change (for caches keyed on node state)
+        self.taint_version = 0
+
+    # --- rows ----------------------------------------------------------------------------------------
+
+    def _grow_to(self, capacity: int) -> None:
+        self.names += [None] * (capacity - self.capacity)
+        self.objects += [None] * (capacity - self.capacity)
+        self._labels_of += [{} for _ in range(capacity - self.capacity)]
+        for name in ("valid", "ready", "unschedulable", "heartbeat", "nonzero_cpu", "nonzero_memory"):
+            setattr(self, name, _grow(getattr(self, name), capacity))
+        self.download_bps = _grow(self.download_bps, capacity, np.nan)
+        self.allocatable = {k: _grow(v, capacity) for k, v in self.allocatable.items()}
+        self.requested = {k: _grow(v, capacity) for k, v in self.requested.items()}
+        self.taints = _grow(self.taints, capacity)
+        self.ports = {k: _grow(v, capacity) for k, v in self.ports.items()}
+        self.images = {k: _grow(v, capacity) for k, v in self.images.items()}
+        self.labels.grow(capacity)
+        self.capacity = capacity
+        for listener in self.grow_listeners:
+            listener(capacity)
+
+    def _new_row(self, name: str) -> int:
+        if self._free:
+            row = self._free.pop()
+        else:
+            if self.size == self.capacity:
+                self._grow_to(self.capacity * 2)
+            row = self.size
+            self.size += 1
+        self.names[row] = name
+        self.row_of[name] = row
+        return row
+
+    def row_for_pods(self, name: str) -> int:
+        """The row pods on node ``name`` are accounted on, creating a placeholder if the node is unknown."""
+        row = self.row_of.get(name)
+        return row if row is not None else self._new_row(name)
+
+    # --- nodes ---------------------------------------------------------------------------------------
+
+    def _resource_column(self, columns: dict[str, np.ndarray], name: str) -> np.ndarray:
+        col = columns.get(name)
+        if col is None:
+            col = columns[name] = np.zeros(self.capacity, dtype=np.int64)
+        return col
+
+    def set_node(self, node: dict[str, Any]) -> int:
+        """Add or update a node from its API object; returns its row."""
+        meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
+        name = meta.get("name", "")
+        row = self.row_of.get(name)
+        if row is None:
+            row = self._new_row(name)
+        self.objects[row] = node
+        self.valid[row] = True
+        alloc = status.get("allocatable") or status.get("capacity") or {}
+        seen = set()
+        for res, q in alloc.items():
+            try:
+                value = to_milli(q) if res == "cpu" else to_units(q)
+            except QuantityError:
+                continue
+            self._resource_column(self.allocatable, res)[row] = value
+            self._resource_column(self.requested, res)
+            seen.add(res)
+        for res, col in self.allocatable.items():
+            if res not in seen:
+                col[row] = 0
+        ready, heartbeat = False, 0.0
+        for cond in status.get("conditions") or ():
+            if cond.get("type") == "Ready":
+                ready = cond.get("status") == "True"
+                heartbeat = parse_timestamp(cond.get("lastHeartbeatTime"))
+        self.ready[row], self.heartbeat[row] = ready, heartbeat
+        self.unschedulable[row] = bool(spec.get("unschedulable"))
+        new_labels = dict(meta.get("labels") or {})
+        new_labels.setdefault("kubernetes.io/hostname", name)
+        self.labels.set_row(row, self._labels_of[row], new_labels)
+        self._labels_of[row] = new_labels
+        self._set_taints(row, spec.get("taints") or ())
+        self._set_images(row, status.get("images") or ())
+        throughput = ((status.get("network") or {}).get("throughput")) or {}
+        self.download_bps[row] = parse_bandwidth(throughput.get("download"))
+        self.version += 1
+        return row
+
+    def _set_taints(self, row: int, taints: Iterable[dict[str, Any]]) -> None:
+        codes = []
+        for t in taints:
+            triple = (t.get("key", ""), t.get("value", "") or "", t.get("effect", ""))
+            code = self.taint_vocab.get(triple)
+            if code is None:
+                code = self.taint_vocab[triple] = len(self.taint_list)
+                self.taint_list.append(triple)
+                self.taint_version += 1
+            codes.append(code)
+        if len(codes) > self.taints.shape[1]:
+            wider = np.zeros((self.capacity, len(codes)), dtype=np.int32)
+            wider[:, : self.taints.shape[1]] = self.taints
+            self.taints = wider
+        if not np.array_equal(self.taints[row, : len(codes)], codes) or self.taints[row, len(codes):].any():
+            self.taint_version += 1
+        self.taints[row] = 0
+        self.taints[row, : len(codes)] = codes
+
+    def _set_images(self, row: int, images: Iterable[dict[str, Any]]) -> None:
+        for col in self.images.values():
+            col[row] = False
+        for image in images:
+            size = int(image.get("sizeBytes") or 0)
+            for name in image.get("names") or ():
+                col = self.images.get(name)
+                if col is None:
+                    col = self.images[name] = np.zeros(self.capacity, dtype=bool)
+                col[row] = True
+                if size:
+                    self.image_sizes[name] = max(size, self.image_sizes.get(name, 0))
+
+    def remove_node(self, name: str) -> None:
+        row = self.row_of.get(name)
+        if row is None:
+            return
+        self.valid[row] = False
+        self.objects[row] = None
+        self.labels.set_row(row, self._labels_of[row], {})
+        self._labels_of[row] = {}
+        self.taints[row] = 0
+        self.version += 1
+        self.taint_version += 1
+        self.release_if_empty(row)
+
+    def release_if_empty(self, row: int) -> None:
+        """Free a row whose node is gone once no pod is accounted on it."""
+        if self.valid[row] or self.requested["pods"][row] > 0:
+            return
+        name = self.names[row]
+        if name is not None:
+            self.row_of.pop(name, None)
+        self.names[row] = None
+        for col in (*self.allocatable.values(), *self.requested.values()):
+            col[row] = 0
+        self.nonzero_cpu[row] = self.nonzero_memory[row] = 0
+        for col in self.ports.values():
+            col[row] = 0
+        for col in self.images.values():
+            col[row] = False
+        self.ready[row] = self.unschedulable[row] = False
+        self.heartbeat[row] = 0.0
+        self.download_bps[row] = np.nan
+        self._free.append(row)
+
+    # --- pods' requests --------------------------------------------------------------------------------
+
+    def add_requests(self, row: int, requests: Any, ports: Iterable[Any], sign: int) -> None:
+        """Count (sign=+1) or uncount (-1) one pod's requests and host ports on ``row``."""
+        req = self.requested
+        req["cpu"][row] += sign * requests.cpu
+        req["memory"][row] += sign * requests.memory
+        req["ephemeral-storage"][row] += sign * requests.ephemeral
+        req["pods"][row] += sign
+        self.nonzero_cpu[row] += sign * requests.nonzero_cpu
+        self.nonzero_memory[row] += sign * requests.nonzero_memory
+        for name, amount in requests.extended:
+            self._resource_column(self.requested, name)[row] += sign * amount
+            self._resource_column(self.allocatable, name)
+        for port in ports:
+            key = (port.protocol, port.port)
+            col = self.ports.get(key)
+            if col is None:
+                col = self.ports[key] = np.zeros(self.capacity, dtype=np.int32)
+            col[row] += sign
+
+    # --- reads -----------------------------------------------------------------------------------------
+
+    def node_labels(self, row: int) -> dict[str, str]:
+        return self._labels_of[row]
+
+    def valid_rows(self) -> np.ndarray:
+        return np.flatnonzero(self.valid[: self.size])
+
+    @property
+    def node_count(self) -> int:
+        return int(self.valid[: self.size].sum())

@@ -1,0 +1,147 @@
+"""The scheduler's writes to the cluster: bindings, pod conditions and events.
+
+Two implementations of one small interface: :class:`InProcessWriter` when the scheduler runs inside
+``corral server`` (it calls the server's REST layer directly; the store group-commits concurrent
+bindings into one transaction), and :class:`HttpWriter` when it runs as ``corral scheduler``
+(through the API's binding subresource). Bind answers a :class:`Status`: success, an error worth a
+retry, or "unresolvable" when the pod is gone or already bound elsewhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from typing import Any, Protocol
+
+from corral.api.defaults import now_rfc3339
+from corral.scheduler.framework.podinfo import PodInfo
+from corral.scheduler.framework.status import SUCCESS, Code, Status
+
+__all__ = ["ClusterWriter", "InProcessWriter", "HttpWriter", "EventRecorder", "COMPONENT"]
+
+log = logging.getLogger(__name__)
+COMPONENT = "default-scheduler"
+_GONE = "the pod was deleted or bound elsewhere"
+
+
+class ClusterWriter(Protocol):
+    async def bind(self, pod: PodInfo, node: str) -> Status: ...
+
+    async def patch_status(self, pod: PodInfo, patch: dict[str, Any]) -> None: ...
+
+    async def create_event(self, namespace: str, event: dict[str, Any]) -> None: ...
+
+    async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None: ...
+
+
+class InProcessWriter:
+    def __init__(self, api: Any) -> None:
+        from corral.api.resources import by_kind
+        from corral.server.rest import WriteOptions
+
+        self.api = api
+        self._opts = WriteOptions(warn=False)
+        self._pods, self._events = by_kind("Pod"), by_kind("Event")
+
+    async def bind(self, pod: PodInfo, node: str) -> Status:
+        from corral.server.errors import ApiError
+
+        body = {"target": {"kind": "Node", "name": node}}
+        try:
+            await self.api.bind(pod.namespace, pod.name, body, self._opts)
+        except ApiError as exc:
+            if exc.code in (404, 409):
+                return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (_GONE,), "DefaultBinder")
+            return Status.error(exc.message, "DefaultBinder")
+        return SUCCESS
+
+    async def patch_status(self, pod: PodInfo, patch: dict[str, Any]) -> None:
+        await self.api.patch(self._pods, pod.namespace, pod.name, patch, "merge", self._opts, "status")
+
+    async def create_event(self, namespace: str, event: dict[str, Any]) -> None:
+        await self.api.create(self._events, namespace, event, self._opts)
+
+    async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        await self.api.patch(self._events, namespace, name, patch, "merge", self._opts)
+
+
+class HttpWriter:
+    def __init__(self, client: Any) -> None:
+        self.client = client
+
+    async def bind(self, pod: PodInfo, node: str) -> Status:
+        from corral.client.rest import Conflict, ConnectionFailed, NotFound
+
+        try:
+            await self.client.bind(pod.namespace, pod.name, node)
+        except (Conflict, NotFound):
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (_GONE,), "DefaultBinder")
+        except ConnectionFailed as exc:
+            return Status.error(str(exc), "DefaultBinder")
+        return SUCCESS
+
+    async def patch_status(self, pod: PodInfo, patch: dict[str, Any]) -> None:
+        await self.client.patch("pods", pod.name, patch, pod.namespace, subresource="status", raw=True)
+
+    async def create_event(self, namespace: str, event: dict[str, Any]) -> None:
+        await self.client.create(event, namespace)
+
+    async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        await self.client.patch("events", name, patch, namespace, raw=True)
+
+
+class EventRecorder:
+    """Writes events in the background, Kubernetes-style: a repeat of the same event (same object,
+    reason and message) raises the first one's ``count`` instead of adding another. Writes never
+    block scheduling; when the backlog passes ``max_pending`` new events are dropped (and counted)."""
+
+    def __init__(self, writer: ClusterWriter, *, max_pending: int = 10_000) -> None:
+        self.writer = writer
+        self._queue: asyncio.Queue = asyncio.Queue(max_pending)
+        self._counts: dict[str, int] = {}
+        self._task: asyncio.Task | None = None
+        self.dropped = 0
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="event-recorder")
+
+    async def stop(self) -> None:
+        from corral.aio import cancel_and_wait
+
+        await cancel_and_wait(self._task)
+        self._task = None
+
+    def record(self, pod: PodInfo, etype: str, reason: str, message: str) -> None:
+        try:
+            self._queue.put_nowait((pod.namespace, pod.name, pod.uid, etype, reason, message))
+        except asyncio.QueueFull:
+            self.dropped += 1
+
+    async def _run(self) -> None:
+        while True:
+            ns, name, uid, etype, reason, message = await self._queue.get()
+            digest = hashlib.sha1(f"{uid}/{reason}/{message}".encode()).hexdigest()[:12]
+            event_name = f"{name}.{digest}"
+            now = now_rfc3339()
+            try:
+                count = self._counts.get(event_name)
+                if count is None:
+                    await self.writer.create_event(ns, {
+                        "apiVersion": "v1", "kind": "Event",
+                        "metadata": {"name": event_name, "namespace": ns},
+                        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": ns,
+                                           "uid": uid},
+                        "reason": reason, "message": message, "type": etype, "count": 1,
+                        "firstTimestamp": now, "lastTimestamp": now,
+                        "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
+                    })
+                    self._counts[event_name] = 1
+                else:
+                    self._counts[event_name] = count + 1
+                    await self.writer.patch_event(ns, event_name, {"count": count + 1, "lastTimestamp": now})
+                if len(self._counts) > 50_000:
+                    self._counts.clear()
+            except Exception as exc:  # events are best effort
+                log.debug("event %s/%s not written: %s", ns, event_name, exc)

@@ -1,0 +1,1 @@
+"""See corral.scheduler."""

@@ -1,0 +1,131 @@
+"""The plugin API: extension points as optional methods, answered over node columns.
+
+A plugin is a class with a ``NAME`` and any of these methods; the framework calls only the ones a
+plugin defines, in the order the profile lists the plugins.
+
+- ``pre_enqueue(pod) -> Status``: may keep a pod out of the active queue (``PENDING``).
+- ``less(a, b) -> bool``: QueueSort; exactly one per profile.
+- ``pre_filter(state, pod) -> Status``: per-pod preparation, kept in ``state``; ``SKIP`` means
+  this plugin's ``filter`` has nothing to check for this pod; a rejecting status fails every node.
+- ``filter(state, pod, candidates) -> FilterResult``: for *all* rows at once, which pass
+  (``passed=None``: all of them); each rejected row carries reasons. Pure: no I/O, no change to
+  the cache.
+- ``post_filter(state, pod, diagnosis) -> Status``: when no node fits (preemption's place).
+- ``pre_score(state, pod, rows) -> Status``: ``SKIP`` means ``score`` has nothing to add.
+- ``score(state, pod, rows) -> ndarray``: one number per feasible row. ``rows`` indexes the
+  columns: an array of row numbers, or a slice when every row is feasible (cheaper to take), so
+  write ``column[rows]`` and never ``len(rows)``.
+- ``normalize(state, pod, scores) -> ndarray``: scale this plugin's scores to 0–100.
+- ``reserve`` / ``unreserve``, ``permit``: around the assumption of the pod on its node.
+- ``async bind(state, pod, node) -> Status``: write the binding (I/O allowed here only).
+
+Plugins get what they may read through :class:`Handle` (the cache, the clock, the profile's
+arguments) when they are built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, ClassVar
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from corral.scheduler.cache.cache import Cache
+
+__all__ = ["Plugin", "Handle", "CycleState", "FilterResult", "ALL_PASS", "count_rows", "Reason", "NodeView", "NodeFilterAdapter"]
+
+
+@dataclass(slots=True)
+class Handle:
+    """What a plugin may use: the cache (read-only in plugins), a clock, its own arguments."""
+
+    cache: "Cache"
+    clock: Callable[[], float]
+    args: dict[str, Any] = field(default_factory=dict)
+    binder: Any = None  # used by Bind plugins only
+
+
+class CycleState(dict):
+    """Per-attempt scratch space; each plugin keeps its data under its own ``NAME``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """Why some rows were rejected: the message, the rows it applies to, and whether removing pods
+    (preemption) could help."""
+
+    message: str
+    rows: np.ndarray  # bool, one per row
+    unresolvable: bool = False
+
+
+@dataclass(slots=True)
+class FilterResult:
+    passed: np.ndarray | None  # bool, one per row; None: every row passes
+    reasons: list[Reason] = field(default_factory=list)
+
+    @classmethod
+    def reject_where(cls, bad: np.ndarray, message: str, *, unresolvable: bool = False) -> "FilterResult":
+        return cls(~bad, [Reason(message, bad, unresolvable)])
+
+
+ALL_PASS = FilterResult(None)
+
+
+def count_rows(rows: "np.ndarray | slice") -> int:
+    """How many rows a score call covers (``rows`` is an index array or a slice)."""
+    return rows.stop - rows.start if isinstance(rows, slice) else len(rows)
+
+
+class Plugin:
+    """Base class: holds the handle. Subclasses set ``NAME`` and define extension-point methods."""
+
+    NAME: ClassVar[str] = ""
+
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
+
+    @property
+    def cache(self) -> "Cache":
+        return self.handle.cache
+
+
+@dataclass(frozen=True, slots=True)
+class NodeView:
+    """One node, for plugins written node by node (see :class:`NodeFilterAdapter`)."""
+
+    name: str
+    labels: dict[str, str]
+    obj: dict[str, Any]
+    allocatable: dict[str, int]
+    requested: dict[str, int]
+
+
+class NodeFilterAdapter(Plugin):
+    """Turns a per-node function into a column Filter, for simple custom plugins.
+
+    ``check(pod, node) -> str | None`` returns a rejection reason or None. It runs once per
+    candidate node in Python, so it costs what the column plugins avoid; use it for rules that are
+    rare or cheap, and write a column plugin when it matters.
+    """
+
+    check: Callable[[Any, NodeView], str | None]
+
+    def filter(self, state: CycleState, pod: Any, candidates: np.ndarray) -> FilterResult:
+        table = self.cache.table
+        passed = candidates.copy()
+        reasons: dict[str, np.ndarray] = {}
+        for row in np.flatnonzero(candidates):
+            view = NodeView(
+                name=table.names[row] or "",
+                labels=table.node_labels(row),
+                obj=table.objects[row] or {},
+                allocatable={k: int(v[row]) for k, v in table.allocatable.items()},
+                requested={k: int(v[row]) for k, v in table.requested.items()},
+            )
+            why = type(self).check(pod, view)
+            if why is not None:
+                passed[row] = False
+                reasons.setdefault(why, np.zeros_like(candidates))[row] = True
+        return FilterResult(passed, [Reason(m, rows) for m, rows in reasons.items()])

@@ -1,0 +1,218 @@
+"""Runs one profile's plugins for one pod: the filter and score pipeline, with its diagnosis.
+
+Stages, each in its own method:
+
+1. ``pre_filter``: every PreFilter plugin prepares; a rejection fails all nodes at once, SKIP
+   switches off that plugin's filter for this pod.
+2. ``find_feasible``: the Filter plugins run in profile order over all rows; a row rejected by an
+   earlier plugin is not offered to later ones, so each rejected node is attributed to exactly one
+   plugin, as in Kubernetes. The :class:`Diagnosis` records who rejected which node and why.
+3. ``sample``: with ``percentageOfNodesToScore`` below 100, only the first feasible nodes in
+   zone-interleaved order (starting after the last pod's stopping point) go on to scoring.
+4. ``prioritize``: Score plugins give each feasible row a number; NormalizeScore scales it to
+   0–100; the profile's weights sum them.
+5. ``select_host``: the best total; ties broken by a seeded random choice or by node name.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from corral.scheduler.framework.interface import CycleState, FilterResult, Plugin
+from corral.scheduler.framework.podinfo import PodInfo
+from corral.scheduler.framework.status import Code, Status
+
+__all__ = ["Framework", "Diagnosis", "Scores", "MAX_NODE_SCORE"]
+
+MAX_NODE_SCORE = 100
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    """Why nodes were rejected: per row the rejecting plugin's index (-1: passed), and the reasons."""
+
+    node_count: int
+    rejected_by: np.ndarray
+    plugin_names: list[str]
+    reasons: list[tuple[int, str, np.ndarray, bool]] = field(default_factory=list)  # plugin, msg, rows, unresolvable
+    pre_filter: Status | None = None
+
+    def reason_counts(self) -> Counter:
+        counts: Counter = Counter()
+        if self.pre_filter is not None:
+            for r in self.pre_filter.reasons:
+                counts[r] = self.node_count
+            return counts
+        for plugin, message, rows, _ in self.reasons:
+            n = int(np.count_nonzero(rows & (self.rejected_by[: len(rows)] == plugin)))
+            if n:
+                counts[message] += n
+        return counts
+
+    def message(self, feasible: int = 0) -> str:
+        """Kubernetes' shape: ``0/5 nodes are available: 3 Insufficient cpu, 2 node(s) had ...``."""
+        parts = sorted(f"{n} {reason}" for reason, n in self.reason_counts().items())
+        head = f"{feasible}/{self.node_count} nodes are available"
+        return f"{head}: {', '.join(parts)}." if parts else f"{head}."
+
+    def node_reasons(self, row: int) -> tuple[str, list[str]]:
+        """(plugin, reasons) that rejected ``row``; ("", []) if it passed."""
+        if self.pre_filter is not None:
+            return self.pre_filter.plugin, list(self.pre_filter.reasons)
+        idx = int(self.rejected_by[row])
+        if idx < 0:
+            return "", []
+        msgs = [m for p, m, rows, _ in self.reasons if p == idx and row < len(rows) and rows[row]]
+        return self.plugin_names[idx], msgs
+
+    def unresolvable_rows(self) -> np.ndarray:
+        bad = np.zeros(len(self.rejected_by), dtype=bool)
+        for plugin, _, rows, unresolvable in self.reasons:
+            if unresolvable:
+                bad[: len(rows)] |= rows & (self.rejected_by[: len(rows)] == plugin)
+        return bad
+
+
+@dataclass(slots=True)
+class Scores:
+    rows: np.ndarray  # the scored rows
+    total: np.ndarray  # weighted sum per row
+    by_plugin: dict[str, np.ndarray]  # normalised, weighted, per plugin
+
+
+class Framework:
+    """One profile: its plugins per extension point, their weights and the cycle's settings."""
+
+    def __init__(self, *, scheduler_name: str, plugins: dict[str, list[Plugin]],
+                 weights: dict[str, int], percentage_of_nodes_to_score: int = 100,
+                 tie_break: str = "random", seed: int = 0) -> None:
+        self.scheduler_name = scheduler_name
+        self.queue_sort = (plugins.get("queueSort") or [None])[0]
+        self.pre_enqueue = plugins.get("preEnqueue", [])
+        self.pre_filters = plugins.get("preFilter", [])
+        self.filters = plugins.get("filter", [])
+        self.post_filters = plugins.get("postFilter", [])
+        self.pre_scores = plugins.get("preScore", [])
+        self.scorers = plugins.get("score", [])
+        self.reservers = plugins.get("reserve", [])
+        self.permits = plugins.get("permit", [])
+        self.binders = plugins.get("bind", [])
+        self.weights = weights
+        self.percentage = percentage_of_nodes_to_score
+        self.tie_break = tie_break
+        self.rng = np.random.default_rng(seed)
+        self.next_start = 0
+        self._filter_names = [p.NAME for p in self.filters]
+
+    @property
+    def all_plugins(self) -> list[Plugin]:
+        seen: dict[int, Plugin] = {}
+        for group in (self.pre_enqueue, self.pre_filters, self.filters, self.post_filters,
+                      self.pre_scores, self.scorers, self.reservers, self.permits, self.binders):
+            for p in group:
+                seen.setdefault(id(p), p)
+        if self.queue_sort is not None:
+            seen.setdefault(id(self.queue_sort), self.queue_sort)
+        return list(seen.values())
+
+    # --- filtering --------------------------------------------------------------------------------------
+
+    def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
+        skipped: set[str] = set()
+        for plugin in self.pre_filters:
+            status = plugin.pre_filter(state, pod)
+            if status.code is Code.SKIP:
+                skipped.add(plugin.NAME)
+            elif not status.ok:
+                return Status(status.code, status.reasons, plugin.NAME)
+        state["__skip_filter"] = skipped
+        return Status()
+
+    def find_feasible(self, state: CycleState, pod: PodInfo, table: Any) -> tuple[np.ndarray, Diagnosis]:
+        """Rows every filter accepts, and the diagnosis of those it rejected."""
+        size = table.size
+        rejected_by = np.full(size, -1, dtype=np.int16)
+        diagnosis = Diagnosis(table.node_count, rejected_by, self._filter_names)
+        status = self.pre_filter(state, pod)
+        if not status.ok:
+            diagnosis.pre_filter = status
+            rejected_by[table.valid[:size]] = 0
+            return np.zeros(0, dtype=np.int64), diagnosis
+        candidates = table.valid[:size].copy()
+        skipped = state.get("__skip_filter", ())
+        for idx, plugin in enumerate(self.filters):
+            if plugin.NAME in skipped:
+                continue
+            result: FilterResult = plugin.filter(state, pod, candidates)
+            if result.passed is None:
+                continue
+            passed = result.passed[:size]
+            newly = candidates & ~passed
+            if newly.any():
+                rejected_by[newly] = idx
+                for reason in result.reasons:
+                    diagnosis.reasons.append((idx, reason.message, reason.rows[:size], reason.unresolvable))
+                candidates &= passed
+                if not candidates.any():
+                    break
+        return np.flatnonzero(candidates), diagnosis
+
+    def sample(self, rows: np.ndarray, table: Any, order: np.ndarray | None) -> np.ndarray:
+        """Kubernetes' percentageOfNodesToScore: keep the first K feasible rows in node order."""
+        total = table.node_count
+        if self.percentage >= 100 or len(rows) <= 100:
+            return rows
+        if self.percentage > 0:
+            k = max(total * self.percentage // 100, 100)
+        else:  # Kubernetes' adaptive default: 50% at small scale, down to 5% from 5,625 nodes up.
+            adaptive = max(50 - total // 125, 5)
+            k = max(total * adaptive // 100, 100)
+        if len(rows) <= k or order is None or len(order) == 0:
+            return rows[:k] if len(rows) > k else rows
+        feasible = np.zeros(table.size, dtype=bool)
+        feasible[rows] = True
+        start = self.next_start % len(order)
+        rotated = np.concatenate([order[start:], order[:start]])
+        picked_positions = np.flatnonzero(feasible[rotated])[:k]
+        self.next_start = (start + int(picked_positions[-1]) + 1) % len(order)
+        return np.sort(rotated[picked_positions])
+
+    # --- scoring ----------------------------------------------------------------------------------------
+
+    def prioritize(self, state: CycleState, pod: PodInfo, rows: np.ndarray, size: int = -1) -> Scores:
+        # Every row feasible: plugins take a slice of each column, which is cheaper than an index.
+        sel = slice(0, size) if len(rows) == size else rows
+        total = np.zeros(len(rows), dtype=np.float64)
+        by_plugin: dict[str, np.ndarray] = {}
+        skipped = set()
+        for plugin in self.pre_scores:
+            if plugin.pre_score(state, pod, sel).code is Code.SKIP:
+                skipped.add(plugin.NAME)
+        for plugin in self.scorers:
+            if plugin.NAME in skipped:
+                continue
+            weight = self.weights.get(plugin.NAME, 1)
+            if weight == 0:
+                continue
+            raw = plugin.score(state, pod, sel)
+            if hasattr(plugin, "normalize"):
+                raw = plugin.normalize(state, pod, raw)
+            weighted = raw * weight
+            by_plugin[plugin.NAME] = weighted
+            total += weighted
+        return Scores(rows, total, by_plugin)
+
+    def select_host(self, scores: Scores, table: Any) -> int:
+        """The row with the best total; ties by seeded random choice or by node name."""
+        if len(scores.rows) == 1:
+            return int(scores.rows[0])
+        best = np.flatnonzero(scores.total == scores.total.max())
+        if len(best) == 1:
+            return int(scores.rows[best[0]])
+        if self.tie_break == "name":
+            return int(min((table.names[scores.rows[i]], scores.rows[i]) for i in best)[1])
+        return int(scores.rows[best[self.rng.integers(len(best))]])

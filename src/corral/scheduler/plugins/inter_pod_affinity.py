@@ -1,0 +1,86 @@
+"""InterPodAffinity: required pod affinity and anti-affinity, in both directions, and preferred
+terms as scores.
+
+Three checks, each a handful of column operations per term:
+1. existing pods' required anti-affinity: a node is out if, in its domain, a pod carries a term
+   that selects the incoming pod;
+2. the incoming pod's required anti-affinity: out if its domain holds a pod the term selects;
+3. the incoming pod's required affinity: in only if its domain holds a pod the term selects — or,
+   when no such pod exists anywhere and the pod selects itself, on any node with the topology key
+   (the first pod of a group may go anywhere, as in Kubernetes).
+
+Pod counts per node come from the cache's groups, never from a loop over pods.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from corral.scheduler.framework.interface import CycleState, FilterResult, Plugin, Reason
+from corral.scheduler.framework.status import SKIP, SUCCESS, Status
+from corral.scheduler.plugins.topology import count_in_domain
+
+NAME = "InterPodAffinity"
+EXISTING_ANTI = "node(s) didn't satisfy existing pods anti-affinity rules"
+ANTI = "node(s) didn't match pod anti-affinity rules"
+AFFINITY = "node(s) didn't match pod affinity rules"
+
+
+class InterPodAffinity(Plugin):
+    NAME = NAME
+
+    def pre_filter(self, state: CycleState, pod) -> Status:
+        if pod.affinity or pod.anti_affinity or self.cache.anti_affinity.terms:
+            return SUCCESS
+        return SKIP
+
+    def filter(self, state: CycleState, pod, candidates: np.ndarray) -> FilterResult:
+        cache, table = self.cache, self.cache.table
+        n = table.size
+        ns_labels = cache.namespace_labels
+        existing = np.zeros(n, dtype=bool)
+        for term, carriers in cache.anti_affinity.active():
+            if term.matches(pod.namespace, pod.labels, ns_labels):
+                existing |= count_in_domain(table, term.topology_key, carriers) > 0
+        anti = np.zeros(n, dtype=bool)
+        for term in pod.anti_affinity:
+            anti |= count_in_domain(table, term.topology_key, cache.count_matching(term)) > 0
+        affinity_bad = np.zeros(n, dtype=bool)
+        if pod.affinity:
+            counts = [cache.count_matching(t) for t in pod.affinity]
+            nobody = all(not c.any() for c in counts)
+            selects_self = all(t.matches(pod.namespace, pod.labels, ns_labels) for t in pod.affinity)
+            for term, c in zip(pod.affinity, counts):
+                has_key = table.labels.column(term.topology_key)[:n] != 0
+                if nobody and selects_self:
+                    affinity_bad |= ~has_key
+                else:
+                    affinity_bad |= ~(count_in_domain(table, term.topology_key, c) > 0)
+        bad = existing | anti | affinity_bad
+        return FilterResult(~bad, [Reason(EXISTING_ANTI, existing), Reason(ANTI, anti & ~existing),
+                                   Reason(AFFINITY, affinity_bad & ~existing & ~anti)])
+
+    def pre_score(self, state: CycleState, pod, rows: np.ndarray) -> Status:
+        if pod.preferred_affinity or pod.preferred_anti_affinity or self.cache.preferred_terms.terms:
+            return SUCCESS
+        return SKIP
+
+    def score(self, state: CycleState, pod, rows: np.ndarray) -> np.ndarray:
+        cache, table = self.cache, self.cache.table
+        total = np.zeros(table.size, dtype=np.float64)
+        for sign, terms in ((1, pod.preferred_affinity), (-1, pod.preferred_anti_affinity)):
+            for w in terms:
+                total += sign * w.weight * count_in_domain(table, w.term.topology_key, cache.count_matching(w.term))
+        # Symmetry: existing pods' preferences about pods like this one.
+        for (term, weight, is_anti), carriers in cache.preferred_terms.active():
+            if term.matches(pod.namespace, pod.labels, cache.namespace_labels):
+                total += (-weight if is_anti else weight) * count_in_domain(table, term.topology_key, carriers)
+        return total[rows]
+
+    def normalize(self, state: CycleState, pod, scores: np.ndarray) -> np.ndarray:
+        if not len(scores):
+            return scores
+        low, high = scores.min(), scores.max()
+        if high == low:
+            return np.zeros(len(scores))
+        return np.floor((scores - low) * 100 / (high - low))

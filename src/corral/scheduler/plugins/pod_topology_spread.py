@@ -1,0 +1,116 @@
+"""PodTopologySpread: keep matching pods spread across topology domains within ``maxSkew``.
+
+For each constraint: pods the selector matches are counted per domain over the eligible nodes
+(those with the topology label that pass the pod's node affinity, and its taints when
+``nodeTaintsPolicy: Honor``); placing the pod on a node must keep
+``count(node's domain) + 1 − min over domains ≤ maxSkew``. With fewer domains than ``minDomains``
+the minimum counts as 0. ``ScheduleAnyway`` constraints, and the system default spreading for pods
+that have a controller, only score: fewer matching pods in the domain is better.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from corral.api.selectors import LabelSelector, Requirement
+from corral.scheduler.framework.interface import CycleState, FilterResult, Plugin, Reason, count_rows
+from corral.scheduler.framework.podinfo import SpreadConstraint
+from corral.scheduler.framework.status import SKIP, SUCCESS, Status
+from corral.scheduler.plugins.node_affinity import required_mask
+from corral.scheduler.plugins.taint_toleration import untolerated_table
+from corral.scheduler.plugins.topology import domain_totals
+
+NAME = "PodTopologySpread"
+REASON = "node(s) didn't match pod topology spread constraints"
+MISSING_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def _system_defaults(pod) -> tuple[SpreadConstraint, ...]:
+    selector = LabelSelector(tuple(Requirement(k, "=", frozenset([v])) for k, v in sorted(pod.labels.items())))
+    return (SpreadConstraint(3, HOSTNAME, False, selector), SpreadConstraint(5, ZONE, False, selector))
+
+
+class PodTopologySpread(Plugin):
+    NAME = NAME
+
+    def _eligible(self, pod, c: SpreadConstraint, col: np.ndarray) -> np.ndarray:
+        table = self.cache.table
+        n = table.size
+        eligible = table.valid[:n] & (col != 0)
+        if c.honor_node_affinity and (pod.node_selector or pod.required_node_terms):
+            eligible &= required_mask(table, pod)
+        if c.honor_node_taints and len(table.taint_list) > 1:
+            bad = untolerated_table(table, pod.tolerations, ("NoSchedule", "NoExecute"))
+            eligible &= ~bad[table.taints[:n]].any(axis=1)
+        return eligible
+
+    def pre_filter(self, state: CycleState, pod) -> Status:
+        return SUCCESS if any(c.hard for c in pod.spread) else SKIP
+
+    def filter(self, state: CycleState, pod, candidates: np.ndarray) -> FilterResult:
+        cache, table = self.cache, self.cache.table
+        n = table.size
+        skewed = np.zeros(n, dtype=bool)
+        missing = np.zeros(n, dtype=bool)
+        for c in pod.spread:
+            if not c.hard:
+                continue
+            col = table.labels.column(c.topology_key)[:n]
+            eligible = self._eligible(pod, c, col)
+            counts = cache.count_selected(pod.namespace, c.selector)
+            _, totals = domain_totals(table, c.topology_key, counts, eligible)
+            present = np.bincount(col[eligible], minlength=len(totals)) > 0
+            present[0] = False
+            domains = int(present.sum())
+            low = 0 if domains < c.min_domains or domains == 0 else totals[present].min()
+            self_match = 1 if c.selector.matches(pod.labels) else 0
+            missing |= col == 0
+            skewed |= (col != 0) & (totals[col] + self_match - low > c.max_skew)
+        skewed &= ~missing
+        return FilterResult(~(missing | skewed), [Reason(MISSING_LABEL, missing, unresolvable=True),
+                                                  Reason(REASON, skewed)])
+
+    def _soft(self, pod) -> tuple[SpreadConstraint, ...]:
+        if pod.spread:
+            return tuple(c for c in pod.spread if not c.hard)
+        if pod.has_controller and pod.labels and self.handle.args.get("defaultingType", "System") == "System":
+            return _system_defaults(pod)
+        return ()
+
+    def pre_score(self, state: CycleState, pod, rows: np.ndarray) -> Status:
+        soft = self._soft(pod)
+        if not soft:
+            return SKIP
+        state[NAME] = soft
+        return SUCCESS
+
+    def score(self, state: CycleState, pod, rows: np.ndarray) -> np.ndarray:
+        cache, table = self.cache, self.cache.table
+        n = table.size
+        total = np.zeros(count_rows(rows), dtype=np.float64)
+        ignored = np.zeros(count_rows(rows), dtype=bool)
+        for c in state[NAME]:
+            col = table.labels.column(c.topology_key)[:n]
+            eligible = self._eligible(pod, c, col)
+            counts = cache.count_selected(pod.namespace, c.selector)
+            _, totals = domain_totals(table, c.topology_key, counts, eligible)
+            domains = int((np.bincount(col[eligible], minlength=len(totals))[1:] > 0).sum())
+            weight = math.log(domains + 2)
+            ignored |= col[rows] == 0
+            total += totals[col[rows]] * weight + (c.max_skew - 1)
+        total[ignored] = np.nan
+        return total
+
+    def normalize(self, state: CycleState, pod, scores: np.ndarray) -> np.ndarray:
+        """Fewer matching pods in the domain is better; nodes without the topology label score 0."""
+        known = ~np.isnan(scores)
+        if not known.any():
+            return np.zeros(len(scores))
+        high, low = scores[known].max(), scores[known].min()
+        out = np.zeros(len(scores))
+        out[known] = 100.0 if high == 0 else np.floor(100 * (high + low - scores[known]) / high)
+        return out

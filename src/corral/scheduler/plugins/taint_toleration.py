@@ -1,0 +1,81 @@
+"""TaintToleration: a node's NoSchedule and NoExecute taints keep off the pods that do not tolerate
+them; PreferNoSchedule taints only lower the node's score.
+
+Columns: every distinct taint (key, value, effect) has a code; a node row lists its codes. For a pod,
+one small lookup table says which codes it leaves untolerated, and a single indexing operation
+answers for all nodes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import numpy as np
+
+from corral.scheduler.framework.interface import CycleState, FilterResult, Plugin
+from corral.scheduler.framework.status import SKIP, SUCCESS, Status
+
+NAME = "TaintToleration"
+REASON = "node(s) had untolerated taint(s)"
+_HARD = ("NoSchedule", "NoExecute")
+
+
+def tolerates(tolerations: Iterable[dict[str, Any]], key: str, value: str, effect: str) -> bool:
+    """Kubernetes' ToleratesTaint, for one taint."""
+    for t in tolerations:
+        t_effect = t.get("effect") or ""
+        if t_effect and t_effect != effect:
+            continue
+        t_key = t.get("key") or ""
+        op = t.get("operator") or "Equal"
+        if not t_key:
+            if op == "Exists":
+                return True
+            continue
+        if t_key != key:
+            continue
+        if op == "Exists" or (t.get("value") or "") == value:
+            return True
+    return False
+
+
+def untolerated_table(table, tolerations: tuple, effects: tuple[str, ...]) -> np.ndarray:
+    """bool per taint code: the taint has one of ``effects`` and the tolerations do not cover it."""
+    out = np.zeros(len(table.taint_list), dtype=bool)
+    for code, (key, value, effect) in enumerate(table.taint_list):
+        if code and effect in effects and not tolerates(tolerations, key, value, effect):
+            out[code] = True
+    return out
+
+
+class TaintToleration(Plugin):
+    NAME = NAME
+
+    def pre_filter(self, state: CycleState, pod) -> Status:
+        table = self.cache.table
+        if len(table.taint_list) == 1:
+            return SKIP  # no node has a taint
+        return SUCCESS
+
+    def filter(self, state: CycleState, pod, candidates: np.ndarray) -> FilterResult:
+        table = self.cache.table
+        bad_codes = untolerated_table(table, pod.tolerations, _HARD)
+        bad = bad_codes[table.taints[: table.size]].any(axis=1)
+        return FilterResult.reject_where(bad, REASON, unresolvable=True)
+
+    def pre_score(self, state: CycleState, pod, rows: np.ndarray) -> Status:
+        if not any(effect == "PreferNoSchedule" for _, _, effect in self.cache.table.taint_list):
+            return SKIP
+        return SUCCESS
+
+    def score(self, state: CycleState, pod, rows: np.ndarray) -> np.ndarray:
+        table = self.cache.table
+        soft = untolerated_table(table, pod.tolerations, ("PreferNoSchedule",))
+        return soft[table.taints[rows]].sum(axis=1).astype(np.float64)
+
+    def normalize(self, state: CycleState, pod, scores: np.ndarray) -> np.ndarray:
+        """Fewer intolerable PreferNoSchedule taints is better (Kubernetes' reverse normalisation)."""
+        top = scores.max() if len(scores) else 0
+        if top == 0:
+            return np.full(len(scores), 100.0)
+        return np.floor(100.0 - scores * 100.0 / top)

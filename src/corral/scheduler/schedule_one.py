@@ -1,0 +1,116 @@
+"""One scheduling decision, and its explanation.
+
+``schedule_pod`` is the synchronous heart of the scheduler: filter every node, score the feasible
+ones, pick the best. It reads the cache and changes nothing; the caller assumes the pod and binds.
+``explain`` runs the same stages without sampling and reports every node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from corral.scheduler.cache.cache import Cache
+from corral.scheduler.framework.interface import CycleState
+from corral.scheduler.framework.podinfo import PodInfo
+from corral.scheduler.framework.runtime import Diagnosis, Framework, Scores
+
+__all__ = ["ScheduleResult", "FitError", "schedule_pod", "explain", "zone_interleaved_order"]
+
+ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
+
+
+@dataclass(slots=True)
+class ScheduleResult:
+    node: str
+    row: int
+    evaluated: int
+    feasible: int
+    scores: Scores | None
+
+
+class FitError(Exception):
+    """No node can take the pod; ``diagnosis`` says why, node by node."""
+
+    def __init__(self, pod: PodInfo, diagnosis: Diagnosis) -> None:
+        self.pod = pod
+        self.diagnosis = diagnosis
+        super().__init__(diagnosis.message())
+
+    @property
+    def rejecting_plugins(self) -> frozenset[str]:
+        d = self.diagnosis
+        if d.pre_filter is not None:
+            return frozenset([d.pre_filter.plugin])
+        used = np.unique(d.rejected_by[d.rejected_by >= 0])
+        return frozenset(d.plugin_names[i] for i in used)
+
+
+def zone_interleaved_order(table: Any) -> np.ndarray:
+    """Valid rows round-robin across zones (zones in order of first appearance), as Kubernetes'
+    node tree lists them, so sampling a fraction of nodes still spans every zone."""
+    rows = table.valid_rows()
+    if len(rows) == 0:
+        return rows
+    zone = np.zeros(len(rows), dtype=np.int64)
+    for key in ZONE_LABELS:
+        col = table.labels.column(key)[rows]
+        if col.any():
+            zone = col.astype(np.int64)
+            break
+    _, first_index, inverse = np.unique(zone, return_index=True, return_inverse=True)
+    zone_rank = np.argsort(np.argsort(first_index))[inverse]  # zones ordered by first appearance
+    order_in_zone = np.zeros(len(rows), dtype=np.int64)
+    for z in np.unique(zone_rank):
+        members = np.flatnonzero(zone_rank == z)
+        order_in_zone[members] = np.arange(len(members))
+    return rows[np.lexsort((zone_rank, order_in_zone))]
+
+
+def schedule_pod(fwk: Framework, cache: Cache, pod: PodInfo, order: np.ndarray | None = None) -> ScheduleResult:
+    """Pick a node for ``pod``; raise :class:`FitError` if none fits. Reads only."""
+    table = cache.table
+    state = CycleState()
+    feasible, diagnosis = fwk.find_feasible(state, pod, table)
+    if len(feasible) == 0:
+        raise FitError(pod, diagnosis)
+    if len(feasible) == 1:
+        row = int(feasible[0])
+        return ScheduleResult(table.names[row], row, diagnosis.node_count, 1, None)
+    rows = fwk.sample(feasible, table, order)
+    scores = fwk.prioritize(state, pod, rows, table.size)
+    row = fwk.select_host(scores, table)
+    return ScheduleResult(table.names[row], row, diagnosis.node_count, len(feasible), scores)
+
+
+def explain(fwk: Framework, cache: Cache, pod: PodInfo) -> dict[str, Any]:
+    """Every node's fate for ``pod``: rejected by which plugin and why, or its scores, best first."""
+    table = cache.table
+    state = CycleState()
+    feasible, diagnosis = fwk.find_feasible(state, pod, table)
+    nodes: list[dict[str, Any]] = []
+    chosen = None
+    if len(feasible):
+        scores = fwk.prioritize(state, pod, feasible, table.size)
+        best = fwk.select_host(scores, table) if len(feasible) > 1 else int(feasible[0])
+        chosen = table.names[best]
+        ranked = sorted(range(len(feasible)), key=lambda i: (-scores.total[i], table.names[feasible[i]]))
+        for i in ranked:
+            row = int(feasible[i])
+            nodes.append({
+                "node": table.names[row], "feasible": True, "total": float(scores.total[i]),
+                "scores": {name: float(v[i]) for name, v in scores.by_plugin.items()},
+            })
+    passed = set(feasible.tolist())
+    for row in table.valid_rows():
+        if row in passed:
+            continue
+        plugin, reasons = diagnosis.node_reasons(int(row))
+        nodes.append({"node": table.names[row], "feasible": False, "plugin": plugin, "reasons": reasons})
+    return {
+        "pod": pod.key, "schedulerName": fwk.scheduler_name, "nodes": nodes, "chosen": chosen,
+        "feasible": len(feasible), "total": diagnosis.node_count,
+        "message": diagnosis.message(len(feasible)),
+    }

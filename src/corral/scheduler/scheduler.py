@@ -1,0 +1,279 @@
+"""The scheduler service: keeps the cache and the queue current, runs cycles, binds, reports.
+
+Data in: node, pod and namespace changes, from the server's watch cache (in-process) or from
+informers (``corral scheduler --server``), through :meth:`Scheduler.node_changed`,
+:meth:`pod_changed` and :meth:`namespace_changed`. Data out: bindings, PodScheduled conditions and
+events, through a :class:`~corral.scheduler.cluster.ClusterWriter`.
+
+The loop: pop a pod, run its profile's cycle synchronously (:func:`schedule_pod`), assume the pod
+on the chosen node in the cache, and start its binding as a task, so the next cycle begins at once.
+A failed binding un-assumes the pod and sends it back through backoff. A pod no node can take gets
+``PodScheduled=False`` with Kubernetes' message and a FailedScheduling event, and waits in the
+unschedulable set until a cluster event (or the periodic flush) gives it another try.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any, Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from corral.aio import cancel_and_wait
+from corral.api.defaults import now_rfc3339
+from corral.scheduler.cache.cache import Cache
+from corral.scheduler.cluster import ClusterWriter, EventRecorder
+from corral.scheduler.framework.interface import CycleState
+from corral.scheduler.framework.podinfo import PodInfo
+from corral.scheduler.framework.status import Code
+from corral.scheduler.profiles import SchedulerConfig, build_frameworks
+from corral.scheduler.queue.scheduling_queue import ClusterEvent, QueuedPod, SchedulingQueue
+from corral.scheduler.schedule_one import FitError, ScheduleResult, explain, schedule_pod, zone_interleaved_order
+
+__all__ = ["Scheduler"]
+
+log = logging.getLogger(__name__)
+
+_NODE_FIELDS_THAT_MATTER = ("labels", "taints", "allocatable", "unschedulable", "ready")
+
+
+class _Metrics:
+    def __init__(self, registry: CollectorRegistry | None) -> None:
+        registry = registry or CollectorRegistry()
+        self.registry = registry
+        self.attempts = Counter("corral_scheduler_schedule_attempts", "Scheduling attempts by result",
+                                ["result", "profile"], registry=registry)
+        self.duration = Histogram("corral_scheduler_scheduling_attempt_duration_seconds",
+                                  "Duration of one scheduling attempt (filter, score, select)", ["result"],
+                                  registry=registry,
+                                  buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1))
+        self.pending = Gauge("corral_scheduler_pending_pods", "Pending pods by queue", ["queue"], registry=registry)
+
+
+def _node_signature(node: dict[str, Any]) -> tuple:
+    meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
+    ready = [c.get("status") for c in status.get("conditions") or () if c.get("type") == "Ready"]
+    return (tuple(sorted((meta.get("labels") or {}).items())), repr(spec.get("taints")),
+            repr(status.get("allocatable") or status.get("capacity")), bool(spec.get("unschedulable")), ready)
+
+
+class Scheduler:
+    def __init__(self, config: SchedulerConfig, writer: ClusterWriter, *, clock: Callable[[], float] = time.time,
+                 queue_clock: Callable[[], float] = time.monotonic, registry: CollectorRegistry | None = None,
+                 max_binds_in_flight: int = 512, flush_interval: float = 1.0) -> None:
+        self.cache = Cache()
+        self.writer = writer
+        self.frameworks = build_frameworks(config, cache=self.cache, clock=clock, binder=writer)
+        first = next(iter(self.frameworks.values()))
+        self.queue = SchedulingQueue(first.queue_sort.sort_key, queue_clock)
+        self.events = EventRecorder(writer)
+        self.metrics = _Metrics(registry)
+        self._bind_slots = asyncio.Semaphore(max_binds_in_flight)
+        self._inflight: set[asyncio.Task] = set()  # bindings and condition writes
+        self._condition_written: dict[str, str] = {}  # pod key → PodScheduled=False message written
+        self._tasks: list[asyncio.Task] = []
+        self._flush_interval = flush_interval
+        self._node_signatures: dict[str, tuple] = {}
+        self._order_version = -1
+        self._order = None
+        self.scheduled = 0
+        self.bind_failures = 0
+
+    # --- what the cluster tells us --------------------------------------------------------------------
+
+    def node_changed(self, name: str, node: dict[str, Any] | None) -> None:
+        if node is None:
+            self.cache.remove_node(name)
+            self._node_signatures.pop(name, None)
+            return
+        signature = _node_signature(node)
+        previous = self._node_signatures.get(name)
+        self._node_signatures[name] = signature
+        self.cache.set_node(node)
+        if previous is None:
+            self.queue.on_event(ClusterEvent.NODE_ADD)
+        elif previous != signature:
+            self.queue.on_event(ClusterEvent.NODE_UPDATE)
+
+    def namespace_changed(self, name: str, ns: dict[str, Any] | None) -> None:
+        if ns is None:
+            self.cache.remove_namespace(name)
+        else:
+            self.cache.set_namespace(ns)
+        self.queue.on_event(ClusterEvent.NAMESPACE_CHANGE)
+
+    def pod_changed(self, key: str, pod: dict[str, Any] | None) -> None:
+        """A pod was added, changed (``pod``) or deleted (``None``)."""
+        if pod is None:
+            self.queue.delete(key)
+            self._condition_written.pop(key, None)
+            was_counted = key in self.cache.pods
+            self.cache.remove_pod(key)
+            if was_counted:
+                self.queue.on_event(ClusterEvent.POD_DELETE)
+            return
+        spec = pod.get("spec") or {}
+        bound = bool(spec.get("nodeName"))
+        if bound:
+            self.queue.delete(key)
+            was_counted = key in self.cache.pods
+            self.cache.set_pod(pod)
+            if not was_counted and (spec.get("affinity") or {}):
+                self.queue.on_event(ClusterEvent.POD_ADD)
+            elif was_counted and key not in self.cache.pods:  # finished: its room is free
+                self.queue.on_event(ClusterEvent.POD_DELETE)
+            return
+        if self.cache.is_assumed(key):
+            return  # our binding is on its way
+        if key in self.cache.pods:  # it was bound and is not any more (evicted back to Pending)
+            self.cache.remove_pod(key)
+            self.queue.on_event(ClusterEvent.POD_DELETE)
+        if (pod.get("metadata") or {}).get("deletionTimestamp"):
+            self.queue.delete(key)
+            return
+        if (spec.get("schedulerName") or "default-scheduler") not in self.frameworks:
+            return  # another scheduler's pod
+        if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+            return
+        self.queue.add(PodInfo.from_object(pod))
+
+    # --- the loop ------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.events.start()
+        self._tasks = [asyncio.create_task(self.run(), name="scheduler"),
+                       asyncio.create_task(self._flush_loop(), name="scheduler-flush")]
+
+    async def stop(self) -> None:
+        self.queue.close()
+        await cancel_and_wait(*self._tasks, *self._inflight)
+        await self.events.stop()
+
+    async def run(self) -> None:
+        budget_start = time.perf_counter()
+        while True:
+            qp = await self.queue.pop()
+            try:
+                self.schedule_one(qp)
+            except Exception:  # never let one pod stop the scheduler
+                log.exception("scheduling %s failed", qp.key)
+                self.queue.requeue_backoff(qp)
+            # Let informer events and bindings run between bursts of cycles.
+            if time.perf_counter() - budget_start > 0.005:
+                await asyncio.sleep(0)
+                budget_start = time.perf_counter()
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self._flush_interval)
+            self.queue.flush_backoff()
+            self.queue.flush_unschedulable()
+
+    def _node_order(self, fwk) -> Any:
+        if fwk.percentage >= 100:
+            return None
+        table = self.cache.table
+        if self._order_version != table.version:
+            self._order = zone_interleaved_order(table)
+            self._order_version = table.version
+        return self._order
+
+    def schedule_one(self, qp: QueuedPod) -> ScheduleResult | None:
+        """One attempt for one pod: decide synchronously, then bind in the background."""
+        fwk = self.frameworks.get(qp.info.scheduler_name)
+        if fwk is None:
+            self.queue.delete(qp.key)
+            return None
+        start = time.perf_counter()
+        try:
+            result = schedule_pod(fwk, self.cache, qp.info, self._node_order(fwk))
+        except FitError as fit:
+            self.metrics.duration.labels("unschedulable").observe(time.perf_counter() - start)
+            self.metrics.attempts.labels("unschedulable", fwk.scheduler_name).inc()
+            self._unschedulable(qp, fit)
+            return None
+        self.metrics.duration.labels("scheduled").observe(time.perf_counter() - start)
+        self.metrics.attempts.labels("scheduled", fwk.scheduler_name).inc()
+        self.cache.assume(qp.info, result.node)
+        self.queue.done(qp.key)
+        self._condition_written.pop(qp.key, None)
+        self._spawn(self._bind(fwk, qp, result.node))
+        return result
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.create_task(coro)
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _bind(self, fwk, qp: QueuedPod, node: str) -> None:
+        async with self._bind_slots:
+            try:
+                status = await fwk.binders[0].bind(CycleState(), qp.info, node)
+            except Exception as exc:  # a binder that raises is a failed binding, not a dead scheduler
+                from corral.scheduler.framework.status import Status
+
+                status = Status.error(str(exc), "DefaultBinder")
+        if status.ok:
+            self.scheduled += 1
+            self.events.record(qp.info, "Normal", "Scheduled",
+                               f"Successfully assigned {qp.key} to {node}")
+            return
+        self.bind_failures += 1
+        self.cache.forget(qp.key)
+        self.queue.on_event(ClusterEvent.POD_DELETE)  # its room is free again
+        if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+            log.info("binding %s to %s: %s", qp.key, node, status.message())
+            return
+        log.warning("binding %s to %s failed: %s; retrying after backoff", qp.key, node, status.message())
+        self.metrics.attempts.labels("error", fwk.scheduler_name).inc()
+        self.queue.requeue_backoff(qp)
+
+    def _unschedulable(self, qp: QueuedPod, fit: FitError) -> None:
+        message = fit.diagnosis.message()
+        self.queue.requeue_unschedulable(qp, fit.rejecting_plugins)
+        written = self._condition_written.get(qp.key)
+        if written is None:  # not written by us yet: what does the pod say?
+            for c in (qp.info.obj.get("status") or {}).get("conditions") or ():
+                if c.get("type") == "PodScheduled" and c.get("status") == "False":
+                    written = c.get("message")
+        if written != message:
+            self._condition_written[qp.key] = message
+            conditions = [c for c in (qp.info.obj.get("status") or {}).get("conditions") or ()
+                          if c.get("type") != "PodScheduled"]
+            conditions.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                               "message": message, "lastTransitionTime": now_rfc3339()})
+            self._spawn(self._write_condition(qp.info, conditions))
+        self.events.record(qp.info, "Warning", "FailedScheduling", message)
+
+    async def _write_condition(self, pod: PodInfo, conditions: list[dict[str, Any]]) -> None:
+        try:
+            await self.writer.patch_status(pod, {"status": {"conditions": conditions}})
+        except Exception as exc:  # the pod may be gone; the condition is informative only
+            log.debug("condition for %s not written: %s", pod.key, exc)
+
+    # --- introspection --------------------------------------------------------------------------------
+
+    def explain(self, pod: dict[str, Any]) -> dict[str, Any]:
+        info = PodInfo.from_object(pod)
+        fwk = self.frameworks.get(info.scheduler_name)
+        if fwk is None:
+            raise LookupError(f"no profile for schedulerName {info.scheduler_name!r}")
+        if self.cache.is_assumed(info.key) or info.key in self.cache.pods:
+            info = PodInfo.from_object({**pod, "spec": {**(pod.get("spec") or {}), "nodeName": ""}})
+        return explain(fwk, self.cache, info)
+
+    def update_gauges(self) -> None:
+        for name, n in self.queue.counts().items():
+            self.metrics.pending.labels(name).set(n)
+
+    async def idle(self, timeout: float = 30.0) -> None:
+        """Wait until nothing is queued as active or backing off and no binding is in flight."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            counts = self.queue.counts()
+            if counts["active"] == 0 and counts["backoff"] == 0 and not self._inflight:
+                return
+            await asyncio.sleep(0.01)
+        raise TimeoutError(f"scheduler not idle after {timeout}s: {self.queue.counts()}")
