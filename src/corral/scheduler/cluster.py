@@ -119,29 +119,39 @@ class EventRecorder:
         except asyncio.QueueFull:
             self.dropped += 1
 
+    async def drain(self) -> None:
+        """Wait until every recorded event has been written (or given up on)."""
+        await self._queue.join()
+
     async def _run(self) -> None:
         while True:
             ns, name, uid, etype, reason, message = await self._queue.get()
-            digest = hashlib.sha1(f"{uid}/{reason}/{message}".encode()).hexdigest()[:12]
-            event_name = f"{name}.{digest}"
-            now = now_rfc3339()
             try:
-                count = self._counts.get(event_name)
-                if count is None:
-                    await self.writer.create_event(ns, {
-                        "apiVersion": "v1", "kind": "Event",
-                        "metadata": {"name": event_name, "namespace": ns},
-                        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": ns,
-                                           "uid": uid},
-                        "reason": reason, "message": message, "type": etype, "count": 1,
-                        "firstTimestamp": now, "lastTimestamp": now,
-                        "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
-                    })
-                    self._counts[event_name] = 1
-                else:
-                    self._counts[event_name] = count + 1
-                    await self.writer.patch_event(ns, event_name, {"count": count + 1, "lastTimestamp": now})
-                if len(self._counts) > 50_000:
-                    self._counts.clear()
-            except Exception as exc:  # events are best effort
-                log.debug("event %s/%s not written: %s", ns, event_name, exc)
+                await self._write(ns, name, uid, etype, reason, message)
+            finally:
+                self._queue.task_done()
+
+    async def _write(self, ns: str, name: str, uid: str, etype: str, reason: str, message: str) -> None:
+        digest = hashlib.sha1(f"{uid}/{reason}/{message}".encode()).hexdigest()[:12]
+        event_name = f"{name}.{digest}"
+        now = now_rfc3339()
+        try:
+            count = self._counts.get(event_name)
+            if count is None:
+                await self.writer.create_event(ns, {
+                    "apiVersion": "v1", "kind": "Event",
+                    "metadata": {"name": event_name, "namespace": ns},
+                    "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": ns,
+                                       "uid": uid},
+                    "reason": reason, "message": message, "type": etype, "count": 1,
+                    "firstTimestamp": now, "lastTimestamp": now,
+                    "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
+                })
+                self._counts[event_name] = 1
+            else:
+                self._counts[event_name] = count + 1
+                await self.writer.patch_event(ns, event_name, {"count": count + 1, "lastTimestamp": now})
+            if len(self._counts) > 50_000:
+                self._counts.clear()
+        except Exception as exc:  # events are best effort
+            log.debug("event %s/%s not written: %s", ns, event_name, exc)

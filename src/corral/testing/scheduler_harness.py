@@ -1,0 +1,192 @@
+"""Drive the real scheduler without a server: a recording writer and a loop that runs to quiescence.
+
+Like Nomad's scheduler ``Harness``: the scheduler is the production code; only its writes are
+captured (and, when asked, some bindings fail). Bindings it makes are fed back as the informer
+would, so the cache confirms them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import random
+import time
+from typing import Any, Callable
+
+from corral.scheduler.framework.podinfo import PodInfo
+from corral.scheduler.framework.status import SUCCESS, Code, Status
+from corral.scheduler.profiles import parse_config
+from corral.scheduler.scheduler import Scheduler
+from corral.testing.clock import FakeClock
+
+__all__ = ["RecordingWriter", "Harness", "build_cache", "run_filter", "run_score"]
+
+
+def _obj(x: Any) -> dict[str, Any]:
+    return x.obj if hasattr(x, "obj") else copy.deepcopy(x)
+
+
+class RecordingWriter:
+    """Records bindings, conditions and events; ``fail(pod, node)`` makes a binding fail."""
+
+    def __init__(self, fail: Callable[[PodInfo, str], bool] | None = None) -> None:
+        self.fail = fail
+        self.bindings: dict[str, str] = {}
+        self.bind_attempts = 0
+        self.failed_binds = 0
+        self.double_binds = 0
+        self.conditions: dict[str, dict[str, Any]] = {}
+        self.events: list[tuple[str, str, str]] = []
+
+    async def bind(self, pod: PodInfo, node: str) -> Status:
+        self.bind_attempts += 1
+        await asyncio.sleep(0)
+        if pod.key in self.bindings:
+            self.double_binds += 1
+            return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("already bound",))
+        if self.fail is not None and self.fail(pod, node):
+            self.failed_binds += 1
+            return Status.error("injected bind failure")
+        self.bindings[pod.key] = node
+        return SUCCESS
+
+    async def patch_status(self, pod: PodInfo, patch: dict[str, Any]) -> None:
+        for c in patch["status"]["conditions"]:
+            if c["type"] == "PodScheduled":
+                self.conditions[pod.key] = c
+
+    async def create_event(self, namespace: str, event: dict[str, Any]) -> None:
+        io = event["involvedObject"]
+        self.events.append((f"{io['namespace']}/{io['name']}", event["reason"], event["message"]))
+
+    async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        return None
+
+
+class Harness:
+    def __init__(self, config: dict[str, Any] | None = None, *, fail_rate: float = 0.0, seed: int = 0,
+                 clock: Callable[[], float] = time.time) -> None:
+        rng = random.Random(seed)
+        fail = (lambda pod, node: rng.random() < fail_rate) if fail_rate else None
+        self.writer = RecordingWriter(fail)
+        self.queue_clock = FakeClock()
+        self.scheduler = Scheduler(parse_config(config or {}), self.writer, clock=clock,
+                                   queue_clock=self.queue_clock)
+        self.pods: dict[str, dict[str, Any]] = {}
+        self.nodes: dict[str, dict[str, Any]] = {}
+
+    def add_node(self, node: Any) -> None:
+        obj = _obj(node)
+        self.nodes[obj["metadata"]["name"]] = obj
+        self.scheduler.node_changed(obj["metadata"]["name"], obj)
+
+    def add_pod(self, pod: Any) -> str:
+        obj = _obj(pod)
+        key = f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}"
+        self.pods[key] = obj
+        self.scheduler.pod_changed(key, obj)
+        return key
+
+    def delete_pod(self, key: str) -> None:
+        self.pods.pop(key, None)
+        self.writer.bindings.pop(key, None)
+        self.scheduler.pod_changed(key, None)
+
+    async def run(self, max_rounds: int = 1000) -> None:
+        """Schedule until no pod is active or backing off; backoff time passes on the fake clock."""
+        s = self.scheduler
+        s.events.start()
+        for _ in range(max_rounds):
+            while (qp := s.queue.pop_nowait()) is not None:
+                s.schedule_one(qp)
+            while s._inflight:
+                await asyncio.gather(*list(s._inflight), return_exceptions=True)
+            for key, node in list(self.writer.bindings.items()):
+                pod = self.pods.get(key)
+                if pod is not None and not pod["spec"].get("nodeName"):
+                    pod["spec"]["nodeName"] = node
+                    pod["status"]["phase"] = "Scheduled"
+                    s.pod_changed(key, copy.deepcopy(pod))
+            counts = s.queue.counts()
+            if counts["active"] == 0 and counts["backoff"] == 0:
+                await s.events.drain()
+                return
+            self.queue_clock.advance(s.queue.settings.backoff_max)
+            s.queue.flush_backoff()
+        raise AssertionError(f"scheduler did not settle: {s.queue.counts()}")
+
+    def placements(self) -> dict[str, str]:
+        return dict(self.writer.bindings)
+
+    def pending(self) -> list[str]:
+        return sorted(k for k in self.pods if k not in self.writer.bindings)
+
+
+def build_cache(nodes: list[Any], pods: list[Any] = (), namespaces: dict[str, dict[str, str]] | None = None):
+    """A scheduler cache holding ``nodes`` and the bound ``pods``."""
+    from corral.scheduler.cache.cache import Cache
+
+    cache = Cache()
+    for ns, labels in (namespaces or {}).items():
+        cache.set_namespace({"metadata": {"name": ns, "labels": labels}})
+    for n in nodes:
+        cache.set_node(_obj(n))
+    for p in pods:
+        cache.set_pod(_obj(p))
+    return cache
+
+
+def _plugin(name: str, cache: Any, args: dict[str, Any] | None, clock: Callable[[], float]):
+    from corral.scheduler.framework.interface import Handle
+    from corral.scheduler.plugins import REGISTRY
+
+    return REGISTRY[name](Handle(cache, clock, dict(args or {})))
+
+
+def run_filter(name: str, nodes: list[Any], pod: Any, pods: list[Any] = (), *, args: dict[str, Any] | None = None,
+               namespaces: dict[str, dict[str, str]] | None = None,
+               clock: Callable[[], float] = time.time) -> dict[str, list[str]]:
+    """One Filter plugin over a small cluster: node name → reasons it was rejected ([] = passes)."""
+    import numpy as np
+
+    from corral.scheduler.framework.interface import CycleState
+    from corral.scheduler.framework.status import Code
+
+    cache = build_cache(nodes, pods, namespaces)
+    plugin = _plugin(name, cache, args, clock)
+    info = PodInfo.from_object(_obj(pod))
+    table = cache.table
+    state = CycleState()
+    if hasattr(plugin, "pre_filter"):
+        status = plugin.pre_filter(state, info)
+        if status.code is Code.SKIP:
+            return {table.names[r]: [] for r in table.valid_rows()}
+        if not status.ok:
+            return {table.names[r]: list(status.reasons) for r in table.valid_rows()}
+    result = plugin.filter(state, info, table.valid[: table.size].copy())
+    out = {}
+    for row in table.valid_rows():
+        passed = True if result.passed is None else bool(result.passed[row])
+        out[table.names[row]] = [] if passed else [r.message for r in result.reasons if r.rows[row]]
+    return out
+
+
+def run_score(name: str, nodes: list[Any], pod: Any, pods: list[Any] = (), *, args: dict[str, Any] | None = None,
+              namespaces: dict[str, dict[str, str]] | None = None,
+              clock: Callable[[], float] = time.time) -> dict[str, float]:
+    """One Score plugin (with its normalisation) over every node: node name → score, or {} if skipped."""
+    from corral.scheduler.framework.interface import CycleState
+    from corral.scheduler.framework.status import Code
+
+    cache = build_cache(nodes, pods, namespaces)
+    plugin = _plugin(name, cache, args, clock)
+    info = PodInfo.from_object(_obj(pod))
+    table = cache.table
+    rows = table.valid_rows()
+    state = CycleState()
+    if hasattr(plugin, "pre_score") and plugin.pre_score(state, info, rows).code is Code.SKIP:
+        return {}
+    scores = plugin.score(state, info, rows)
+    if hasattr(plugin, "normalize"):
+        scores = plugin.normalize(state, info, scores)
+    return {table.names[r]: float(s) for r, s in zip(rows, scores)}

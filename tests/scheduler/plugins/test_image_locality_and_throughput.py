@@ -1,0 +1,36 @@
+from corral.testing.builders import make_node, make_pod
+from corral.testing.scheduler_harness import run_filter, run_score
+
+MB = 1024 * 1024
+
+
+def test_a_node_holding_a_large_image_scores_higher():
+    nodes = [make_node("has").image("registry.local/app:1", 800 * MB), make_node("lacks")]
+    scores = run_score("ImageLocality", nodes, make_pod("p").image("registry.local/app:1"))
+    assert scores["has"] > scores["lacks"] == 0.0
+
+
+def test_an_image_no_node_holds_skips_image_locality():
+    assert run_score("ImageLocality", [make_node("n")], make_pod("p").image("registry.local/other:1")) == {}
+
+
+def test_an_untagged_image_matches_the_latest_tag():
+    nodes = [make_node("has").image("registry.local/app:latest", 800 * MB), make_node("lacks")]
+    assert run_score("ImageLocality", nodes, make_pod("p").image("registry.local/app"))["has"] > 0
+
+
+def test_the_faster_link_pulls_the_missing_image_sooner():
+    nodes = [make_node("holder").image("registry.local/app:1", 500 * MB).download("100Mbps"),
+             make_node("fast").download("1Gbps"), make_node("slow").download("50Mbps"), make_node("unmeasured")]
+    scores = run_score("NetworkThroughput", nodes, make_pod("p").image("registry.local/app:1"))
+    assert scores["holder"] == 100.0  # nothing to pull
+    assert scores["fast"] > scores["slow"]
+    assert scores["unmeasured"] == 50.0  # neutral
+
+
+def test_throughput_never_filters_a_node_out():
+    from corral.scheduler.plugins import REGISTRY
+
+    assert not hasattr(REGISTRY["NetworkThroughput"], "filter")
+    nodes = [make_node("slow").download("1kbps")]
+    assert run_filter("NodeResourcesFit", nodes, make_pod("p")) == {"slow": []}

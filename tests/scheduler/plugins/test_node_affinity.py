@@ -1,0 +1,46 @@
+import pytest
+
+from corral.testing.builders import make_node, make_pod
+from corral.testing.scheduler_harness import run_filter, run_score
+
+NODES = [
+    make_node("a").zone("z1").labels(disk="ssd", cores="8"),
+    make_node("b").zone("z2").labels(disk="hdd", cores="4"),
+    make_node("c").zone("z3"),
+]
+
+
+def passing(pod) -> set[str]:
+    return {n for n, reasons in run_filter("NodeAffinity", NODES, pod).items() if not reasons}
+
+
+@pytest.mark.parametrize(
+    "pod, expected",
+    [
+        pytest.param(make_pod("p"), {"a", "b", "c"}, id="no selector fits everywhere"),
+        pytest.param(make_pod("p").node_selector(disk="ssd"), {"a"}, id="nodeSelector matches labels exactly"),
+        pytest.param(make_pod("p").node_selector(disk="nvme"), set(), id="a nodeSelector value no node has fits nowhere"),
+        pytest.param(make_pod("p").require_node("topology.kubernetes.io/zone", "In", "z1", "z2"), {"a", "b"},
+                     id="In matches any listed value"),
+        pytest.param(make_pod("p").require_node("disk", "NotIn", "hdd"), {"a", "c"},
+                     id="NotIn matches nodes without the label too"),
+        pytest.param(make_pod("p").require_node("disk", "Exists"), {"a", "b"}, id="Exists needs the label"),
+        pytest.param(make_pod("p").require_node("disk", "DoesNotExist"), {"c"}, id="DoesNotExist needs its absence"),
+        pytest.param(make_pod("p").require_node("cores", "Gt", "5"), {"a"}, id="Gt compares numbers"),
+        pytest.param(make_pod("p").require_node("cores", "Lt", "5"), {"b"}, id="Lt compares numbers"),
+        pytest.param(make_pod("p").require_node("disk", "In", "ssd").require_node("cores", "Lt", "5"), set(),
+                     id="expressions of one term must all hold"),
+        pytest.param(make_pod("p").require_node_term(("disk", "In", "ssd")).require_node_term(("cores", "Lt", "5")),
+                     {"a", "b"}, id="terms are alternatives"),
+        pytest.param(make_pod("p").match_field("In", "c"), {"c"}, id="matchFields selects by node name"),
+        pytest.param(make_pod("p").node_selector(disk="ssd").require_node("topology.kubernetes.io/zone", "In", "z2"),
+                     set(), id="nodeSelector and affinity must both hold"),
+    ],
+)
+def test_filter(pod, expected):
+    assert passing(pod) == expected
+
+
+def test_preferred_terms_add_their_weight():
+    pod = make_pod("p").prefer_node(80, "disk", "In", "ssd").prefer_node(20, "topology.kubernetes.io/zone", "In", "z2")
+    assert run_score("NodeAffinity", NODES, pod) == {"a": 100.0, "b": 25.0, "c": 0.0}

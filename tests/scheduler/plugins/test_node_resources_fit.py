@@ -1,0 +1,70 @@
+import pytest
+
+from corral.testing.builders import make_node, make_pod
+from corral.testing.scheduler_harness import run_filter, run_score
+
+
+def small(name="n"):
+    return make_node(name).capacity(cpu=2, memory="4Gi", pods=3)
+
+
+@pytest.mark.parametrize(
+    "pod, existing, reasons",
+    [
+        pytest.param(make_pod("p").requests(cpu="1", memory="1Gi"), [], [], id="a pod that fits an empty node passes"),
+        pytest.param(make_pod("p").requests(cpu="2"), [], [], id="a pod that exactly fills the node passes"),
+        pytest.param(make_pod("p").requests(cpu="2100m"), [], ["Insufficient cpu"], id="too much cpu is refused"),
+        pytest.param(make_pod("p").requests(memory="5Gi"), [], ["Insufficient memory"], id="too much memory is refused"),
+        pytest.param(make_pod("p").requests(cpu="3", memory="5Gi"), [], ["Insufficient cpu", "Insufficient memory"],
+                     id="every short resource is named"),
+        pytest.param(make_pod("p").requests(cpu="1"), [make_pod("e").requests(cpu="1500m").node("n")],
+                     ["Insufficient cpu"], id="pods already on the node count"),
+        pytest.param(make_pod("p"), [make_pod(f"e{i}").node("n") for i in range(3)], ["Too many pods"],
+                     id="the pod count is a resource too"),
+        pytest.param(make_pod("p").requests(**{"example.com/gpu": 1}), [], ["Insufficient example.com/gpu"],
+                     id="an extended resource the node lacks is refused"),
+        pytest.param(make_pod("p").requests(cpu="1"), [make_pod("done").requests(cpu="2").node("n").phase("Succeeded")],
+                     [], id="finished pods free their resources"),
+    ],
+)
+def test_filter(pod, existing, reasons):
+    assert run_filter("NodeResourcesFit", [small()], pod, existing) == {"n": reasons}
+
+
+def test_extended_resources_fit_where_offered():
+    node = make_node("gpu").capacity(cpu=4, memory="8Gi", pods=10, **{"example.com/gpu": 2})
+    pod = make_pod("p").requests(**{"example.com/gpu": 2})
+    assert run_filter("NodeResourcesFit", [node], pod) == {"gpu": []}
+
+
+def test_least_allocated_prefers_the_emptier_node():
+    nodes = [make_node("busy"), make_node("idle")]
+    existing = [make_pod("e").requests(cpu="3", memory="24Gi").node("busy")]
+    scores = run_score("NodeResourcesFit", nodes, make_pod("p").requests(cpu="1", memory="1Gi"), existing)
+    assert scores["idle"] > scores["busy"]
+    # Kubernetes' arithmetic: cpu (4000-1000)*100/4000 = 75, memory (32-1)*100/32 = 96 → (75+96)//2 = 85.
+    assert scores["idle"] == 85
+
+
+def test_most_allocated_prefers_the_fuller_node():
+    nodes = [make_node("busy"), make_node("idle")]
+    existing = [make_pod("e").requests(cpu="3", memory="24Gi").node("busy")]
+    args = {"scoringStrategy": {"type": "MostAllocated"}}
+    scores = run_score("NodeResourcesFit", nodes, make_pod("p").requests(cpu="500m", memory="1Gi"), existing, args=args)
+    assert scores["busy"] > scores["idle"]
+
+
+def test_requested_to_capacity_ratio_follows_its_shape():
+    nodes = [make_node("busy"), make_node("idle")]
+    existing = [make_pod("e").requests(cpu="2", memory="16Gi").node("busy")]
+    args = {"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {
+        "shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]}}}
+    scores = run_score("NodeResourcesFit", nodes, make_pod("p").requests(cpu="1", memory="1Gi"), existing, args=args)
+    assert scores["busy"] > scores["idle"]
+
+
+def test_a_pod_requesting_nothing_is_scored_as_requesting_the_defaults():
+    nodes = [make_node("n")]
+    scores = run_score("NodeResourcesFit", nodes, make_pod("p"))
+    # Non-zero defaults: 100m of 4 cpu → 97; 200Mi of 32Gi → 99; (97+99)//2 = 98.
+    assert scores == {"n": 98.0}

@@ -1,0 +1,71 @@
+import pytest
+
+from corral.testing.builders import make_node, make_pod
+from corral.testing.scheduler_harness import run_filter, run_score
+
+ZONE = "topology.kubernetes.io/zone"
+NODES = [make_node("a").zone("z1"), make_node("b").zone("z2"), make_node("c").zone("z3")]
+
+
+def web(name, node):
+    return make_pod(name).labels(app="web").node(node)
+
+
+def passing(pod, existing=(), nodes=NODES) -> set[str]:
+    return {n for n, r in run_filter("PodTopologySpread", nodes, pod, list(existing)).items() if not r}
+
+
+@pytest.mark.parametrize(
+    "pod, existing, expected",
+    [
+        pytest.param(make_pod("p").labels(app="web").spread(1, ZONE, app="web"), [], {"a", "b", "c"},
+                     id="empty domains all fit"),
+        pytest.param(make_pod("p").labels(app="web").spread(1, ZONE, app="web"), [web("w1", "a")], {"b", "c"},
+                     id="maxSkew 1 keeps the pod out of the fuller zone"),
+        pytest.param(make_pod("p").labels(app="web").spread(2, ZONE, app="web"), [web("w1", "a")], {"a", "b", "c"},
+                     id="a larger maxSkew allows it"),
+        pytest.param(make_pod("p").labels(app="web").spread(1, ZONE, app="web"),
+                     [web("w1", "a"), web("w2", "b"), web("w3", "c")], {"a", "b", "c"},
+                     id="balanced domains all fit"),
+        pytest.param(make_pod("p").spread(1, ZONE, app="web"), [web("w1", "a")], {"a", "b", "c"},
+                     id="a pod the selector does not match adds nothing to the skew"),
+        pytest.param(make_pod("p").labels(app="web").spread(1, ZONE, min_domains=5, app="web"), [web("w1", "b")],
+                     {"a", "c"}, id="with fewer domains than minDomains the minimum counts as zero"),
+    ],
+)
+def test_filter(pod, existing, expected):
+    assert passing(pod, existing) == expected
+
+
+def test_nodes_without_the_topology_label_are_refused_with_their_own_reason():
+    nodes = NODES + [make_node("nozone")]
+    result = run_filter("PodTopologySpread", nodes, make_pod("p").labels(app="web").spread(1, ZONE, app="web"))
+    assert result["nozone"] == ["node(s) didn't match pod topology spread constraints (missing required label)"]
+
+
+def test_node_affinity_limits_the_domains_counted():
+    # z1 holds 2 matching pods, z2 holds 1, z3 none. The pod may only go to z1 or z2, so the
+    # minimum is taken over those (1), and z2 fits; were the empty z3 counted, nothing would fit.
+    pod = make_pod("p").labels(app="web").spread(1, ZONE, app="web").require_node(ZONE, "In", "z1", "z2")
+    existing = [web("w1", "a"), web("w2", "a"), web("w3", "b")]
+    result = run_filter("PodTopologySpread", NODES, pod, existing)
+    assert result["a"] and not result["b"]  # (c is NodeAffinity's to refuse)
+    ignoring = make_pod("p").labels(app="web").spread(1, ZONE, app="web")
+    ignoring.spec["topologySpreadConstraints"][0]["nodeAffinityPolicy"] = "Ignore"
+    ignoring.require_node(ZONE, "In", "z1", "z2")
+    assert run_filter("PodTopologySpread", NODES, ignoring, existing)["b"]
+
+
+def test_schedule_anyway_only_scores_fewer_matches_higher():
+    pod = make_pod("p").labels(app="web").spread(1, ZONE, hard=False, app="web")
+    existing = [web("w1", "a"), web("w2", "a"), web("w3", "b")]
+    assert passing(pod, existing) == {"a", "b", "c"}
+    scores = run_score("PodTopologySpread", NODES, pod, existing)
+    assert scores["c"] > scores["b"] > scores["a"]
+
+
+def test_system_default_spreading_applies_to_controlled_pods_only():
+    existing = [make_pod("w1").labels(app="web").controlled().node("a")]
+    controlled = make_pod("p").labels(app="web").controlled()
+    assert run_score("PodTopologySpread", NODES, controlled, existing)["a"] < 100
+    assert run_score("PodTopologySpread", NODES, make_pod("p").labels(app="web"), existing) == {}

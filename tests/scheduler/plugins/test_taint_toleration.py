@@ -1,0 +1,37 @@
+import pytest
+
+from corral.testing.builders import make_node, make_pod
+from corral.testing.scheduler_harness import run_filter, run_score
+
+REASON = "node(s) had untolerated taint(s)"
+NODES = [make_node("plain"), make_node("gpu").taint("dedicated", "gpu", "NoSchedule"),
+         make_node("gone").taint("node.kubernetes.io/unreachable", "", "NoExecute")]
+
+
+@pytest.mark.parametrize(
+    "pod, expected",
+    [
+        pytest.param(make_pod("p"), {"plain": [], "gpu": [REASON], "gone": [REASON]},
+                     id="a pod without tolerations stays off tainted nodes"),
+        pytest.param(make_pod("p").toleration("dedicated", "gpu", "NoSchedule"), {"plain": [], "gpu": [], "gone": [REASON]},
+                     id="pod tolerating the dedicated taint fits"),
+        pytest.param(make_pod("p").toleration("dedicated", operator="Exists"), {"plain": [], "gpu": [], "gone": [REASON]},
+                     id="an Exists toleration matches any value and effect"),
+        pytest.param(make_pod("p").toleration("dedicated", "cpu", "NoSchedule"), {"plain": [], "gpu": [REASON], "gone": [REASON]},
+                     id="a toleration for another value does not match"),
+        pytest.param(make_pod("p").toleration("dedicated", "gpu", "NoExecute"), {"plain": [], "gpu": [REASON], "gone": [REASON]},
+                     id="a toleration for another effect does not match"),
+        pytest.param(make_pod("p").toleration(operator="Exists"), {"plain": [], "gpu": [], "gone": []},
+                     id="an empty key with Exists tolerates everything"),
+    ],
+)
+def test_filter(pod, expected):
+    assert run_filter("TaintToleration", NODES, pod) == expected
+
+
+def test_prefer_no_schedule_only_lowers_the_score():
+    nodes = [make_node("plain"), make_node("soft").taint("spot", "true", "PreferNoSchedule")]
+    assert run_filter("TaintToleration", nodes, make_pod("p")) == {"plain": [], "soft": []}
+    assert run_score("TaintToleration", nodes, make_pod("p")) == {"plain": 100.0, "soft": 0.0}
+    tolerating = make_pod("p").toleration("spot", "true", "PreferNoSchedule")
+    assert run_score("TaintToleration", nodes, tolerating) == {"plain": 100.0, "soft": 100.0}
