@@ -1,0 +1,84 @@
+"""The scheduling queue's timing, on a fake clock."""
+
+from __future__ import annotations
+
+from corral.scheduler.framework.podinfo import PodInfo
+from corral.scheduler.queue.scheduling_queue import ClusterEvent, SchedulingQueue
+from corral.testing.builders import make_pod
+from corral.testing.clock import FakeClock
+
+
+def queue() -> tuple[SchedulingQueue, FakeClock]:
+    clock = FakeClock()
+    q = SchedulingQueue(lambda qp: (-qp.info.priority, qp.initial_attempt), clock)
+    return q, clock
+
+
+def info(name: str, priority: int = 0) -> PodInfo:
+    return PodInfo.from_object(make_pod(name).priority(priority).obj)
+
+
+def test_active_pods_come_out_by_priority_then_arrival():
+    q, clock = queue()
+    q.add(info("a", 1))
+    clock.advance(1)
+    q.add(info("b", 5))
+    clock.advance(1)
+    q.add(info("c", 1))
+    assert [q.pop_nowait().info.name for _ in range(3)] == ["b", "a", "c"]
+
+
+def test_backoff_doubles_from_one_second_to_ten():
+    q, clock = queue()
+    q.add(info("p"))
+    qp = q.pop_nowait()
+    waits = []
+    for _ in range(6):
+        q.requeue_backoff(qp)
+        start = clock.now
+        while (served := q.pop_nowait()) is None:
+            clock.advance(0.25)
+        waits.append(clock.now - start)
+        qp = served
+    assert waits == [1.0, 2.0, 4.0, 8.0, 10.0, 10.0]
+
+
+def test_an_unschedulable_pod_waits_for_a_relevant_event():
+    q, clock = queue()
+    q.add(info("p"))
+    qp = q.pop_nowait()
+    q.requeue_unschedulable(qp, frozenset({"NodeResourcesFit"}))
+    assert q.pop_nowait() is None
+    assert q.on_event(ClusterEvent.NAMESPACE_CHANGE) == 0  # cannot help a resource shortage
+    assert q.on_event(ClusterEvent.POD_DELETE) == 1
+    clock.advance(1)
+    assert q.pop_nowait().info.name == "p"
+
+
+def test_the_periodic_flush_retries_pods_waiting_longer_than_30_seconds():
+    q, clock = queue()
+    q.add(info("p"))
+    q.requeue_unschedulable(q.pop_nowait(), frozenset({"NodeAffinity"}))
+    clock.advance(29)
+    assert q.flush_unschedulable() == 0
+    clock.advance(1)
+    assert q.flush_unschedulable() == 1
+    assert q.pop_nowait().info.name == "p"
+
+
+def test_a_deleted_pod_is_never_served():
+    q, _ = queue()
+    q.add(info("p"))
+    q.delete("default/p")
+    assert q.pop_nowait() is None and len(q) == 0
+
+
+def test_updating_an_unschedulable_pod_in_a_way_that_matters_retries_it():
+    q, clock = queue()
+    q.add(info("p"))
+    q.requeue_unschedulable(q.pop_nowait(), frozenset({"NodeResourcesFit"}))
+    q.add(info("p"))  # same spec: stays
+    assert q.pop_nowait() is None
+    q.add(PodInfo.from_object(make_pod("p").requests(cpu="10m").obj))
+    clock.advance(1)
+    assert q.pop_nowait().info.name == "p"
