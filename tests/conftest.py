@@ -7,8 +7,16 @@ from corral.testing import ServerProcess, running_server
 
 @pytest.fixture
 def server_process(tmp_path):
-    """A real `corral server` process with its own data directory."""
-    with ServerProcess(str(tmp_path / "server")) as proc:
+    """A real `corral server` process with its own data directory, API only (no scheduler
+    changing pods behind the test's back)."""
+    with ServerProcess(str(tmp_path / "server"), "--no-scheduler") as proc:
+        yield proc
+
+
+@pytest.fixture
+def cluster_process(tmp_path):
+    """A real `corral server` process with its scheduler, as `make up` runs it."""
+    with ServerProcess(str(tmp_path / "cluster")) as proc:
         yield proc
 
 
@@ -20,5 +28,5 @@ def server_url(server_process) -> str:
 @pytest.fixture
 async def server(tmp_path):
     """A server in the test's event loop (for tests that need its internals, e.g. compaction)."""
-    async with running_server(str(tmp_path / "inproc")) as s:
+    async with running_server(str(tmp_path / "inproc"), scheduler=False) as s:
         yield s

@@ -180,7 +180,11 @@ def test_get_watch_prints_the_table_then_each_change(server_url, manifests):
         corral("apply", "-f", str(manifests / "pod.yaml"), server=server_url)
         assert watcher.stdout.readline().split()[:3] == ["web", "0/1", "Pending"]
         corral("delete", "pod", "web", server=server_url)
-        assert watcher.stdout.readline().rstrip().endswith("(deleted)")
+        # The scheduler may report on the pod (PodScheduled=False) before the deletion shows.
+        lines = [watcher.stdout.readline().rstrip() for _ in range(1)]
+        while not lines[-1].endswith("(deleted)") and len(lines) < 5:
+            lines.append(watcher.stdout.readline().rstrip())
+        assert lines[-1].startswith("web") and lines[-1].endswith("(deleted)"), lines
     finally:
         watcher.kill()
         watcher.wait()

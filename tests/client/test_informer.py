@@ -70,7 +70,7 @@ async def test_after_compaction_the_informer_relists_and_converges(server):
 async def test_an_informer_reconnects_when_the_server_comes_back(tmp_path):
     from corral.testing import ServerProcess
 
-    proc = ServerProcess(str(tmp_path / "data"))
+    proc = ServerProcess(str(tmp_path / "data"), "--no-scheduler")
     url = proc.start()
     port = url.rsplit(":", 1)[1]
     async with Client(url) as c:
@@ -80,7 +80,7 @@ async def test_an_informer_reconnects_when_the_server_comes_back(tmp_path):
             await informer.wait_synced(5)
             proc.kill()
             # Same data directory and port: the informer's URL stays valid.
-            proc2 = ServerProcess(str(tmp_path / "data"), address=f"127.0.0.1:{port}")
+            proc2 = ServerProcess(str(tmp_path / "data"), "--no-scheduler", address=f"127.0.0.1:{port}")
             proc2.start()
             try:
                 async def create_when_up() -> None:

@@ -14,7 +14,7 @@ def pod(name: str) -> dict:
 
 
 async def test_every_acknowledged_create_survives_kill_9_with_its_resource_version(tmp_path):
-    proc = ServerProcess(str(tmp_path / "data"))
+    proc = ServerProcess(str(tmp_path / "data"), "--no-scheduler")
     proc.start()
     acked: dict[str, str] = {}
     try:
@@ -29,7 +29,7 @@ async def test_every_acknowledged_create_survives_kill_9_with_its_resource_versi
         proc.kill()
     assert len(acked) == 300
 
-    restarted = ServerProcess(str(tmp_path / "data"))
+    restarted = ServerProcess(str(tmp_path / "data"), "--no-scheduler")
     restarted.start()
     try:
         async with Client(restarted.url) as client:

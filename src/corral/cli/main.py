@@ -7,76 +7,22 @@ the line names the file, the document and the field.
 from __future__ import annotations
 
 import asyncio
-import functools
 import sys
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 import click
 
 import corral
 
-SERVER_HELP = "API server URL (default: $CORRAL_SERVER, then the config file, then http://127.0.0.1:7443)"
-
-
-class CliError(click.ClickException):
-    """One line for the user, exit status 1."""
-
-    def show(self, file=None) -> None:  # noqa: D401 - click's API
-        click.echo(f"error: {self.message}", err=True)
-
-
-def run(coro_fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
-    """Run an async command body, turning client errors into one-line messages."""
-
-    @functools.wraps(coro_fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from corral.cli.manifests import ManifestError
-        from corral.client.rest import ApiError, ConnectionFailed
-
-        try:
-            return asyncio.run(coro_fn(*args, **kwargs))
-        except ManifestError as exc:
-            raise CliError(str(exc)) from None
-        except ConnectionFailed as exc:
-            raise CliError(f"{exc} (is `corral server` running? set --server or CORRAL_SERVER)") from None
-        except ApiError as exc:
-            raise CliError(format_api_error(exc)) from None
-        except ValueError as exc:
-            raise CliError(str(exc)) from None
-        except KeyboardInterrupt:
-            sys.exit(130)
-
-    return wrapper
-
-
-def format_api_error(exc: Any, where: str = "") -> str:
-    causes = exc.causes
-    prefix = f"{where}: " if where else ""
-    if causes:
-        listed = "; ".join(f"{c.get('field', '')}: {c.get('message', '')}" for c in causes)
-        return f"{prefix}{listed}"
-    return f"{prefix}{exc.message}"
-
-
-def _client(server: str | None):
-    from corral.client.config import server_url
-    from corral.client.rest import Client
-
-    return Client(server_url(server), user_agent=f"corral-cli/{corral.__version__}")
-
-
-def _resolve(kind: str):
-    from corral.api.resources import UnknownResource, lookup
-
-    try:
-        return lookup(kind)
-    except UnknownResource as exc:
-        raise CliError(str(exc)) from None
-
-
-server_option = click.option("--server", "-s", envvar=None, default=None, help=SERVER_HELP)
-namespace_option = click.option("--namespace", "-n", default=None, help="Namespace (default: default).")
-
+from corral.cli.common import (  # noqa: E402
+    CliError,
+    format_api_error,
+    make_client as _client,
+    namespace_option,
+    resolve_kind as _resolve,
+    run,
+    server_option,
+)
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(corral.__version__, "--version", prog_name="corral")
@@ -97,16 +43,22 @@ def cli() -> None:
               help="Address to serve the API on (port 0 picks a free port).")
 @click.option("--store", "store_url", default=None, metavar="URL",
               help="Store URL: sqlite:///path/to/file.db (default: sqlite in --data-dir).")
+@click.option("--scheduler/--no-scheduler", "run_scheduler", default=True, show_default=True,
+              help="Run the scheduler inside the server.")
+@click.option("--scheduler-config", default=None, metavar="FILE",
+              help="Scheduler profiles (a SchedulerConfiguration YAML file); default: the default profile.")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
-def server(data_dir: str | None, address: str, store_url: str | None, log_level: str) -> None:
-    """Run the control plane: API server and store, in the foreground."""
+def server(data_dir: str | None, address: str, store_url: str | None, run_scheduler: bool,
+           scheduler_config: str | None, log_level: str) -> None:
+    """Run the control plane in the foreground: API server, store and scheduler."""
     import logging
 
     from corral.server.app import ServerConfig, serve_forever
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = ServerConfig(data_dir=data_dir or "", store_url=store_url or "", address=address)
+    config = ServerConfig(data_dir=data_dir or "", store_url=store_url or "", address=address,
+                          scheduler=run_scheduler, scheduler_config=scheduler_config)
     try:
         import uvloop
 
@@ -401,6 +353,16 @@ async def version(server: str | None, client_only: bool) -> None:
     async with _client(server) as client:
         info = msgspec.json.decode(await client.request("GET", "/version"))
     click.echo(f"Server Version: {info.get('gitVersion', '?')}")
+
+
+def _register() -> None:
+    from corral.cli.scheduling import explain, scheduler
+
+    cli.add_command(scheduler)
+    cli.add_command(explain)
+
+
+_register()
 
 
 def main() -> None:

@@ -50,6 +50,8 @@ class ServerConfig:
     history_revisions: int = 100_000  # store history kept for watches and paged lists
     compact_interval: float = 60.0
     sqlite_synchronous: str = "FULL"
+    scheduler: bool = True  # run the scheduler in this process
+    scheduler_config: str | None = None  # a SchedulerConfiguration YAML file
 
     def resolved_store_url(self) -> str:
         if self.store_url:
@@ -89,9 +91,15 @@ class Server:
         self.metrics = _Metrics()
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task] = []
+        self.scheduler = None
         self.url = ""
 
     async def start(self) -> None:
+        scheduler_config = None
+        if self.config.scheduler:
+            from corral.scheduler.profiles import load_config
+
+            scheduler_config = load_config(self.config.scheduler_config)  # fail before opening anything
         self.store = await open_store(self.config.resolved_store_url(),
                                       synchronous=self.config.sqlite_synchronous)
         self.cache = WatchCache(self.store)
@@ -108,8 +116,22 @@ class Server:
         bound_host, bound_port = sock.getsockname()[:2]
         self.url = f"http://{host if ':' not in host else f'[{host}]'}:{bound_port}"
         self._tasks.append(asyncio.create_task(self._compact_loop(), name="compaction"))
+        if scheduler_config is not None:
+            self._start_scheduler(scheduler_config)
+
+    def _start_scheduler(self, config) -> None:
+        """The scheduler inside the server: fed by the watch cache, writing through the REST layer."""
+        from corral.scheduler.cluster import InProcessWriter
+        from corral.scheduler.scheduler import Scheduler
+        from corral.scheduler.sources import attach_in_process
+
+        self.scheduler = Scheduler(config, InProcessWriter(self.api), registry=self.metrics.registry)
+        attach_in_process(self.scheduler, self.cache)
+        self.scheduler.start()
 
     async def stop(self) -> None:
+        if self.scheduler is not None:
+            await self.scheduler.stop()
         await cancel_and_wait(*self._tasks)
         if self.cache is not None:
             await self.cache.stop()
@@ -183,6 +205,7 @@ class Server:
             app.router.add_get(path, self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/corral/v1/namespaces/{namespace}/pods/{name}/explain", self._explain)
         add_resource_routes(app, self.api)  # type: ignore[arg-type]
         return app
 
@@ -211,6 +234,20 @@ class Server:
         self.metrics.latency.labels(verb).observe(time.perf_counter() - start)
         return response
 
+    async def _explain(self, request: web.Request) -> web.Response:
+        """Why a pod goes (or cannot go) where it does: every node, rejected by whom or scored how."""
+        if self.scheduler is None:
+            raise errors.ApiError(404, "NotFound", "the scheduler does not run in this server")
+        ns, name = request.match_info["namespace"], request.match_info["name"]
+        record = await self.api.current(by_kind("Pod"), ns, name)  # type: ignore[union-attr]
+        try:
+            report = self.scheduler.explain(record.obj)
+        except LookupError as exc:
+            raise errors.bad_request(str(exc)) from None
+        import msgspec
+
+        return web.Response(body=msgspec.json.encode(report), content_type="application/json")
+
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
 
@@ -227,6 +264,8 @@ class Server:
 
         for r in RESOURCES:
             self.metrics.objects.labels(r.plural).set(self.cache.count(r.store_prefix))
+        if self.scheduler is not None:
+            self.scheduler.update_gauges()
         return web.Response(body=generate_latest(self.metrics.registry),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
 

@@ -214,6 +214,10 @@ class NodeBuilder:
         self._obj["status"]["conditions"][0]["status"] = "False"
         return self
 
+    def heartbeat_at(self, timestamp: str) -> "NodeBuilder":
+        self._obj["status"]["conditions"][0]["lastHeartbeatTime"] = timestamp
+        return self
+
     def heartbeat_age(self, seconds: float) -> "NodeBuilder":
         self._obj["status"]["conditions"][0]["lastHeartbeatTime"] = _ts(seconds)
         return self

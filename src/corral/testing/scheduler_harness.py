@@ -126,14 +126,8 @@ def build_cache(nodes: list[Any], pods: list[Any] = (), namespaces: dict[str, di
     """A scheduler cache holding ``nodes`` and the bound ``pods``."""
     from corral.scheduler.cache.cache import Cache
 
-    cache = Cache()
-    for ns, labels in (namespaces or {}).items():
-        cache.set_namespace({"metadata": {"name": ns, "labels": labels}})
-    for n in nodes:
-        cache.set_node(_obj(n))
-    for p in pods:
-        cache.set_pod(_obj(p))
-    return cache
+    return Cache.from_objects([_obj(n) for n in nodes], [_obj(p) for p in pods],
+                              [{"metadata": {"name": ns, "labels": labels}} for ns, labels in (namespaces or {}).items()])
 
 
 def _plugin(name: str, cache: Any, args: dict[str, Any] | None, clock: Callable[[], float]):

@@ -1,26 +1,35 @@
 import pytest
 
+from corral.scheduler.cache.node_table import parse_timestamp
 from corral.scheduler.plugins.node_ready import NOT_READY
 from corral.testing.builders import make_node, make_pod
 from corral.testing.scheduler_harness import run_filter
 
 
+BEAT = "2026-01-01T00:00:00Z"
+
+
 @pytest.mark.parametrize(
-    "node, rejected",
+    "node, age, rejected",
     [
-        pytest.param(make_node("n"), False, id="a ready node with a fresh heartbeat takes pods"),
-        pytest.param(make_node("n").heartbeat_age(89), False, id="a heartbeat 89 s old is still fresh"),
-        pytest.param(make_node("n").heartbeat_age(91), True, id="a node that stopped heartbeating 91 s ago is not chosen"),
-        pytest.param(make_node("n").not_ready(), True, id="a node that reports NotReady is not chosen"),
+        pytest.param(make_node("n").heartbeat_at(BEAT), 1, False, id="a ready node with a fresh heartbeat takes pods"),
+        pytest.param(make_node("n").heartbeat_at(BEAT), 89, False, id="a heartbeat 89 s old is still fresh"),
+        pytest.param(make_node("n").heartbeat_at(BEAT), 91, True,
+                     id="a node that stopped heartbeating 91 s ago is not chosen"),
+        pytest.param(make_node("n").heartbeat_at(BEAT).not_ready(), 1, True,
+                     id="a node that reports NotReady is not chosen"),
     ],
 )
-def test_node_ready(node, rejected):
-    assert bool(run_filter("NodeReady", [node], make_pod("p"))["n"]) is rejected
+def test_node_ready(node, age, rejected):
+    now = parse_timestamp(BEAT) + age
+    assert bool(run_filter("NodeReady", [node], make_pod("p"), clock=lambda: now)["n"]) is rejected
 
 
 def test_freshness_is_configurable():
-    node = make_node("n").heartbeat_age(100)
-    assert run_filter("NodeReady", [node], make_pod("p"), args={"heartbeatFreshnessSeconds": 120}) == {"n": []}
+    node = make_node("n").heartbeat_at(BEAT)
+    now = parse_timestamp(BEAT) + 100
+    assert run_filter("NodeReady", [node], make_pod("p"), args={"heartbeatFreshnessSeconds": 120},
+                      clock=lambda: now) == {"n": []}
 
 
 def test_the_reason_says_not_ready():

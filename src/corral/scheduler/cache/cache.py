@@ -127,6 +127,18 @@ class Cache:
         # Pods that have a required affinity term: InterPodAffinity's "first pod of a group" rule.
         self.pods_with_affinity = 0
 
+    @classmethod
+    def from_objects(cls, nodes: Any = (), pods: Any = (), namespaces: Any = ()) -> "Cache":
+        """A cache holding these API objects (dicts): for explanations and tests."""
+        cache = cls()
+        for ns in namespaces:
+            cache.set_namespace(ns)
+        for node in nodes:
+            cache.set_node(node)
+        for pod in pods:
+            cache.set_pod(pod)
+        return cache
+
     # --- nodes -------------------------------------------------------------------------------------------
 
     def set_node(self, node: dict[str, Any]) -> None:
