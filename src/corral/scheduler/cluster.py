@@ -93,13 +93,20 @@ class HttpWriter:
 
 class EventRecorder:
     """Writes events in the background, Kubernetes-style: a repeat of the same event (same object,
-    reason and message) raises the first one's ``count`` instead of adding another. Writes never
-    block scheduling; when the backlog passes ``max_pending`` new events are dropped (and counted)."""
+    reason and message) raises the first one's ``count`` instead of adding another, and is written
+    at most once per ``repeat_interval`` (a pod retried every 30 s does not write every 30 s).
+    Writes never block scheduling; past ``max_pending`` new events are dropped (and counted)."""
 
-    def __init__(self, writer: ClusterWriter, *, max_pending: int = 10_000) -> None:
+    def __init__(self, writer: ClusterWriter, *, max_pending: int = 10_000, repeat_interval: float = 300.0,
+                 clock=None) -> None:
+        import time
+
         self.writer = writer
         self._queue: asyncio.Queue = asyncio.Queue(max_pending)
         self._counts: dict[str, int] = {}
+        self._written_at: dict[str, float] = {}
+        self._repeat_interval = repeat_interval  # a repeat is written at most this often per event
+        self._clock = clock or time.monotonic
         self._task: asyncio.Task | None = None
         self.dropped = 0
 
@@ -148,10 +155,14 @@ class EventRecorder:
                     "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
                 })
                 self._counts[event_name] = 1
+                self._written_at[event_name] = self._clock()
             else:
                 self._counts[event_name] = count + 1
-                await self.writer.patch_event(ns, event_name, {"count": count + 1, "lastTimestamp": now})
+                if self._clock() - self._written_at.get(event_name, 0.0) >= self._repeat_interval:
+                    self._written_at[event_name] = self._clock()
+                    await self.writer.patch_event(ns, event_name, {"count": count + 1, "lastTimestamp": now})
             if len(self._counts) > 50_000:
                 self._counts.clear()
+                self._written_at.clear()
         except Exception as exc:  # events are best effort
             log.debug("event %s/%s not written: %s", ns, event_name, exc)

@@ -69,10 +69,11 @@ def zone_interleaved_order(table: Any) -> np.ndarray:
     return rows[np.lexsort((zone_rank, order_in_zone))]
 
 
-def schedule_pod(fwk: Framework, cache: Cache, pod: PodInfo, order: np.ndarray | None = None) -> ScheduleResult:
+def schedule_pod(fwk: Framework, cache: Cache, pod: PodInfo, order: np.ndarray | None = None,
+                 state: CycleState | None = None) -> ScheduleResult:
     """Pick a node for ``pod``; raise :class:`FitError` if none fits. Reads only."""
     table = cache.table
-    state = CycleState()
+    state = CycleState() if state is None else state
     feasible, diagnosis = fwk.find_feasible(state, pod, table)
     if len(feasible) == 0:
         raise FitError(pod, diagnosis)

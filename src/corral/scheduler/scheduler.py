@@ -27,7 +27,7 @@ from corral.scheduler.cache.cache import Cache
 from corral.scheduler.cluster import ClusterWriter, EventRecorder
 from corral.scheduler.framework.interface import CycleState
 from corral.scheduler.framework.podinfo import PodInfo
-from corral.scheduler.framework.status import Code
+from corral.scheduler.framework.status import SUCCESS, Code, Status
 from corral.scheduler.profiles import SchedulerConfig, build_frameworks
 from corral.scheduler.queue.scheduling_queue import ClusterEvent, QueuedPod, SchedulingQueue
 from corral.scheduler.schedule_one import FitError, ScheduleResult, explain, schedule_pod, zone_interleaved_order
@@ -137,7 +137,12 @@ class Scheduler:
             return  # another scheduler's pod
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return
-        self.queue.add(PodInfo.from_object(pod))
+        info = PodInfo.from_object(pod)
+        for plugin in self.frameworks[info.scheduler_name].pre_enqueue:
+            if not plugin.pre_enqueue(info).ok:
+                self.queue.delete(key)  # gated: it comes back with its next update
+                return
+        self.queue.add(info)
 
     # --- the loop ------------------------------------------------------------------------------------
 
@@ -187,33 +192,53 @@ class Scheduler:
             self.queue.delete(qp.key)
             return None
         start = time.perf_counter()
+        state = CycleState()
         try:
-            result = schedule_pod(fwk, self.cache, qp.info, self._node_order(fwk))
+            result = schedule_pod(fwk, self.cache, qp.info, self._node_order(fwk), state)
         except FitError as fit:
             self.metrics.duration.labels("unschedulable").observe(time.perf_counter() - start)
             self.metrics.attempts.labels("unschedulable", fwk.scheduler_name).inc()
+            for plugin in fwk.post_filters:  # preemption's place: may free room for a later attempt
+                plugin.post_filter(state, qp.info, fit.diagnosis)
             self._unschedulable(qp, fit)
             return None
         self.metrics.duration.labels("scheduled").observe(time.perf_counter() - start)
         self.metrics.attempts.labels("scheduled", fwk.scheduler_name).inc()
         self.cache.assume(qp.info, result.node)
+        for i, plugin in enumerate(fwk.reservers):
+            status = plugin.reserve(state, qp.info, result.node)
+            if not status.ok:
+                self._unreserve(fwk, state, qp.info, result.node, upto=i + 1)
+                self.cache.forget(qp.key)
+                self.queue.requeue_backoff(qp)
+                return None
         self.queue.done(qp.key)
         self._condition_written.pop(qp.key, None)
-        self._spawn(self._bind(fwk, qp, result.node))
+        self._spawn(self._bind(fwk, state, qp, result.node))
         return result
+
+    @staticmethod
+    def _unreserve(fwk, state: CycleState, pod: PodInfo, node: str, upto: int | None = None) -> None:
+        for plugin in reversed(fwk.reservers[:upto]):
+            if hasattr(plugin, "unreserve"):
+                plugin.unreserve(state, pod, node)
 
     def _spawn(self, coro) -> None:
         task = asyncio.create_task(coro)
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
 
-    async def _bind(self, fwk, qp: QueuedPod, node: str) -> None:
+    async def _bind(self, fwk, state: CycleState, qp: QueuedPod, node: str) -> None:
         async with self._bind_slots:
             try:
-                status = await fwk.binders[0].bind(CycleState(), qp.info, node)
-            except Exception as exc:  # a binder that raises is a failed binding, not a dead scheduler
-                from corral.scheduler.framework.status import Status
-
+                status = SUCCESS
+                for plugin in fwk.permits:  # a Permit plugin may hold (await) or refuse the binding
+                    status = await plugin.permit(state, qp.info, node)
+                    if not status.ok:
+                        break
+                if status.ok:
+                    status = await fwk.binders[0].bind(state, qp.info, node)
+            except Exception as exc:  # a plugin that raises is a failed binding, not a dead scheduler
                 status = Status.error(str(exc), "DefaultBinder")
         if status.ok:
             self.scheduled += 1
@@ -221,6 +246,7 @@ class Scheduler:
                                f"Successfully assigned {qp.key} to {node}")
             return
         self.bind_failures += 1
+        self._unreserve(fwk, state, qp.info, node)
         self.cache.forget(qp.key)
         self.queue.on_event(ClusterEvent.POD_DELETE)  # its room is free again
         if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:

@@ -10,13 +10,17 @@ plugin defines, in the order the profile lists the plugins.
 - ``filter(state, pod, candidates) -> FilterResult``: for *all* rows at once, which pass
   (``passed=None``: all of them); each rejected row carries reasons. Pure: no I/O, no change to
   the cache.
-- ``post_filter(state, pod, diagnosis) -> Status``: when no node fits (preemption's place).
+- ``post_filter(state, pod, diagnosis) -> Status``: when no node fits (preemption's place; no
+  default plugin yet).
 - ``pre_score(state, pod, rows) -> Status``: ``SKIP`` means ``score`` has nothing to add.
 - ``score(state, pod, rows) -> ndarray``: one number per feasible row. ``rows`` indexes the
   columns: an array of row numbers, or a slice when every row is feasible (cheaper to take), so
   write ``column[rows]`` and never ``len(rows)``.
 - ``normalize(state, pod, scores) -> ndarray``: scale this plugin's scores to 0–100.
-- ``reserve`` / ``unreserve``, ``permit``: around the assumption of the pod on its node.
+- ``reserve(state, pod, node) -> Status`` / ``unreserve(state, pod, node)``: right after the pod is
+  assumed on its node; a failing Reserve (or a failed binding) calls Unreserve in reverse order.
+- ``async permit(state, pod, node) -> Status``: before binding; may wait, or refuse (the pod is
+  un-assumed and retried after backoff).
 - ``async bind(state, pod, node) -> Status``: write the binding (I/O allowed here only).
 
 Plugins get what they may read through :class:`Handle` (the cache, the clock, the profile's

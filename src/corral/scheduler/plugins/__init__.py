@@ -17,7 +17,7 @@ from corral.scheduler.plugins.pod_topology_spread import PodTopologySpread
 from corral.scheduler.plugins.priority_sort import PrioritySort
 from corral.scheduler.plugins.taint_toleration import TaintToleration
 
-__all__ = ["REGISTRY", "DEFAULT_PLUGINS"]
+__all__ = ["REGISTRY", "DEFAULT_PLUGINS", "register"]
 
 REGISTRY = {cls.NAME: cls for cls in (
     BalancedAllocation, DefaultBinder, ImageLocality, InterPodAffinity, NetworkThroughput, NodeAffinity,
@@ -43,3 +43,11 @@ DEFAULT_PLUGINS: dict[str, list] = {
     "permit": [],
     "bind": ["DefaultBinder"],
 }
+
+
+def register(cls: type) -> type:
+    """Make a custom plugin class available to profiles under its ``NAME`` (usable as a decorator)."""
+    if not getattr(cls, "NAME", ""):
+        raise ValueError(f"{cls.__name__} has no NAME")
+    REGISTRY[cls.NAME] = cls
+    return cls
