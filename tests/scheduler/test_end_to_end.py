@@ -77,6 +77,13 @@ def test_pods_applied_with_the_cli_are_placed_and_a_pod_too_big_is_explained(clu
     assert all(n["feasible"] and "NodeResourcesFit" in n["scores"] for n in report["nodes"])
     events = corral("events", server=url).stdout
     assert "Scheduled" in events and "Successfully assigned default/web-0 to" in events
+    import urllib.request
+
+    with urllib.request.urlopen(url + "/metrics") as resp:
+        metrics = resp.read().decode()
+    assert 'corral_scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 4.0' in metrics
+    assert 'corral_scheduler_pending_pods{queue="unschedulable"} 1.0' in metrics
+    assert "corral_scheduler_scheduling_attempt_duration_seconds_bucket" in metrics
 
 
 def test_a_node_added_later_takes_the_pod_that_was_waiting(cluster_process, tmp_path):

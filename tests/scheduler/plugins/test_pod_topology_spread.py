@@ -69,3 +69,14 @@ def test_system_default_spreading_applies_to_controlled_pods_only():
     controlled = make_pod("p").labels(app="web").controlled()
     assert run_score("PodTopologySpread", NODES, controlled, existing)["a"] < 100
     assert run_score("PodTopologySpread", NODES, make_pod("p").labels(app="web"), existing) == {}
+
+
+def test_node_taints_policy_honor_leaves_tainted_domains_out_of_the_count():
+    nodes = [make_node("a").zone("z1"), make_node("b").zone("z2"), make_node("c").zone("z3").taint("dedicated", "x")]
+    existing = [web("w1", "a"), web("w2", "b")]
+    pod = make_pod("p").labels(app="web").spread(1, ZONE, app="web")
+    # Ignore (the default): the empty tainted z3 sets the minimum at 0, so z1 and z2 are too full.
+    assert {n for n, r in run_filter("PodTopologySpread", nodes, pod, existing).items() if not r} == {"c"}
+    pod.spec["topologySpreadConstraints"][0]["nodeTaintsPolicy"] = "Honor"
+    # Honor: z3 is not a place this pod can go, so the minimum is 1 and z1, z2 fit.
+    assert {n for n, r in run_filter("PodTopologySpread", nodes, pod, existing).items() if not r} >= {"a", "b"}
