@@ -76,7 +76,7 @@ async def test_many_workers_never_process_one_key_concurrently():
             return
 
     workers = [asyncio.create_task(worker()) for _ in range(8)]
-    for round_ in range(20):
+    for _ in range(20):
         for key in range(5):
             q.add(key)
         await asyncio.sleep(0.002)

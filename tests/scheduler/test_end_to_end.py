@@ -5,10 +5,8 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import time
 
-import pytest
 
 from corral.testing import ServerProcess
 from corral.testing.builders import make_node, make_pod

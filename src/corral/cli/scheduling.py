@@ -22,10 +22,9 @@ __all__ = ["scheduler", "explain"]
 async def scheduler(server: str | None, config_path: str | None, log_level: str) -> None:
     """Run the scheduler on its own, against a server's HTTP API (start that server with
     --no-scheduler, or give this scheduler's profiles their own schedulerName)."""
-    import asyncio
     import logging
-    import signal
 
+    from corral.aio import wait_for_termination
     from corral.scheduler.cluster import HttpWriter
     from corral.scheduler.profiles import ConfigError, load_config
     from corral.scheduler.scheduler import Scheduler
@@ -44,12 +43,8 @@ async def scheduler(server: str | None, config_path: str | None, log_level: str)
         sched.start()
         names = ", ".join(p.scheduler_name for p in config.profiles)
         click.echo(f"corral scheduler running against {client.base_url} (profiles: {names})")
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
         try:
-            await stop.wait()
+            await wait_for_termination()
         finally:
             await sched.stop()
             await source.stop()

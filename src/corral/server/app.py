@@ -18,7 +18,7 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from corral.aio import cancel_and_wait
+from corral.aio import cancel_and_wait, wait_for_termination
 from corral.api.defaults import apply_create_defaults
 from corral.api.resources import by_kind
 from corral.server import errors
@@ -272,17 +272,11 @@ class Server:
 
 async def serve_forever(config: ServerConfig, *, ready_message: bool = True) -> None:
     """Run a server until SIGINT/SIGTERM: what ``corral server`` does."""
-    import signal
-
     server = Server(config)
     await server.start()
     if ready_message:
         print(f"corral server listening on {server.url} (store: {config.resolved_store_url()})", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
     try:
-        await stop.wait()
+        await wait_for_termination()
     finally:
         await server.stop()

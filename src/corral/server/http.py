@@ -55,7 +55,7 @@ def parse_target(group: str, version: str, tail: str) -> Target:
         if candidate is not None and candidate.namespaced:
             namespace, segs = segs[1], segs[2:]
     if not segs or len(segs) > 3:
-        raise errors.ApiError(404, "NotFound", f"the server could not find the requested resource")
+        raise errors.ApiError(404, "NotFound", "the server could not find the requested resource")
     resource = by_plural(group, segs[0])
     if resource is None or resource.version != version:
         raise errors.ApiError(404, "NotFound",

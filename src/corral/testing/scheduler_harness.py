@@ -141,7 +141,6 @@ def run_filter(name: str, nodes: list[Any], pod: Any, pods: list[Any] = (), *, a
                namespaces: dict[str, dict[str, str]] | None = None,
                clock: Callable[[], float] = time.time) -> dict[str, list[str]]:
     """One Filter plugin over a small cluster: node name → reasons it was rejected ([] = passes)."""
-    import numpy as np
 
     from corral.scheduler.framework.interface import CycleState
     from corral.scheduler.framework.status import Code

@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable
 
 from corral.scheduler.framework.podinfo import PodInfo
