@@ -1,0 +1,409 @@
+"""The pod state machine of an agent: events in, actions out, no I/O.
+
+One :class:`PodMachine` per pod bound to the node. The asyncio shell (``agent.agent``) feeds it what
+happened — the pod's API object changed, a container started, failed to start or exited, the pod's
+containers stopped, time passed — and carries out the actions it returns: start or stop containers,
+report the pod's status, record events. The simulator's hollow nodes run the very same machine with
+a fake runtime.
+
+Phases (DESIGN §2): Scheduled → Running when every container runs; Running → Succeeded when all
+exited 0 and the restart policy lets them stay down; → Failed when a container could not start or
+keep running and will not be restarted; Terminating (deletion requested) → Terminated when every
+container has stopped, after which the server deletes the record. Restarts follow the pod's
+restartPolicy with Kubernetes' back-off (10 s doubling to 5 min; configurable).
+
+Every transition is appended to :attr:`PodMachine.history`, for ``corral describe`` and debugging.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Union
+
+__all__ = [
+    "PodMachine", "Sync", "Started", "StartFailed", "Exited", "Stopped", "Tick", "Removed",
+    "Start", "Stop", "Report", "Emit", "Forget", "Transition", "BackoffPolicy",
+]
+
+
+def _rfc3339(t: float) -> str:
+    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+# --- events -------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Sync:
+    """The pod's API object, as the informer last saw it."""
+
+    pod: dict[str, Any]
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    container: str
+    container_id: str
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class StartFailed:
+    container: str
+    reason: str  # ErrImagePull, StartError, ...
+    message: str
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class Exited:
+    container: str
+    exit_code: int
+    oom_killed: bool
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    """Every container of the pod is stopped (after a Stop action)."""
+
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class Tick:
+    now: float
+
+
+@dataclass(frozen=True, slots=True)
+class Removed:
+    """The pod is gone from the API, or bound to another node: stop and forget it."""
+
+    now: float
+
+
+Event = Union[Sync, Started, StartFailed, Exited, Stopped, Tick, Removed]
+
+
+# --- actions ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    container: dict[str, Any]  # the container spec
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    grace_seconds: float
+    container: str | None = None  # None: every container of the pod
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    status: dict[str, Any]  # the pod's whole status, to write through the status subresource
+
+
+@dataclass(frozen=True, slots=True)
+class Emit:
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class Forget:
+    """The machine is finished; the shell drops it."""
+
+
+Action = Union[Start, Stop, Report, Emit, Forget]
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    at: float
+    event: str
+    phase_before: str
+    phase_after: str
+    note: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class BackoffPolicy:
+    initial: float = 10.0
+    maximum: float = 300.0
+
+    def delay(self, restarts: int) -> float:
+        return min(self.initial * (2 ** max(restarts - 1, 0)), self.maximum)
+
+
+@dataclass(slots=True)
+class _Container:
+    spec: dict[str, Any]
+    state: str = "waiting"  # waiting | running | terminated
+    reason: str = "ContainerCreating"
+    message: str = ""
+    exit_code: int | None = None
+    started_at: float | None = None
+    finished_at: float | None = None
+    restart_count: int = 0
+    container_id: str = ""
+    restart_at: float | None = None  # when a backed-off restart is due
+    starting: bool = False
+    last: dict[str, Any] | None = None  # lastState, as reported
+
+    @property
+    def name(self) -> str:
+        return self.spec.get("name", "")
+
+
+@dataclass(slots=True)
+class PodMachine:
+    pod: dict[str, Any]
+    backoff: BackoffPolicy = field(default_factory=BackoffPolicy)
+    host_ip: str = ""
+    phase: str = "Scheduled"
+    reason: str = ""
+    message: str = ""
+    start_time: float | None = None
+    containers: dict[str, _Container] = field(default_factory=dict)
+    history: list[Transition] = field(default_factory=list)
+    stopping: bool = False
+    deleting: bool = False
+    forgotten: bool = False
+
+    def __post_init__(self) -> None:
+        for c in (self.pod.get("spec") or {}).get("containers") or ():
+            self.containers[c.get("name", "")] = _Container(c)
+
+    # --- properties ---------------------------------------------------------------------------------
+
+    @property
+    def key(self) -> str:
+        meta = self.pod.get("metadata") or {}
+        return f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+
+    @property
+    def uid(self) -> str:
+        return (self.pod.get("metadata") or {}).get("uid", "")
+
+    @property
+    def restart_policy(self) -> str:
+        return (self.pod.get("spec") or {}).get("restartPolicy", "Always")
+
+    @property
+    def grace_seconds(self) -> float:
+        meta, spec = self.pod.get("metadata") or {}, self.pod.get("spec") or {}
+        value = meta.get("deletionGracePeriodSeconds")
+        return float(value if value is not None else spec.get("terminationGracePeriodSeconds", 30))
+
+    def next_deadline(self) -> float | None:
+        """When the machine next wants a Tick (a back-off running out), or None."""
+        due = [c.restart_at for c in self.containers.values() if c.restart_at is not None]
+        return min(due) if due else None
+
+    # --- the transition function ---------------------------------------------------------------------
+
+    def handle(self, event: Event) -> list[Action]:
+        before = self.phase
+        actions: list[Action] = []
+        if isinstance(event, Sync):
+            actions = self._sync(event)
+        elif isinstance(event, Started):
+            actions = self._started(event)
+        elif isinstance(event, StartFailed):
+            actions = self._start_failed(event)
+        elif isinstance(event, Exited):
+            actions = self._exited(event)
+        elif isinstance(event, Stopped):
+            actions = self._stopped(event)
+        elif isinstance(event, Tick):
+            actions = self._tick(event)
+        elif isinstance(event, Removed):
+            actions = self._removed(event)
+        note = ", ".join(type(a).__name__ + (f"({a.reason})" if isinstance(a, Emit) else "") for a in actions)
+        self.history.append(Transition(getattr(event, "now", 0.0), type(event).__name__, before, self.phase, note))
+        return actions
+
+    def _sync(self, event: Sync) -> list[Action]:
+        self.pod = event.pod
+        meta = event.pod.get("metadata") or {}
+        if meta.get("deletionTimestamp") and not self.deleting:
+            self.deleting = True
+            return self._begin_stop(event.now, terminating=True)
+        if self.start_time is None and not self.deleting:
+            self.start_time = event.now
+            actions: list[Action] = []
+            for c in self.containers.values():
+                actions += self._start(c)
+            return actions + [self._report(event.now)]
+        return []
+
+    def _start(self, c: _Container) -> list[Action]:
+        c.starting = True
+        c.restart_at = None
+        return [Start(c.spec)]
+
+    def _started(self, event: Started) -> list[Action]:
+        c = self.containers.get(event.container)
+        if c is None or self.stopping:
+            return []
+        c.starting = False
+        c.state, c.reason, c.message = "running", "", ""
+        c.container_id, c.started_at, c.exit_code = event.container_id, event.now, None
+        actions: list[Action] = [Emit("Normal", "Started", f"Started container {c.name}")]
+        if all(x.state == "running" for x in self.containers.values()):
+            self.phase, self.reason, self.message = "Running", "", ""
+        return actions + [self._report(event.now)]
+
+    def _start_failed(self, event: StartFailed) -> list[Action]:
+        c = self.containers.get(event.container)
+        if c is None or self.stopping:
+            return []
+        c.starting = False
+        emit = Emit("Warning", "Failed", f"Error: {event.message}")
+        if self._restarts(failed=True):
+            c.restart_count += 1
+            c.restart_at = event.now + self.backoff.delay(c.restart_count)
+            back = "ImagePullBackOff" if event.reason == "ErrImagePull" else "CrashLoopBackOff"
+            c.state, c.reason, c.message = "waiting", back, event.message
+            c.last = {"terminated": {"exitCode": 128, "reason": event.reason, "message": event.message,
+                                     "finishedAt": _rfc3339(event.now)}}
+            return [emit, Emit("Warning", "BackOff", f"Back-off restarting failed container {c.name}"),
+                    self._report(event.now)]
+        c.state, c.reason, c.message, c.exit_code = "terminated", event.reason, event.message, 128
+        c.finished_at = event.now
+        self._settle(event.now)
+        return [emit, self._report(event.now)]
+
+    def _exited(self, event: Exited) -> list[Action]:
+        c = self.containers.get(event.container)
+        if c is None or self.stopping:
+            return []
+        reason = "OOMKilled" if event.oom_killed else ("Completed" if event.exit_code == 0 else "Error")
+        c.state, c.reason, c.exit_code, c.finished_at = "terminated", reason, event.exit_code, event.now
+        c.message = "the container used more memory than its limit" if event.oom_killed else ""
+        if self._restarts(failed=event.exit_code != 0):
+            c.last = {"terminated": {"exitCode": event.exit_code, "reason": reason,
+                                     "startedAt": _rfc3339(c.started_at or event.now),
+                                     "finishedAt": _rfc3339(event.now)}}
+            c.restart_count += 1
+            c.restart_at = event.now + self.backoff.delay(c.restart_count)
+            c.state, c.reason = "waiting", "CrashLoopBackOff"
+            c.message = f"back-off {self.backoff.delay(c.restart_count):g}s restarting failed container"
+            if self.phase == "Running":
+                self.phase = "Running"  # Kubernetes keeps a crash-looping pod Running
+            return [Emit("Warning", "BackOff", f"Back-off restarting failed container {c.name}"),
+                    self._report(event.now)]
+        self._settle(event.now)
+        return [self._report(event.now)]
+
+    def _restarts(self, *, failed: bool) -> bool:
+        policy = self.restart_policy
+        return policy == "Always" or (policy == "OnFailure" and failed)
+
+    def _settle(self, now: float) -> None:
+        """Every container is done for good: Succeeded or Failed."""
+        if any(c.state != "terminated" or c.restart_at is not None for c in self.containers.values()):
+            return
+        failed = [c for c in self.containers.values() if c.exit_code != 0]
+        if failed:
+            c = failed[0]
+            self.phase = "Failed"
+            self.reason = c.reason
+            detail = c.message or f"exit code {c.exit_code}"
+            self.message = f"container {c.name} failed: {detail}"
+        else:
+            self.phase, self.reason, self.message = "Succeeded", "", ""
+
+    def _tick(self, event: Tick) -> list[Action]:
+        if self.stopping:
+            return []
+        actions: list[Action] = []
+        for c in self.containers.values():
+            if c.restart_at is not None and c.restart_at <= event.now and not c.starting:
+                actions += self._start(c)
+        return actions
+
+    def _begin_stop(self, now: float, *, terminating: bool) -> list[Action]:
+        self.stopping = True
+        for c in self.containers.values():
+            c.restart_at = None
+        if terminating:
+            self.phase = "Terminating"
+        running = any(c.state == "running" or c.starting for c in self.containers.values())
+        grace = self.grace_seconds if terminating else 0.0
+        actions: list[Action] = []
+        if running:
+            names = ", ".join(c.name for c in self.containers.values())
+            actions.append(Emit("Normal", "Killing", f"Stopping container {names}"))
+        return actions + [Stop(grace)]
+
+    def _stopped(self, event: Stopped) -> list[Action]:
+        for c in self.containers.values():
+            if c.state != "terminated":
+                c.state, c.reason, c.finished_at = "terminated", "Completed" if c.state == "waiting" else "Killed", event.now
+                if c.exit_code is None:
+                    c.exit_code = 137 if c.reason == "Killed" else 0
+        if not self.deleting:
+            self.forgotten = True
+            return [Forget()]
+        self.phase = "Terminated"
+        self.forgotten = True
+        return [self._report(event.now), Forget()]
+
+    def _removed(self, event: Removed) -> list[Action]:
+        if self.stopping:
+            return []
+        self.deleting = False
+        return self._begin_stop(event.now, terminating=False)
+
+    # --- status ---------------------------------------------------------------------------------------
+
+    def _report(self, now: float) -> Report:
+        statuses = []
+        for c in self.containers.values():
+            if c.state == "running":
+                state = {"running": {"startedAt": _rfc3339(c.started_at or now)}}
+            elif c.state == "terminated":
+                state = {"terminated": {"exitCode": c.exit_code, "reason": c.reason,
+                                        "finishedAt": _rfc3339(c.finished_at or now)}}
+                if c.message:
+                    state["terminated"]["message"] = c.message
+            else:
+                state = {"waiting": {"reason": c.reason, **({"message": c.message} if c.message else {})}}
+            status = {"name": c.name, "image": c.spec.get("image", ""), "ready": c.state == "running",
+                      "started": c.state == "running", "restartCount": c.restart_count, "state": state}
+            if c.container_id:
+                status["containerID"] = c.container_id
+            if c.last:
+                status["lastState"] = c.last
+            statuses.append(status)
+        ready = "True" if self.phase == "Running" and all(c.state == "running" for c in self.containers.values()) else "False"
+        ts = _rfc3339(now)
+        scheduled = next((c for c in ((self.pod.get("status") or {}).get("conditions") or ())
+                          if c.get("type") == "PodScheduled"), {"type": "PodScheduled", "status": "True",
+                                                                 "lastTransitionTime": ts})
+        status: dict[str, Any] = {
+            "phase": self.phase,
+            "conditions": [
+                scheduled,
+                {"type": "Initialized", "status": "True", "lastTransitionTime": ts},
+                {"type": "ContainersReady", "status": ready, "lastTransitionTime": ts},
+                {"type": "Ready", "status": ready, "lastTransitionTime": ts},
+            ],
+            "containerStatuses": statuses,
+            "qosClass": (self.pod.get("status") or {}).get("qosClass", "BestEffort"),
+        }
+        if self.host_ip:
+            status["hostIP"] = status["podIP"] = self.host_ip
+            status["podIPs"] = [{"ip": self.host_ip}]
+        if self.start_time is not None:
+            status["startTime"] = _rfc3339(self.start_time)
+        if self.reason:
+            status["reason"] = self.reason
+        if self.message:
+            status["message"] = self.message
+        return Report(status)

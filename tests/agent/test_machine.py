@@ -1,0 +1,135 @@
+"""The pod state machine, driven by events alone."""
+
+from __future__ import annotations
+
+from corral.agent.machine import (
+    BackoffPolicy, Emit, Exited, Forget, PodMachine, Removed, Report, Start, StartFailed, Started, Stop,
+    Stopped, Sync, Tick,
+)
+from corral.testing.builders import make_pod
+
+
+def pod(restart: str = "Always", containers: int = 1, **meta) -> dict:
+    obj = make_pod("p").node("n1").obj
+    obj["spec"]["restartPolicy"] = restart
+    obj["spec"]["containers"] = [{"name": f"c{i}", "image": "img", "command": ["run"]} for i in range(containers)]
+    obj["metadata"].update(meta)
+    return obj
+
+
+def kinds(actions) -> list[str]:
+    return [type(a).__name__ + (f":{a.reason}" if isinstance(a, Emit) else "") for a in actions]
+
+
+def last_report(actions) -> dict:
+    return [a for a in actions if isinstance(a, Report)][-1].status
+
+
+def test_a_new_pod_starts_every_container_and_runs_when_all_run():
+    m = PodMachine(pod(containers=2))
+    actions = m.handle(Sync(m.pod, 100))
+    assert kinds(actions) == ["Start", "Start", "Report"]
+    assert last_report(actions)["containerStatuses"][0]["state"] == {"waiting": {"reason": "ContainerCreating"}}
+    m.handle(Started("c0", "id0", 101))
+    assert m.phase == "Scheduled"
+    actions = m.handle(Started("c1", "id1", 102))
+    assert m.phase == "Running"
+    status = last_report(actions)
+    assert status["phase"] == "Running" and all(c["ready"] for c in status["containerStatuses"])
+
+
+def test_containers_that_exit_0_with_restart_never_succeed():
+    m = PodMachine(pod(restart="Never"))
+    m.handle(Sync(m.pod, 0))
+    m.handle(Started("c0", "id", 1))
+    actions = m.handle(Exited("c0", 0, False, 2))
+    assert m.phase == "Succeeded" and last_report(actions)["phase"] == "Succeeded"
+
+
+def test_a_container_that_fails_with_restart_never_fails_the_pod_with_its_exit_code():
+    m = PodMachine(pod(restart="Never"))
+    m.handle(Sync(m.pod, 0))
+    m.handle(Started("c0", "id", 1))
+    status = last_report(m.handle(Exited("c0", 3, False, 2)))
+    assert status["phase"] == "Failed" and status["reason"] == "Error"
+    assert status["message"] == "container c0 failed: exit code 3"
+    assert status["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
+
+
+def test_a_missing_command_fails_the_pod_with_the_start_error():
+    m = PodMachine(pod(restart="Never"))
+    m.handle(Sync(m.pod, 0))
+    status = last_report(m.handle(StartFailed("c0", "StartError", 'exec: "nope": executable file not found in $PATH', 1)))
+    assert status["phase"] == "Failed" and status["reason"] == "StartError"
+    assert "executable file not found" in status["message"]
+
+
+def test_an_oom_killed_container_says_so():
+    m = PodMachine(pod(restart="Never"))
+    m.handle(Sync(m.pod, 0))
+    m.handle(Started("c0", "id", 1))
+    status = last_report(m.handle(Exited("c0", 137, True, 2)))
+    assert status["reason"] == "OOMKilled" and "more memory than its limit" in status["message"]
+
+
+def test_a_crashing_container_with_restart_always_backs_off_doubling_and_counts_restarts():
+    m = PodMachine(pod(), backoff=BackoffPolicy(initial=10, maximum=40))
+    m.handle(Sync(m.pod, 0))
+    now, delays = 0.0, []
+    for restart in range(1, 5):
+        m.handle(Started("c0", "id", now))
+        actions = m.handle(Exited("c0", 1, False, now + 1))
+        assert kinds(actions) == ["Emit:BackOff", "Report"]
+        status = last_report(actions)
+        assert status["containerStatuses"][0]["restartCount"] == restart
+        assert status["containerStatuses"][0]["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+        due = m.next_deadline()
+        delays.append(due - (now + 1))
+        assert m.handle(Tick(due - 0.5)) == []  # not yet
+        assert kinds(m.handle(Tick(due))) == ["Start"]
+        now = due
+    assert delays == [10, 20, 40, 40]
+
+
+def test_on_failure_restarts_failures_but_not_successes():
+    m = PodMachine(pod(restart="OnFailure"))
+    m.handle(Sync(m.pod, 0))
+    m.handle(Started("c0", "id", 1))
+    m.handle(Exited("c0", 1, False, 2))
+    assert m.next_deadline() is not None
+    m.handle(Tick(m.next_deadline()))
+    m.handle(Started("c0", "id", 20))
+    m.handle(Exited("c0", 0, False, 21))
+    assert m.phase == "Succeeded"
+
+
+def test_deletion_stops_with_the_grace_period_then_reports_terminated():
+    m = PodMachine(pod())
+    m.handle(Sync(m.pod, 0))
+    m.handle(Started("c0", "id", 1))
+    deleting = pod(deletionTimestamp="2026-01-01T00:00:30Z", deletionGracePeriodSeconds=7)
+    actions = m.handle(Sync(deleting, 5))
+    assert m.phase == "Terminating"
+    assert kinds(actions) == ["Emit:Killing", "Stop"] and actions[1] == Stop(7.0)
+    assert m.handle(Exited("c0", 143, False, 6)) == []  # the kill's own exit is no crash
+    actions = m.handle(Stopped(8))
+    assert last_report(actions)["phase"] == "Terminated" and isinstance(actions[-1], Forget)
+
+
+def test_a_pod_removed_or_bound_elsewhere_is_stopped_at_once_without_a_report():
+    m = PodMachine(pod())
+    m.handle(Sync(m.pod, 0))
+    m.handle(Started("c0", "id", 1))
+    actions = m.handle(Removed(2))
+    assert Stop(0.0) in actions and not any(isinstance(a, Report) for a in actions)
+    assert kinds(m.handle(Stopped(3))) == ["Forget"]
+
+
+def test_every_transition_is_in_the_history():
+    m = PodMachine(pod(restart="Never"))
+    m.handle(Sync(m.pod, 0))
+    m.handle(Started("c0", "id", 1))
+    m.handle(Exited("c0", 0, False, 2))
+    assert [(t.event, t.phase_before, t.phase_after) for t in m.history] == [
+        ("Sync", "Scheduled", "Scheduled"), ("Started", "Scheduled", "Running"), ("Exited", "Running", "Succeeded"),
+    ]
