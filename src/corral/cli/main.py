@@ -47,10 +47,15 @@ def cli() -> None:
               help="Run the scheduler inside the server.")
 @click.option("--scheduler-config", default=None, metavar="FILE",
               help="Scheduler profiles (a SchedulerConfiguration YAML file); default: the default profile.")
+@click.option("--node-monitor-grace-period", "grace", default=40.0, show_default=True, metavar="SECONDS",
+              help="A node whose lease is older than this becomes NotReady.")
+@click.option("--pod-eviction-timeout", "eviction", default=300.0, show_default=True, metavar="SECONDS",
+              help="Pods of a node NotReady this long are placed elsewhere.")
+@click.option("--local-agent", is_flag=True, help="Also run this machine as a node (process runtime).")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def server(data_dir: str | None, address: str, store_url: str | None, run_scheduler: bool,
-           scheduler_config: str | None, log_level: str) -> None:
+           scheduler_config: str | None, grace: float, eviction: float, local_agent: bool, log_level: str) -> None:
     """Run the control plane in the foreground: API server, store and scheduler."""
     import logging
 
@@ -58,7 +63,8 @@ def server(data_dir: str | None, address: str, store_url: str | None, run_schedu
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ServerConfig(data_dir=data_dir or "", store_url=store_url or "", address=address,
-                          scheduler=run_scheduler, scheduler_config=scheduler_config)
+                          scheduler=run_scheduler, scheduler_config=scheduler_config, node_grace_seconds=grace,
+                          eviction_seconds=eviction, local_agent=local_agent)
     try:
         import uvloop
 
@@ -244,7 +250,12 @@ async def get(kind: str, name: str | None, namespace: str | None, all_namespaces
 async def _events_for(client, kind: str, name: str, namespace: str | None) -> list[dict[str, Any]]:
     fields = f"involvedObject.kind={kind},involvedObject.name={name}"
     listing = await client.list("events", namespace, field_selector=fields, raw=True)
-    return sorted(listing.items, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+    return sorted(listing.items, key=_event_order)
+
+
+def _event_order(e: dict[str, Any]) -> tuple:
+    """By time, then (timestamps have whole seconds) by when the server stored them."""
+    return (e.get("lastTimestamp") or e.get("eventTime") or "", int(e["metadata"].get("resourceVersion") or 0))
 
 
 @cli.command()
@@ -292,7 +303,7 @@ async def events(namespace: str | None, all_namespaces: bool, for_object: str | 
     ns = None if all_namespaces else (namespace or "default")
     async with _client(server) as client:
         listing = await client.list(resource, ns, field_selector=fields, raw=True)
-        items = sorted(listing.items, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "")
+        items = sorted(listing.items, key=_event_order)
         if output:
             click.echo(dump({"apiVersion": "v1", "kind": "List", "items": items}, output), nl=False)
         elif items or watch:
@@ -356,10 +367,11 @@ async def version(server: str | None, client_only: bool) -> None:
 
 
 def _register() -> None:
+    from corral.cli.nodes import agent, drain, logs
     from corral.cli.scheduling import explain, scheduler
 
-    cli.add_command(scheduler)
-    cli.add_command(explain)
+    for command in (scheduler, explain, agent, logs, drain):
+        cli.add_command(command)
 
 
 _register()

@@ -98,10 +98,11 @@ class EventRecorder:
     Writes never block scheduling; past ``max_pending`` new events are dropped (and counted)."""
 
     def __init__(self, writer: ClusterWriter, *, max_pending: int = 10_000, repeat_interval: float = 300.0,
-                 clock=None) -> None:
+                 clock=None, component: str = COMPONENT, host: str = "") -> None:
         import time
 
         self.writer = writer
+        self.component, self.host = component, host
         self._queue: asyncio.Queue = asyncio.Queue(max_pending)
         self._counts: dict[str, int] = {}
         self._written_at: dict[str, float] = {}
@@ -120,7 +121,8 @@ class EventRecorder:
         await cancel_and_wait(self._task)
         self._task = None
 
-    def record(self, pod: PodInfo, etype: str, reason: str, message: str) -> None:
+    def record(self, pod: Any, etype: str, reason: str, message: str) -> None:
+        """Queue an event about ``pod`` (anything with ``namespace``, ``name`` and ``uid``)."""
         try:
             self._queue.put_nowait((pod.namespace, pod.name, pod.uid, etype, reason, message))
         except asyncio.QueueFull:
@@ -152,7 +154,8 @@ class EventRecorder:
                                        "uid": uid},
                     "reason": reason, "message": message, "type": etype, "count": 1,
                     "firstTimestamp": now, "lastTimestamp": now,
-                    "source": {"component": COMPONENT}, "reportingComponent": COMPONENT,
+                    "source": {"component": self.component, **({"host": self.host} if self.host else {})},
+                "reportingComponent": self.component,
                 })
                 self._counts[event_name] = 1
                 self._written_at[event_name] = self._clock()

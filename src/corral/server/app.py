@@ -23,6 +23,7 @@ from corral.api.defaults import apply_create_defaults
 from corral.api.resources import by_kind
 from corral.server import errors
 from corral.server.cache import WatchCache
+from corral.agent.throughput import THROUGHPUT_PATH
 from corral.server.discovery import discovery_documents, openapi_documents
 from corral.server.http import MAX_BODY_BYTES, RESOURCE, VERB, add_resource_routes
 from corral.server.rest import ResourceAPI
@@ -52,6 +53,10 @@ class ServerConfig:
     sqlite_synchronous: str = "FULL"
     scheduler: bool = True  # run the scheduler in this process
     scheduler_config: str | None = None  # a SchedulerConfiguration YAML file
+    controllers: bool = True  # run the node lifecycle controller in this process
+    node_grace_seconds: float = 40.0  # lease older than this: node NotReady
+    eviction_seconds: float = 300.0  # NotReady longer than this: its pods are placed again
+    local_agent: bool = False  # also run an agent (process runtime) for this machine, as `make up` does
 
     def resolved_store_url(self) -> str:
         if self.store_url:
@@ -92,6 +97,8 @@ class Server:
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task] = []
         self.scheduler = None
+        self.node_lifecycle = None
+        self.agent = None
         self.url = ""
 
     async def start(self) -> None:
@@ -118,6 +125,30 @@ class Server:
         self._tasks.append(asyncio.create_task(self._compact_loop(), name="compaction"))
         if scheduler_config is not None:
             self._start_scheduler(scheduler_config)
+        if self.config.controllers:
+            from corral.controllers.node_lifecycle import NodeLifecycleController
+
+            self.node_lifecycle = NodeLifecycleController(
+                self.api, grace_seconds=self.config.node_grace_seconds, eviction_seconds=self.config.eviction_seconds)
+            self.node_lifecycle.start()
+        if self.config.local_agent:
+            await self._start_local_agent()
+
+    async def _start_local_agent(self) -> None:
+        """An agent for this machine, talking to this server over HTTP like any other agent."""
+        import socket
+
+        from corral.agent.agent import Agent, AgentConfig
+        from corral.agent.node_info import host_capacity
+        from corral.agent.runtimes.process import ProcessRuntime
+        from corral.client.rest import Client
+
+        data_dir = os.path.join(self.config.data_dir or default_data_dir(), "agent")
+        self._agent_client = Client(self.url, user_agent="corral-agent")
+        self.agent = Agent(self._agent_client, ProcessRuntime(data_dir), AgentConfig(
+            name=socket.gethostname().lower(), data_dir=data_dir, capacity=host_capacity(data_dir),
+            address="127.0.0.1", port=0))
+        await self.agent.start()
 
     def _start_scheduler(self, config) -> None:
         """The scheduler inside the server: fed by the watch cache, writing through the REST layer."""
@@ -130,6 +161,11 @@ class Server:
         self.scheduler.start()
 
     async def stop(self) -> None:
+        if self.agent is not None:
+            await self.agent.stop()
+            await self._agent_client.close()
+        if self.node_lifecycle is not None:
+            await self.node_lifecycle.stop()
         if self.scheduler is not None:
             await self.scheduler.stop()
         await cancel_and_wait(*self._tasks)
@@ -206,6 +242,8 @@ class Server:
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/corral/v1/namespaces/{namespace}/pods/{name}/explain", self._explain)
+        app.router.add_get(THROUGHPUT_PATH, self._throughput_download)
+        app.router.add_post(THROUGHPUT_PATH, self._throughput_upload)
         add_resource_routes(app, self.api)  # type: ignore[arg-type]
         return app
 
@@ -247,6 +285,21 @@ class Server:
         import msgspec
 
         return web.Response(body=msgspec.json.encode(report), content_type="application/json")
+
+    async def _throughput_download(self, request: web.Request) -> web.Response:
+        """Bytes for an agent to time its download with (at most 64 MiB)."""
+        try:
+            n = min(int(request.query.get("bytes", "1048576")), 64 * 2**20)
+        except ValueError:
+            raise errors.bad_request("bytes must be an integer") from None
+        return web.Response(body=bytes(max(n, 0)), content_type="application/octet-stream")
+
+    async def _throughput_upload(self, request: web.Request) -> web.Response:
+        """Reads and drops an agent's upload (streamed, so the API body limit does not apply)."""
+        total = 0
+        async for chunk in request.content.iter_chunked(1 << 16):
+            total += len(chunk)
+        return web.json_response({"bytes": total})
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")

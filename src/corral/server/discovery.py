@@ -29,8 +29,8 @@ def _resource_list(group: str, version: str) -> dict[str, Any]:
             "kind": r.kind, "verbs": list(r.verbs), "shortNames": list(r.short_names),
         })
         for sub in r.subresources:
-            verbs = ["create"] if sub == "binding" else ["get", "patch", "update"]
-            kind = "Binding" if sub == "binding" else r.kind
+            verbs = {"binding": ["create"], "eviction": ["create"], "log": ["get"]}.get(sub, ["get", "patch", "update"])
+            kind = {"binding": "Binding", "eviction": "Eviction"}.get(sub, r.kind)
             resources.append({"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
                               "kind": kind, "verbs": verbs})
     return {"kind": "APIResourceList", "apiVersion": "v1",

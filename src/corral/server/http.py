@@ -164,6 +164,17 @@ class ResourceRoutes:
                 grace = _int_param(request, "gracePeriodSeconds")
                 return respond(await api.delete_collection(res, t.namespace, _list_options(request, res), grace))
             raise errors.method_not_allowed(method, res.plural)
+        if t.subresource == "eviction":
+            if method != "POST":
+                raise errors.method_not_allowed(method, "pods/eviction")
+            request[VERB] = "create"
+            return respond(await api.evict(t.namespace or "default", t.name, "Evicted",
+                                           "evicted through the API"))
+        if t.subresource == "log":
+            if method != "GET":
+                raise errors.method_not_allowed(method, "pods/log")
+            request[VERB] = "get"
+            return await proxy_logs(request, api, t.namespace or "default", t.name)
         if t.subresource == "binding":
             if method != "POST":
                 raise errors.method_not_allowed(method, "pods/binding")
@@ -265,3 +276,45 @@ def add_resource_routes(app: web.Application, api: ResourceAPI) -> None:
     routes = ResourceRoutes(api)
     app.router.add_route("*", r"/api/{version:v1}/{tail:.+}", routes.core)
     app.router.add_route("*", r"/apis/{group:[^/]+\.[^/]+}/{version:[^/]+}/{tail:.+}", routes.grouped)
+
+
+async def proxy_logs(request: web.Request, api: ResourceAPI, namespace: str, name: str) -> web.StreamResponse:
+    """``GET pods/{name}/log``: stream the container's output from the agent of the pod's node."""
+    import aiohttp
+
+    from corral.api.resources import by_kind
+
+    pod = (await api.current(by_kind("Pod"), namespace, name)).obj
+    node_name = (pod.get("spec") or {}).get("nodeName")
+    if not node_name:
+        raise errors.bad_request(f'pod "{name}" is not on a node yet: no logs to show')
+    containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or ()]
+    container = request.query.get("container") or (containers[0] if len(containers) == 1 else "")
+    if not container:
+        raise errors.bad_request(f"a container name must be specified for pod {name}, choose one of: {containers}")
+    if container not in containers:
+        raise errors.bad_request(f"container {container} is not valid for pod {name}, choose one of: {containers}")
+    node = api.cache.get(by_kind("Node").key(None, node_name))
+    status = (node.obj.get("status") or {}) if node is not None else {}
+    address = next((a.get("address") for a in status.get("addresses") or () if a.get("type") == "InternalIP"), None)
+    port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port")
+    if not address or not port:
+        raise errors.ApiError(503, "ServiceUnavailable", f"node {node_name} has no agent endpoint to read logs from")
+    params = {k: v for k, v in (("follow", request.query.get("follow")),
+                                ("tailLines", request.query.get("tailLines"))) if v}
+    url = f"http://{address}:{port}/containerLogs/{namespace}/{name}/{container}"
+    try:
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=5)) as session:
+            async with session.get(url, params=params) as upstream:
+                if upstream.status != 200:
+                    text = await upstream.text()
+                    raise errors.ApiError(upstream.status if upstream.status < 500 else 502, "NotFound"
+                                          if upstream.status == 404 else "InternalError", text.strip())
+                resp = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8"})
+                resp.enable_chunked_encoding()
+                await resp.prepare(request)
+                async for chunk in upstream.content.iter_any():
+                    await resp.write(chunk)
+                return resp
+    except aiohttp.ClientError as exc:
+        raise errors.ApiError(502, "InternalError", f"cannot reach the agent of node {node_name}: {exc}") from None

@@ -502,3 +502,38 @@ class ResourceAPI:
             "target": {"kind": "Node", "apiVersion": "v1", "name": node},
         }
         return Reply(201, _encode(answer))
+
+    # --- eviction ----------------------------------------------------------------------------------------
+
+    async def evict(self, namespace: str, name: str, reason: str, message: str) -> Reply:
+        """Take a pod off its node and back to Pending, for the scheduler to place again.
+
+        corral's eviction moves the pod (there is no ReplicaSet to recreate it): spec.nodeName is
+        cleared, the phase returns to Pending with PodScheduled=False, and the agent that ran it
+        sees it leave and stops its copy. A pod that is being deleted is left to finish.
+        """
+        pods = by_kind("Pod")
+        for _ in range(_CAS_RETRIES):
+            current = await self.current(pods, namespace, name)
+            if _meta(current.obj).get("deletionTimestamp"):
+                return Reply(200, current.value)
+            pod = _decode(current.value)
+            if not (pod.get("spec") or {}).get("nodeName"):
+                return Reply(200, current.value)
+            node = pod["spec"].pop("nodeName")
+            now = now_rfc3339()
+            status = pod.setdefault("status", {})
+            status["phase"] = "Pending"
+            status["reason"], status["message"] = reason, f"{message} (was on node {node})"
+            for key in ("containerStatuses", "hostIP", "podIP", "podIPs", "startTime"):
+                status.pop(key, None)
+            status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": reason,
+                                     "message": status["message"], "lastTransitionTime": now}]
+            try:
+                record = await self.store.update(current.key, pod, current.revision)
+            except Conflict:
+                continue
+            except KeyNotFound:
+                raise errors.not_found(pods, name) from None
+            return Reply(201, record.value)
+        raise errors.conflict(pods, name)

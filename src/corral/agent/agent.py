@@ -1,0 +1,336 @@
+"""The agent's asyncio shell around the pod state machine.
+
+It registers the Node, renews its Lease and heartbeat every 10 s, measures network throughput
+against the server at start and every 10 minutes, watches the pods bound to it (field selector
+``spec.nodeName``), feeds every change and every runtime outcome to each pod's
+:class:`~corral.agent.machine.PodMachine`, and carries out the actions the machine returns:
+starting and stopping containers through the runtime, writing the pod's status, recording events.
+It also serves container logs over HTTP for ``corral logs`` (through the server).
+
+After a restart it adopts the containers its runtime still runs for pods still bound here, and
+stops the others (their pods were deleted or placed elsewhere while it was away).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from corral.aio import cancel_and_wait
+from corral.agent import machine as m
+from corral.agent.node_info import node_object
+from corral.agent.runtimes.base import ContainerRef, Runtime, StartError
+from corral.api.defaults import now_rfc3339
+from corral.client.informer import Informer
+from corral.client.rest import AlreadyExists, ApiError, Client, ConnectionFailed, NotFound
+from corral.scheduler.cluster import EventRecorder, HttpWriter
+
+__all__ = ["Agent", "AgentConfig"]
+
+log = logging.getLogger(__name__)
+LEASE_NAMESPACE = "corral-node-lease"
+
+
+@dataclass(slots=True)
+class AgentConfig:
+    name: str
+    data_dir: str
+    capacity: dict[str, str]
+    reserved: dict[str, str] = field(default_factory=dict)
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[dict[str, str]] = field(default_factory=list)
+    address: str | None = None  # InternalIP the server reaches the agent's log endpoint on
+    port: int = 10250  # 0: any free port
+    heartbeat_seconds: float = 10.0
+    lease_duration_seconds: int = 40
+    throughput_interval_seconds: float = 600.0
+    throughput_bytes: int = 8 * 1024 * 1024
+    restart_backoff: m.BackoffPolicy = field(default_factory=m.BackoffPolicy)
+
+
+@dataclass(slots=True)
+class _Pod:
+    machine: m.PodMachine
+    refs: dict[str, ContainerRef] = field(default_factory=dict)
+    tasks: set[asyncio.Task] = field(default_factory=set)
+
+    @property
+    def namespace(self) -> str:
+        return (self.machine.pod.get("metadata") or {}).get("namespace", "default")
+
+    @property
+    def name(self) -> str:
+        return (self.machine.pod.get("metadata") or {}).get("name", "")
+
+    @property
+    def uid(self) -> str:
+        return self.machine.uid
+
+
+class Agent:
+    def __init__(self, client: Client, runtime: Runtime, config: AgentConfig) -> None:
+        self.client = client
+        self.runtime = runtime
+        self.config = config
+        self.pods: dict[str, _Pod] = {}  # by pod uid
+        self.events = EventRecorder(HttpWriter(client), component="corral-agent", host=config.name)
+        self.informer = Informer(client, "pods", field_selector=f"spec.nodeName={config.name}", raw=True)
+        self._tasks: list[asyncio.Task] = []
+        self._reports: dict[str, tuple[str, str, dict[str, Any]]] = {}
+        self._report_wakeup = asyncio.Event()
+        self._site: web.TCPSite | None = None
+        self._runner: web.AppRunner | None = None
+        self.port = config.port
+        self.throughput: dict[str, str] = {}
+        self._recovered: dict[tuple[str, str], Any] = {}  # (pod uid, container) → RecoveredContainer
+
+    # --- lifecycle -------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self._serve_logs()
+        await self._register()
+        for rc in await self.runtime.recover():
+            self._recovered[(rc.ref.pod_uid, rc.ref.container)] = rc
+        self.informer.on_add(self._on_pod)
+        self.informer.on_update(lambda old, new: self._on_pod(new))
+        self.informer.on_delete(self._on_pod_gone)
+        self.informer.start()
+        await self.informer.wait_synced()
+        await self._drop_unclaimed()
+        self.events.start()
+        self._tasks = [
+            asyncio.create_task(self._heartbeat_loop(), name="agent-heartbeat"),
+            asyncio.create_task(self._tick_loop(), name="agent-ticks"),
+            asyncio.create_task(self._report_loop(), name="agent-reports"),
+            asyncio.create_task(self._throughput_loop(), name="agent-throughput"),
+        ]
+
+    async def stop(self) -> None:
+        """Stop the agent's loops; containers keep running (a restarted agent adopts them)."""
+        await self.informer.stop()
+        await cancel_and_wait(*self._tasks, *[t for p in self.pods.values() for t in p.tasks])
+        await self.events.stop()
+        if self._runner is not None:
+            await self._runner.cleanup()
+        await self.runtime.close()
+
+    # --- the node --------------------------------------------------------------------------------------
+
+    def _node(self) -> dict[str, Any]:
+        return node_object(self.config.name, capacity=self.config.capacity, reserved=self.config.reserved,
+                           labels=self.config.labels, taints=self.config.taints, address=self.config.address,
+                           port=self.port, runtime_version=self.runtime.version)
+
+    async def _register(self) -> None:
+        node = self._node()
+        node["status"]["images"] = await self.runtime.images()
+        node["status"]["conditions"] = [self._ready_condition()]
+        try:
+            await self.client.create(node)
+        except AlreadyExists:
+            # Re-registration: labels, taints and capacity follow the flags; the rest is kept.
+            live = await self.client.get("nodes", self.config.name, raw=True)
+            live["metadata"]["labels"] = {**(live["metadata"].get("labels") or {}), **node["metadata"]["labels"]}
+            # Taints: the flags' own, plus those the control plane set (node.kubernetes.io/...).
+            system = [t for t in live["spec"].get("taints") or () if t["key"].startswith("node.kubernetes.io/")]
+            live["spec"]["taints"] = system + node["spec"].get("taints", [])
+            await self.client.update(live)
+            await self.client.patch("nodes", self.config.name, {"status": node["status"]}, subresource="status", raw=True)
+        log.info("node %s registered", self.config.name)
+
+    @staticmethod
+    def _ready_condition() -> dict[str, Any]:
+        now = now_rfc3339()
+        return {"type": "Ready", "status": "True", "reason": "AgentReady", "message": "corral agent is posting ready status",
+                "lastHeartbeatTime": now, "lastTransitionTime": now}
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            try:
+                await self.heartbeat()
+            except (ConnectionFailed, ApiError, OSError) as exc:
+                log.warning("heartbeat failed: %s", exc)
+            await asyncio.sleep(self.config.heartbeat_seconds)
+
+    async def heartbeat(self) -> None:
+        """Renew the Lease and the Node's Ready condition."""
+        name, now = self.config.name, now_rfc3339()
+        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                 "metadata": {"name": name, "namespace": LEASE_NAMESPACE},
+                 "spec": {"holderIdentity": name, "leaseDurationSeconds": self.config.lease_duration_seconds,
+                          "renewTime": now}}
+        try:
+            await self.client.patch("leases", name, {"spec": lease["spec"]}, LEASE_NAMESPACE, raw=True)
+        except NotFound:
+            lease["spec"]["acquireTime"] = now
+            await self.client.create(lease)
+        node = await self.client.get("nodes", name, raw=True)
+        conditions = [c for c in (node.get("status") or {}).get("conditions") or () if c.get("type") != "Ready"]
+        ready = self._ready_condition()
+        old = next((c for c in (node.get("status") or {}).get("conditions") or () if c.get("type") == "Ready"), None)
+        if old is not None and old.get("status") == "True":
+            ready["lastTransitionTime"] = old.get("lastTransitionTime", ready["lastTransitionTime"])
+        await self.client.patch("nodes", name, {"status": {"conditions": conditions + [ready]}}, subresource="status",
+                                raw=True)
+
+    async def _throughput_loop(self) -> None:
+        from corral.agent.throughput import measure
+
+        while True:
+            try:
+                self.throughput = await measure(self.client, self.config.throughput_bytes)
+                await self.client.patch("nodes", self.config.name, {"status": {"network": {"throughput": self.throughput}}},
+                                        subresource="status", raw=True)
+            except (ConnectionFailed, ApiError, OSError) as exc:
+                log.warning("throughput measurement failed: %s", exc)
+            await asyncio.sleep(self.config.throughput_interval_seconds)
+
+    # --- pods: events in ------------------------------------------------------------------------------
+
+    def _on_pod(self, pod: dict[str, Any]) -> None:
+        uid = (pod.get("metadata") or {}).get("uid", "")
+        if (pod.get("spec") or {}).get("nodeName") != self.config.name:
+            self._on_pod_gone(pod)
+            return
+        entry = self.pods.get(uid)
+        if entry is None:
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed", "Terminated"):
+                return  # finished before we saw it (an agent restart): nothing to run
+            entry = self.pods[uid] = _Pod(m.PodMachine(pod, backoff=self.config.restart_backoff,
+                                                       host_ip=self._node()["status"]["addresses"][0]["address"]))
+        self._feed(entry, m.Sync(pod, time.time()))
+
+    def _on_pod_gone(self, pod: dict[str, Any]) -> None:
+        entry = self.pods.get((pod.get("metadata") or {}).get("uid", ""))
+        if entry is not None:
+            self._feed(entry, m.Removed(time.time()))
+
+    def _feed(self, entry: _Pod, event: m.Event) -> None:
+        for action in entry.machine.handle(event):
+            self._act(entry, action)
+
+    async def _tick_loop(self) -> None:
+        while True:
+            now = time.time()
+            for entry in list(self.pods.values()):
+                due = entry.machine.next_deadline()
+                if due is not None and due <= now:
+                    self._feed(entry, m.Tick(now))
+            await asyncio.sleep(0.25)
+
+    # --- pods: actions out ----------------------------------------------------------------------------
+
+    def _spawn(self, entry: _Pod, coro) -> None:
+        task = asyncio.create_task(coro)
+        entry.tasks.add(task)
+        task.add_done_callback(entry.tasks.discard)
+
+    def _act(self, entry: _Pod, action: Any) -> None:
+        if isinstance(action, m.Start):
+            self._spawn(entry, self._start(entry, action.container))
+        elif isinstance(action, m.Stop):
+            self._spawn(entry, self._stop(entry, action.grace_seconds))
+        elif isinstance(action, m.Report):
+            self._reports[entry.uid] = (entry.namespace, entry.name, action.status)
+            self._report_wakeup.set()
+        elif isinstance(action, m.Emit):
+            self.events.record(entry, action.type, action.reason, action.message)
+        elif isinstance(action, m.Forget):
+            self.pods.pop(entry.uid, None)
+            self._spawn(entry, self.runtime.remove_pod(entry.uid))
+
+    async def _start(self, entry: _Pod, container: dict[str, Any]) -> None:
+        name = container.get("name", "")
+        recovered = self._recovered.pop((entry.uid, name), None)
+        if recovered is not None and recovered.running:
+            # Still running from before the agent restarted: adopt it instead of starting another.
+            entry.refs[name] = recovered.ref
+            self._feed(entry, m.Started(name, recovered.ref.id, time.time()))
+            self._spawn(entry, self._wait(entry, recovered.ref))
+            return
+        try:
+            ref = await self.runtime.start(entry.machine.pod, container)
+        except StartError as exc:
+            self._feed(entry, m.StartFailed(name, exc.reason, exc.message, time.time()))
+            return
+        entry.refs[name] = ref
+        self._feed(entry, m.Started(name, ref.id, time.time()))
+        self._spawn(entry, self._wait(entry, ref))
+
+    async def _wait(self, entry: _Pod, ref: ContainerRef) -> None:
+        info = await self.runtime.wait(ref)
+        if entry.refs.get(ref.container) is ref:
+            self._feed(entry, m.Exited(ref.container, info.exit_code, info.oom_killed, time.time()))
+
+    async def _stop(self, entry: _Pod, grace: float) -> None:
+        refs = list(entry.refs.values())
+        await asyncio.gather(*(self.runtime.stop(ref, grace) for ref in refs), return_exceptions=True)
+        entry.refs.clear()
+        self._feed(entry, m.Stopped(time.time()))
+
+    async def _report_loop(self) -> None:
+        while True:
+            await self._report_wakeup.wait()
+            self._report_wakeup.clear()
+            batch, self._reports = self._reports, {}
+            await asyncio.gather(*(self._write_status(*item) for item in batch.values()))
+
+    async def _write_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "status": status}
+        try:
+            await self.client.update(body, namespace, subresource="status", raw=True)
+        except NotFound:
+            pass  # deleted meanwhile
+        except (ConnectionFailed, ApiError) as exc:
+            log.warning("status of %s/%s not written: %s", namespace, name, exc)
+
+    # --- recovery ---------------------------------------------------------------------------------------
+
+    async def _drop_unclaimed(self) -> None:
+        """After the first sync: containers left from before a restart whose pods are no longer
+        ours (deleted, or placed elsewhere while we were away) are stopped and removed."""
+        unclaimed, self._recovered = self._recovered, {}
+        for (uid, _), rc in unclaimed.items():
+            if uid in self.pods:
+                continue
+            await self.runtime.stop(rc.ref, 0)
+            await self.runtime.remove_pod(uid)
+            log.info("stopped %s of %s: the pod is no longer on this node", rc.ref.container, rc.ref.pod_key)
+
+    # --- logs ---------------------------------------------------------------------------------------
+
+    async def _serve_logs(self) -> None:
+        app = web.Application()
+        app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self._logs)
+        app.router.add_get("/healthz", lambda r: web.Response(text="ok"))
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "0.0.0.0", self.config.port, reuse_address=True)
+        await site.start()
+        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def _logs(self, request: web.Request) -> web.StreamResponse:
+        ns, pod, container = (request.match_info[k] for k in ("namespace", "pod", "container"))
+        entry = next((p for p in self.pods.values() if p.namespace == ns and p.name == pod), None)
+        if entry is None:
+            return web.json_response({"message": f'pod "{ns}/{pod}" is not on node {self.config.name}'}, status=404)
+        if container not in entry.machine.containers:
+            names = ", ".join(entry.machine.containers)
+            return web.json_response({"message": f'container "{container}" is not in pod {pod} (it has: {names})'},
+                                     status=404)
+        tail = request.query.get("tailLines")
+        follow = request.query.get("follow", "").lower() in ("true", "1")
+        resp = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        try:
+            async for chunk in self.runtime.logs(entry.uid, container, tail=int(tail) if tail else None, follow=follow):
+                await resp.write(chunk)
+        except (ConnectionResetError, asyncio.CancelledError):
+            pass
+        return resp

@@ -1,0 +1,108 @@
+"""What an agent says about its node: capacity read from the host, allocatable, labels, taints,
+addresses and system info. Parsing of the agent's ``--labels``, ``--taints``, ``--capacity`` and
+``--reserved`` flags lives here too."""
+
+from __future__ import annotations
+
+import os
+import platform
+import shutil
+import socket
+from typing import Any
+
+import corral
+from corral.api.quantity import QuantityError, format_bytes, format_cpu, to_milli, to_units
+
+__all__ = ["host_capacity", "parse_pairs", "parse_taints", "allocatable", "node_object", "FlagError"]
+
+
+class FlagError(ValueError):
+    """A malformed agent flag; the message names the flag and the bad part."""
+
+
+def host_capacity(data_dir: str) -> dict[str, str]:
+    """cpu, memory, ephemeral-storage (of the data directory's disk) and pods (110, as kubelet)."""
+    memory = 0
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    memory = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    os.makedirs(data_dir, exist_ok=True)
+    disk = shutil.disk_usage(data_dir).total
+    return {"cpu": str(os.cpu_count() or 1), "memory": format_bytes(memory), "ephemeral-storage": format_bytes(disk),
+            "pods": "110"}
+
+
+def parse_pairs(text: str | None, flag: str) -> dict[str, str]:
+    """``a=1,b=2`` → {"a": "1", "b": "2"}."""
+    out: dict[str, str] = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip():
+            raise FlagError(f"{flag}: expected KEY=VALUE, got {part.strip()!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def parse_taints(text: str | None) -> list[dict[str, str]]:
+    """``key=value:NoSchedule,other:NoExecute`` → Node taints."""
+    taints = []
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        head, sep, effect = part.strip().rpartition(":")
+        if not sep or effect not in ("NoSchedule", "PreferNoSchedule", "NoExecute"):
+            raise FlagError(f"--taints: expected KEY[=VALUE]:EFFECT with EFFECT NoSchedule, PreferNoSchedule or "
+                            f"NoExecute, got {part.strip()!r}")
+        key, _, value = head.partition("=")
+        taints.append({"key": key, "value": value, "effect": effect})
+    return taints
+
+
+def allocatable(capacity: dict[str, str], reserved: dict[str, str]) -> dict[str, str]:
+    """capacity − reserved, per resource, never below zero."""
+    out = {}
+    for name, value in capacity.items():
+        try:
+            if name == "cpu":
+                out[name] = format_cpu(max(to_milli(value) - to_milli(reserved.get(name, "0")), 0))
+            else:
+                amount = max(to_units(value) - to_units(reserved.get(name, "0")), 0)
+                out[name] = format_bytes(amount) if name in ("memory", "ephemeral-storage") else str(amount)
+        except QuantityError as exc:
+            raise FlagError(f"--reserved/--capacity {name}: {exc}") from None
+    return out
+
+
+def _address() -> str:
+    try:
+        return socket.gethostbyname(socket.gethostname())
+    except OSError:
+        return "127.0.0.1"
+
+
+def node_object(name: str, *, capacity: dict[str, str], reserved: dict[str, str], labels: dict[str, str],
+                taints: list[dict[str, str]], address: str | None, port: int, runtime_version: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {
+            "kubernetes.io/hostname": name, "kubernetes.io/os": platform.system().lower(),
+            "kubernetes.io/arch": {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine()),
+            **labels}},
+        "spec": {"taints": taints} if taints else {},
+        "status": {
+            "capacity": capacity,
+            "allocatable": allocatable(capacity, reserved),
+            "addresses": [{"type": "InternalIP", "address": address or _address()},
+                          {"type": "Hostname", "address": socket.gethostname()}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
+            "nodeInfo": {"kernelVersion": platform.release(), "osImage": platform.platform(),
+                         "operatingSystem": platform.system().lower(), "architecture": platform.machine(),
+                         "containerRuntimeVersion": runtime_version, "kubeletVersion": f"corral-{corral.__version__}"},
+        },
+    }

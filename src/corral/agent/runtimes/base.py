@@ -1,0 +1,71 @@
+"""The runtime interface: how the agent starts, watches, stops and reads the logs of containers.
+
+Implementations: ``process`` (each container is a local process) and ``docker`` (the Docker Engine
+API). The simulator uses a fake. All methods are async; a runtime never talks to the API server.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Protocol
+
+__all__ = ["Runtime", "ContainerRef", "ExitInfo", "StartError", "RecoveredContainer"]
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerRef:
+    pod_uid: str
+    pod_key: str  # namespace/name
+    container: str
+    id: str  # runtime-specific: process://PID or docker://ID
+
+
+@dataclass(frozen=True, slots=True)
+class ExitInfo:
+    exit_code: int
+    oom_killed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RecoveredContainer:
+    """A container found running after an agent restart."""
+
+    ref: ContainerRef
+    running: bool
+
+
+class StartError(Exception):
+    """A container could not be started; ``reason`` is Kubernetes' (ErrImagePull, StartError, ...)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+class Runtime(Protocol):
+    name: str
+    version: str
+
+    async def start(self, pod: dict[str, Any], container: dict[str, Any]) -> ContainerRef:
+        """Start one container of ``pod``; raises :class:`StartError`."""
+
+    async def wait(self, ref: ContainerRef) -> ExitInfo:
+        """Return when the container exits."""
+
+    async def stop(self, ref: ContainerRef, grace_seconds: float) -> None:
+        """SIGTERM, wait up to ``grace_seconds``, SIGKILL. Idempotent."""
+
+    async def logs(self, pod_uid: str, container: str, *, tail: int | None, follow: bool) -> AsyncIterator[bytes]:
+        """The container's output (stdout and stderr), optionally following it."""
+
+    async def recover(self) -> list[RecoveredContainer]:
+        """Containers this runtime started before the agent restarted."""
+
+    async def remove_pod(self, pod_uid: str) -> None:
+        """Remove what is left of a pod (stopped containers, its network, its files)."""
+
+    async def images(self) -> list[dict[str, Any]]:
+        """The images this node holds, as Node.status.images entries."""
+
+    async def close(self) -> None: ...

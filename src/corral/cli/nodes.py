@@ -1,0 +1,122 @@
+"""``corral agent``, ``corral logs`` and ``corral drain``: the node side of the cluster."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from corral.cli.common import CliError, make_client, namespace_option, run, server_option
+
+__all__ = ["agent", "logs", "drain"]
+
+
+@click.command()
+@server_option
+@click.option("--name", default=None, help="Node name (default: this machine's hostname).")
+@click.option("--runtime", type=click.Choice(["process", "docker"]), default="process", show_default=True,
+              help="process: containers are local processes; docker: containers in the Docker engine.")
+@click.option("--labels", default=None, metavar="K=V,...", help="Extra node labels.")
+@click.option("--taints", default=None, metavar="K[=V]:EFFECT,...", help="Node taints, e.g. gpu=yes:NoSchedule.")
+@click.option("--capacity", default=None, metavar="R=Q,...", help="Override what the host reports, e.g. cpu=4,memory=8Gi.")
+@click.option("--reserved", default=None, metavar="R=Q,...", help="Kept for the system: allocatable = capacity − reserved.")
+@click.option("--data-dir", default=None, metavar="DIR", help="Working directories and logs (default: ~/.local/share/corral/agent-NAME).")
+@click.option("--address", default=None, metavar="IP", help="The address the server reaches this agent on (for logs).")
+@click.option("--port", default=10250, show_default=True, help="Port of the agent's log endpoint (0: any free port).")
+@click.option("--docker-host", default=None, metavar="URL", help="Docker engine (default: $DOCKER_HOST or the local socket).")
+@click.option("--heartbeat", default=10.0, show_default=True, help="Seconds between Lease renewals.")
+@click.option("--restart-backoff", default=10.0, show_default=True, help="First crash-loop back-off in seconds (doubles to 5 min).")
+@click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+@run
+async def agent(server, name, runtime, labels, taints, capacity, reserved, data_dir, address, port, docker_host,
+                heartbeat, restart_backoff, log_level) -> None:
+    """Run this machine as a node: register it, keep it alive, run the pods bound to it."""
+    import logging
+    import os
+    import socket
+
+    from corral.agent.agent import Agent, AgentConfig
+    from corral.agent.machine import BackoffPolicy
+    from corral.agent.node_info import FlagError, host_capacity, parse_pairs, parse_taints
+    from corral.aio import wait_for_termination
+    from corral.server.app import default_data_dir
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    name = (name or socket.gethostname()).lower()
+    data_dir = data_dir or os.path.join(default_data_dir(), f"agent-{name}")
+    try:
+        cap = {**host_capacity(data_dir), **parse_pairs(capacity, "--capacity")}
+        config = AgentConfig(name=name, data_dir=data_dir, capacity=cap, reserved=parse_pairs(reserved, "--reserved"),
+                             labels=parse_pairs(labels, "--labels"), taints=parse_taints(taints), address=address,
+                             port=port, heartbeat_seconds=heartbeat,
+                             restart_backoff=BackoffPolicy(initial=restart_backoff))
+    except FlagError as exc:
+        raise CliError(str(exc)) from None
+    if runtime == "docker":
+        from corral.agent.runtimes.docker import DockerRuntime
+
+        rt = DockerRuntime(data_dir, base_url=docker_host)
+    else:
+        from corral.agent.runtimes.process import ProcessRuntime
+
+        rt = ProcessRuntime(data_dir)
+    async with make_client(server) as client:
+        await client.request("GET", "/version")
+        node = Agent(client, rt, config)
+        await node.start()
+        click.echo(f"corral agent {name} ({runtime} runtime) registered with {client.base_url}; logs on port {node.port}")
+        try:
+            await wait_for_termination()
+        finally:
+            await node.stop()
+
+
+@click.command()
+@click.argument("pod")
+@click.option("--container", "-c", default=None, help="Container name (needed when the pod has several).")
+@click.option("--follow", "-f", is_flag=True, help="Keep printing new output.")
+@click.option("--tail", type=int, default=None, help="Only the last N lines.")
+@namespace_option
+@server_option
+@run
+async def logs(pod, container, follow, tail, namespace, server) -> None:
+    """Print a container's output (through the server, from the agent of the pod's node)."""
+    import aiohttp
+
+    from corral.client.rest import ConnectionFailed, _error
+
+    ns = namespace or "default"
+    params = {k: v for k, v in (("container", container), ("follow", "true" if follow else None),
+                                ("tailLines", str(tail) if tail is not None else None)) if v}
+    async with make_client(server) as client:
+        url = f"{client.base_url}/api/v1/namespaces/{ns}/pods/{pod}/log"
+        try:
+            async with client.session.get(url, params=params, timeout=aiohttp.ClientTimeout(total=None)) as resp:
+                if resp.status >= 400:
+                    raise _error(resp.status, await resp.read())
+                async for chunk in resp.content.iter_any():
+                    sys.stdout.buffer.write(chunk)
+                    sys.stdout.buffer.flush()
+        except aiohttp.ClientConnectionError as exc:
+            raise ConnectionFailed(f"cannot reach the corral server at {client.base_url}: {exc}") from None
+
+
+@click.command()
+@click.argument("node")
+@server_option
+@run
+async def drain(node, server) -> None:
+    """Cordon a node and move its pods off: each goes back to Pending and is placed elsewhere."""
+    async with make_client(server) as client:
+        live = await client.get("nodes", node, raw=True)
+        if not (live.get("spec") or {}).get("unschedulable"):
+            await client.patch("nodes", node, {"spec": {"unschedulable": True}}, raw=True)
+            click.echo(f"node/{node} cordoned")
+        pods = (await client.list("pods", None, field_selector=f"spec.nodeName={node}", raw=True)).items
+        for pod in pods:
+            meta = pod["metadata"]
+            await client.request("POST", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/eviction",
+                                 body={"apiVersion": "policy/v1", "kind": "Eviction",
+                                       "metadata": {"name": meta["name"], "namespace": meta["namespace"]}})
+            click.echo(f"evicting pod {meta['namespace']}/{meta['name']}")
+        click.echo(f"node/{node} drained")

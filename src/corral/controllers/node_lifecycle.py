@@ -1,0 +1,167 @@
+"""The node lifecycle controller: notices lost nodes and places their pods again.
+
+Every ``interval`` seconds, for every node:
+
+1. its heartbeat is its Lease's ``renewTime`` in ``corral-node-lease`` (or, without a Lease, the
+   Ready condition's ``lastHeartbeatTime``);
+2. older than the grace period (default 40 s): the node becomes NotReady — Ready condition
+   ``Unknown``, taint ``node.kubernetes.io/unreachable:NoExecute`` (so nothing new lands there) —
+   and each of its pods gets a ``NotReadyAt`` condition and an event;
+3. NotReady for longer than the eviction timeout (default 300 s, counted from the taint's
+   ``timeAdded``): its pods are evicted — back to Pending, for the scheduler to place elsewhere;
+4. heartbeating again: the taint goes (the agent itself sets Ready back to True).
+
+The state it needs survives a server restart, because it lives in the objects (the taint's
+``timeAdded``), not in memory.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import Any
+
+from corral.api.defaults import now_rfc3339
+from corral.api.resources import by_kind
+from corral.scheduler.cache.node_table import parse_timestamp
+from corral.server.rest import ResourceAPI, WriteOptions
+from corral.server import errors
+
+__all__ = ["NodeLifecycleController", "UNREACHABLE_TAINT"]
+
+log = logging.getLogger(__name__)
+UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+LEASE_PREFIX = "/coordination.k8s.io/leases/corral-node-lease/"
+
+
+class NodeLifecycleController:
+    def __init__(self, api: ResourceAPI, *, grace_seconds: float = 40.0, eviction_seconds: float = 300.0,
+                 interval: float = 2.0, clock=time.time) -> None:
+        self.api = api
+        self.grace = grace_seconds
+        self.eviction = eviction_seconds
+        self.interval = interval
+        self.clock = clock
+        self._task: asyncio.Task | None = None
+        self._opts = WriteOptions(warn=False)
+        self._nodes, self._pods, self._events = by_kind("Node"), by_kind("Pod"), by_kind("Event")
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="node-lifecycle")
+
+    async def stop(self) -> None:
+        from corral.aio import cancel_and_wait
+
+        await cancel_and_wait(self._task)
+
+    async def _run(self) -> None:
+        while True:
+            try:
+                await self.reconcile()
+            except Exception:  # keep watching nodes whatever one round met
+                log.exception("node lifecycle round failed")
+            await asyncio.sleep(self.interval)
+
+    def _heartbeat(self, node: dict[str, Any]) -> float:
+        name = node["metadata"]["name"]
+        lease = self.api.cache.get(LEASE_PREFIX + name)
+        if lease is not None:
+            renew = parse_timestamp((lease.obj.get("spec") or {}).get("renewTime"))
+            if renew:
+                return renew
+        for cond in (node.get("status") or {}).get("conditions") or ():
+            if cond.get("type") == "Ready":
+                return parse_timestamp(cond.get("lastHeartbeatTime"))
+        return parse_timestamp(node["metadata"].get("creationTimestamp"))
+
+    async def reconcile(self) -> None:
+        """One pass over every node (also what tests call, with a fake clock)."""
+        await self.api.cache.wait_fresh()
+        now = self.clock()
+        for record in list(self.api.cache.items(self._nodes.store_prefix)):
+            node = record.obj
+            taint = next((t for t in (node.get("spec") or {}).get("taints") or () if t.get("key") == UNREACHABLE_TAINT), None)
+            silent_for = now - self._heartbeat(node)
+            if silent_for > self.grace:
+                if taint is None:
+                    await self._mark_not_ready(node, silent_for)
+                elif now - parse_timestamp(taint.get("timeAdded")) > self.eviction:
+                    await self._evict_pods(node["metadata"]["name"])
+            elif taint is not None:
+                await self._mark_reachable(node)
+
+    def _pods_on(self, node: str) -> list[dict[str, Any]]:
+        return [r.obj for r in self.api.cache.items(self._pods.store_prefix)
+                if (r.obj.get("spec") or {}).get("nodeName") == node]
+
+    async def _mark_not_ready(self, node: dict[str, Any], silent_for: float) -> None:
+        name, now = node["metadata"]["name"], now_rfc3339()
+        message = f"the agent stopped renewing its lease {silent_for:.0f}s ago"
+        log.warning("node %s is NotReady: %s", name, message)
+        taints = [t for t in (node.get("spec") or {}).get("taints") or () if t.get("key") != UNREACHABLE_TAINT]
+        taints.append({"key": UNREACHABLE_TAINT, "effect": "NoExecute", "timeAdded": now})
+        await self._patch(self._nodes, None, name, {"spec": {"taints": taints}})
+        conditions = [c for c in (node.get("status") or {}).get("conditions") or () if c.get("type") != "Ready"]
+        conditions.append({"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": message,
+                           "lastHeartbeatTime": self._last_beat(node), "lastTransitionTime": now})
+        await self._patch(self._nodes, None, name, {"status": {"conditions": conditions}}, "status")
+        for pod in self._pods_on(name):
+            meta = pod["metadata"]
+            conditions = [c for c in (pod.get("status") or {}).get("conditions") or () if c.get("type") != "NotReadyAt"]
+            conditions.append({"type": "NotReadyAt", "status": "True", "reason": "NodeNotReady",
+                               "message": f"node {name} is not ready: {message}", "lastTransitionTime": now})
+            await self._patch(self._pods, meta.get("namespace"), meta["name"], {"status": {"conditions": conditions}},
+                              "status")
+            await self._event(pod, "Warning", "NodeNotReady", f"Node {name} is not ready: {message}")
+
+    @staticmethod
+    def _last_beat(node: dict[str, Any]) -> str:
+        for cond in (node.get("status") or {}).get("conditions") or ():
+            if cond.get("type") == "Ready":
+                return cond.get("lastHeartbeatTime", "")
+        return ""
+
+    async def _evict_pods(self, node: str) -> None:
+        for pod in self._pods_on(node):
+            meta = pod["metadata"]
+            if meta.get("deletionTimestamp"):
+                # Its agent is gone and will not report Terminated: finish the deletion here.
+                await self._delete_now(meta.get("namespace"), meta["name"])
+                continue
+            message = f"node {node} was unreachable for more than {self.eviction:.0f}s"
+            await self.api.evict(meta.get("namespace", "default"), meta["name"], "NodeLost", message)
+            await self._event(pod, "Warning", "NodeLost", f"Evicted: {message}; returned to Pending to be placed again")
+            log.warning("evicted %s/%s from lost node %s", meta.get("namespace"), meta["name"], node)
+
+    async def _mark_reachable(self, node: dict[str, Any]) -> None:
+        name = node["metadata"]["name"]
+        taints = [t for t in (node.get("spec") or {}).get("taints") or () if t.get("key") != UNREACHABLE_TAINT]
+        await self._patch(self._nodes, None, name, {"spec": {"taints": taints or None}})
+        log.info("node %s is reachable again", name)
+
+    async def _patch(self, resource, namespace, name, patch, subresource=None) -> None:
+        try:
+            await self.api.patch(resource, namespace, name, patch, "merge", self._opts, subresource)
+        except errors.ApiError as exc:
+            log.debug("patch of %s %s skipped: %s", resource.plural, name, exc.message)
+
+    async def _delete_now(self, namespace: str | None, name: str) -> None:
+        try:
+            await self.api.delete(self._pods, namespace, name, 0, None, None)
+        except errors.ApiError:
+            pass
+
+    async def _event(self, pod: dict[str, Any], etype: str, reason: str, message: str) -> None:
+        meta = pod["metadata"]
+        now = now_rfc3339()
+        event = {"apiVersion": "v1", "kind": "Event",
+                 "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace", "default")},
+                 "involvedObject": {"kind": "Pod", "name": meta["name"], "namespace": meta.get("namespace", "default"),
+                                    "uid": meta.get("uid", "")},
+                 "reason": reason, "message": message, "type": etype, "count": 1,
+                 "firstTimestamp": now, "lastTimestamp": now, "source": {"component": "node-lifecycle-controller"}}
+        try:
+            await self.api.create(self._events, meta.get("namespace", "default"), event, self._opts)
+        except errors.ApiError as exc:
+            log.debug("event not written: %s", exc.message)
