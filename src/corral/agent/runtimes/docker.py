@@ -1,0 +1,229 @@
+"""The docker runtime: containers in a Docker engine, through the Docker Engine API (docker SDK).
+
+Per pod: one bridge network (``corral-<uid>``); per container spec: one container on it, labelled
+with the pod's uid, namespace and name and the container's name (that is how the agent finds them
+again after a restart), with the spec's cpu and memory limits, its env and working directory, and
+its hostPorts published. ``command`` replaces the image's ENTRYPOINT and ``args`` its CMD, as in
+Kubernetes. A missing image is pulled (unless ``imagePullPolicy: Never``).
+
+The SDK is synchronous: every call runs in a thread; waiting for containers to exit uses a pool of
+its own so that many long waits never starve the default executor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+from typing import Any, AsyncIterator
+
+from corral.agent.runtimes.base import ContainerRef, ExitInfo, RecoveredContainer, StartError
+from corral.api.quantity import QuantityError, to_milli, to_units
+
+__all__ = ["DockerRuntime"]
+
+LABEL_UID = "corral.dev/pod-uid"
+LABEL_NAMESPACE = "corral.dev/pod-namespace"
+LABEL_POD = "corral.dev/pod-name"
+LABEL_CONTAINER = "corral.dev/container"
+
+
+class DockerRuntime:
+    name = "docker"
+
+    def __init__(self, data_dir: str, base_url: str | None = None) -> None:
+        import docker
+
+        self.data_dir = data_dir
+        self.client = docker.DockerClient(base_url=base_url or os.environ.get("DOCKER_HOST")
+                                          or "unix:///var/run/docker.sock", timeout=120)
+        self._waits = concurrent.futures.ThreadPoolExecutor(max_workers=512, thread_name_prefix="docker-wait")
+        self.version = "docker://unknown"
+        try:
+            self.version = f"docker://{self.client.version().get('Version', 'unknown')}"
+        except Exception:  # reported at the first start instead
+            pass
+
+    # --- helpers -----------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _names(pod: dict[str, Any]) -> tuple[str, str, str, str]:
+        meta = pod.get("metadata") or {}
+        return meta.get("uid", ""), meta.get("namespace", "default"), meta.get("name", ""), \
+            f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
+
+    def _network(self, uid: str) -> str:
+        import docker.errors
+
+        name = f"corral-{uid[:12]}"
+        try:
+            self.client.networks.get(name)
+        except docker.errors.NotFound:
+            self.client.networks.create(name, driver="bridge", labels={LABEL_UID: uid})
+        return name
+
+    def _ensure_image(self, image: str, policy: str) -> None:
+        import docker.errors
+
+        try:
+            self.client.images.get(image)
+            if policy != "Always":
+                return
+        except docker.errors.ImageNotFound:
+            if policy == "Never":
+                raise StartError("ErrImageNeverPull",
+                                 f'image "{image}" is not present and imagePullPolicy is Never') from None
+        except docker.errors.APIError as exc:
+            raise StartError("ErrImagePull", f'image "{image}": {exc.explanation or exc}') from None
+        try:
+            repo, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "latest")
+            self.client.images.pull(repo, tag=tag)
+        except docker.errors.APIError as exc:
+            raise StartError("ErrImagePull", f'failed to pull image "{image}": {exc.explanation or exc}') from None
+
+    @staticmethod
+    def _limits(container: dict[str, Any]) -> dict[str, Any]:
+        limits = ((container.get("resources") or {}).get("limits")) or {}
+        out: dict[str, Any] = {}
+        try:
+            if "memory" in limits:
+                out["mem_limit"] = to_units(limits["memory"])
+                out["memswap_limit"] = out["mem_limit"]  # no swap beyond the limit: OOM as Kubernetes does
+            if "cpu" in limits:
+                out["nano_cpus"] = to_milli(limits["cpu"]) * 1_000_000
+        except QuantityError:
+            pass
+        return out
+
+    def _start_sync(self, pod: dict[str, Any], container: dict[str, Any]) -> ContainerRef:
+        import docker.errors
+
+        uid, namespace, pod_name, key = self._names(pod)
+        name = container.get("name", "")
+        image = container.get("image", "")
+        self._ensure_image(image, container.get("imagePullPolicy", "IfNotPresent"))
+        cname = f"corral-{namespace}-{pod_name}-{name}-{uid[:8]}"
+        try:
+            self.client.containers.get(cname).remove(force=True)  # a previous attempt's leftover
+        except docker.errors.NotFound:
+            pass
+        ports = {f"{p['containerPort']}/{p.get('protocol', 'TCP').lower()}": p["hostPort"]
+                 for p in container.get("ports") or () if p.get("hostPort")}
+        env = {e["name"]: str(e.get("value", "")) for e in container.get("env") or () if e.get("name")}
+        env.update({"POD_NAME": pod_name, "POD_NAMESPACE": namespace})
+        try:
+            created = self.client.containers.create(
+                image, name=cname, entrypoint=container.get("command") or None,
+                command=container.get("args") or None, environment=env,
+                working_dir=container.get("workingDir") or None, hostname=pod_name[:63],
+                labels={LABEL_UID: uid, LABEL_NAMESPACE: namespace, LABEL_POD: pod_name, LABEL_CONTAINER: name},
+                network=self._network(uid), ports=ports or None, detach=True, **self._limits(container),
+            )
+            created.start()
+        except docker.errors.APIError as exc:
+            message = exc.explanation or str(exc)
+            if "executable file not found" in message or "no such file or directory" in message:
+                raise StartError("StartError", message) from None
+            raise StartError("RunContainerError", message) from None
+        return ContainerRef(uid, key, name, f"docker://{created.id}")
+
+    # --- the interface -------------------------------------------------------------------------------
+
+    async def start(self, pod: dict[str, Any], container: dict[str, Any]) -> ContainerRef:
+        return await asyncio.to_thread(self._start_sync, pod, container)
+
+    @staticmethod
+    def _id(ref: ContainerRef) -> str:
+        return ref.id.removeprefix("docker://")
+
+    def _wait_sync(self, ref: ContainerRef) -> ExitInfo:
+        import docker.errors
+
+        try:
+            c = self.client.containers.get(self._id(ref))
+            result = c.wait()
+            c.reload()
+            return ExitInfo(int(result.get("StatusCode", -1)), bool(c.attrs.get("State", {}).get("OOMKilled")))
+        except docker.errors.NotFound:
+            return ExitInfo(-1)
+
+    async def wait(self, ref: ContainerRef) -> ExitInfo:
+        return await asyncio.get_running_loop().run_in_executor(self._waits, self._wait_sync, ref)
+
+    def _stop_sync(self, ref: ContainerRef, grace: float) -> None:
+        import docker.errors
+
+        try:
+            self.client.containers.get(self._id(ref)).stop(timeout=max(int(grace), 0))
+        except docker.errors.NotFound:
+            pass
+
+    async def stop(self, ref: ContainerRef, grace_seconds: float) -> None:
+        await asyncio.to_thread(self._stop_sync, ref, grace_seconds)
+
+    def _find(self, pod_uid: str, container: str):
+        found = self.client.containers.list(all=True, filters={"label": [f"{LABEL_UID}={pod_uid}",
+                                                                         f"{LABEL_CONTAINER}={container}"]})
+        return found[0] if found else None
+
+    async def logs(self, pod_uid: str, container: str, *, tail: int | None, follow: bool) -> AsyncIterator[bytes]:
+        c = await asyncio.to_thread(self._find, pod_uid, container)
+        if c is None:
+            return
+        if not follow:
+            yield await asyncio.to_thread(c.logs, stdout=True, stderr=True, tail="all" if tail is None else tail)
+            return
+        queue: asyncio.Queue = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+
+        def pump() -> None:
+            try:
+                for chunk in c.logs(stdout=True, stderr=True, stream=True, follow=True,
+                                    tail="all" if tail is None else tail):
+                    loop.call_soon_threadsafe(queue.put_nowait, chunk)
+            finally:
+                loop.call_soon_threadsafe(queue.put_nowait, None)
+
+        loop.run_in_executor(self._waits, pump)
+        while (chunk := await queue.get()) is not None:
+            yield chunk
+
+    def _recover_sync(self) -> list[RecoveredContainer]:
+        found = []
+        for c in self.client.containers.list(all=True, filters={"label": LABEL_UID}):
+            labels = c.labels
+            ref = ContainerRef(labels.get(LABEL_UID, ""), f"{labels.get(LABEL_NAMESPACE)}/{labels.get(LABEL_POD)}",
+                               labels.get(LABEL_CONTAINER, ""), f"docker://{c.id}")
+            found.append(RecoveredContainer(ref, c.status == "running"))
+        return found
+
+    async def recover(self) -> list[RecoveredContainer]:
+        return await asyncio.to_thread(self._recover_sync)
+
+    def _remove_sync(self, pod_uid: str) -> None:
+        import docker.errors
+
+        for c in self.client.containers.list(all=True, filters={"label": f"{LABEL_UID}={pod_uid}"}):
+            try:
+                c.remove(force=True)
+            except docker.errors.APIError:
+                pass
+        for net in self.client.networks.list(filters={"label": f"{LABEL_UID}={pod_uid}"}):
+            try:
+                net.remove()
+            except docker.errors.APIError:
+                pass
+
+    async def remove_pod(self, pod_uid: str) -> None:
+        await asyncio.to_thread(self._remove_sync, pod_uid)
+
+    def _images_sync(self) -> list[dict[str, Any]]:
+        return [{"names": image.tags, "sizeBytes": int(image.attrs.get("Size") or 0)}
+                for image in self.client.images.list() if image.tags]
+
+    async def images(self) -> list[dict[str, Any]]:
+        return await asyncio.to_thread(self._images_sync)
+
+    async def close(self) -> None:
+        self._waits.shutdown(wait=False, cancel_futures=True)
+        await asyncio.to_thread(self.client.close)

@@ -1,0 +1,115 @@
+"""A small real cluster for end-to-end tests: a server process and agent processes on this machine."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+from corral.testing.server import ServerProcess
+
+__all__ = ["LocalCluster", "wait_for"]
+
+
+class LocalCluster:
+    """``corral server`` (scheduler, controllers) and ``agents`` × ``corral agent``, each with its own
+    data directory under ``root``; short heartbeats and back-offs so tests run in seconds."""
+
+    def __init__(self, root: str, agents: int = 3, *, runtime: str = "process", docker_host: str | None = None,
+                 grace: float = 40.0, eviction: float = 300.0, agent_args: tuple[str, ...] = ()) -> None:
+        self.root = root
+        self.n = agents
+        self.runtime = runtime
+        self.docker_host = docker_host
+        self.agent_args = agent_args
+        self.server = ServerProcess(os.path.join(root, "server"), "--node-monitor-grace-period", str(grace),
+                                    "--pod-eviction-timeout", str(eviction))
+        self.agents: dict[str, subprocess.Popen] = {}
+
+    @property
+    def url(self) -> str:
+        return self.server.url
+
+    def node_name(self, i: int) -> str:
+        return f"node-{i}"
+
+    def start_agent(self, i: int) -> None:
+        name = self.node_name(i)
+        data = os.path.join(self.root, name)
+        os.makedirs(data, exist_ok=True)
+        args = [sys.executable, "-m", "corral", "agent", "--server", self.url, "--name", name, "--data-dir", data,
+                "--port", "0", "--address", "127.0.0.1", "--heartbeat", "1", "--restart-backoff", "0.5",
+                "--runtime", self.runtime, "--log-level", "info", *self.agent_args]
+        if self.docker_host:
+            args += ["--docker-host", self.docker_host]
+        log = open(os.path.join(data, "agent.log"), "ab")
+        self.agents[name] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        log.close()
+
+    def kill_agent(self, i: int) -> None:
+        """``kill -9`` of the agent (its containers keep running, as on a partitioned machine)."""
+        proc = self.agents.pop(self.node_name(i))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+
+    def agent_log(self, i: int) -> str:
+        path = os.path.join(self.root, self.node_name(i), "agent.log")
+        with open(path, encoding="utf-8", errors="replace") as f:
+            return f.read()
+
+    def start(self) -> "LocalCluster":
+        self.server.start()
+        for i in range(self.n):
+            self.start_agent(i)
+        return self
+
+    def stop(self) -> None:
+        for proc in self.agents.values():
+            proc.terminate()
+        for proc in self.agents.values():
+            try:
+                proc.wait(15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self.agents.clear()
+        self.server.stop()
+        self.kill_pod_processes()
+
+    def kill_pod_processes(self) -> int:
+        """Pods' processes outlive their agent by design (a restarted agent adopts them); a test
+        cluster must not leave them behind. Returns how many were still running."""
+        import glob
+        import json
+
+        from corral.agent.runtimes.process import _start_time
+
+        killed = 0
+        for pid_file in glob.glob(os.path.join(self.root, "node-*", "pods", "*", "*.pid")):
+            try:
+                info = json.loads(open(pid_file).read())
+                if info.get("start") and _start_time(info["pid"]) == info["start"]:
+                    os.killpg(info["pid"], signal.SIGKILL)
+                    killed += 1
+            except (OSError, ValueError):
+                continue
+        return killed
+
+    def __enter__(self) -> "LocalCluster":
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def wait_for(predicate, timeout: float = 30.0, interval: float = 0.2, what: str = "condition"):
+    """Poll ``predicate`` until it returns something truthy; return that."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {last!r})")

@@ -1,0 +1,110 @@
+"""A real cluster on this machine: the server, three agents (process runtime), the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import urllib.request
+
+import pytest
+
+from corral.testing.cluster import LocalCluster, wait_for
+from tests.cli.test_cli import corral
+
+HERE = os.path.dirname(__file__)
+
+
+def pods(url: str) -> dict[str, dict]:
+    out = json.loads(corral("get", "pods", "-o", "json", server=url).stdout)
+    return {p["metadata"]["name"]: p for p in out["items"]}
+
+
+def phase(url: str, name: str) -> str | None:
+    return (pods(url).get(name) or {}).get("status", {}).get("phase")
+
+
+def apply(url: str, tmp_path, text: str) -> None:
+    path = tmp_path / f"m{abs(hash(text))}.yaml"
+    path.write_text(text)
+    corral("apply", "-f", str(path), server=url)
+
+
+def pod_yaml(name: str, command: list[str], *, restart: str = "Always", port: int | None = None,
+             containers: int = 1) -> str:
+    ports = f"\n    ports: [{{containerPort: {port}, hostPort: {port}}}]" if port else ""
+    spec = "".join(
+        f"\n  - name: c{i}\n    image: local/none\n    command: {json.dumps(command)}{ports if i == 0 else ''}"
+        f"\n    resources: {{requests: {{cpu: 50m, memory: 32Mi}}}}" for i in range(containers))
+    return f"apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  restartPolicy: {restart}\n  containers:{spec}\n"
+
+
+def running_processes(marker: str) -> int:
+    out = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True).stdout
+    return len(out.split())
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with LocalCluster(str(tmp_path / "cluster"), agents=3) as c:
+        wait_for(lambda: len(json.loads(corral("get", "nodes", "-o", "json", server=c.url).stdout)["items"]) == 3,
+                 what="three nodes")
+        yield c
+
+
+def test_pods_run_do_their_work_log_and_leave_nothing_behind_when_deleted(cluster, tmp_path):
+    url = cluster.url
+    apply(url, tmp_path, pod_yaml("web", ["python3", "-m", "http.server", "18765"], port=18765))
+    apply(url, tmp_path, pod_yaml("pair", ["sh", "-c", "echo hello from $POD_NAME; exec sleep 600"], containers=2))
+    wait_for(lambda: phase(url, "web") == "Running" and phase(url, "pair") == "Running", what="pods Running")
+    body = wait_for(lambda: _http("http://127.0.0.1:18765/"), what="the web pod to answer")
+    assert b"Directory listing" in body
+    assert wait_for(lambda: "hello from pair" in corral("logs", "pair", "-c", "c1", server=url).stdout)
+    assert "GET / HTTP" in corral("logs", "web", server=url).stdout
+    table = corral("get", "pods", "-o", "wide", server=url).stdout
+    assert "Running" in table and "node-" in table
+    corral("delete", "pod", "web", "pair", server=url)
+    wait_for(lambda: not pods(url), what="the records to go")
+    wait_for(lambda: running_processes("http.server 18765") == 0, what="the web process to stop")
+    wait_for(lambda: running_processes("sleep 600") == 0, what="both containers of the pair to stop")
+
+
+def _http(url: str) -> bytes | None:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.read()
+    except OSError:
+        return None
+
+
+def test_failures_are_reported_in_words_a_user_understands(cluster, tmp_path):
+    url = cluster.url
+    apply(url, tmp_path, pod_yaml("no-such-command", ["definitely-not-a-command-xyz"], restart="Never"))
+    apply(url, tmp_path, pod_yaml("crasher", ["sh", "-c", "echo crashing; exit 3"]))
+    apply(url, tmp_path, pod_yaml("exits-2", ["sh", "-c", "exit 2"], restart="Never"))
+    wait_for(lambda: phase(url, "no-such-command") == "Failed", what="the missing command to fail the pod")
+    described = corral("describe", "pod", "no-such-command", server=url).stdout
+    assert "StartError" in described and "executable file not found" in described
+    wait_for(lambda: phase(url, "exits-2") == "Failed")
+    assert "exit code 2" in pods(url)["exits-2"]["status"]["message"]
+    restarts = wait_for(lambda: (lambda cs: cs[0]["restartCount"] if cs and cs[0]["restartCount"] >= 2 else None)(
+        pods(url)["crasher"]["status"].get("containerStatuses")), what="restarts to grow")
+    assert restarts >= 2
+    wait_for(lambda: any(line.startswith("crasher") and "CrashLoopBackOff" in line
+                         for line in corral("get", "pods", server=url).stdout.splitlines()),
+             what="get pods to show CrashLoopBackOff")
+    described = corral("describe", "pod", "crasher", server=url).stdout
+    assert "BackOff" in described and "Restart Count:" in described
+
+
+def test_drain_moves_pods_to_the_other_nodes(cluster, tmp_path):
+    url = cluster.url
+    for i in range(4):
+        apply(url, tmp_path, pod_yaml(f"d{i}", ["sleep", "600"]))
+    wait_for(lambda: all(phase(url, f"d{i}") == "Running" for i in range(4)), what="pods Running")
+    victim = pods(url)["d0"]["spec"]["nodeName"]
+    out = corral("drain", victim, server=url).stdout
+    assert f"node/{victim} drained" in out
+    wait_for(lambda: all(p["spec"].get("nodeName") not in (None, victim) and p["status"].get("phase") == "Running"
+                         for p in pods(url).values()), what="pods Running elsewhere")
+    assert "SchedulingDisabled" in corral("get", "nodes", server=url).stdout
