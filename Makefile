@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install up test bench lock clean
+.PHONY: install system-deps up test bench lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -15,14 +15,24 @@ $(STAMP): pyproject.toml requirements.lock
 
 install: $(STAMP)
 
-up: $(STAMP)
-	@echo "Starting corral on http://127.0.0.1:7443 (data in ~/.local/share/corral). In another terminal:"
-	@echo "  export PATH=$(CURDIR)/$(BIN):\$$PATH"
-	@echo "  corral apply -f examples/ && corral get nodes && corral get pods"
-	@echo "Stop with Ctrl-C."
-	$(BIN)/corral server
+# Debian packages the tests need: a Docker engine (docker.io) and busybox-static (the tests build
+# their container image from it; no image registry is reachable). Installed only when missing.
+system-deps:
+	@if ! command -v dockerd >/dev/null 2>&1 || ! command -v busybox >/dev/null 2>&1; then \
+		echo "Installing Debian packages docker.io and busybox-static for the docker runtime tests..."; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq docker.io busybox-static >/dev/null; \
+	fi
 
-test: $(STAMP)
+up: $(STAMP)
+	@echo "Starting corral on http://127.0.0.1:7443: API server, scheduler, and this machine as a node"
+	@echo "(process runtime; data in ~/.local/share/corral). In another terminal:"
+	@echo "  export PATH=$(CURDIR)/$(BIN):\$$PATH"
+	@echo "  corral apply -f examples/ && corral get pods -o wide && curl localhost:8080"
+	@echo "Stop with Ctrl-C."
+	$(BIN)/corral server --local-agent
+
+test: $(STAMP) system-deps
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 bench: $(STAMP)

@@ -108,3 +108,36 @@ def test_drain_moves_pods_to_the_other_nodes(cluster, tmp_path):
     wait_for(lambda: all(p["spec"].get("nodeName") not in (None, victim) and p["status"].get("phase") == "Running"
                          for p in pods(url).values()), what="pods Running elsewhere")
     assert "SchedulingDisabled" in corral("get", "nodes", server=url).stdout
+
+
+def test_a_lost_node_s_pods_are_marked_then_placed_elsewhere_and_never_run_twice_once_it_returns(tmp_path):
+    with LocalCluster(str(tmp_path / "c"), agents=3, grace=3, eviction=4) as cluster:
+        url = cluster.url
+        wait_for(lambda: len(json.loads(corral("get", "nodes", "-o", "json", server=url).stdout)["items"]) == 3)
+        for i in range(6):
+            apply(url, tmp_path, pod_yaml(f"job-{i}", ["sleep", f"{7100 + i}"]))
+        wait_for(lambda: all(phase(url, f"job-{i}") == "Running" for i in range(6)), what="pods Running")
+        victim = pods(url)["job-0"]["spec"]["nodeName"]
+        index = int(victim.split("-")[1])
+        moved = sorted(n for n, p in pods(url).items() if p["spec"]["nodeName"] == victim)
+        cluster.kill_agent(index)
+
+        # 1. NotReady: the node is tainted, and its pods say so.
+        def marked():
+            ps = pods(url)
+            return all(any(c["type"] == "NotReadyAt" for c in ps[n]["status"].get("conditions", ())) for n in moved)
+        wait_for(marked, timeout=20, what="NotReadyAt on the lost node's pods")
+        assert "NotReady" in corral("get", "nodes", server=url).stdout
+        # 2. Evicted and placed elsewhere, Running.
+        wait_for(lambda: all(pods(url)[n]["spec"].get("nodeName") not in (None, victim)
+                             and pods(url)[n]["status"].get("phase") == "Running" for n in moved),
+                 timeout=30, what="the lost node's pods Running elsewhere")
+        events = corral("events", server=url).stdout
+        assert "NodeLost" in events
+        # 3. The agent returns: it stops its stale copies; every pod runs exactly once.
+        cluster.start_agent(index)
+        for i in range(6):
+            wait_for(lambda i=i: running_processes(f"sleep {7100 + i}") == 1, timeout=20,
+                     what=f"job-{i} to run exactly once")
+        wait_for(lambda: "NotReady" not in corral("get", "nodes", server=url).stdout, what="the node Ready again")
+        assert all(p["status"]["phase"] == "Running" for p in pods(url).values())

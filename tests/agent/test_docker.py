@@ -1,0 +1,136 @@
+"""The docker runtime against a real dockerd started for these tests (Debian's docker.io)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.request
+
+import pytest
+
+from corral.agent.runtimes.base import StartError
+from corral.agent.runtimes.docker import DockerRuntime
+from corral.testing.cluster import LocalCluster, wait_for
+from corral.testing.dockerd import BUSYBOX_IMAGE, Dockerd
+from tests.agent.test_end_to_end import apply, phase, pods
+from tests.cli.test_cli import corral
+
+
+@pytest.fixture(scope="module")
+def dockerd(tmp_path_factory):
+    d = Dockerd(str(tmp_path_factory.mktemp("dockerd"))).start()
+    yield d
+    d.stop()
+
+
+def pod(name: str, uid: str, **container) -> dict:
+    return {"metadata": {"name": name, "namespace": "default", "uid": uid},
+            "spec": {"containers": [{"name": "main", "image": BUSYBOX_IMAGE, "imagePullPolicy": "IfNotPresent",
+                                     **container}]}}
+
+
+def http(url: str) -> bytes | None:
+    try:
+        with urllib.request.urlopen(url, timeout=2) as resp:
+            return resp.read()
+    except OSError:
+        return None
+
+
+async def test_a_container_runs_publishes_its_host_port_logs_and_stops(dockerd, tmp_path):
+    rt = DockerRuntime(str(tmp_path), base_url=dockerd.url)
+    p = pod("web", "uid-web-0001")
+    c = p["spec"]["containers"][0]
+    c.update(command=["sh", "-c", "echo serving; exec httpd -f -p 8080 -h /www"],
+             ports=[{"containerPort": 8080, "hostPort": 18931}],
+             resources={"limits": {"cpu": "200m", "memory": "32Mi"}})
+    ref = await rt.start(p, c)
+    assert await asyncio.to_thread(wait_for, lambda: http("http://127.0.0.1:18931/") is not None or
+                                   _is_404("http://127.0.0.1:18931/"), 15)
+    logs = b"".join([chunk async for chunk in rt.logs("uid-web-0001", "main", tail=None, follow=False)])
+    assert b"serving" in logs
+    attrs = rt.client.containers.get(ref.id.removeprefix("docker://")).attrs
+    assert attrs["HostConfig"]["Memory"] == 32 * 1024 * 1024 and attrs["HostConfig"]["NanoCpus"] == 200_000_000
+    assert attrs["Config"]["Labels"]["corral.dev/pod-uid"] == "uid-web-0001"
+    recovered = await rt.recover()
+    assert [(r.ref.pod_key, r.ref.container, r.running) for r in recovered] == [("default/web", "main", True)]
+    waiter = asyncio.create_task(rt.wait(ref))
+    await rt.stop(ref, 2)
+    assert (await waiter).exit_code in (0, 137, 143)
+    await rt.remove_pod("uid-web-0001")
+    assert await rt.recover() == []
+    await rt.close()
+
+
+def _is_404(url: str) -> bool:
+    try:
+        urllib.request.urlopen(url, timeout=2)
+    except urllib.error.HTTPError as exc:
+        return exc.code == 404
+    except OSError:
+        return False
+    return True
+
+
+async def test_exit_codes_oom_kills_missing_commands_and_missing_images_are_told_apart(dockerd, tmp_path):
+    rt = DockerRuntime(str(tmp_path), base_url=dockerd.url)
+    p = pod("x", "uid-x-0002")
+    c = p["spec"]["containers"][0]
+    c.update(command=["sh", "-c", "exit 7"])
+    assert (await rt.wait(await rt.start(p, c))).exit_code == 7
+    c.update(command=["sh", "-c", "a=$(yes | head -c 200000000); echo survived"],
+             resources={"limits": {"memory": "16Mi"}})
+    info = await rt.wait(await rt.start(p, c))
+    assert info.oom_killed and info.exit_code == 137
+    c.pop("resources")
+    c.update(command=["no-such-binary"])
+    with pytest.raises(StartError) as err:
+        await rt.start(p, c)
+    assert err.value.reason == "StartError" and "no-such-binary" in err.value.message
+    c.update(image="registry.invalid/nothing:1", command=["sh"])
+    with pytest.raises(StartError) as err:
+        await rt.start(p, c)
+    assert err.value.reason == "ErrImagePull"
+    await rt.remove_pod("uid-x-0002")
+    await rt.close()
+
+
+def test_a_cluster_on_the_docker_runtime_runs_logs_reports_oom_and_cleans_up(dockerd, tmp_path):
+    with LocalCluster(str(tmp_path / "c"), agents=1, runtime="docker", docker_host=dockerd.url) as cluster:
+        url = cluster.url
+        wait_for(lambda: "Ready" in corral("get", "nodes", server=url).stdout, what="the docker node")
+        images = json.loads(corral("get", "node", "node-0", "-o", "json", server=url).stdout)["status"]["images"]
+        assert any(BUSYBOX_IMAGE in i["names"] for i in images)
+        apply(url, tmp_path, f"""apiVersion: v1
+kind: Pod
+metadata: {{name: hello}}
+spec:
+  containers:
+  - name: main
+    image: {BUSYBOX_IMAGE}
+    command: [sh, -c, "echo hello from docker; exec sleep 600"]
+""")
+        apply(url, tmp_path, f"""apiVersion: v1
+kind: Pod
+metadata: {{name: hog}}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: {BUSYBOX_IMAGE}
+    command: [sh, -c, "a=$(yes | head -c 200000000)"]
+    resources: {{limits: {{memory: 16Mi}}}}
+""")
+        wait_for(lambda: phase(url, "hello") == "Running", what="hello Running")
+        assert wait_for(lambda: "hello from docker" in corral("logs", "hello", server=url).stdout)
+        wait_for(lambda: phase(url, "hog") == "Failed", what="the memory hog to fail")
+        assert pods(url)["hog"]["status"]["reason"] == "OOMKilled"
+        assert "OOMKilled" in corral("describe", "pod", "hog", server=url).stdout
+        corral("delete", "pod", "hello", "hog", "--grace-period", "2", server=url)  # sleep as PID 1 ignores SIGTERM
+        wait_for(lambda: not pods(url), what="records removed")
+        import docker
+
+        client = docker.DockerClient(base_url=dockerd.url)
+        wait_for(lambda: not client.containers.list(all=True, filters={"label": "corral.dev/pod-uid"}),
+                 what="containers removed")
+        client.close()
