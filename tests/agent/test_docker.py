@@ -88,9 +88,12 @@ async def test_exit_codes_oom_kills_missing_commands_and_missing_images_are_told
         await rt.start(p, c)
     assert err.value.reason == "StartError" and "no-such-binary" in err.value.message
     c.update(image="registry.invalid/nothing:1", command=["sh"])
+    seen = []
+    rt.on_event = lambda pod, *event: seen.append(event)
     with pytest.raises(StartError) as err:
         await rt.start(p, c)
     assert err.value.reason == "ErrImagePull"
+    assert seen == [("Normal", "Pulling", 'Pulling image "registry.invalid/nothing:1"')]
     await rt.remove_pod("uid-x-0002")
     await rt.close()
 

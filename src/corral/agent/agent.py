@@ -92,6 +92,9 @@ class Agent:
     # --- lifecycle -------------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        if hasattr(self.runtime, "on_event"):
+            loop = asyncio.get_running_loop()
+            self.runtime.on_event = lambda pod, *event: loop.call_soon_threadsafe(self._runtime_event, pod, *event)
         await self._serve_logs()
         await self._register()
         for rc in await self.runtime.recover():
@@ -204,6 +207,11 @@ class Agent:
             entry = self.pods[uid] = _Pod(m.PodMachine(pod, backoff=self.config.restart_backoff,
                                                        host_ip=self._node()["status"]["addresses"][0]["address"]))
         self._feed(entry, m.Sync(pod, time.time()))
+
+    def _runtime_event(self, pod: dict[str, Any], etype: str, reason: str, message: str) -> None:
+        entry = self.pods.get((pod.get("metadata") or {}).get("uid", ""))
+        if entry is not None:
+            self.events.record(entry, etype, reason, message)
 
     def _on_pod_gone(self, pod: dict[str, Any]) -> None:
         entry = self.pods.get((pod.get("metadata") or {}).get("uid", ""))

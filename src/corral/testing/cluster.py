@@ -18,12 +18,14 @@ class LocalCluster:
     data directory under ``root``; short heartbeats and back-offs so tests run in seconds."""
 
     def __init__(self, root: str, agents: int = 3, *, runtime: str = "process", docker_host: str | None = None,
-                 grace: float = 40.0, eviction: float = 300.0, agent_args: tuple[str, ...] = ()) -> None:
+                 grace: float = 40.0, eviction: float = 300.0, heartbeat: float = 1.0,
+                 agent_args: tuple[str, ...] = ()) -> None:
         self.root = root
         self.n = agents
         self.runtime = runtime
         self.docker_host = docker_host
         self.agent_args = agent_args
+        self.heartbeat = heartbeat
         self.server = ServerProcess(os.path.join(root, "server"), "--node-monitor-grace-period", str(grace),
                                     "--pod-eviction-timeout", str(eviction))
         self.agents: dict[str, subprocess.Popen] = {}
@@ -40,7 +42,7 @@ class LocalCluster:
         data = os.path.join(self.root, name)
         os.makedirs(data, exist_ok=True)
         args = [sys.executable, "-m", "corral", "agent", "--server", self.url, "--name", name, "--data-dir", data,
-                "--port", "0", "--address", "127.0.0.1", "--heartbeat", "1", "--restart-backoff", "0.5",
+                "--port", "0", "--address", "127.0.0.1", "--heartbeat", str(self.heartbeat), "--restart-backoff", "0.5",
                 "--runtime", self.runtime, "--log-level", "info", *self.agent_args]
         if self.docker_host:
             args += ["--docker-host", self.docker_host]

@@ -38,6 +38,8 @@ class DockerRuntime:
         self.client = docker.DockerClient(base_url=base_url or os.environ.get("DOCKER_HOST")
                                           or "unix:///var/run/docker.sock", timeout=120)
         self._waits = concurrent.futures.ThreadPoolExecutor(max_workers=512, thread_name_prefix="docker-wait")
+        # Set by the agent: on_event(pod, type, reason, message), called from a worker thread.
+        self.on_event = None
         self.version = "docker://unknown"
         try:
             self.version = f"docker://{self.client.version().get('Version', 'unknown')}"
@@ -62,7 +64,11 @@ class DockerRuntime:
             self.client.networks.create(name, driver="bridge", labels={LABEL_UID: uid})
         return name
 
-    def _ensure_image(self, image: str, policy: str) -> None:
+    def _emit(self, pod: dict[str, Any], etype: str, reason: str, message: str) -> None:
+        if self.on_event is not None:
+            self.on_event(pod, etype, reason, message)
+
+    def _ensure_image(self, pod: dict[str, Any], image: str, policy: str) -> None:
         import docker.errors
 
         try:
@@ -75,11 +81,13 @@ class DockerRuntime:
                                  f'image "{image}" is not present and imagePullPolicy is Never') from None
         except docker.errors.APIError as exc:
             raise StartError("ErrImagePull", f'image "{image}": {exc.explanation or exc}') from None
+        self._emit(pod, "Normal", "Pulling", f'Pulling image "{image}"')
         try:
             repo, _, tag = image.rpartition(":") if ":" in image.rsplit("/", 1)[-1] else (image, "", "latest")
             self.client.images.pull(repo, tag=tag)
         except docker.errors.APIError as exc:
             raise StartError("ErrImagePull", f'failed to pull image "{image}": {exc.explanation or exc}') from None
+        self._emit(pod, "Normal", "Pulled", f'Successfully pulled image "{image}"')
 
     @staticmethod
     def _limits(container: dict[str, Any]) -> dict[str, Any]:
@@ -101,7 +109,7 @@ class DockerRuntime:
         uid, namespace, pod_name, key = self._names(pod)
         name = container.get("name", "")
         image = container.get("image", "")
-        self._ensure_image(image, container.get("imagePullPolicy", "IfNotPresent"))
+        self._ensure_image(pod, image, container.get("imagePullPolicy", "IfNotPresent"))
         cname = f"corral-{namespace}-{pod_name}-{name}-{uid[:8]}"
         try:
             self.client.containers.get(cname).remove(force=True)  # a previous attempt's leftover
