@@ -13,11 +13,19 @@ from typing import Any
 import corral
 from corral.api.quantity import QuantityError, format_bytes, format_cpu, to_milli, to_units
 
-__all__ = ["host_capacity", "parse_pairs", "parse_taints", "allocatable", "node_object", "FlagError"]
+__all__ = ["default_node_name", "host_capacity", "parse_pairs", "parse_taints", "allocatable", "node_object", "FlagError"]
 
 
 class FlagError(ValueError):
     """A malformed agent flag; the message names the flag and the bad part."""
+
+
+def default_node_name() -> str:
+    """This machine's hostname as a valid node name (DNS-1123: lower case, digits, '-', '.')."""
+    import re
+
+    name = re.sub(r"[^a-z0-9.-]+", "-", socket.gethostname().lower()).strip("-.")
+    return name[:253] or "node"
 
 
 def host_capacity(data_dir: str) -> dict[str, str]:

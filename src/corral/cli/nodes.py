@@ -33,16 +33,15 @@ async def agent(server, name, runtime, labels, taints, capacity, reserved, data_
     """Run this machine as a node: register it, keep it alive, run the pods bound to it."""
     import logging
     import os
-    import socket
 
     from corral.agent.agent import Agent, AgentConfig
     from corral.agent.machine import BackoffPolicy
-    from corral.agent.node_info import FlagError, host_capacity, parse_pairs, parse_taints
+    from corral.agent.node_info import FlagError, default_node_name, host_capacity, parse_pairs, parse_taints
     from corral.aio import wait_for_termination
     from corral.server.app import default_data_dir
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    name = (name or socket.gethostname()).lower()
+    name = name or default_node_name()
     data_dir = data_dir or os.path.join(default_data_dir(), f"agent-{name}")
     try:
         cap = {**host_capacity(data_dir), **parse_pairs(capacity, "--capacity")}

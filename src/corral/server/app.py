@@ -136,17 +136,15 @@ class Server:
 
     async def _start_local_agent(self) -> None:
         """An agent for this machine, talking to this server over HTTP like any other agent."""
-        import socket
-
         from corral.agent.agent import Agent, AgentConfig
-        from corral.agent.node_info import host_capacity
+        from corral.agent.node_info import default_node_name, host_capacity
         from corral.agent.runtimes.process import ProcessRuntime
         from corral.client.rest import Client
 
         data_dir = os.path.join(self.config.data_dir or default_data_dir(), "agent")
         self._agent_client = Client(self.url, user_agent="corral-agent")
         self.agent = Agent(self._agent_client, ProcessRuntime(data_dir), AgentConfig(
-            name=socket.gethostname().lower(), data_dir=data_dir, capacity=host_capacity(data_dir),
+            name=default_node_name(), data_dir=data_dir, capacity=host_capacity(data_dir),
             address="127.0.0.1", port=0))
         await self.agent.start()
 
