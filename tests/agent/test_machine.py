@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from corral.agent.machine import (
-    BackoffPolicy, Emit, Exited, Forget, PodMachine, Removed, Report, Start, StartFailed, Started, Stop,
+    BackoffPolicy, Emit, Exited, Forget, PodMachine, Removed, Report, StartFailed, Started, Stop,
     Stopped, Sync, Tick,
 )
 from corral.testing.builders import make_pod
