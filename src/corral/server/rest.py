@@ -12,7 +12,7 @@ import base64
 import binascii
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any
+from typing import Any, Callable
 
 import msgspec
 
@@ -364,6 +364,28 @@ class ResourceAPI:
                     raise
         raise errors.conflict(resource, name)
 
+    async def _rewrite(self, resource: ResourceType, namespace: str | None, name: str,
+                       change: Callable[[Record, dict[str, Any]], Reply | None]) -> Record | Reply:
+        """Read, change, compare-and-swap write; on a conflicting write, again from a fresh read.
+
+        ``change(current, obj)`` edits ``obj`` (a fresh copy of ``current``) in place and returns
+        None to have it written, or a :class:`Reply` to answer without writing. It may raise
+        :class:`ApiError`. Returns the written record, or the change's reply.
+        """
+        for _ in range(_CAS_RETRIES):
+            current = await self.current(resource, namespace, name)
+            obj = _decode(current.value)
+            early = change(current, obj)
+            if early is not None:
+                return early
+            try:
+                return await self.store.update(current.key, obj, current.revision)
+            except Conflict:
+                continue
+            except KeyNotFound:
+                raise errors.not_found(resource, name) from None
+        raise errors.conflict(resource, name)
+
     # --- delete ------------------------------------------------------------------------------------------
 
     async def _delete_now(self, resource: ResourceType, name: str, key: str, expected: int | None) -> Record:
@@ -401,11 +423,9 @@ class ResourceAPI:
     async def _delete_gracefully(self, resource: ResourceType, namespace: str | None, name: str,
                                  grace_seconds: int | None) -> Reply:
         """A bound pod: mark it Terminating; its agent stops it and reports Terminated."""
-        for _ in range(_CAS_RETRIES):
-            current = await self.current(resource, namespace, name)
-            if _meta(current.obj).get("deletionTimestamp"):
-                return Reply(200, current.value)
-            pod = _decode(current.value)
+        def terminate(current: Record, pod: dict[str, Any]) -> Reply | None:
+            if _meta(pod).get("deletionTimestamp"):
+                return Reply(200, current.value)  # already on its way
             grace = grace_seconds
             if grace is None:
                 grace = int(pod["spec"].get("terminationGracePeriodSeconds", 30))
@@ -413,14 +433,10 @@ class ResourceAPI:
             pod["metadata"]["deletionTimestamp"] = deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
             pod["metadata"]["deletionGracePeriodSeconds"] = grace
             pod.setdefault("status", {})["phase"] = "Terminating"
-            try:
-                record = await self.store.update(current.key, pod, current.revision)
-            except Conflict:
-                continue
-            except KeyNotFound:
-                raise errors.not_found(resource, name) from None
-            return Reply(200, record.value)
-        raise errors.conflict(resource, name)
+            return None
+
+        result = await self._rewrite(resource, namespace, name, terminate)
+        return result if isinstance(result, Reply) else Reply(200, result.value)
 
     async def _delete_namespace_contents(self, namespace: str) -> None:
         from corral.api.resources import RESOURCES
@@ -470,14 +486,17 @@ class ResourceAPI:
         if causes:
             raise errors.invalid(binding_res, name, causes)
         node = binding["target"]["name"]
-        for _ in range(_CAS_RETRIES):
-            current = await self.current(pods, namespace, name)
-            bound = (current.obj.get("spec") or {}).get("nodeName")
+        answer = Reply(201, _encode({
+            "kind": "Binding", "apiVersion": "v1", "metadata": {"name": name, "namespace": namespace},
+            "target": {"kind": "Node", "apiVersion": "v1", "name": node},
+        }))
+
+        def assign(current: Record, pod: dict[str, Any]) -> Reply | None:
+            bound = (pod.get("spec") or {}).get("nodeName")
             if bound:
                 raise errors.conflict(pods, name, f'pod {name} is already assigned to node "{bound}"')
-            if _meta(current.obj).get("deletionTimestamp"):
+            if _meta(pod).get("deletionTimestamp"):
                 raise errors.conflict(pods, name, f"pod {name} is being deleted, cannot be assigned to a host")
-            pod = _decode(current.value)
             pod["spec"]["nodeName"] = node
             status = pod.setdefault("status", {})
             status["phase"] = "Scheduled"
@@ -485,23 +504,10 @@ class ResourceAPI:
             conditions = [c for c in status.get("conditions") or () if c.get("type") != "PodScheduled"]
             conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()})
             status["conditions"] = conditions
-            if opts.dry_run:
-                break
-            try:
-                await self.store.update(current.key, pod, current.revision)
-            except Conflict:
-                continue
-            except KeyNotFound:
-                raise errors.not_found(pods, name) from None
-            break
-        else:
-            raise errors.conflict(pods, name)
-        answer = {
-            "kind": "Binding", "apiVersion": "v1",
-            "metadata": {"name": name, "namespace": namespace},
-            "target": {"kind": "Node", "apiVersion": "v1", "name": node},
-        }
-        return Reply(201, _encode(answer))
+            return answer if opts.dry_run else None
+
+        await self._rewrite(pods, namespace, name, assign)
+        return answer
 
     # --- eviction ----------------------------------------------------------------------------------------
 
@@ -512,28 +518,18 @@ class ResourceAPI:
         cleared, the phase returns to Pending with PodScheduled=False, and the agent that ran it
         sees it leave and stops its copy. A pod that is being deleted is left to finish.
         """
-        pods = by_kind("Pod")
-        for _ in range(_CAS_RETRIES):
-            current = await self.current(pods, namespace, name)
-            if _meta(current.obj).get("deletionTimestamp"):
-                return Reply(200, current.value)
-            pod = _decode(current.value)
-            if not (pod.get("spec") or {}).get("nodeName"):
-                return Reply(200, current.value)
+        def unbind(current: Record, pod: dict[str, Any]) -> Reply | None:
+            if _meta(pod).get("deletionTimestamp") or not (pod.get("spec") or {}).get("nodeName"):
+                return Reply(200, current.value)  # being deleted, or not on a node: nothing to move
             node = pod["spec"].pop("nodeName")
-            now = now_rfc3339()
             status = pod.setdefault("status", {})
             status["phase"] = "Pending"
             status["reason"], status["message"] = reason, f"{message} (was on node {node})"
             for key in ("containerStatuses", "hostIP", "podIP", "podIPs", "startTime"):
                 status.pop(key, None)
             status["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": reason,
-                                     "message": status["message"], "lastTransitionTime": now}]
-            try:
-                record = await self.store.update(current.key, pod, current.revision)
-            except Conflict:
-                continue
-            except KeyNotFound:
-                raise errors.not_found(pods, name) from None
-            return Reply(201, record.value)
-        raise errors.conflict(pods, name)
+                                     "message": status["message"], "lastTransitionTime": now_rfc3339()}]
+            return None
+
+        result = await self._rewrite(by_kind("Pod"), namespace, name, unbind)
+        return result if isinstance(result, Reply) else Reply(201, result.value)
