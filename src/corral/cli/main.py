@@ -367,10 +367,11 @@ async def version(server: str | None, client_only: bool) -> None:
 
 
 def _register() -> None:
+    from corral.cli.bench import bench
     from corral.cli.nodes import agent, drain, logs
     from corral.cli.scheduling import explain, scheduler
 
-    for command in (scheduler, explain, agent, logs, drain):
+    for command in (scheduler, explain, agent, logs, drain, bench):
         cli.add_command(command)
 
 

@@ -80,6 +80,7 @@ class Scheduler:
         self._order = None
         self.scheduled = 0
         self.bind_failures = 0
+        self.attempt_observer: Callable[[float, str], None] | None = None  # (seconds, result), for benchmarks
 
     # --- what the cluster tells us --------------------------------------------------------------------
 
@@ -196,13 +197,19 @@ class Scheduler:
         try:
             result = schedule_pod(fwk, self.cache, qp.info, self._node_order(fwk), state)
         except FitError as fit:
-            self.metrics.duration.labels("unschedulable").observe(time.perf_counter() - start)
+            elapsed = time.perf_counter() - start
+            self.metrics.duration.labels("unschedulable").observe(elapsed)
+            if self.attempt_observer is not None:
+                self.attempt_observer(elapsed, "unschedulable")
             self.metrics.attempts.labels("unschedulable", fwk.scheduler_name).inc()
             for plugin in fwk.post_filters:  # preemption's place: may free room for a later attempt
                 plugin.post_filter(state, qp.info, fit.diagnosis)
             self._unschedulable(qp, fit)
             return None
-        self.metrics.duration.labels("scheduled").observe(time.perf_counter() - start)
+        elapsed = time.perf_counter() - start
+        self.metrics.duration.labels("scheduled").observe(elapsed)
+        if self.attempt_observer is not None:
+            self.attempt_observer(elapsed, "scheduled")
         self.metrics.attempts.labels("scheduled", fwk.scheduler_name).inc()
         self.cache.assume(qp.info, result.node)
         for i, plugin in enumerate(fwk.reservers):

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from corral.aio import cancel_and_wait, wait_for_termination
@@ -67,6 +67,7 @@ class ServerConfig:
 class _Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)  # process_resident_memory_bytes, cpu seconds, ...
         self.requests = Counter("corral_apiserver_requests", "API requests by verb, resource and code",
                                 ["verb", "resource", "code"], registry=self.registry)
         self.latency = Histogram("corral_apiserver_request_duration_seconds", "API request latency",

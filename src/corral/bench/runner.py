@@ -1,0 +1,291 @@
+"""Runs one workload against a target and measures it, as scheduler_perf does.
+
+Ops, in order: ``createNodes``, ``createNamespaces``, ``createPods`` (init pods: wait until bound,
+unless ``expectPending``; measured pods: ``measure: true``), ``churn`` (delete and create pods in
+the background while measuring). While the measured pods schedule, the number bound is sampled every
+second; the report has throughput (average and percentiles of those samples), scheduling attempt
+latency, create→bound latency, peak RSS, and the placement's quality and invariants.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import math
+import statistics
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from corral.api.defaults import now_rfc3339
+from corral.api.quantity import to_milli, to_units
+from corral.bench.workloads import HOST, ZONE, Workload, node_object, pod_template
+
+__all__ = ["run_workload", "BenchResult", "Progress"]
+
+DEFAULT_CAPACITY = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+CONCURRENCY = 64
+
+
+class Progress:
+    """Where the runner reports progress (the CLI shows a bar; tests pass a silent one)."""
+
+    def phase(self, text: str, total: int) -> None: ...
+
+    def advance(self, done: int) -> None: ...
+
+    def done(self) -> None: ...
+
+
+@dataclass(slots=True)
+class _Tracker:
+    created: dict[str, float] = field(default_factory=dict)  # pod key → create acknowledged
+    bound: dict[str, float] = field(default_factory=dict)
+    measured: set[str] = field(default_factory=set)
+
+    def on_bound(self, key: str, node: str, t: float) -> None:
+        self.bound.setdefault(key, t)
+
+
+def _percentiles(values: list[float], scale: float = 1.0) -> dict[str, float]:
+    if not values:
+        return {"p50": 0.0, "p90": 0.0, "p99": 0.0}
+    ordered = sorted(values)
+
+    def q(f: float) -> float:
+        return round(ordered[min(len(ordered) - 1, max(0, math.ceil(f * len(ordered)) - 1))] * scale, 3)
+
+    return {"p50": q(0.5), "p90": q(0.9), "p99": q(0.99)}
+
+
+def _histogram_quantiles(buckets: dict[float, float]) -> dict[str, float]:
+    """Prometheus-style quantiles (linear within a bucket) from cumulative bucket counts, in ms."""
+    items = sorted(buckets.items())
+    total = items[-1][1] if items else 0
+    out = {}
+    for name, f in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        if total <= 0:
+            out[name] = 0.0
+            continue
+        rank, prev_le, prev_count = f * total, 0.0, 0.0
+        for le, count in items:
+            if count >= rank:
+                upper = le if le != math.inf else prev_le
+                width = count - prev_count
+                out[name] = round((prev_le + (upper - prev_le) * ((rank - prev_count) / width if width else 0)) * 1000, 3)
+                break
+            prev_le, prev_count = le, count
+    return out
+
+
+@dataclass(slots=True)
+class BenchResult:
+    data: dict[str, Any]
+
+
+async def _bounded(coros: list, limit: int = CONCURRENCY, on_done: Callable[[int], None] | None = None) -> None:
+    sem = asyncio.Semaphore(limit)
+    done = 0
+
+    async def run(c) -> None:
+        nonlocal done
+        async with sem:
+            await c
+        done += 1
+        if on_done is not None and done % 100 == 0:
+            on_done(done)
+
+    await asyncio.gather(*(run(c) for c in coros))
+
+
+async def _create_pods(target, tracker: _Tracker, op: dict[str, Any], progress: Progress, start_index: int = 0
+                       ) -> list[str]:
+    template = pod_template(op.get("template", "basic"))
+    namespace = op.get("namespace", "default")
+    prefix = op.get("prefix") or ("measured" if op.get("measure") else "init")
+    keys = []
+
+    async def create(i: int) -> None:
+        pod = copy.deepcopy(template)
+        pod["metadata"]["name"] = f"{prefix}-{i}"
+        key = f"{namespace}/{prefix}-{i}"
+        if op.get("measure"):
+            tracker.measured.add(key)
+        keys.append(key)
+        await target.create("Pod", pod, namespace)
+        tracker.created[key] = time.perf_counter()
+
+    count = int(op.get("count", 0))
+    progress.phase(f"creating {count} {prefix} pods" + (" (measured)" if op.get("measure") else ""), count)
+    await _bounded([create(start_index + i) for i in range(count)], on_done=progress.advance)
+    return keys
+
+
+async def _wait_bound(tracker: _Tracker, keys: list[str], timeout: float, progress: Progress, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    progress.phase(f"waiting for {what} to be bound", len(keys))
+    while True:
+        done = sum(1 for k in keys if k in tracker.bound)
+        progress.advance(done)
+        if done == len(keys):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{len(keys) - done} of {len(keys)} {what} were not bound within {timeout:.0f}s")
+        await asyncio.sleep(0.05)
+
+
+async def _churn(target, tracker: _Tracker, op: dict[str, Any], stop: asyncio.Event) -> int:
+    """Every 100 ms delete some of the churn pods and create as many new ones."""
+    prefix, per_second = op.get("prefix", "churn"), int(op.get("perSecond", 100))
+    batch = max(per_second // 10, 1)
+    live = sorted((k for k in tracker.created if k.split("/", 1)[1].startswith(f"{prefix}-")),
+                  key=lambda k: int(k.rsplit("-", 1)[1]))
+    next_index = len(live) + 1_000_000
+    changed = 0
+    while not stop.is_set():
+        victims, live = live[:batch], live[batch:]
+        await asyncio.gather(*(target.delete_pod(*k.split("/", 1)) for k in victims))
+        new_op = {**op, "count": batch, "prefix": prefix}
+        live += await _create_pods(target, tracker, new_op, Progress(), start_index=next_index)
+        next_index += batch
+        changed += len(victims) + batch
+        try:
+            await asyncio.wait_for(stop.wait(), 0.1)
+        except asyncio.TimeoutError:
+            pass
+    return changed
+
+
+def _requests(spec: dict[str, Any]) -> tuple[int, int]:
+    cpu = mem = 0
+    for c in spec.get("containers") or ():
+        req = (c.get("resources") or {}).get("requests") or {}
+        cpu += to_milli(req.get("cpu", "0"))
+        mem += to_units(req.get("memory", "0"))
+    return cpu, mem
+
+
+def _placement_report(placements: list, nodes: list[dict[str, Any]]) -> dict[str, Any]:
+    per_node: Counter = Counter()
+    cpu: defaultdict = defaultdict(int)
+    mem: defaultdict = defaultdict(int)
+    green: Counter = Counter()
+    blue_zone: Counter = Counter()
+    zone_of = {n["metadata"]["name"]: n["metadata"].get("labels", {}).get(ZONE) for n in nodes}
+    for ns, name, node, labels, spec in placements:
+        if not node:
+            continue
+        per_node[node] += 1
+        c, m = _requests(spec)
+        cpu[node] += c
+        mem[node] += m
+        if labels.get("color") == "green":
+            green[node] += 1
+        if labels.get("color") == "blue" and zone_of.get(node):
+            blue_zone[zone_of[node]] += 1
+    over = 0
+    for n in nodes:
+        name, alloc = n["metadata"]["name"], (n.get("status") or {}).get("allocatable") or {}
+        if cpu[name] > to_milli(alloc.get("cpu", "0")) or mem[name] > to_units(alloc.get("memory", "0")) \
+                or per_node[name] > int(alloc.get("pods", "0")):
+            over += 1
+    counts = [per_node[n["metadata"]["name"]] for n in nodes]
+    zones = sorted({z for z in zone_of.values() if z})
+    spread_skew = (max(blue_zone[z] for z in zones) - min(blue_zone[z] for z in zones)) if zones and blue_zone else 0
+    return {
+        "overcommittedNodes": over,
+        "placement": {"nodesUsed": sum(1 for c in counts if c), "podsPerNodeMin": min(counts, default=0),
+                      "podsPerNodeMax": max(counts, default=0),
+                      "podsPerNodeStdev": round(statistics.pstdev(counts), 3) if counts else 0.0},
+        "checks": {"antiAffinityNodesWithTwoGreenPods": sum(1 for v in green.values() if v > 1),
+                   "spreadMaxZoneSkew": spread_skew},
+    }
+
+
+async def run_workload(workload: Workload, size: str, target, *, small: bool = False, progress: Progress | None = None,
+                       timeout: float = 600.0) -> BenchResult:
+    progress = progress or Progress()
+    ops = workload.expand(size, small=small)
+    tracker = _Tracker()
+    target.on_bound = tracker.on_bound
+    await target.start()
+    churn_stop, churn_task = asyncio.Event(), None
+    samples: list[float] = []
+    measure_start = measure_end = 0.0
+    node_count = 0
+    try:
+        for op in ops:
+            kind = op.get("op")
+            if kind == "createNodes":
+                node_count = int(op["count"])
+                heartbeat = now_rfc3339()
+                capacity = {**DEFAULT_CAPACITY, **(op.get("capacity") or {})}
+                progress.phase(f"creating {node_count} nodes", node_count)
+                await _bounded([target.create("Node", node_object(i, labels=op.get("labels") or {}, zones=op.get("zones"),
+                                                                  capacity=capacity, heartbeat=heartbeat))
+                                for i in range(node_count)], on_done=progress.advance)
+            elif kind == "createNamespaces":
+                for name in op.get("names") or ():
+                    await target.create("Namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+            elif kind == "churn":
+                churn_task = asyncio.create_task(_churn(target, tracker, op, churn_stop))
+            elif kind == "createPods" and not op.get("measure"):
+                keys = await _create_pods(target, tracker, op, progress)
+                if not op.get("expectPending"):
+                    await _wait_bound(tracker, keys, timeout, progress, f"{len(keys)} init pods")
+            elif kind == "createPods":
+                measure_start = time.perf_counter()
+                sampler_stop = asyncio.Event()
+
+                async def sample() -> None:
+                    last = 0
+                    while not sampler_stop.is_set():
+                        await asyncio.sleep(1.0)
+                        now = sum(1 for k in tracker.measured if k in tracker.bound)
+                        samples.append(float(now - last))
+                        last = now
+
+                sampler = asyncio.create_task(sample())
+                keys = await _create_pods(target, tracker, op, progress)
+                await _wait_bound(tracker, keys, timeout, progress, f"{len(keys)} measured pods")
+                measure_end = max(tracker.bound[k] for k in keys)
+                sampler_stop.set()
+                await sampler
+            else:
+                raise ValueError(f"unknown op {kind!r}")
+        churned = 0
+        if churn_task is not None:
+            churn_stop.set()
+            churned = await churn_task
+        progress.phase("collecting the placement", 1)
+        placements = await target.placements()
+        nodes = await target.nodes()
+        measured = sorted(tracker.measured)
+        e2e = [tracker.bound[k] - tracker.created[k] for k in measured if k in tracker.created and k in tracker.bound]
+        if hasattr(target, "attempt_latencies"):
+            attempt_ms = _percentiles(target.attempt_latencies(), 1000)
+        else:
+            attempt_ms = _histogram_quantiles(await target.attempt_histogram())
+        duration = max(measure_end - measure_start, 1e-9)
+        # Samples: the full seconds of the measurement (a partial last second would read low).
+        full = samples[: max(int(duration), 1)]
+        data = {
+            "workload": f"{workload.name}/{size}", "mode": target.mode, "small": small, "nodes": node_count,
+            "measuredPods": len(measured), "boundPods": sum(1 for k in measured if k in tracker.bound),
+            "measureSeconds": round(duration, 3),
+            "throughput": {"average": round(len(measured) / duration, 1), **_percentiles(full)},
+            "throughputSamples": samples,
+            "attemptLatencyMs": attempt_ms,
+            "e2eLatencyMs": _percentiles(e2e, 1000),
+            "peakRssBytes": target.peak_rss(),
+            "churnedPods": churned,
+            **_placement_report(placements, nodes),
+        }
+        return BenchResult(data)
+    finally:
+        progress.done()
+        churn_stop.set()
+        if churn_task is not None and not churn_task.done():
+            churn_task.cancel()
+        await target.stop()

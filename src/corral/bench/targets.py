@@ -1,0 +1,175 @@
+"""Where a benchmark runs: in this process, or against a running server over HTTP.
+
+Both answer the same questions for the runner: create nodes, namespaces and pods; delete pods; tell
+when a pod was bound (``on_bound``); report scheduling attempt latencies, the server's peak memory,
+and the final placement of every pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import resource
+import tempfile
+import time
+from typing import Any, Callable
+
+__all__ = ["InProcessTarget", "HttpTarget", "PodPlacement"]
+
+PodPlacement = tuple[str, str, str | None, dict[str, str], dict[str, Any]]  # ns, name, node, labels, spec
+
+
+def _placement(pod: dict[str, Any]) -> PodPlacement:
+    meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
+    return (meta.get("namespace", "default"), meta.get("name", ""), spec.get("nodeName"),
+            meta.get("labels") or {}, spec)
+
+
+class InProcessTarget:
+    """Server, store and scheduler in this process; pods are created through the REST layer, with
+    no HTTP hop, as scheduler_perf drives kube-scheduler with an in-process API server."""
+
+    mode = "in-process"
+
+    def __init__(self, on_bound: Callable[[str, str, float], None]) -> None:
+        self.on_bound = on_bound
+        self._tmp = tempfile.TemporaryDirectory(prefix="corral-bench-")
+        self.server = None
+        self.attempts: list[float] = []
+
+    async def start(self) -> None:
+        from corral.server.app import Server, ServerConfig
+        from corral.server.rest import WriteOptions
+
+        self.server = Server(ServerConfig(data_dir=self._tmp.name, address="127.0.0.1:0", controllers=False))
+        await self.server.start()
+        self._opts = WriteOptions(warn=False)
+        self.server.scheduler.attempt_observer = lambda seconds, result: self.attempts.append(seconds)
+        self.server.cache.on_event.append(self._on_event)
+
+    def _on_event(self, event) -> None:
+        key = event.record.key
+        if key.startswith("/core/pods/") and event.type.value == "MODIFIED":
+            spec = event.record.obj.get("spec") or {}
+            if spec.get("nodeName") and (event.record.obj.get("status") or {}).get("phase") == "Scheduled":
+                self.on_bound(key[len("/core/pods/"):], spec["nodeName"], time.perf_counter())
+
+    async def create(self, kind: str, obj: dict[str, Any], namespace: str | None = None) -> None:
+        from corral.api.resources import by_kind
+
+        await self.server.api.create(by_kind(kind), namespace, obj, self._opts)
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        from corral.api.resources import by_kind
+        from corral.server.errors import ApiError
+
+        try:
+            await self.server.api.delete(by_kind("Pod"), namespace, name, 0, None, None)
+        except ApiError:
+            pass
+
+    def attempt_latencies(self) -> list[float]:
+        return self.attempts
+
+    def peak_rss(self) -> int:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+    async def placements(self) -> list[PodPlacement]:
+        return [_placement(r.obj) for r in self.server.cache.items("/core/pods/")]
+
+    async def nodes(self) -> list[dict[str, Any]]:
+        return [r.obj for r in self.server.cache.items("/core/nodes/")]
+
+    async def stop(self) -> None:
+        if self.server is not None:
+            await self.server.stop()
+        self._tmp.cleanup()
+
+
+class HttpTarget:
+    """A running server (its scheduler in-process or separate), driven through its HTTP API."""
+
+    mode = "http"
+
+    def __init__(self, url: str, on_bound: Callable[[str, str, float], None]) -> None:
+        from corral.client.rest import Client
+
+        self.url = url
+        self.on_bound = on_bound
+        self.client = Client(url, user_agent="corral-bench")
+        self._tasks: list[asyncio.Task] = []
+        self._peak_rss = 0
+        self._hist_before: dict[float, float] = {}
+
+    async def start(self) -> None:
+        rv = (await self.client.list("pods", None, limit=1)).resource_version
+        self._hist_before = await self._histogram()
+        ready = asyncio.Event()
+        self._tasks = [asyncio.create_task(self._watch(rv, ready)), asyncio.create_task(self._sample_rss())]
+        await asyncio.wait_for(ready.wait(), 10)
+
+    async def _watch(self, rv: str, ready: asyncio.Event) -> None:
+        from corral.client.rest import Gone
+
+        while True:
+            try:
+                stream = self.client.watch("pods", None, resource_version=rv, raw=True)
+                ready.set()
+                async for ev in stream:
+                    rv = ev.resource_version or rv
+                    obj = ev.object
+                    if ev.type == "MODIFIED" and (obj.get("spec") or {}).get("nodeName") and \
+                            (obj.get("status") or {}).get("phase") == "Scheduled":
+                        meta = obj["metadata"]
+                        self.on_bound(f"{meta['namespace']}/{meta['name']}", obj["spec"]["nodeName"], time.perf_counter())
+            except Gone:
+                rv = (await self.client.list("pods", None, limit=1)).resource_version
+
+    async def _metrics(self) -> str:
+        return (await self.client.request("GET", "/metrics")).decode()
+
+    async def _sample_rss(self) -> None:
+        while True:
+            m = re.search(r"^process_resident_memory_bytes (\S+)$", await self._metrics(), re.M)
+            if m:
+                self._peak_rss = max(self._peak_rss, int(float(m.group(1))))
+            await asyncio.sleep(1.0)
+
+    async def _histogram(self) -> dict[float, float]:
+        text = await self._metrics()
+        out: dict[float, float] = {}
+        for m in re.finditer(r'^corral_scheduler_scheduling_attempt_duration_seconds_bucket\{le="([^"]+)",result="scheduled"\} (\S+)$',
+                             text, re.M):
+            out[float(m.group(1))] = float(m.group(2))
+        return out
+
+    async def create(self, kind: str, obj: dict[str, Any], namespace: str | None = None) -> None:
+        await self.client.create(obj, namespace)
+
+    async def delete_pod(self, namespace: str, name: str) -> None:
+        from corral.client.rest import NotFound
+
+        try:
+            await self.client.delete("pods", name, namespace, grace_period_seconds=0)
+        except NotFound:
+            pass
+
+    async def attempt_histogram(self) -> dict[float, float]:
+        """Attempts per latency bucket during the run (from the server's /metrics)."""
+        after = await self._histogram()
+        return {le: after[le] - self._hist_before.get(le, 0.0) for le in after}
+
+    def peak_rss(self) -> int:
+        return self._peak_rss
+
+    async def placements(self) -> list[PodPlacement]:
+        return [_placement(p) for p in (await self.client.list("pods", None, raw=True)).items]
+
+    async def nodes(self) -> list[dict[str, Any]]:
+        return (await self.client.list("nodes", raw=True)).items
+
+    async def stop(self) -> None:
+        from corral.aio import cancel_and_wait
+
+        await cancel_and_wait(*self._tasks)
+        await self.client.close()

@@ -1,0 +1,103 @@
+"""``corral bench``: run a scheduler benchmark workload and report it."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import click
+
+from corral.cli.common import CliError, run
+
+__all__ = ["bench"]
+
+
+class _BarProgress:
+    """A rich progress bar on stderr (only on a terminal)."""
+
+    def __init__(self) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+        self._progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                  TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+        self._progress.start()
+        self._task = None
+
+    def phase(self, text: str, total: int) -> None:
+        if self._task is not None:
+            self._progress.remove_task(self._task)
+        self._task = self._progress.add_task(text, total=max(total, 1))
+
+    def advance(self, done: int) -> None:
+        if self._task is not None:
+            self._progress.update(self._task, completed=done)
+
+    def done(self) -> None:
+        self._progress.stop()
+
+
+def _print_table(d: dict) -> None:
+    from corral.cli.printers import print_table
+
+    t, a, e, p = d["throughput"], d["attemptLatencyMs"], d["e2eLatencyMs"], d["placement"]
+    click.echo(f"{d['workload']} ({d['mode']}{', small' if d['small'] else ''}): {d['boundPods']}/{d['measuredPods']} "
+               f"measured pods bound on {d['nodes']} nodes in {d['measureSeconds']} s\n")
+    rows = [
+        ["throughput (pods/s)", f"{t['average']}", f"{t['p50']}", f"{t['p90']}", f"{t['p99']}"],
+        ["attempt latency (ms)", "", f"{a['p50']}", f"{a['p90']}", f"{a['p99']}"],
+        ["create→bound latency (ms)", "", f"{e['p50']}", f"{e['p90']}", f"{e['p99']}"],
+    ]
+    print_table(["MEASURE", "AVERAGE", "P50", "P90", "P99"], rows, out=sys.stdout)
+    click.echo(f"\npeak RSS {d['peakRssBytes'] / 2**20:.0f} MiB; overcommitted nodes {d['overcommittedNodes']}; "
+               f"nodes used {p['nodesUsed']}; pods per node min {p['podsPerNodeMin']} max {p['podsPerNodeMax']} "
+               f"stdev {p['podsPerNodeStdev']}")
+    checks = d["checks"]
+    click.echo(f"checks: nodes with two anti-affine pods {checks['antiAffinityNodesWithTwoGreenPods']}; "
+               f"largest zone skew of spread pods {checks['spreadMaxZoneSkew']}")
+
+
+@click.command()
+@click.argument("name", required=False, metavar="WORKLOAD/SIZE")
+@click.option("--list", "list_", is_flag=True, help="List the shipped workloads and their sizes.")
+@click.option("--output", "-o", type=click.Choice(["json"]), default=None, help="One JSON object, for tools.")
+@click.option("--server", "-s", default=None, help="Benchmark a running server over HTTP (default: in this process).")
+@click.option("--small", is_flag=True, help="Pod counts divided by 10 (nodes unchanged): a quick check.")
+@click.option("--timeout", default=600.0, show_default=True, help="Seconds to wait for pods to be bound.")
+@run
+async def bench(name, list_, output, server, small, timeout) -> None:
+    """Run a scheduler benchmark: `corral bench SchedulingBasic/5000Nodes_10000Pods`.
+
+    Workloads follow Kubernetes' scheduler_perf (nodes of 4 cpu, 32Gi, 110 pods; pods of 100m cpu and
+    500Mi). In-process, the server, store and scheduler run in this process; with --server, pods and
+    nodes are created over the HTTP API of a running server."""
+    from corral.bench.runner import Progress, run_workload
+    from corral.bench.targets import HttpTarget, InProcessTarget
+    from corral.bench.workloads import WorkloadError, load_workloads, resolve
+
+    if list_ or not name:
+        for wl in load_workloads().values():
+            for size, params in wl.sizes.items():
+                click.echo(f"{wl.name}/{size}  " + ", ".join(f"{k}={v}" for k, v in params.items()))
+        if not list_:
+            click.echo("\nrun one with `corral bench WORKLOAD/SIZE`", err=True)
+        return
+    try:
+        workload, size = resolve(name)
+    except WorkloadError as exc:
+        raise CliError(str(exc)) from None
+    if server:
+        from corral.client.config import server_url
+
+        target = HttpTarget(server_url(server), lambda *a: None)
+    else:
+        target = InProcessTarget(lambda *a: None)
+    progress = _BarProgress() if sys.stderr.isatty() else Progress()
+    try:
+        result = await run_workload(workload, size, target, small=small, progress=progress, timeout=timeout)
+    except TimeoutError as exc:
+        raise CliError(str(exc)) from None
+    if output == "json":
+        click.echo(json.dumps(result.data, indent=2))
+    else:
+        _print_table(result.data)

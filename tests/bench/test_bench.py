@@ -1,0 +1,50 @@
+"""`corral bench` on every shipped workload, at 500 nodes with few pods, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from corral.bench.workloads import load_workloads
+from tests.cli.test_cli import corral
+
+WORKLOADS = sorted(load_workloads())
+
+
+def check_invariants(result: dict) -> None:
+    assert result["boundPods"] == result["measuredPods"] > 0, "every measured pod is bound"
+    assert result["overcommittedNodes"] == 0
+    assert result["checks"]["antiAffinityNodesWithTwoGreenPods"] == 0
+    assert result["checks"]["spreadMaxZoneSkew"] <= 5
+    for key in ("average", "p50", "p90", "p99"):
+        assert result["throughput"][key] >= 0
+    assert result["throughput"]["average"] > 0
+    assert set(result["attemptLatencyMs"]) == set(result["e2eLatencyMs"]) == {"p50", "p90", "p99"}
+    assert result["peakRssBytes"] > 0
+    assert set(result["placement"]) == {"nodesUsed", "podsPerNodeMin", "podsPerNodeMax", "podsPerNodeStdev"}
+
+
+@pytest.mark.parametrize("workload", WORKLOADS)
+def test_every_shipped_workload_runs_at_500_nodes_and_keeps_its_invariants(workload):
+    result = json.loads(corral("bench", f"{workload}/500Nodes", "--small", "-o", "json").stdout)
+    assert result["workload"] == f"{workload}/500Nodes" and result["nodes"] == 500
+    check_invariants(result)
+    if workload == "SchedulingPodAntiAffinity":
+        assert result["placement"]["podsPerNodeMax"] <= 1
+    if workload == "MixedChurn":
+        assert result["churnedPods"] > 0
+
+
+def test_bench_runs_against_a_running_server_over_http(cluster_process):
+    result = json.loads(corral("bench", "SchedulingBasic/500Nodes", "--small", "-o", "json",
+                               "--server", cluster_process.url).stdout)
+    assert result["mode"] == "http"
+    check_invariants(result)
+
+
+def test_the_list_and_a_bad_name_are_answered_clearly():
+    listing = corral("bench", "--list").stdout
+    assert "SchedulingBasic/5000Nodes_10000Pods" in listing and "TopologySpreading/5000Nodes_2000Pods" in listing
+    bad = corral("bench", "SchedulingBasic/9Nodes", check=False)
+    assert bad.returncode == 1 and "has no size '9Nodes'" in bad.stderr
