@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 from corral.api.defaults import now_rfc3339
 from corral.api.quantity import to_milli, to_units
-from corral.bench.workloads import HOST, ZONE, Workload, node_object, pod_template
+from corral.bench.workloads import ZONE, Workload, node_object, pod_template
 
 __all__ = ["run_workload", "BenchResult", "Progress"]
 
