@@ -8,7 +8,9 @@ Priority from a PriorityClass needs a lookup and is done by the server (see ``se
 
 from __future__ import annotations
 
+import random
 import secrets
+import time
 import uuid
 from datetime import datetime, timezone
 from typing import Any
@@ -22,9 +24,21 @@ DEFAULT_GRACE_SECONDS = 30
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
+_last_stamp: tuple[int, str] = (0, "")
+
+
 def now_rfc3339() -> str:
     """The current time as Kubernetes writes timestamps: second precision, UTC, ``Z``."""
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    global _last_stamp
+    second = int(time.time())
+    if _last_stamp[0] != second:  # formatted once per second: it is on every write's path
+        _last_stamp = (second, datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+    return _last_stamp[1]
+
+
+def new_uid() -> str:
+    """A random (version 4) UUID; from Python's fast generator, as uids need uniqueness, not secrecy."""
+    return str(uuid.UUID(int=random.getrandbits(128), version=4))
 
 
 def generate_name(prefix: str) -> str:
@@ -116,7 +130,7 @@ def apply_create_defaults(resource: ResourceType, obj: dict[str, Any], namespace
         meta["namespace"] = namespace or meta.get("namespace") or "default"
     else:
         meta.pop("namespace", None)
-    meta["uid"] = str(uuid.uuid4())
+    meta["uid"] = new_uid()
     meta["creationTimestamp"] = now_rfc3339()
     meta["generation"] = 1
     for key in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds"):

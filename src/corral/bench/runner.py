@@ -235,6 +235,10 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
                 if not op.get("expectPending"):
                     await _wait_bound(tracker, keys, timeout, progress, f"{len(keys)} init pods")
             elif kind == "createPods":
+                # The cluster is built: tune the collector as `corral server` does after start-up.
+                from corral.server.app import tune_gc_for_server
+
+                tune_gc_for_server()
                 measure_start = time.perf_counter()
                 sampler_stop = asyncio.Event()
 

@@ -47,9 +47,8 @@ class InProcessWriter:
     async def bind(self, pod: PodInfo, node: str) -> Status:
         from corral.server.errors import ApiError
 
-        body = {"target": {"kind": "Node", "name": node}}
         try:
-            await self.api.bind(pod.namespace, pod.name, body, self._opts)
+            await self.api.assign_node(pod.namespace, pod.name, node)
         except ApiError as exc:
             if exc.code in (404, 409):
                 return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (_GONE,), "DefaultBinder")

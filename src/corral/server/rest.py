@@ -368,13 +368,18 @@ class ResourceAPI:
                        change: Callable[[Record, dict[str, Any]], Reply | None]) -> Record | Reply:
         """Read, change, compare-and-swap write; on a conflicting write, again from a fresh read.
 
-        ``change(current, obj)`` edits ``obj`` (a fresh copy of ``current``) in place and returns
+        ``change(current, obj)`` edits ``obj`` in place — its top level and its metadata, spec and
+        status dicts are fresh; values below them are shared, so replace them, never mutate — and returns
         None to have it written, or a :class:`Reply` to answer without writing. It may raise
         :class:`ApiError`. Returns the written record, or the change's reply.
         """
         for _ in range(_CAS_RETRIES):
             current = await self.current(resource, namespace, name)
-            obj = _decode(current.value)
+            # A copy of the parts a change may edit (metadata, spec, status) is enough: nested
+            # values are shared with the cached object and never modified in place.
+            cached = current.obj
+            obj = {**cached, "metadata": dict(cached.get("metadata") or {}), "spec": dict(cached.get("spec") or {}),
+                   "status": dict(cached.get("status") or {})}
             early = change(current, obj)
             if early is not None:
                 return early
@@ -485,7 +490,11 @@ class ResourceAPI:
         _, causes = validation.validate(binding_res, {**binding, "metadata": {**_meta(binding), "name": name}})
         if causes:
             raise errors.invalid(binding_res, name, causes)
-        node = binding["target"]["name"]
+        return await self.assign_node(namespace, name, binding["target"]["name"], dry_run=opts.dry_run)
+
+    async def assign_node(self, namespace: str, name: str, node: str, *, dry_run: bool = False) -> Reply:
+        """The binding itself, for callers inside the server that built a valid one (the scheduler)."""
+        pods = by_kind("Pod")
         answer = Reply(201, _encode({
             "kind": "Binding", "apiVersion": "v1", "metadata": {"name": name, "namespace": namespace},
             "target": {"kind": "Node", "apiVersion": "v1", "name": node},
@@ -504,7 +513,7 @@ class ResourceAPI:
             conditions = [c for c in status.get("conditions") or () if c.get("type") != "PodScheduled"]
             conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()})
             status["conditions"] = conditions
-            return answer if opts.dry_run else None
+            return answer if dry_run else None
 
         await self._rewrite(pods, namespace, name, assign)
         return answer

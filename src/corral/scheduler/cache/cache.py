@@ -202,12 +202,11 @@ class Cache:
             return
         if cached is not None:
             row = self.table.row_for_pods(node)
-            if cached.row == row and cached.info.resource_version == meta.get("resourceVersion") and not cached.assumed:
-                return
-            if cached.assumed and cached.row == row:
-                # The binding we wrote has arrived: the pod stays counted, now confirmed.
+            if cached.row == row and cached.info.labels == (meta.get("labels") or {}):
+                # Same node, same labels: what the cache counts is unchanged (a pod's requests, ports
+                # and affinity are fixed once it is created). A binding we assumed is now confirmed.
                 cached.assumed = False
-                cached.info = PodInfo.from_object(pod)
+                cached.info.resource_version = meta.get("resourceVersion", "")
                 return
             self._account(cached.info, cached.row, -1)
             del self.pods[key]

@@ -142,6 +142,7 @@ class NodeTable:
         self.unschedulable = np.zeros(capacity, dtype=bool)
         self.allocatable: dict[str, np.ndarray] = {r: np.zeros(capacity, dtype=np.int64) for r in STANDARD_RESOURCES}
         self.requested: dict[str, np.ndarray] = {r: np.zeros(capacity, dtype=np.int64) for r in STANDARD_RESOURCES}
+        self.free: dict[str, np.ndarray] = {r: np.zeros(capacity, dtype=np.int64) for r in STANDARD_RESOURCES}
         self.nonzero_cpu = np.zeros(capacity, dtype=np.int64)
         self.nonzero_memory = np.zeros(capacity, dtype=np.int64)
         self.labels = LabelColumns(capacity)
@@ -167,6 +168,7 @@ class NodeTable:
         self.download_bps = _grow(self.download_bps, capacity, np.nan)
         self.allocatable = {k: _grow(v, capacity) for k, v in self.allocatable.items()}
         self.requested = {k: _grow(v, capacity) for k, v in self.requested.items()}
+        self.free = {k: _grow(v, capacity) for k, v in self.free.items()}
         self.taints = _grow(self.taints, capacity)
         self.ports = {k: _grow(v, capacity) for k, v in self.ports.items()}
         self.images = {k: _grow(v, capacity) for k, v in self.images.items()}
@@ -198,6 +200,8 @@ class NodeTable:
         col = columns.get(name)
         if col is None:
             col = columns[name] = np.zeros(self.capacity, dtype=np.int64)
+            if columns is self.free and name in self.requested:  # a new resource: free = 0 − requested
+                col -= self.requested[name]
         return col
 
     def set_node(self, node: dict[str, Any]) -> int:
@@ -222,6 +226,7 @@ class NodeTable:
         for res, col in self.allocatable.items():
             if res not in seen:
                 col[row] = 0
+            self._resource_column(self.free, res)[row] = col[row] - self.requested[res][row]
         ready, heartbeat = False, 0.0
         for cond in status.get("conditions") or ():
             if cond.get("type") == "Ready":
@@ -293,7 +298,7 @@ class NodeTable:
         if name is not None:
             self.row_of.pop(name, None)
         self.names[row] = None
-        for col in (*self.allocatable.values(), *self.requested.values()):
+        for col in (*self.allocatable.values(), *self.requested.values(), *self.free.values()):
             col[row] = 0
         self.nonzero_cpu[row] = self.nonzero_memory[row] = 0
         for col in self.ports.values():
@@ -309,16 +314,17 @@ class NodeTable:
 
     def add_requests(self, row: int, requests: Any, ports: Iterable[Any], sign: int) -> None:
         """Count (sign=+1) or uncount (-1) one pod's requests and host ports on ``row``."""
-        req = self.requested
-        req["cpu"][row] += sign * requests.cpu
-        req["memory"][row] += sign * requests.memory
-        req["ephemeral-storage"][row] += sign * requests.ephemeral
-        req["pods"][row] += sign
+        req, free = self.requested, self.free
+        for name, amount in (("cpu", requests.cpu), ("memory", requests.memory),
+                             ("ephemeral-storage", requests.ephemeral), ("pods", 1)):
+            req[name][row] += sign * amount
+            free[name][row] -= sign * amount
         self.nonzero_cpu[row] += sign * requests.nonzero_cpu
         self.nonzero_memory[row] += sign * requests.nonzero_memory
         for name, amount in requests.extended:
             self._resource_column(self.requested, name)[row] += sign * amount
             self._resource_column(self.allocatable, name)
+            self._resource_column(self.free, name)[row] -= sign * amount
         for port in ports:
             key = (port.protocol, port.port)
             col = self.ports.get(key)

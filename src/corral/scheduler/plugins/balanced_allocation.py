@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from corral.scheduler.framework.interface import CycleState, Plugin
+from corral.scheduler.plugins.node_resources_fit import cpu_memory_usage
 
 NAME = "NodeResourcesBalancedAllocation"
 
@@ -14,11 +15,9 @@ class BalancedAllocation(Plugin):
     NAME = NAME
 
     def score(self, state: CycleState, pod, rows: np.ndarray) -> np.ndarray:
-        table = self.cache.table
-        req = pod.requests
-        cpu_alloc = np.maximum(table.allocatable["cpu"][rows], 1)
-        mem_alloc = np.maximum(table.allocatable["memory"][rows], 1)
-        cpu = np.minimum((table.nonzero_cpu[rows] + req.nonzero_cpu) / cpu_alloc, 1.0)
-        mem = np.minimum((table.nonzero_memory[rows] + req.nonzero_memory) / mem_alloc, 1.0)
+        usage = cpu_memory_usage(state, self.cache.table, pod, rows)
+        (cpu_req, cpu_alloc), (mem_req, mem_alloc) = usage["cpu"], usage["memory"]
+        cpu = np.minimum(cpu_req / np.maximum(cpu_alloc, 1.0), 1.0)
+        mem = np.minimum(mem_req / np.maximum(mem_alloc, 1.0), 1.0)
         std = np.abs(cpu - mem) / 2  # the standard deviation of two fractions
         return np.floor((1.0 - std) * 100)

@@ -40,6 +40,8 @@ class ImageLocality(Plugin):
 
     def pre_score(self, state: CycleState, pod, rows: np.ndarray) -> Status:
         table = self.cache.table
+        if not table.images:
+            return SKIP  # no node reports images
         return SUCCESS if any(node_columns(table, i) is not None for i in pod.images) else SKIP
 
     def score(self, state: CycleState, pod, rows: np.ndarray) -> np.ndarray:

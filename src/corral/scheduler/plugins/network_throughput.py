@@ -22,6 +22,8 @@ class NetworkThroughput(Plugin):
 
     def pre_score(self, state: CycleState, pod, rows: np.ndarray) -> Status:
         table = self.cache.table
+        if not table.images:
+            return SKIP  # no node reports images
         sized = [i for i in pod.images if image_size(table, i) > 0]
         if not sized or np.isnan(table.download_bps[rows]).all():
             return SKIP

@@ -22,6 +22,24 @@ def insufficient(resource: str) -> str:
     return f"Insufficient {resource}"
 
 
+USAGE_KEY = "cpuMemoryUsage"
+
+
+def cpu_memory_usage(state: CycleState, table, pod, rows) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Per scored row: (non-zero requested + the pod's, allocatable) for cpu and memory, as floats.
+    Computed once per cycle and shared by the scores that need it (kept in the cycle state)."""
+    usage = state.get(USAGE_KEY)
+    if usage is None:
+        req = pod.requests
+        usage = state[USAGE_KEY] = {
+            "cpu": ((table.nonzero_cpu[rows] + req.nonzero_cpu).astype(np.float64),
+                    table.allocatable["cpu"][rows].astype(np.float64)),
+            "memory": ((table.nonzero_memory[rows] + req.nonzero_memory).astype(np.float64),
+                       table.allocatable["memory"][rows].astype(np.float64)),
+        }
+    return usage
+
+
 class NodeResourcesFit(Plugin):
     NAME = NAME
 
@@ -44,28 +62,26 @@ class NodeResourcesFit(Plugin):
     def filter(self, state: CycleState, pod, candidates: np.ndarray) -> FilterResult:
         table = self.cache.table
         n = table.size
-        alloc, used = table.allocatable, table.requested
+        free = table.free  # allocatable − requested, kept current by the table
         req = pod.requests
-        reasons = []
-        bad = used["pods"][:n] + 1 > alloc["pods"][:n]
-        reasons.append(Reason(TOO_MANY_PODS, bad.copy()))
+        pods_full = free["pods"][:n] < 1
+        bad = pods_full.copy()
+        reasons = [Reason(TOO_MANY_PODS, pods_full)]
         for resource, amount in (("cpu", req.cpu), ("memory", req.memory), ("ephemeral-storage", req.ephemeral),
                                  *req.extended):
             if amount <= 0:
                 continue
-            a, u = alloc.get(resource), used.get(resource)
-            short = np.ones(n, dtype=bool) if a is None else (a[:n] - u[:n] < amount)
+            col = free.get(resource)
+            short = np.ones(n, dtype=bool) if col is None else col[:n] < amount
             reasons.append(Reason(insufficient(resource), short))
             bad |= short
         return FilterResult(~bad, reasons)
 
-    def _requested_and_allocatable(self, pod, rows, resource: str) -> tuple[np.ndarray, np.ndarray] | None:
+    def _requested_and_allocatable(self, pod, rows, resource: str, state: CycleState | None = None
+                                   ) -> tuple[np.ndarray, np.ndarray] | None:
         table = self.cache.table
-        req = pod.requests
-        if resource == "cpu":
-            return table.nonzero_cpu[rows] + req.nonzero_cpu, table.allocatable["cpu"][rows]
-        if resource == "memory":
-            return table.nonzero_memory[rows] + req.nonzero_memory, table.allocatable["memory"][rows]
+        if resource in ("cpu", "memory"):
+            return cpu_memory_usage(state if state is not None else CycleState(), table, pod, rows)[resource]
         amount = dict(req.extended).get(resource, req.ephemeral if resource == "ephemeral-storage" else 0)
         a, u = table.allocatable.get(resource), table.requested.get(resource)
         if a is None or not a[rows].any():
@@ -78,11 +94,11 @@ class NodeResourcesFit(Plugin):
         total = None
         weights = 0
         for resource, weight in self.resources:
-            pair = self._requested_and_allocatable(pod, rows, resource)
+            pair = self._requested_and_allocatable(pod, rows, resource, state)
             if pair is None:
                 continue
             requested, allocatable = pair
-            safe = np.maximum(allocatable, 1).astype(np.float64)
+            safe = np.maximum(allocatable, 1.0)
             if self.strategy == "LeastAllocated":
                 s = np.floor(np.maximum(allocatable - requested, 0) * 100.0 / safe)
             elif self.strategy == "MostAllocated":
