@@ -477,7 +477,7 @@ class ResourceAPI:
 
     async def bind(self, namespace: str, pod_name: str | None, binding: Any, opts: WriteOptions) -> Reply:
         """Assign a pod to a node: spec.nodeName, phase Scheduled, PodScheduled=True; 409 if bound."""
-        binding_res, pods = by_kind("Binding"), by_kind("Pod")
+        binding_res = by_kind("Binding")
         self._check_kind(binding_res, binding)
         name = pod_name or _meta(binding).get("name")
         if not name:

@@ -68,3 +68,12 @@ def test_a_pod_requesting_nothing_is_scored_as_requesting_the_defaults():
     scores = run_score("NodeResourcesFit", nodes, make_pod("p"))
     # Non-zero defaults: 100m of 4 cpu → 97; 200Mi of 32Gi → 99; (97+99)//2 = 98.
     assert scores == {"n": 98.0}
+
+
+def test_extended_resources_can_be_scored_when_configured():
+    nodes = [make_node("busy").capacity(cpu=4, memory="8Gi", pods=10, **{"example.com/gpu": 4}),
+             make_node("idle").capacity(cpu=4, memory="8Gi", pods=10, **{"example.com/gpu": 4})]
+    existing = [make_pod("e").requests(**{"example.com/gpu": 3}).node("busy")]
+    args = {"scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "example.com/gpu", "weight": 1}]}}
+    scores = run_score("NodeResourcesFit", nodes, make_pod("p").requests(**{"example.com/gpu": 1}), existing, args=args)
+    assert scores == {"busy": 0.0, "idle": 75.0}  # (4-4)*100/4 and (4-1)*100/4

@@ -82,6 +82,7 @@ class NodeResourcesFit(Plugin):
         table = self.cache.table
         if resource in ("cpu", "memory"):
             return cpu_memory_usage(state if state is not None else CycleState(), table, pod, rows)[resource]
+        req = pod.requests
         amount = dict(req.extended).get(resource, req.ephemeral if resource == "ephemeral-storage" else 0)
         a, u = table.allocatable.get(resource), table.requested.get(resource)
         if a is None or not a[rows].any():
