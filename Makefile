@@ -33,6 +33,7 @@ up: $(STAMP)
 	$(BIN)/corral server --local-agent
 
 test: $(STAMP) system-deps
+	$(BIN)/ruff check --quiet --select F,E9 src tests bench
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 bench: $(STAMP)
