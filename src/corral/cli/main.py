@@ -370,8 +370,9 @@ def _register() -> None:
     from corral.cli.bench import bench
     from corral.cli.nodes import agent, drain, logs
     from corral.cli.scheduling import explain, scheduler
+    from corral.cli.sim import sim
 
-    for command in (scheduler, explain, agent, logs, drain, bench):
+    for command in (scheduler, explain, agent, logs, drain, bench, sim):
         cli.add_command(command)
 
 

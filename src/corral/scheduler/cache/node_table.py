@@ -154,6 +154,8 @@ class NodeTable:
         self.image_sizes: dict[str, int] = {}
         self.download_bps = np.full(capacity, np.nan)
         self.grow_listeners: list = []  # called with the new capacity when columns grow
+        # Results derived from node state alone, kept by plugins as key → (version, size, value).
+        self.memo: dict = {}
         self.version = 0  # bumped on every node change (for caches keyed on node state)
         self.taint_version = 0
 

@@ -54,7 +54,23 @@ def term_mask(table, term: NodeSelectorTerm) -> np.ndarray:
 
 
 def required_mask(table, pod) -> np.ndarray:
-    """Rows that satisfy the pod's nodeSelector and required node affinity."""
+    """Rows that satisfy the pod's nodeSelector and required node affinity (read-only result).
+
+    Only node labels decide it, so it is remembered per node-table version: the pods of one
+    workload, which share their selector, pay for it once, not once each.
+    """
+    key = ("required_mask", tuple(sorted(pod.node_selector.items())), pod.required_node_terms)
+    hit = table.memo.get(key)
+    if hit is not None and hit[0] == table.version and hit[1] == table.size:
+        return hit[2]
+    mask = _required_mask(table, pod)
+    if len(table.memo) > 256:
+        table.memo.clear()
+    table.memo[key] = (table.version, table.size, mask)
+    return mask
+
+
+def _required_mask(table, pod) -> np.ndarray:
     n = table.size
     mask = np.ones(n, dtype=bool)
     for key, value in pod.node_selector.items():

@@ -1,0 +1,70 @@
+"""``corral sim``: many hollow nodes in one process."""
+
+from __future__ import annotations
+
+import click
+
+from corral.cli.common import CliError, make_client, run
+
+__all__ = ["sim"]
+
+
+@click.command()
+@click.option("--nodes", "count", type=int, default=100, show_default=True, help="How many hollow nodes.")
+@click.option("--server", "-s", default=None,
+              help="A running server to join (default: start one in this process, on --address).")
+@click.option("--address", default="127.0.0.1:7443", show_default=True, metavar="HOST:PORT",
+              help="Where the in-process server listens when no --server is given.")
+@click.option("--prefix", default="hollow", show_default=True, help="Node names are PREFIX-0, PREFIX-1, ...")
+@click.option("--capacity", default="cpu=4,memory=32Gi,pods=110", show_default=True, metavar="R=Q,...",
+              help="Each node's capacity (and allocatable).")
+@click.option("--zones", default="", metavar="A,B,... | N",
+              help="Spread nodes over these zones (topology.kubernetes.io/zone), or over N zones zone-1..N.")
+@click.option("--labels", default=None, metavar="K=V,...", help="Extra labels on every node.")
+@click.option("--taints", default=None, metavar="K[=V]:EFFECT,...", help="Taints on every node.")
+@click.option("--run-delay", default=1.0, show_default=True, help="Seconds from binding to Running.")
+@click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+@run
+async def sim(count, server, address, prefix, capacity, zones, labels, taints, run_delay, log_level) -> None:
+    """Run COUNT hollow nodes: they register, renew their leases and run the pods bound to them (without
+    running anything), through the agent's own state machine."""
+    import logging
+    import tempfile
+
+    from corral.agent.node_info import FlagError, parse_pairs, parse_taints
+    from corral.aio import wait_for_termination
+    from corral.sim.hollow import HollowConfig, HollowNodes
+
+    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if count < 1:
+        raise CliError("--nodes must be at least 1")
+    zone_list = [f"zone-{i + 1}" for i in range(int(zones))] if zones.isdigit() else [z for z in zones.split(",") if z]
+    try:
+        config = HollowConfig(count=count, prefix=prefix, capacity=parse_pairs(capacity, "--capacity"),
+                              zones=zone_list, labels=parse_pairs(labels, "--labels"), taints=parse_taints(taints),
+                              run_delay=run_delay)
+    except FlagError as exc:
+        raise CliError(str(exc)) from None
+    embedded = None
+    if server is None:
+        from corral.server.app import Server, ServerConfig, tune_gc_for_server
+
+        data = tempfile.TemporaryDirectory(prefix="corral-sim-")
+        embedded = Server(ServerConfig(data_dir=data.name, address=address))
+        await embedded.start()
+        tune_gc_for_server()
+        server = embedded.url
+        click.echo(f"corral server (in-process) listening on {server}")
+    try:
+        async with make_client(server) as client:
+            nodes = HollowNodes(client, config)
+            await nodes.start()
+            click.echo(f"{count} hollow nodes ({prefix}-0 … {prefix}-{count - 1}) registered with {client.base_url}")
+            try:
+                await wait_for_termination()
+            finally:
+                await nodes.stop()
+    finally:
+        if embedded is not None:
+            await embedded.stop()
+            data.cleanup()

@@ -1,0 +1,209 @@
+"""Hollow nodes: thousands of simulated nodes in one process, for scale tests and benchmarks.
+
+Each hollow node registers a Node, renews its Lease and its Ready heartbeat, and runs the pods
+bound to it through the agent's own :class:`~corral.agent.machine.PodMachine` with a fake runtime:
+a container "starts" ``run_delay`` seconds after it is asked to, and stops at once. So pods go
+Scheduled → Running, and deleted pods Terminating → Terminated, exactly as with real agents.
+
+Cheap at 5,000 nodes: one watch of all pods (not one per node), one heartbeat loop that renews
+every node's lease in bounded-concurrency batches spread over the interval, one status writer, and
+timers on the event loop instead of a task per container.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from corral.agent import machine as m
+from corral.api.defaults import now_rfc3339
+from corral.client.rest import AlreadyExists, ApiError, Client, ConnectionFailed, Gone, NotFound
+
+__all__ = ["HollowNodes", "HollowConfig"]
+
+log = logging.getLogger(__name__)
+LEASE_NAMESPACE = "corral-node-lease"
+
+
+@dataclass(slots=True)
+class HollowConfig:
+    count: int
+    prefix: str = "hollow"
+    capacity: dict[str, str] = field(default_factory=lambda: {"cpu": "4", "memory": "32Gi", "pods": "110"})
+    zones: list[str] = field(default_factory=list)
+    labels: dict[str, str] = field(default_factory=dict)
+    taints: list[dict[str, str]] = field(default_factory=list)
+    run_delay: float = 1.0
+    lease_interval: float = 10.0
+    status_interval: float = 30.0  # Ready heartbeat on the Node (scheduling wants it fresher than 90 s)
+    concurrency: int = 64
+
+
+class HollowNodes:
+    def __init__(self, client: Client, config: HollowConfig) -> None:
+        self.client = client
+        self.config = config
+        self.names = [f"{config.prefix}-{i}" for i in range(config.count)]
+        self._mine = set(self.names)
+        self.machines: dict[str, m.PodMachine] = {}  # by pod uid
+        self._reports: dict[str, tuple[str, str, dict[str, Any]]] = {}
+        self._report_wakeup = asyncio.Event()
+        self._tasks: list[asyncio.Task] = []
+        self._sem = asyncio.Semaphore(config.concurrency)
+        self.started_pods = 0
+
+    # --- lifecycle -------------------------------------------------------------------------------------
+
+    def _node(self, i: int, name: str) -> dict[str, Any]:
+        labels = {"kubernetes.io/hostname": name, "corral.dev/hollow": "true", **self.config.labels}
+        if self.config.zones:
+            labels["topology.kubernetes.io/zone"] = self.config.zones[i % len(self.config.zones)]
+        now = now_rfc3339()
+        return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": labels},
+                "spec": {"taints": list(self.config.taints)} if self.config.taints else {},
+                "status": {"capacity": dict(self.config.capacity), "allocatable": dict(self.config.capacity),
+                           "conditions": [self._ready(now)],
+                           "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
+                           "nodeInfo": {"kubeletVersion": "corral-hollow", "containerRuntimeVersion": "hollow://1"}}}
+
+    @staticmethod
+    def _ready(now: str) -> dict[str, Any]:
+        return {"type": "Ready", "status": "True", "reason": "HollowNodeReady", "lastHeartbeatTime": now,
+                "lastTransitionTime": now}
+
+    async def _limited(self, coro) -> None:
+        async with self._sem:
+            try:
+                await coro
+            except (ApiError, ConnectionFailed) as exc:
+                log.debug("hollow node request failed: %s", exc)
+
+    async def start(self) -> None:
+        """Register every node and its lease, then follow pods and keep heartbeating."""
+        async def register(i: int, name: str) -> None:
+            try:
+                await self.client.create(self._node(i, name))
+            except AlreadyExists:
+                pass
+        await asyncio.gather(*(self._limited(register(i, n)) for i, n in enumerate(self.names)))
+        await asyncio.gather(*(self._limited(self._renew_lease(n, create=True)) for n in self.names))
+        listing = await self.client.list("pods", None, raw=True)
+        for pod in listing.items:
+            self._on_pod("ADDED", pod)
+        self._tasks = [
+            asyncio.create_task(self._watch(listing.resource_version), name="hollow-watch"),
+            asyncio.create_task(self._heartbeat_loop(), name="hollow-heartbeats"),
+            asyncio.create_task(self._report_loop(), name="hollow-reports"),
+        ]
+
+    async def stop(self) -> None:
+        from corral.aio import cancel_and_wait
+
+        await cancel_and_wait(*self._tasks)
+
+    # --- heartbeats --------------------------------------------------------------------------------------
+
+    async def _renew_lease(self, name: str, *, create: bool = False) -> None:
+        spec = {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now_rfc3339()}
+        try:
+            await self.client.patch("leases", name, {"spec": spec}, LEASE_NAMESPACE, raw=True)
+        except NotFound:
+            if create:
+                await self.client.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                          "metadata": {"name": name, "namespace": LEASE_NAMESPACE},
+                                          "spec": {**spec, "acquireTime": spec["renewTime"]}})
+
+    async def _heartbeat_node(self, name: str) -> None:
+        await self.client.patch("nodes", name, {"status": {"conditions": [self._ready(now_rfc3339())]}},
+                                subresource="status", raw=True)
+
+    async def _heartbeat_loop(self) -> None:
+        """Renew every lease each ``lease_interval`` (and every Ready heartbeat each ``status_interval``),
+        in slices spread over the interval so the server sees a steady rate, not bursts."""
+        slices = 10
+        last_status = time.monotonic()
+        while True:
+            round_start = time.monotonic()
+            status_due = round_start - last_status >= self.config.status_interval
+            for k in range(slices):
+                batch = self.names[k::slices]
+                work = [self._limited(self._renew_lease(n)) for n in batch]
+                if status_due:
+                    work += [self._limited(self._heartbeat_node(n)) for n in batch]
+                await asyncio.gather(*work)
+                target = round_start + (k + 1) * self.config.lease_interval / slices
+                await asyncio.sleep(max(0.0, target - time.monotonic()))
+            if status_due:
+                last_status = round_start
+
+    # --- pods --------------------------------------------------------------------------------------------
+
+    async def _watch(self, rv: str) -> None:
+        while True:
+            try:
+                async for ev in self.client.watch("pods", None, resource_version=rv, raw=True):
+                    rv = ev.resource_version or rv
+                    if ev.type != "BOOKMARK":
+                        self._on_pod(ev.type, ev.object)
+            except Gone:
+                listing = await self.client.list("pods", None, raw=True)
+                rv = listing.resource_version
+                for pod in listing.items:
+                    self._on_pod("MODIFIED", pod)
+            except (ConnectionFailed, ApiError, OSError) as exc:
+                log.warning("hollow nodes lost their pod watch: %s; retrying", exc)
+                await asyncio.sleep(1.0)
+
+    def _on_pod(self, etype: str, pod: dict[str, Any]) -> None:
+        uid = (pod.get("metadata") or {}).get("uid", "")
+        node = (pod.get("spec") or {}).get("nodeName")
+        machine = self.machines.get(uid)
+        now = time.time()
+        if etype == "DELETED" or node not in self._mine:
+            if machine is not None:
+                self._feed(machine, m.Removed(now))
+            return
+        if machine is None:
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed", "Terminated", "Running"):
+                return  # not ours to (re)start: finished, or running before this process began
+            machine = self.machines[uid] = m.PodMachine(pod, host_ip="127.0.0.1")
+        self._feed(machine, m.Sync(pod, now))
+
+    def _feed(self, machine: m.PodMachine, event: Any) -> None:
+        loop = asyncio.get_running_loop()
+        for action in machine.handle(event):
+            if isinstance(action, m.Start):
+                name = action.container.get("name", "")
+                loop.call_later(self.config.run_delay, self._started, machine, name)
+            elif isinstance(action, m.Stop):
+                loop.call_soon(self._feed, machine, m.Stopped(time.time()))
+            elif isinstance(action, m.Report):
+                meta = machine.pod.get("metadata") or {}
+                self._reports[machine.uid] = (meta.get("namespace", "default"), meta.get("name", ""), action.status)
+                self._report_wakeup.set()
+            elif isinstance(action, m.Forget):
+                self.machines.pop(machine.uid, None)
+            # Emit: hollow nodes record no events.
+
+    def _started(self, machine: m.PodMachine, container: str) -> None:
+        if machine.forgotten or machine.stopping:
+            return
+        self.started_pods += 1
+        self._feed(machine, m.Started(container, f"hollow://{machine.uid}/{container}", time.time()))
+
+    async def _report_loop(self) -> None:
+        while True:
+            await self._report_wakeup.wait()
+            self._report_wakeup.clear()
+            batch, self._reports = self._reports, {}
+            await asyncio.gather(*(self._limited(self._write_status(*item)) for item in batch.values()))
+
+    async def _write_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "status": status}
+        try:
+            await self.client.update(body, namespace, subresource="status", raw=True)
+        except NotFound:
+            pass
