@@ -48,3 +48,10 @@ def test_the_list_and_a_bad_name_are_answered_clearly():
     assert "SchedulingBasic/5000Nodes_10000Pods" in listing and "TopologySpreading/5000Nodes_2000Pods" in listing
     bad = corral("bench", "SchedulingBasic/9Nodes", check=False)
     assert bad.returncode == 1 and "has no size '9Nodes'" in bad.stderr
+
+
+def test_throughput_over_time_can_be_drawn_to_a_png(tmp_path):
+    path = tmp_path / "throughput.png"
+    out = corral("bench", "SchedulingBasic/500Nodes", "--small", "--plot", str(path)).stdout
+    assert f"drawn to {path}" in out
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000

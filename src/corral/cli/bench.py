@@ -64,8 +64,9 @@ def _print_table(d: dict) -> None:
 @click.option("--server", "-s", default=None, help="Benchmark a running server over HTTP (default: in this process).")
 @click.option("--small", is_flag=True, help="Pod counts divided by 10 (nodes unchanged): a quick check.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds to wait for pods to be bound.")
+@click.option("--plot", default=None, metavar="FILE.png", help="Also draw throughput over time to a PNG file.")
 @run
-async def bench(name, list_, output, server, small, timeout) -> None:
+async def bench(name, list_, output, server, small, timeout, plot) -> None:
     """Run a scheduler benchmark: `corral bench SchedulingBasic/5000Nodes_10000Pods`.
 
     Workloads follow Kubernetes' scheduler_perf (nodes of 4 cpu, 32Gi, 110 pods; pods of 100m cpu and
@@ -97,7 +98,42 @@ async def bench(name, list_, output, server, small, timeout) -> None:
         result = await run_workload(workload, size, target, small=small, progress=progress, timeout=timeout)
     except TimeoutError as exc:
         raise CliError(str(exc)) from None
+    if plot:
+        _plot(result.data, plot)
     if output == "json":
         click.echo(json.dumps(result.data, indent=2))
     else:
         _print_table(result.data)
+        if plot:
+            click.echo(f"throughput over time drawn to {plot}")
+
+
+def _plot(d: dict, path: str) -> None:
+    """Scheduled pods per second while the measured pods scheduled, with the average."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise CliError("--plot needs matplotlib: pip install 'corral[plot]'") from None
+    # Whole seconds only: the last, partial second would read low (the percentiles leave it out too).
+    samples = d["throughputSamples"][: max(int(d["measureSeconds"]), 1)] or [d["throughput"]["average"]]
+    fig, ax = plt.subplots(figsize=(8, 4), dpi=100)
+    ax.plot(range(1, len(samples) + 1), samples, marker="o", label="pods bound per second")
+    ax.axhline(d["throughput"]["average"], linestyle="--", color="gray",
+               label=f"average {d['throughput']['average']:.0f} pods/s")
+    ax.set_xlabel("second of the measurement")
+    ax.xaxis.get_major_locator().set_params(integer=True)
+    ax.set_ylabel("pods/s")
+    ax.set_ylim(bottom=0)
+    ax.set_title(f"{d['workload']} ({d['mode']}, {d['nodes']} nodes)")
+    ax.legend(loc="lower right")
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    try:
+        fig.savefig(path)
+    except OSError as exc:
+        raise CliError(f"{path}: cannot write the plot: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
