@@ -59,7 +59,12 @@ class InProcessWriter:
         await self.api.patch(self._pods, pod.namespace, pod.name, patch, "merge", self._opts, "status")
 
     async def create_event(self, namespace: str, event: dict[str, Any]) -> None:
-        await self.api.create(self._events, namespace, event, self._opts)
+        # An event the scheduler built itself: stored as is, without the API's validation of
+        # what users send (it is one write per scheduled pod, on the hot path).
+        from corral.api.defaults import apply_create_defaults
+
+        apply_create_defaults(self._events, event, namespace)
+        await self.api.store.create(self._events.key(namespace, event["metadata"]["name"]), event)
 
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         await self.api.patch(self._events, namespace, name, patch, "merge", self._opts)
