@@ -145,6 +145,12 @@ class NodeTable:
         self.free: dict[str, np.ndarray] = {r: np.zeros(capacity, dtype=np.int64) for r in STANDARD_RESOURCES}
         self.nonzero_cpu = np.zeros(capacity, dtype=np.int64)
         self.nonzero_memory = np.zeros(capacity, dtype=np.int64)
+        # Float views the scores compute with, kept current row by row (no conversion per cycle):
+        # allocatable, allocatable but at least 1 (a safe divisor), and non-zero requested.
+        self.alloc_f = {r: np.zeros(capacity) for r in ("cpu", "memory")}
+        self.alloc_safe_f = {r: np.ones(capacity) for r in ("cpu", "memory")}
+        self.nonzero_f = {r: np.zeros(capacity) for r in ("cpu", "memory")}
+        self._node_count: tuple[int, int] = (-1, 0)
         self.labels = LabelColumns(capacity)
         self.taints = np.zeros((capacity, 1), dtype=np.int32)  # taint codes, 0 = none
         self.taint_vocab: dict[tuple[str, str, str], int] = {}
@@ -168,6 +174,9 @@ class NodeTable:
         for name in ("valid", "ready", "unschedulable", "heartbeat", "nonzero_cpu", "nonzero_memory"):
             setattr(self, name, _grow(getattr(self, name), capacity))
         self.download_bps = _grow(self.download_bps, capacity, np.nan)
+        self.alloc_f = {k: _grow(v, capacity) for k, v in self.alloc_f.items()}
+        self.alloc_safe_f = {k: _grow(v, capacity, 1.0) for k, v in self.alloc_safe_f.items()}
+        self.nonzero_f = {k: _grow(v, capacity) for k, v in self.nonzero_f.items()}
         self.allocatable = {k: _grow(v, capacity) for k, v in self.allocatable.items()}
         self.requested = {k: _grow(v, capacity) for k, v in self.requested.items()}
         self.free = {k: _grow(v, capacity) for k, v in self.free.items()}
@@ -229,6 +238,9 @@ class NodeTable:
             if res not in seen:
                 col[row] = 0
             self._resource_column(self.free, res)[row] = col[row] - self.requested[res][row]
+        for res in ("cpu", "memory"):
+            self.alloc_f[res][row] = float(self.allocatable[res][row])
+            self.alloc_safe_f[res][row] = max(float(self.allocatable[res][row]), 1.0)
         ready, heartbeat = False, 0.0
         for cond in status.get("conditions") or ():
             if cond.get("type") == "Ready":
@@ -303,6 +315,9 @@ class NodeTable:
         for col in (*self.allocatable.values(), *self.requested.values(), *self.free.values()):
             col[row] = 0
         self.nonzero_cpu[row] = self.nonzero_memory[row] = 0
+        for res in ("cpu", "memory"):
+            self.alloc_f[res][row] = self.nonzero_f[res][row] = 0.0
+            self.alloc_safe_f[res][row] = 1.0
         for col in self.ports.values():
             col[row] = 0
         for col in self.images.values():
@@ -323,6 +338,8 @@ class NodeTable:
             free[name][row] -= sign * amount
         self.nonzero_cpu[row] += sign * requests.nonzero_cpu
         self.nonzero_memory[row] += sign * requests.nonzero_memory
+        self.nonzero_f["cpu"][row] = float(self.nonzero_cpu[row])
+        self.nonzero_f["memory"][row] = float(self.nonzero_memory[row])
         for name, amount in requests.extended:
             self._resource_column(self.requested, name)[row] += sign * amount
             self._resource_column(self.allocatable, name)
@@ -344,4 +361,7 @@ class NodeTable:
 
     @property
     def node_count(self) -> int:
-        return int(self.valid[: self.size].sum())
+        """Valid rows (remembered per table version: it is asked for on every cycle)."""
+        if self._node_count[0] != self.version:
+            self._node_count = (self.version, int(self.valid[: self.size].sum()))
+        return self._node_count[1]

@@ -16,8 +16,16 @@ class BalancedAllocation(Plugin):
 
     def score(self, state: CycleState, pod, rows: np.ndarray) -> np.ndarray:
         usage = cpu_memory_usage(state, self.cache.table, pod, rows)
-        (cpu_req, cpu_alloc), (mem_req, mem_alloc) = usage["cpu"], usage["memory"]
-        cpu = np.minimum(cpu_req / np.maximum(cpu_alloc, 1.0), 1.0)
-        mem = np.minimum(mem_req / np.maximum(mem_alloc, 1.0), 1.0)
-        std = np.abs(cpu - mem) / 2  # the standard deviation of two fractions
-        return np.floor((1.0 - std) * 100)
+        (cpu_req, _, cpu_safe), (mem_req, _, mem_safe) = usage["cpu"], usage["memory"]
+        cpu = cpu_req / cpu_safe
+        np.minimum(cpu, 1.0, out=cpu)
+        mem = mem_req / mem_safe
+        np.minimum(mem, 1.0, out=mem)
+        # (1 − std) × 100 with std = |cpu − mem| / 2, the standard deviation of two fractions;
+        # computed in place, in exactly this order (another order can round differently).
+        cpu -= mem
+        np.abs(cpu, out=cpu)
+        cpu /= 2
+        np.subtract(1.0, cpu, out=cpu)
+        cpu *= 100
+        return np.floor(cpu, out=cpu)

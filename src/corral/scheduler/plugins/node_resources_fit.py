@@ -25,17 +25,15 @@ def insufficient(resource: str) -> str:
 USAGE_KEY = "cpuMemoryUsage"
 
 
-def cpu_memory_usage(state: CycleState, table, pod, rows) -> dict[str, tuple[np.ndarray, np.ndarray]]:
-    """Per scored row: (non-zero requested + the pod's, allocatable) for cpu and memory, as floats.
-    Computed once per cycle and shared by the scores that need it (kept in the cycle state)."""
+def cpu_memory_usage(state: CycleState, table, pod, rows) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Per scored row: (non-zero requested + the pod's, allocatable, allocatable or 1) for cpu and
+    memory, as floats. Computed once per cycle and shared by the scores that need it."""
     usage = state.get(USAGE_KEY)
     if usage is None:
         req = pod.requests
         usage = state[USAGE_KEY] = {
-            "cpu": ((table.nonzero_cpu[rows] + req.nonzero_cpu).astype(np.float64),
-                    table.allocatable["cpu"][rows].astype(np.float64)),
-            "memory": ((table.nonzero_memory[rows] + req.nonzero_memory).astype(np.float64),
-                       table.allocatable["memory"][rows].astype(np.float64)),
+            name: (table.nonzero_f[name][rows] + amount, table.alloc_f[name][rows], table.alloc_safe_f[name][rows])
+            for name, amount in (("cpu", req.nonzero_cpu), ("memory", req.nonzero_memory))
         }
     return usage
 
@@ -78,7 +76,8 @@ class NodeResourcesFit(Plugin):
         return FilterResult(~bad, reasons)
 
     def _requested_and_allocatable(self, pod, rows, resource: str, state: CycleState | None = None
-                                   ) -> tuple[np.ndarray, np.ndarray] | None:
+                                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """(requested with the pod, allocatable, allocatable or 1), as floats, for the scored rows."""
         table = self.cache.table
         if resource in ("cpu", "memory"):
             return cpu_memory_usage(state if state is not None else CycleState(), table, pod, rows)[resource]
@@ -87,7 +86,8 @@ class NodeResourcesFit(Plugin):
         a, u = table.allocatable.get(resource), table.requested.get(resource)
         if a is None or not a[rows].any():
             return None  # Kubernetes skips a resource no node offers
-        return u[rows] + amount, a[rows]
+        alloc = a[rows].astype(np.float64)
+        return (u[rows] + amount).astype(np.float64), alloc, np.maximum(alloc, 1.0)
 
     def score(self, state: CycleState, pod, rows) -> np.ndarray:
         # Float arithmetic with floor equals Kubernetes' integer arithmetic here: quotients are at
@@ -98,10 +98,13 @@ class NodeResourcesFit(Plugin):
             pair = self._requested_and_allocatable(pod, rows, resource, state)
             if pair is None:
                 continue
-            requested, allocatable = pair
-            safe = np.maximum(allocatable, 1.0)
-            if self.strategy == "LeastAllocated":
-                s = np.floor(np.maximum(allocatable - requested, 0) * 100.0 / safe)
+            requested, allocatable, safe = pair
+            if self.strategy == "LeastAllocated":  # in place: no temporaries on the hot path
+                s = allocatable - requested
+                np.maximum(s, 0.0, out=s)
+                s *= 100.0
+                s /= safe
+                np.floor(s, out=s)
             elif self.strategy == "MostAllocated":
                 s = np.floor(requested * 100.0 / safe)
                 s[requested > allocatable] = 0
@@ -109,8 +112,16 @@ class NodeResourcesFit(Plugin):
                 utilization = np.minimum(requested * 100.0 / safe, 100.0)
                 utilization[allocatable == 0] = 100.0
                 s = np.floor(np.interp(utilization, self.shape_x, self.shape_y))
-            total = s * weight if total is None else total + s * weight
+            if weight != 1:
+                s *= weight
+            if total is None:
+                total = s
+            else:
+                total += s
             weights += weight
         if total is None:
             return np.zeros(count_rows(rows))
-        return np.floor(total / weights)
+        if weights != 1:
+            total /= weights
+            np.floor(total, out=total)
+        return total
