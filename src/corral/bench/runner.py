@@ -10,13 +10,14 @@ latency, create→bound latency, peak RSS, and the placement's quality and invar
 from __future__ import annotations
 
 import asyncio
-import copy
 import math
 import statistics
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+import msgspec
 
 from corral.api.defaults import now_rfc3339
 from corral.api.quantity import to_milli, to_units
@@ -101,13 +102,14 @@ async def _bounded(coros: list, limit: int = CONCURRENCY, on_done: Callable[[int
 
 async def _create_pods(target, tracker: _Tracker, op: dict[str, Any], progress: Progress, start_index: int = 0
                        ) -> list[str]:
-    template = pod_template(op.get("template", "basic"))
+    # Decoding the encoded template is several times cheaper than a deep copy per pod.
+    template = msgspec.json.encode(pod_template(op.get("template", "basic")))
     namespace = op.get("namespace", "default")
     prefix = op.get("prefix") or ("measured" if op.get("measure") else "init")
     keys = []
 
     async def create(i: int) -> None:
-        pod = copy.deepcopy(template)
+        pod = msgspec.json.decode(template)
         pod["metadata"]["name"] = f"{prefix}-{i}"
         key = f"{namespace}/{prefix}-{i}"
         if op.get("measure"):
