@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from corral.scheduler.framework.interface import CycleState, FilterResult, Plugin, Reason, count_rows
+from corral.scheduler.framework.interface import ALL_PASS, CycleState, FilterResult, Plugin, Reason, count_rows
 from corral.scheduler.framework.status import SUCCESS, Status
 
 NAME = "NodeResourcesFit"
@@ -73,6 +73,8 @@ class NodeResourcesFit(Plugin):
             short = np.ones(n, dtype=bool) if col is None else col[:n] < amount
             reasons.append(Reason(insufficient(resource), short))
             bad |= short
+        if not np.any(bad & candidates):
+            return ALL_PASS  # the usual case: every candidate has room, and no reasons are needed
         return FilterResult(~bad, reasons)
 
     def _requested_and_allocatable(self, pod, rows, resource: str, state: CycleState | None = None
