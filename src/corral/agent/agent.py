@@ -24,16 +24,16 @@ from aiohttp import web
 from corral.aio import cancel_and_wait
 from corral.agent import machine as m
 from corral.agent.node_info import node_object
+from corral.agent.reporting import StatusReporter, renew_lease
 from corral.agent.runtimes.base import ContainerRef, Runtime, StartError
 from corral.api.defaults import now_rfc3339
 from corral.client.informer import Informer
-from corral.client.rest import AlreadyExists, ApiError, Client, ConnectionFailed, NotFound
+from corral.client.rest import AlreadyExists, ApiError, Client, ConnectionFailed
 from corral.scheduler.cluster import EventRecorder, HttpWriter
 
 __all__ = ["Agent", "AgentConfig"]
 
 log = logging.getLogger(__name__)
-LEASE_NAMESPACE = "corral-node-lease"
 
 
 @dataclass(slots=True)
@@ -81,8 +81,7 @@ class Agent:
         self.events = EventRecorder(HttpWriter(client), component="corral-agent", host=config.name)
         self.informer = Informer(client, "pods", field_selector=f"spec.nodeName={config.name}", raw=True)
         self._tasks: list[asyncio.Task] = []
-        self._reports: dict[str, tuple[str, str, dict[str, Any]]] = {}
-        self._report_wakeup = asyncio.Event()
+        self.reporter = StatusReporter(client)
         self._site: web.TCPSite | None = None
         self._runner: web.AppRunner | None = None
         self.port = config.port
@@ -106,10 +105,10 @@ class Agent:
         await self.informer.wait_synced()
         await self._drop_unclaimed()
         self.events.start()
+        self.reporter.start()
         self._tasks = [
             asyncio.create_task(self._heartbeat_loop(), name="agent-heartbeat"),
             asyncio.create_task(self._tick_loop(), name="agent-ticks"),
-            asyncio.create_task(self._report_loop(), name="agent-reports"),
             asyncio.create_task(self._throughput_loop(), name="agent-throughput"),
         ]
 
@@ -118,6 +117,7 @@ class Agent:
         await self.informer.stop()
         await cancel_and_wait(*self._tasks, *[t for p in self.pods.values() for t in p.tasks])
         await self.events.stop()
+        await self.reporter.stop()
         if self._runner is not None:
             await self._runner.cleanup()
         await self.runtime.close()
@@ -162,16 +162,8 @@ class Agent:
 
     async def heartbeat(self) -> None:
         """Renew the Lease and the Node's Ready condition."""
-        name, now = self.config.name, now_rfc3339()
-        lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                 "metadata": {"name": name, "namespace": LEASE_NAMESPACE},
-                 "spec": {"holderIdentity": name, "leaseDurationSeconds": self.config.lease_duration_seconds,
-                          "renewTime": now}}
-        try:
-            await self.client.patch("leases", name, {"spec": lease["spec"]}, LEASE_NAMESPACE, raw=True)
-        except NotFound:
-            lease["spec"]["acquireTime"] = now
-            await self.client.create(lease)
+        name = self.config.name
+        await renew_lease(self.client, name, duration_seconds=self.config.lease_duration_seconds)
         node = await self.client.get("nodes", name, raw=True)
         conditions = [c for c in (node.get("status") or {}).get("conditions") or () if c.get("type") != "Ready"]
         ready = self._ready_condition()
@@ -244,8 +236,7 @@ class Agent:
         elif isinstance(action, m.Stop):
             self._spawn(entry, self._stop(entry, action.grace_seconds))
         elif isinstance(action, m.Report):
-            self._reports[entry.uid] = (entry.namespace, entry.name, action.status)
-            self._report_wakeup.set()
+            self.reporter.report(entry.uid, entry.namespace, entry.name, action.status)
         elif isinstance(action, m.Emit):
             self.events.record(entry, action.type, action.reason, action.message)
         elif isinstance(action, m.Forget):
@@ -280,22 +271,6 @@ class Agent:
         await asyncio.gather(*(self.runtime.stop(ref, grace) for ref in refs), return_exceptions=True)
         entry.refs.clear()
         self._feed(entry, m.Stopped(time.time()))
-
-    async def _report_loop(self) -> None:
-        while True:
-            await self._report_wakeup.wait()
-            self._report_wakeup.clear()
-            batch, self._reports = self._reports, {}
-            await asyncio.gather(*(self._write_status(*item) for item in batch.values()))
-
-    async def _write_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "status": status}
-        try:
-            await self.client.update(body, namespace, subresource="status", raw=True)
-        except NotFound:
-            pass  # deleted meanwhile
-        except (ConnectionFailed, ApiError) as exc:
-            log.warning("status of %s/%s not written: %s", namespace, name, exc)
 
     # --- recovery ---------------------------------------------------------------------------------------
 

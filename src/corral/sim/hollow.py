@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from corral.agent import machine as m
+from corral.agent.reporting import StatusReporter, renew_lease
 from corral.api.defaults import now_rfc3339
-from corral.client.rest import AlreadyExists, ApiError, Client, ConnectionFailed, Gone, NotFound
+from corral.client.rest import AlreadyExists, ApiError, Client, ConnectionFailed, Gone
 
 __all__ = ["HollowNodes", "HollowConfig"]
 
 log = logging.getLogger(__name__)
-LEASE_NAMESPACE = "corral-node-lease"
 
 
 @dataclass(slots=True)
@@ -49,8 +49,7 @@ class HollowNodes:
         self.names = [f"{config.prefix}-{i}" for i in range(config.count)]
         self._mine = set(self.names)
         self.machines: dict[str, m.PodMachine] = {}  # by pod uid
-        self._reports: dict[str, tuple[str, str, dict[str, Any]]] = {}
-        self._report_wakeup = asyncio.Event()
+        self.reporter = StatusReporter(client, concurrency=config.concurrency)
         self._tasks: list[asyncio.Task] = []
         self._sem = asyncio.Semaphore(config.concurrency)
         self.started_pods = 0
@@ -89,32 +88,23 @@ class HollowNodes:
             except AlreadyExists:
                 pass
         await asyncio.gather(*(self._limited(register(i, n)) for i, n in enumerate(self.names)))
-        await asyncio.gather(*(self._limited(self._renew_lease(n, create=True)) for n in self.names))
+        await asyncio.gather(*(self._limited(renew_lease(self.client, n)) for n in self.names))
         listing = await self.client.list("pods", None, raw=True)
         for pod in listing.items:
             self._on_pod("ADDED", pod)
         self._tasks = [
             asyncio.create_task(self._watch(listing.resource_version), name="hollow-watch"),
             asyncio.create_task(self._heartbeat_loop(), name="hollow-heartbeats"),
-            asyncio.create_task(self._report_loop(), name="hollow-reports"),
         ]
+        self.reporter.start()
 
     async def stop(self) -> None:
         from corral.aio import cancel_and_wait
 
         await cancel_and_wait(*self._tasks)
+        await self.reporter.stop()
 
     # --- heartbeats --------------------------------------------------------------------------------------
-
-    async def _renew_lease(self, name: str, *, create: bool = False) -> None:
-        spec = {"holderIdentity": name, "leaseDurationSeconds": 40, "renewTime": now_rfc3339()}
-        try:
-            await self.client.patch("leases", name, {"spec": spec}, LEASE_NAMESPACE, raw=True)
-        except NotFound:
-            if create:
-                await self.client.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                                          "metadata": {"name": name, "namespace": LEASE_NAMESPACE},
-                                          "spec": {**spec, "acquireTime": spec["renewTime"]}})
 
     async def _heartbeat_node(self, name: str) -> None:
         await self.client.patch("nodes", name, {"status": {"conditions": [self._ready(now_rfc3339())]}},
@@ -130,7 +120,7 @@ class HollowNodes:
             status_due = round_start - last_status >= self.config.status_interval
             for k in range(slices):
                 batch = self.names[k::slices]
-                work = [self._limited(self._renew_lease(n)) for n in batch]
+                work = [self._limited(renew_lease(self.client, n)) for n in batch]
                 if status_due:
                     work += [self._limited(self._heartbeat_node(n)) for n in batch]
                 await asyncio.gather(*work)
@@ -182,8 +172,7 @@ class HollowNodes:
                 loop.call_soon(self._feed, machine, m.Stopped(time.time()))
             elif isinstance(action, m.Report):
                 meta = machine.pod.get("metadata") or {}
-                self._reports[machine.uid] = (meta.get("namespace", "default"), meta.get("name", ""), action.status)
-                self._report_wakeup.set()
+                self.reporter.report(machine.uid, meta.get("namespace", "default"), meta.get("name", ""), action.status)
             elif isinstance(action, m.Forget):
                 self.machines.pop(machine.uid, None)
             # Emit: hollow nodes record no events.
@@ -193,17 +182,3 @@ class HollowNodes:
             return
         self.started_pods += 1
         self._feed(machine, m.Started(container, f"hollow://{machine.uid}/{container}", time.time()))
-
-    async def _report_loop(self) -> None:
-        while True:
-            await self._report_wakeup.wait()
-            self._report_wakeup.clear()
-            batch, self._reports = self._reports, {}
-            await asyncio.gather(*(self._limited(self._write_status(*item)) for item in batch.values()))
-
-    async def _write_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "status": status}
-        try:
-            await self.client.update(body, namespace, subresource="status", raw=True)
-        except NotFound:
-            pass

@@ -1,0 +1,69 @@
+"""What agents and hollow nodes both send the server: pod status (coalesced per pod) and leases."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any
+
+from corral.api.defaults import now_rfc3339
+from corral.client.rest import ApiError, Client, ConnectionFailed, NotFound
+
+__all__ = ["LEASE_NAMESPACE", "renew_lease", "StatusReporter"]
+
+log = logging.getLogger(__name__)
+LEASE_NAMESPACE = "corral-node-lease"
+
+
+async def renew_lease(client: Client, node: str, *, duration_seconds: int = 40) -> None:
+    """Renew ``node``'s Lease (creating it the first time): the heartbeat the control plane watches."""
+    now = now_rfc3339()
+    spec = {"holderIdentity": node, "leaseDurationSeconds": duration_seconds, "renewTime": now}
+    try:
+        await client.patch("leases", node, {"spec": spec}, LEASE_NAMESPACE, raw=True)
+    except NotFound:
+        await client.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                             "metadata": {"name": node, "namespace": LEASE_NAMESPACE},
+                             "spec": {**spec, "acquireTime": now}})
+
+
+class StatusReporter:
+    """Writes pods' statuses through the status subresource. A pod whose status changes again before
+    its last one was written gets only the newest written (latest wins), so a burst of transitions
+    costs one write; at most ``concurrency`` writes are in flight."""
+
+    def __init__(self, client: Client, *, concurrency: int = 64) -> None:
+        self.client = client
+        self._pending: dict[str, tuple[str, str, dict[str, Any]]] = {}
+        self._wakeup = asyncio.Event()
+        self._slots = asyncio.Semaphore(concurrency)
+        self._task: asyncio.Task | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name="status-reporter")
+
+    async def stop(self) -> None:
+        from corral.aio import cancel_and_wait
+
+        await cancel_and_wait(self._task)
+
+    def report(self, uid: str, namespace: str, name: str, status: dict[str, Any]) -> None:
+        self._pending[uid] = (namespace, name, status)
+        self._wakeup.set()
+
+    async def _run(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            batch, self._pending = self._pending, {}
+            await asyncio.gather(*(self._write(*item) for item in batch.values()))
+
+    async def _write(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+        body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "status": status}
+        async with self._slots:
+            try:
+                await self.client.update(body, namespace, subresource="status", raw=True)
+            except NotFound:
+                pass  # deleted meanwhile
+            except (ConnectionFailed, ApiError) as exc:
+                log.warning("status of %s/%s not written: %s", namespace, name, exc)
