@@ -2,8 +2,10 @@
 
     .venv/bin/python bench/api_bench.py [--pods 10000] [--clients 32] [--watchers 100] [--json]
 
-Starts `corral server` in a child process on a fresh data directory (SQLite, synchronous=FULL),
-then measures from this process over HTTP on loopback:
+Starts `corral server --no-scheduler` in a child process on a fresh data directory (SQLite,
+synchronous=FULL): the API alone, with no scheduler reacting to the pods (with one, every pod of
+this node-less cluster would also get an Unschedulable condition and event written). It measures
+from this process over HTTP on loopback:
 
 1. creates/s: ``--pods`` pod creates from ``--clients`` concurrent connections;
 2. watch fan-out: ``--watchers`` watches of the pods, while ``--fanout-pods`` more are created;
@@ -150,7 +152,7 @@ async def main() -> None:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory(prefix="corral-bench-") as data_dir:
-        proc = ServerProcess(data_dir)
+        proc = ServerProcess(data_dir, "--no-scheduler")
         url = proc.start()
         try:
             print(f"server {url}, data in {data_dir}", file=sys.stderr)

@@ -199,3 +199,14 @@ async def test_state_and_revisions_survive_reopening(tmp_path):
         assert nxt.revision == last + 1
     finally:
         await s.close()
+
+
+async def test_writes_to_one_key_that_share_a_commit_apply_in_order(store):
+    # Submitted together, these land in one group commit: each must see the one before it.
+    created, deleted, again = await asyncio.gather(
+        store.create("/k/same", obj("same", v=1)), store.delete("/k/same"), store.create("/k/same", obj("same", v=2)))
+    assert created.revision < deleted.revision < again.revision
+    assert deleted.obj["v"] == 1
+    assert (await store.get("/k/same")).obj["v"] == 2
+    history = await collect(store, "/k/same", created.revision - 1, 3)
+    assert [e.type for e in history] == [EventType.ADDED, EventType.DELETED, EventType.ADDED]

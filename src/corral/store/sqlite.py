@@ -61,7 +61,7 @@ CREATE INDEX IF NOT EXISTS log_key_rev ON log (key, rev);
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value INTEGER NOT NULL);
 """
 
-_LATEST = "SELECT rev, deleted, create_rev, value FROM log WHERE key = ? ORDER BY rev DESC LIMIT 1"
+_LATEST = "SELECT rev, deleted, create_rev, value FROM log WHERE key = ? ORDER BY rev DESC LIMIT 1"  # reads
 _INSERT = "INSERT INTO log (rev, key, created, deleted, create_rev, prev_rev, value) VALUES (?, ?, ?, ?, ?, ?, ?)"
 _MAX_BATCH = 2000
 
@@ -103,6 +103,10 @@ class SQLiteStore:
         self._compacted = 0
         self._watchers: set[_Watcher] = set()
         self._closed = False
+        # The writer thread's view of every key's newest row: (revision, deleted, create revision).
+        # It is the only writer, so this is authoritative; the unique (key, prev_rev) index still
+        # refuses a conflicting write from anywhere else.
+        self._latest: dict[str, tuple[int, bool, int]] = {}
 
     # --- lifecycle -------------------------------------------------------------------------------------
 
@@ -122,9 +126,17 @@ class SQLiteStore:
         row = conn.execute("SELECT value FROM meta WHERE name = 'compact_rev'").fetchone()
         self._compacted = row[0] if row else 0
         self._revision = self._write_revision = max(max_rev, self._compacted)
+        self._load_latest(conn)
         conn.close()
         self._writer = threading.Thread(target=self._write_loop, name="corral-sqlite-writer", daemon=True)
         self._writer.start()
+
+    def _load_latest(self, conn: sqlite3.Connection) -> None:
+        self._latest = {
+            key: (rev, bool(deleted), create_rev)
+            for key, rev, deleted, create_rev in conn.execute(
+                "SELECT key, rev, deleted, create_rev FROM log WHERE rev IN (SELECT MAX(rev) FROM log GROUP BY key)")
+        }
 
     def _connect(self) -> sqlite3.Connection:
         conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
@@ -210,8 +222,12 @@ class SQLiteStore:
         conn.close()
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[_Op], encode, decode) -> None:
+        """Apply a batch in one transaction: checks against the in-memory latest rows, one
+        ``executemany`` for every new row, one commit. On failure nothing of it is kept."""
         results: list[tuple[asyncio.Future, Any, BaseException | None]] = []
         events: list[Event] = []
+        rows: list[tuple] = []
+        pending: dict[int, bytes] = {}  # values written in this batch, not yet inserted
         start = self._write_revision
         rev = start
         compacted: int | None = None
@@ -223,15 +239,17 @@ class SQLiteStore:
                         compacted = self._compact(conn, op.expected)
                         results.append((op.future, None, None))
                         continue
-                    event = self._apply(conn, op, rev + 1, encode, decode)
-                except (StoreError, sqlite3.IntegrityError) as exc:
-                    if isinstance(exc, sqlite3.IntegrityError):
-                        exc = Conflict(op.key, op.expected, -1)
+                    event, row = self._apply(conn, op, rev + 1, encode, decode, pending)
+                except StoreError as exc:
                     results.append((op.future, None, exc))
                     continue
                 rev += 1
+                rows.append(row)
+                pending[rev] = row[-1]
                 events.append(event)
                 results.append((op.future, event.record, None))
+            if rows:
+                conn.executemany(_INSERT, rows)
             conn.execute("COMMIT")
         except Exception as exc:  # the whole transaction failed: nothing of it was written
             try:
@@ -239,35 +257,41 @@ class SQLiteStore:
             except sqlite3.Error:
                 pass
             self._write_revision = start
-            failure = StoreError(f"write failed: {exc}")
+            self._load_latest(conn)  # undo this batch's changes to the in-memory view
+            failure = Conflict("", 0, -1) if isinstance(exc, sqlite3.IntegrityError) else StoreError(f"write failed: {exc}")
             results = [(op.future, None, failure) for op in batch]
             events, compacted = [], None
         else:
             self._write_revision = rev
         self._loop.call_soon_threadsafe(self._committed, results, events, compacted)  # type: ignore[union-attr]
 
-    def _apply(self, conn: sqlite3.Connection, op: _Op, rev: int, encode, decode) -> Event:
-        row = conn.execute(_LATEST, (op.key,)).fetchone()
-        live = row is not None and not row[1]
+    def _apply(self, conn: sqlite3.Connection, op: _Op, rev: int, encode, decode,
+               pending: dict[int, bytes]) -> tuple[Event, tuple]:
+        latest = self._latest.get(op.key)
+        live = latest is not None and not latest[1]
         if op.kind == "create":
             if live:
                 raise KeyExists(op.key)
-            obj, prev, create_rev, etype = op.obj, (row[0] if row else 0), rev, EventType.ADDED
+            obj, prev, create_rev, etype = op.obj, (latest[0] if latest else 0), rev, EventType.ADDED
         else:
             if not live:
                 raise KeyNotFound(op.key)
-            if op.expected and row[0] != op.expected:
-                raise Conflict(op.key, op.expected, row[0])
-            prev, create_rev = row[0], row[2]
+            if op.expected and latest[0] != op.expected:  # type: ignore[index]
+                raise Conflict(op.key, op.expected, latest[0])  # type: ignore[index]
+            prev, create_rev = latest[0], latest[2]  # type: ignore[index]
             if op.kind == "update":
                 obj, etype = op.obj, EventType.MODIFIED
             else:
-                obj, etype = decode(row[3]), EventType.DELETED
+                value = pending.get(prev)
+                if value is None:
+                    (value,) = conn.execute("SELECT value FROM log WHERE rev = ?", (prev,)).fetchone()
+                obj, etype = decode(value), EventType.DELETED
         obj.setdefault("metadata", {})["resourceVersion"] = str(rev)  # type: ignore[union-attr]
         value = encode(obj)
-        conn.execute(_INSERT, (rev, op.key, int(op.kind == "create"), int(op.kind == "delete"),
-                               create_rev, prev, value))
-        return Event(etype, Record(op.key, rev, value, obj))
+        deleted = op.kind == "delete"
+        self._latest[op.key] = (rev, deleted, create_rev)
+        row = (rev, op.key, int(op.kind == "create"), int(deleted), create_rev, prev, value)
+        return Event(etype, Record(op.key, rev, value, obj)), row
 
     def _compact(self, conn: sqlite3.Connection, revision: int) -> int:
         revision = min(revision, self._write_revision)
@@ -279,6 +303,9 @@ class SQLiteStore:
             (revision,),
         )
         conn.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('compact_rev', ?)", (revision,))
+        # Tombstones at or before the compaction point are gone from the log: forget them here too.
+        for key in [k for k, (r, deleted, _) in self._latest.items() if deleted and r <= revision]:
+            del self._latest[key]
         return revision
 
     def _committed(self, results, events: list[Event], compacted: int | None) -> None:
