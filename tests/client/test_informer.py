@@ -97,3 +97,46 @@ async def test_an_informer_reconnects_when_the_server_comes_back(tmp_path):
                 proc2.stop()
         finally:
             await informer.stop()
+
+
+async def test_a_watch_cut_mid_chunk_is_a_connection_failure_and_the_informer_survives_it():
+    """A server killed while streaming leaves half a chunk: the client must report a lost
+    connection (never crash the informer), and the informer must keep trying."""
+    import logging
+
+    from corral.client import ConnectionFailed
+
+    list_body = b'{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[]}'
+
+    async def handle(reader, writer):
+        request = await reader.readuntil(b"\r\n\r\n")
+        if b"watch=true" in request:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+                         b"400\r\n{\"type\":\"ADDED\"")  # promises 1024 bytes, sends a few, then dies
+        else:
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: "
+                         + str(len(list_body)).encode() + b"\r\n\r\n" + list_body)
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(handle, "127.0.0.1", 0)
+    url = f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
+    try:
+        async with Client(url) as c:
+            try:
+                async for _ in c.watch("pods", "default", resource_version="5"):
+                    pass
+            except ConnectionFailed:
+                pass
+            else:
+                raise AssertionError("a cut stream must end in ConnectionFailed")
+            informer = Informer(c, "pods", raw=True, backoff_initial=0.01, backoff_max=0.05)
+            logging.getLogger("corral.client.informer").setLevel(logging.CRITICAL)
+            informer.start()
+            await informer.wait_synced(5)
+            await asyncio.sleep(0.3)  # several cut watches in a row
+            assert not informer._task.done(), "the informer died"
+            await informer.stop()
+    finally:
+        server.close()
+        await server.wait_closed()

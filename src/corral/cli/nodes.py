@@ -96,7 +96,7 @@ async def logs(pod, container, follow, tail, namespace, server) -> None:
                 async for chunk in resp.content.iter_any():
                     sys.stdout.buffer.write(chunk)
                     sys.stdout.buffer.flush()
-        except aiohttp.ClientConnectionError as exc:
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             raise ConnectionFailed(f"cannot reach the corral server at {client.base_url}: {exc}") from None
 
 

@@ -120,8 +120,11 @@ class Informer:
             except Gone:
                 log.info("%s: resourceVersion %s expired; relisting", self.resource.plural, self.resource_version)
                 need_list = True
-            except (ConnectionFailed, ApiError, OSError) as exc:
-                log.warning("%s informer: %s; retrying in %.1fs", self.resource.plural, exc, delay)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # whatever broke, an informer keeps trying: components rely on it
+                level = logging.WARNING if isinstance(exc, (ConnectionFailed, ApiError, OSError)) else logging.ERROR
+                log.log(level, "%s informer: %s; retrying in %.1fs", self.resource.plural, exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._backoff[1])
 

@@ -142,7 +142,7 @@ class Client:
                 if resp.status >= 400:
                     raise _error(resp.status, payload)
                 return payload
-        except aiohttp.ClientConnectionError as exc:
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
             raise ConnectionFailed(f"cannot reach the corral server at {self.base_url}: {exc}") from None
         except asyncio.TimeoutError:
             raise ConnectionFailed(f"the corral server at {self.base_url} did not answer in "
@@ -269,7 +269,8 @@ class Client:
                     if etype != "BOOKMARK" and not raw:
                         obj = msgspec.convert(obj, r.model)
                     yield WatchEvent(etype, obj, rv)
-        except aiohttp.ClientConnectionError as exc:
+        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+            # A payload error is a stream cut mid-chunk: the server went away during the watch.
             raise ConnectionFailed(f"watch of {r.plural} at {self.base_url} broke: {exc}") from None
 
 
