@@ -15,13 +15,14 @@ $(STAMP): pyproject.toml requirements.lock
 
 install: $(STAMP)
 
-# Debian packages the tests need: a Docker engine (docker.io) and busybox-static (the tests build
-# their container image from it; no image registry is reachable). Installed only when missing.
+# Debian packages the tests need: a Docker engine (docker.io), busybox-static (the tests build their
+# container image from it; no image registry is reachable) and etcd (etcd-server). Installed only
+# when missing.
 system-deps:
-	@if ! command -v dockerd >/dev/null 2>&1 || ! command -v busybox >/dev/null 2>&1; then \
-		echo "Installing Debian packages docker.io and busybox-static for the docker runtime tests..."; \
+	@if ! command -v dockerd >/dev/null 2>&1 || ! command -v busybox >/dev/null 2>&1 || ! command -v etcd >/dev/null 2>&1; then \
+		echo "Installing Debian packages docker.io, busybox-static and etcd-server for the tests..."; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq docker.io busybox-static >/dev/null; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq docker.io busybox-static etcd-server >/dev/null; \
 	fi
 
 up: $(STAMP)

@@ -111,7 +111,8 @@ def test_drain_moves_pods_to_the_other_nodes(cluster, tmp_path):
 
 
 def test_a_lost_node_s_pods_are_marked_then_placed_elsewhere_and_never_run_twice_once_it_returns(tmp_path):
-    with LocalCluster(str(tmp_path / "c"), agents=3, grace=3, eviction=4) as cluster:
+    # Grace 5 s with 1 s heartbeats: short, yet not on the edge when the machine is loaded.
+    with LocalCluster(str(tmp_path / "c"), agents=3, grace=5, eviction=4) as cluster:
         url = cluster.url
         wait_for(lambda: len(json.loads(corral("get", "nodes", "-o", "json", server=url).stdout)["items"]) == 3)
         for i in range(6):

@@ -42,7 +42,8 @@ def cli() -> None:
 @click.option("--address", default="127.0.0.1:7443", show_default=True, metavar="HOST:PORT",
               help="Address to serve the API on (port 0 picks a free port).")
 @click.option("--store", "store_url", default=None, metavar="URL",
-              help="Store URL: sqlite:///path/to/file.db (default: sqlite in --data-dir).")
+              help="Where the cluster state lives: sqlite:///path/to/file.db (default: SQLite in --data-dir), "
+                   "or etcd://HOST:PORT[,HOST:PORT...] for an etcd cluster.")
 @click.option("--scheduler/--no-scheduler", "run_scheduler", default=True, show_default=True,
               help="Run the scheduler inside the server.")
 @click.option("--scheduler-config", default=None, metavar="FILE",

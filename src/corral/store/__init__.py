@@ -27,15 +27,20 @@ __all__ = [
 ]
 
 
-async def open_store(url: str, *, synchronous: str = "FULL") -> Store:
-    """Open a store from a URL: ``sqlite:///abs/path.db``, ``sqlite://rel/path.db`` or a plain path."""
+async def open_store(url: str, *, synchronous: str = "FULL", root: str = "/corral") -> Store:
+    """Open a store from a URL: ``sqlite:///abs/path.db``, ``sqlite://rel/path.db``, a plain path,
+    or ``etcd://HOST:PORT[,HOST:PORT...]`` (keys under ``root``)."""
     from corral.store.sqlite import SQLiteStore
 
+    if url.startswith("etcd://"):
+        from corral.store.etcd import EtcdStore
+
+        return await EtcdStore.open(url, root=root)
     if url.startswith("sqlite://"):
         path = url[len("sqlite://"):]
     elif "://" in url:
         scheme = url.split("://", 1)[0]
-        raise ValueError(f"unsupported store {scheme!r}: corral supports sqlite:// (etcd:// is planned)")
+        raise ValueError(f"unsupported store {scheme!r}: use sqlite:///path or etcd://host:port")
     else:
         path = url
     return await SQLiteStore.open(os.path.expanduser(path), synchronous=synchronous)
