@@ -293,8 +293,7 @@ class PodMachine:
             c.restart_at = event.now + self.backoff.delay(c.restart_count)
             c.state, c.reason = "waiting", "CrashLoopBackOff"
             c.message = f"back-off {self.backoff.delay(c.restart_count):g}s restarting failed container"
-            if self.phase == "Running":
-                self.phase = "Running"  # Kubernetes keeps a crash-looping pod Running
+            # The phase stays as it is: Kubernetes keeps a crash-looping pod Running.
             return [Emit("Warning", "BackOff", f"Back-off restarting failed container {c.name}"),
                     self._report(event.now)]
         self._settle(event.now)

@@ -36,7 +36,6 @@ __all__ = ["Scheduler"]
 
 log = logging.getLogger(__name__)
 
-_NODE_FIELDS_THAT_MATTER = ("labels", "taints", "allocatable", "unschedulable", "ready")
 
 
 class _Metrics:

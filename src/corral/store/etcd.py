@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any, AsyncIterator
 
 import msgspec
@@ -225,7 +224,6 @@ class EtcdStore:
         except RevisionCompactedError as exc:
             raise Compacted(from_revision, exc.compacted_revision) from None
         try:
-            batch: list[Event] = []
             async for ev in watch:
                 kv = ev.kv
                 revision = int(kv.mod_revision)
@@ -238,9 +236,7 @@ class EtcdStore:
                     value, obj = _with_revision(kv.value, revision)
                     etype = EventType.ADDED if int(kv.version) == 1 else EventType.MODIFIED
                 self._seen(revision)
-                batch.append(Event(etype, Record(key, revision, value, obj)))
-                yield batch
-                batch = []
+                yield [Event(etype, Record(key, revision, value, obj))]
         except RevisionCompactedError as exc:
             raise Compacted(from_revision, exc.compacted_revision) from None
         finally:
@@ -250,4 +246,3 @@ class EtcdStore:
         if self._client is not None:
             await self._client.close()
             self._client = None
-        await asyncio.sleep(0)

@@ -338,13 +338,18 @@ class SQLiteStore:
         revision = revision or self._revision
         return await asyncio.to_thread(self._list, prefix, revision, limit, start_after)
 
+    @staticmethod
+    def _check_not_compacted(conn: sqlite3.Connection, revision: int) -> None:
+        """Inside a read transaction: refuse a revision the log no longer holds."""
+        row = conn.execute("SELECT value FROM meta WHERE name = 'compact_rev'").fetchone()
+        if row and revision < row[0]:
+            raise Compacted(revision, row[0])
+
     def _list(self, prefix: str, revision: int, limit: int, start_after: str) -> ListResult:
         conn = self._reader()
         conn.execute("BEGIN")
         try:
-            row = conn.execute("SELECT value FROM meta WHERE name = 'compact_rev'").fetchone()
-            if revision < (row[0] if row else 0):
-                raise Compacted(revision, row[0])
+            self._check_not_compacted(conn, revision)
             lower, op = (start_after, ">") if start_after > prefix else (prefix, ">=")
             rows = conn.execute(
                 "SELECT l.key, l.rev, l.value FROM log l JOIN ("
@@ -363,9 +368,7 @@ class SQLiteStore:
         conn = self._reader()
         conn.execute("BEGIN")
         try:
-            row = conn.execute("SELECT value FROM meta WHERE name = 'compact_rev'").fetchone()
-            if after < (row[0] if row else 0):
-                raise Compacted(after, row[0])
+            self._check_not_compacted(conn, after)
             rows = conn.execute(
                 "SELECT rev, key, created, deleted, value FROM log "
                 "WHERE rev > ? AND rev <= ? AND key >= ? AND key < ? ORDER BY rev",

@@ -26,9 +26,8 @@ from corral.scheduler.framework.interface import CycleState, FilterResult, Plugi
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.framework.status import Code, Status
 
-__all__ = ["Framework", "Diagnosis", "Scores", "MAX_NODE_SCORE"]
+__all__ = ["Framework", "Diagnosis", "Scores"]
 
-MAX_NODE_SCORE = 100
 
 
 @dataclass(slots=True)
