@@ -1,4 +1,4 @@
-"""The store contract, checked against every backend (the etcd backend joins this list later)."""
+"""The store contract, checked against every backend: SQLite and a real etcd the tests start."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from corral.store import Compacted, Conflict, EventType, KeyExists, KeyNotFound, open_store
+from corral.store import Compacted, Conflict, EventType, Fenced, KeyExists, KeyNotFound, open_store
 
 
 @pytest.fixture(scope="module")
@@ -219,3 +219,27 @@ async def test_state_and_revisions_survive_reopening(opener):
         await s.close()
 
 
+
+
+async def test_a_fenced_update_lands_only_while_the_fence_key_is_where_the_writer_left_it(store):
+    lease = await store.create("/coordination.k8s.io/leases/corral-system/leader", obj("leader"))
+    pod = await store.create("/core/pods/default/p", obj("p"))
+    fence = (lease.key, lease.revision)
+    bound = await store.update(pod.key, obj("p", spec={"nodeName": "n1"}), pod.revision, fence=fence)
+    assert bound.obj["spec"]["nodeName"] == "n1"
+
+    taken = await store.update(lease.key, obj("leader", spec={"holderIdentity": "other"}), lease.revision)
+    with pytest.raises(Fenced) as refused:
+        await store.update(pod.key, obj("p", spec={"nodeName": "n2"}), bound.revision, fence=fence)
+    assert refused.value.actual == taken.revision
+    assert (await store.get(pod.key)).obj["spec"]["nodeName"] == "n1"  # nothing written
+
+    await store.delete(lease.key)
+    with pytest.raises(Fenced):
+        await store.update(pod.key, obj("p", spec={"nodeName": "n3"}), bound.revision, fence=(lease.key, taken.revision))
+
+
+async def test_current_revision_includes_every_acknowledged_write(store):
+    before = await store.current_revision()
+    a = await store.create("/core/pods/default/a", obj("a"))
+    assert before < a.revision <= await store.current_revision()

@@ -27,7 +27,7 @@ from corral.agent.throughput import THROUGHPUT_PATH
 from corral.server.discovery import discovery_documents, openapi_documents
 from corral.server.http import MAX_BODY_BYTES, RESOURCE, VERB, add_resource_routes
 from corral.server.rest import ResourceAPI
-from corral.store import KeyExists, Store, open_store
+from corral.store import KeyExists, Store, Unavailable, open_store
 
 __all__ = ["Server", "ServerConfig", "DEFAULT_ADDRESS", "default_data_dir"]
 
@@ -259,6 +259,9 @@ class Server:
             message = "the server could not find the requested resource" if exc.status == 404 else exc.reason
             response = web.Response(body=errors.status_body(exc.status, reason, message),
                                     status=exc.status, content_type="application/json")
+        except Unavailable as exc:
+            response = web.Response(body=errors.status_body(503, "ServiceUnavailable", str(exc)),
+                                    status=503, content_type="application/json")
         except asyncio.TimeoutError:
             response = web.Response(body=errors.status_body(504, "Timeout", "the server timed out"),
                                     status=504, content_type="application/json")

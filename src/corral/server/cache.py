@@ -6,8 +6,11 @@ The cache lists the whole store once, then follows one ``store.watch("/")``. It 
 - a window of recent events, so a client watch from a recent resourceVersion resumes without
   touching the store; older than the window answers 410 Gone, as Kubernetes does.
 
-Reads are consistent: a handler first waits until the cache has caught up with the newest revision
-the store has acknowledged (in-process this is immediate), so a client always reads its own writes.
+Reads are consistent. A client's read first waits until the cache has caught up with the store's
+current revision (:meth:`WatchCache.wait_consistent`): on SQLite that is what this process has
+acknowledged, on etcd one round trip asks for it, so a read through any server replica sees every
+write acknowledged before it, by whichever replica. Writes only wait for what this process has seen
+(:meth:`WatchCache.wait_fresh`); a write from a stale view fails its compare-and-swap and is retried.
 
 Everything here runs on the event loop thread; methods that register a watcher do so without an
 ``await`` between reading history and subscribing, which is what makes a watch gap-free.
@@ -151,7 +154,7 @@ class WatchCache:
     async def _follow(self) -> None:
         while True:
             try:
-                async for batch in self._store.watch("/", self.revision):
+                async for batch in self._store.watch("/", self.revision, progress=True):
                     self._apply(batch)
             except Compacted:
                 log.warning("watch cache fell behind compaction; reloading")
@@ -161,9 +164,9 @@ class WatchCache:
                 await self._load()
             except asyncio.CancelledError:
                 raise
-            except Exception:  # pragma: no cover - keep serving; retry the watch
-                log.exception("watch cache lost its store watch; retrying")
-                await asyncio.sleep(0.5)
+            except Exception as exc:  # keep serving; watch again from the last revision applied
+                log.warning("watch cache lost its store watch (%s); resuming from revision %d", exc, self.revision)
+                await asyncio.sleep(0.2)
             else:
                 return  # the store closed
 
@@ -178,6 +181,8 @@ class WatchCache:
     def _apply(self, batch: list[Event]) -> None:
         for event in batch:
             record = event.record
+            if event.type is EventType.PROGRESS:
+                continue
             prefix = resource_prefix(record.key)
             objects = self._objects.setdefault(prefix, {})
             old = objects.get(record.key)
@@ -230,6 +235,12 @@ class WatchCache:
             await fut
         finally:
             timer.cancel()
+
+    async def wait_consistent(self, timeout: float = 10.0) -> None:
+        """Return once the cache holds every write the store acknowledged before this call, from any
+        process sharing the store."""
+        target = await self._store.current_revision()
+        await self.wait_fresh(target, timeout)
 
     # --- reads -------------------------------------------------------------------------------------------
 

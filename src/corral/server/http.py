@@ -231,7 +231,10 @@ class ResourceRoutes:
         prefix = f"{res.store_prefix}{t.namespace}/" if res.namespaced and t.namespace else res.store_prefix
         watcher = CacheWatcher(prefix, opts.fields.exact("metadata.name"), opts.labels, opts.fields)
         cache = self.api.cache
-        await cache.wait_fresh()
+        if from_revision is None:
+            await cache.wait_consistent()
+        else:  # a version read through another server: this cache must have reached it too
+            await cache.wait_fresh(from_revision)
         resp = web.StreamResponse(headers={"Content-Type": JSON})
         resp.enable_chunked_encoding()
         try:

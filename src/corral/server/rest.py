@@ -68,15 +68,34 @@ class ResourceAPI:
 
     # --- reads -------------------------------------------------------------------------------------------
 
-    async def current(self, resource: ResourceType, namespace: str | None, name: str) -> Record:
-        await self.cache.wait_fresh()
-        record = self.cache.get(resource.key(namespace, name))
+    async def current(self, resource: ResourceType, namespace: str | None, name: str, *,
+                      consistent: bool = False, at_least: int = 0) -> Record:
+        """The object from the watch cache, once the cache is fresh enough.
+
+        ``consistent``: every write acknowledged anywhere before this call is in (what a client's
+        read needs; one store round trip on etcd). Otherwise the cache need only hold this process's
+        own writes and revision ``at_least`` — enough for a write, which compares and swaps anyway —
+        and an object missing from that view is looked for again in a consistent one (it may have
+        just been created through another server)."""
+        key = resource.key(namespace, name)
+        if consistent:
+            await self.cache.wait_consistent()
+        else:
+            await self.cache.wait_fresh(max(at_least, self.store.revision))
+        record = self.cache.get(key)
+        if record is None and not consistent:
+            await self.cache.wait_consistent()
+            record = self.cache.get(key)
         if record is None:
             raise errors.not_found(resource, name)
         return record
 
+    async def _caught_up(self, conflict: Conflict) -> None:
+        """After a compare-and-swap lost to a write this cache has not seen yet: wait for it."""
+        await self.cache.wait_fresh(max(conflict.actual, 0))
+
     async def get(self, resource: ResourceType, namespace: str | None, name: str) -> Reply:
-        return Reply(200, (await self.current(resource, namespace, name)).value)
+        return Reply(200, (await self.current(resource, namespace, name, consistent=True)).value)
 
     def _key_prefix(self, resource: ResourceType, namespace: str | None) -> str:
         return f"{resource.store_prefix}{namespace}/" if resource.namespaced and namespace else resource.store_prefix
@@ -84,7 +103,7 @@ class ResourceAPI:
     async def list(self, resource: ResourceType, namespace: str | None, opts: ListOptions) -> Reply:
         if opts.limit or opts.continue_token:
             return await self._list_paged(resource, namespace, opts)
-        await self.cache.wait_fresh()
+        await self.cache.wait_consistent()
         prefix = self._key_prefix(resource, namespace)
         name = opts.fields.exact("metadata.name")
         records = []
@@ -118,7 +137,7 @@ class ResourceAPI:
             except (ValueError, KeyError, TypeError, binascii.Error, msgspec.DecodeError):
                 raise errors.bad_request("invalid continue token") from None
         else:
-            revision = self.store.revision
+            revision = await self.store.current_revision()
         limit = opts.limit or 500
         found: list[Record] = []
         more = True
@@ -188,8 +207,11 @@ class ResourceAPI:
         apply_create_defaults(resource, obj, namespace)
         name = obj["metadata"]["name"]
         await self.cache.wait_fresh()
-        if resource.namespaced and self.cache.get(by_kind("Namespace").key(None, namespace)) is None:
-            raise errors.not_found(by_kind("Namespace"), namespace or "")
+        ns_key = by_kind("Namespace").key(None, namespace)
+        if resource.namespaced and self.cache.get(ns_key) is None:
+            await self.cache.wait_consistent()  # created through another server a moment ago?
+            if self.cache.get(ns_key) is None:
+                raise errors.not_found(by_kind("Namespace"), namespace or "")
         if resource.kind == "Pod":
             self._admit_priority(obj)
         if opts.dry_run:
@@ -295,18 +317,25 @@ class ResourceAPI:
             raise errors.bad_request(
                 "the namespace of the provided object does not match the namespace sent on the request"
             )
-        current = await self.current(resource, namespace, name)
         rv = meta.get("resourceVersion")
+        pinned = 0
         if rv not in (None, ""):
             try:
-                expected = int(rv)
+                pinned = int(rv)
             except (TypeError, ValueError):
                 raise errors.bad_request(f"invalid resourceVersion {rv!r}") from None
-            if expected != current.revision:
+        for _ in range(_CAS_RETRIES):
+            current = await self.current(resource, namespace, name, at_least=pinned)
+            if pinned and pinned != current.revision:
                 raise errors.conflict(resource, name)
-        else:
-            expected = current.revision
-        return await self._write_update(resource, namespace, name, current, obj, expected, opts, subresource)
+            try:
+                return await self._write_update(resource, namespace, name, current, obj, current.revision,
+                                                opts, subresource)
+            except Conflict as exc:
+                if pinned:  # the client's version is no longer current
+                    raise errors.conflict(resource, name) from None
+                await self._caught_up(exc)  # without a version the update applies to the newest
+        raise errors.conflict(resource, name)
 
     async def _write_update(self, resource: ResourceType, namespace: str | None, name: str,
                             current: Record, obj: dict[str, Any], expected: int, opts: WriteOptions,
@@ -327,8 +356,6 @@ class ResourceAPI:
             return Reply(200, (await self._delete_now(resource, name, key, None)).value, warnings)
         try:
             record = await self.store.update(key, merged, expected)
-        except Conflict:
-            raise errors.conflict(resource, name) from None
         except KeyNotFound:
             raise errors.not_found(resource, name) from None
         return Reply(200, record.value, warnings)
@@ -339,8 +366,10 @@ class ResourceAPI:
 
     async def patch(self, resource: ResourceType, namespace: str | None, name: str, patch: Any,
                     patch_type: str, opts: WriteOptions, subresource: str | None = None) -> Reply:
+        pinned_rv = _meta(patch).get("resourceVersion") if isinstance(patch, dict) else None
+        pinned = int(pinned_rv) if isinstance(pinned_rv, str) and pinned_rv.isdigit() else 0
         for _ in range(_CAS_RETRIES):
-            current = await self.current(resource, namespace, name)
+            current = await self.current(resource, namespace, name, at_least=pinned)
             try:
                 if patch_type == "json":
                     patched = json_patch(_decode(current.value), patch)
@@ -359,19 +388,20 @@ class ResourceAPI:
             try:
                 return await self._write_update(resource, namespace, name, current, patched,
                                                 current.revision, opts, subresource)
-            except errors.ApiError as exc:
-                if exc.code != 409 or exc.reason != "Conflict":
-                    raise
+            except Conflict as exc:
+                await self._caught_up(exc)
         raise errors.conflict(resource, name)
 
     async def _rewrite(self, resource: ResourceType, namespace: str | None, name: str,
-                       change: Callable[[Record, dict[str, Any]], Reply | None]) -> Record | Reply:
+                       change: Callable[[Record, dict[str, Any]], Reply | None], *,
+                       fence: tuple[str, int] | None = None) -> Record | Reply:
         """Read, change, compare-and-swap write; on a conflicting write, again from a fresh read.
 
         ``change(current, obj)`` edits ``obj`` in place — its top level and its metadata, spec and
         status dicts are fresh; values below them are shared, so replace them, never mutate — and returns
         None to have it written, or a :class:`Reply` to answer without writing. It may raise
-        :class:`ApiError`. Returns the written record, or the change's reply.
+        :class:`ApiError`. Returns the written record, or the change's reply. ``fence``: see
+        :meth:`Store.update` (raises :class:`~corral.store.Fenced`).
         """
         for _ in range(_CAS_RETRIES):
             current = await self.current(resource, namespace, name)
@@ -384,9 +414,9 @@ class ResourceAPI:
             if early is not None:
                 return early
             try:
-                return await self.store.update(current.key, obj, current.revision)
-            except Conflict:
-                continue
+                return await self.store.update(current.key, obj, current.revision, fence=fence)
+            except Conflict as exc:
+                await self._caught_up(exc)
             except KeyNotFound:
                 raise errors.not_found(resource, name) from None
         raise errors.conflict(resource, name)
@@ -405,7 +435,8 @@ class ResourceAPI:
     async def delete(self, resource: ResourceType, namespace: str | None, name: str,
                      grace_seconds: int | None, precondition_rv: str | None,
                      precondition_uid: str | None, dry_run: bool = False) -> Reply:
-        current = await self.current(resource, namespace, name)
+        pinned = int(precondition_rv) if precondition_rv and str(precondition_rv).isdigit() else 0
+        current = await self.current(resource, namespace, name, at_least=pinned)
         if precondition_uid and _meta(current.obj).get("uid") != precondition_uid:
             raise errors.conflict(resource, name, "the UID in the precondition does not match the object")
         expected = None
@@ -457,7 +488,7 @@ class ResourceAPI:
 
     async def delete_collection(self, resource: ResourceType, namespace: str | None,
                                 opts: ListOptions, grace_seconds: int | None) -> Reply:
-        await self.cache.wait_fresh()
+        await self.cache.wait_consistent()
         deleted = []
         for record in list(self.cache.items(resource.store_prefix, self._key_prefix(resource, namespace))):
             if not opts.labels.matches_object(record.obj) or not opts.fields.matches(record.obj):
@@ -492,8 +523,12 @@ class ResourceAPI:
             raise errors.invalid(binding_res, name, causes)
         return await self.assign_node(namespace, name, binding["target"]["name"], dry_run=opts.dry_run)
 
-    async def assign_node(self, namespace: str, name: str, node: str, *, dry_run: bool = False) -> Reply:
-        """The binding itself, for callers inside the server that built a valid one (the scheduler)."""
+    async def assign_node(self, namespace: str, name: str, node: str, *, dry_run: bool = False,
+                          fence: tuple[str, int] | None = None) -> Reply:
+        """The binding itself, for callers inside the server that built a valid one (the scheduler).
+
+        ``fence``: the leader's Lease key and revision; the binding is written only while the Lease
+        is still there (else :class:`~corral.store.Fenced`)."""
         pods = by_kind("Pod")
         answer = Reply(201, _encode({
             "kind": "Binding", "apiVersion": "v1", "metadata": {"name": name, "namespace": namespace},
@@ -515,7 +550,7 @@ class ResourceAPI:
             status["conditions"] = conditions
             return answer if dry_run else None
 
-        await self._rewrite(pods, namespace, name, assign)
+        await self._rewrite(pods, namespace, name, assign, fence=fence)
         return answer
 
     # --- eviction ----------------------------------------------------------------------------------------

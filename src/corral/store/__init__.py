@@ -1,7 +1,8 @@
 """Revisioned key/value storage with watch: the contract (``base``) and its backends.
 
-The API server is the only user of a store. SQLite (``sqlite``) is the embedded default; every
-backend passes the same conformance suite (``tests/store``).
+The API server is the only user of a store. SQLite (``sqlite``) is the embedded default, for one
+server; etcd (``etcd``) lets several servers share one cluster state. Every backend passes the same
+conformance suite (``tests/store``).
 """
 
 from __future__ import annotations
@@ -13,17 +14,19 @@ from corral.store.base import (
     Conflict,
     Event,
     EventType,
+    Fenced,
     KeyExists,
     KeyNotFound,
     ListResult,
     Record,
     Store,
     StoreError,
+    Unavailable,
 )
 
 __all__ = [
-    "Compacted", "Conflict", "Event", "EventType", "KeyExists", "KeyNotFound", "ListResult",
-    "Record", "Store", "StoreError", "open_store",
+    "Compacted", "Conflict", "Event", "EventType", "Fenced", "KeyExists", "KeyNotFound", "ListResult",
+    "Record", "Store", "StoreError", "Unavailable", "open_store",
 ]
 
 

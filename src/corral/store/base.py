@@ -31,6 +31,8 @@ __all__ = [
     "KeyNotFound",
     "Conflict",
     "Compacted",
+    "Fenced",
+    "Unavailable",
     "prefix_end",
 ]
 
@@ -41,6 +43,9 @@ class EventType(str, enum.Enum):
     ADDED = "ADDED"
     MODIFIED = "MODIFIED"
     DELETED = "DELETED"
+    # Only with ``watch(..., progress=True)``: nothing under the prefix changed up to this revision
+    # (a write elsewhere in a store shared with others); the record has no key and no value.
+    PROGRESS = "PROGRESS"
 
 
 @dataclass(slots=True)
@@ -119,6 +124,20 @@ class Compacted(StoreError):
         self.requested, self.compacted = requested, compacted
 
 
+class Fenced(StoreError):
+    """A fenced write found its fence key moved: the writer no longer holds the lease it acted under."""
+
+    def __init__(self, fence_key: str, expected: int, actual: int) -> None:
+        super().__init__(f"fence {fence_key} is at revision {actual}, not {expected}: the lease was lost")
+        self.fence_key, self.expected, self.actual = fence_key, expected, actual
+
+
+class Unavailable(StoreError):
+    """The backend could not be reached (an etcd cluster without quorum, say); the caller may retry.
+
+    A write that fails this way may or may not have been applied."""
+
+
 def prefix_end(prefix: str) -> str:
     """The smallest string greater than every string that starts with ``prefix``."""
     return prefix[:-1] + chr(ord(prefix[-1]) + 1) if prefix else "\U0010ffff"
@@ -134,14 +153,23 @@ class Store(Protocol):
     @property
     def compacted_revision(self) -> int: ...
 
+    async def current_revision(self) -> int:
+        """The newest revision of the whole store, including writes made by other processes sharing
+        it (one round trip for etcd). A read that waits for this revision reads every write that was
+        acknowledged before it started, whichever server acknowledged it."""
+
     async def create(self, key: str, obj: dict[str, Any]) -> Record:
         """Store a new object; raise :class:`KeyExists` if the key holds a live object.
 
         ``obj`` is owned by the store from here on (it sets ``metadata.resourceVersion`` on it).
         """
 
-    async def update(self, key: str, obj: dict[str, Any], expected_revision: int) -> Record:
-        """Replace an object if it is still at ``expected_revision``; else :class:`Conflict`."""
+    async def update(self, key: str, obj: dict[str, Any], expected_revision: int, *,
+                     fence: tuple[str, int] | None = None) -> Record:
+        """Replace an object if it is still at ``expected_revision``; else :class:`Conflict`.
+
+        ``fence=(key, revision)``: also only if that key is still at that revision, checked in the same
+        transaction; else :class:`Fenced` (a leader's writes, fenced by its Lease)."""
 
     async def delete(self, key: str, expected_revision: int | None = None) -> Record:
         """Delete; returns the last state at the deletion's revision. :class:`KeyNotFound`."""
@@ -153,8 +181,13 @@ class Store(Protocol):
     ) -> ListResult:
         """Objects under ``prefix`` as of ``revision`` (0: now), in key order, paged."""
 
-    def watch(self, prefix: str, from_revision: int) -> AsyncIterator[list[Event]]:
-        """Batches of events after ``from_revision``, in order; raises :class:`Compacted`."""
+    def watch(self, prefix: str, from_revision: int, *, progress: bool = False) -> AsyncIterator[list[Event]]:
+        """Batches of events after ``from_revision``, in order; raises :class:`Compacted`.
+
+        ``progress=True`` on a watch of ``"/"``: also PROGRESS events for revisions the backend spent
+        on keys that are not this store's (an etcd shared with others), so a follower can tell it has
+        seen everything up to :meth:`current_revision`. The watch cache needs this; SQLite has no such
+        revisions."""
 
     async def compact(self, revision: int) -> None:
         """Forget history at and before ``revision`` (current state is always kept)."""

@@ -10,11 +10,21 @@
 - Lists at a revision use etcd's range with ``revision`` and ``limit``; watches start at
   ``from_revision + 1`` with ``prev_kv`` so a DELETED event carries the last state.
 - A revision etcd has compacted away raises :class:`Compacted` (→ HTTP 410).
+- Several endpoints make one gRPC channel over all of them: when the member in use goes away, calls
+  move to the next. A call that fails in transit (no member reachable, a leader election under way)
+  is retried for up to ``RETRY_SECONDS``; a retried write that then finds its own value already
+  written (the first attempt went through after all) counts as done. Past the deadline the error is
+  :class:`Unavailable` (→ HTTP 503).
+- ``update(..., fence=(key, revision))`` adds a compare on the fence key's ``mod_revision`` to the
+  same transaction: the leader's bindings are refused once its Lease has moved on.
 """
 
 from __future__ import annotations
 
-from typing import Any, AsyncIterator
+import asyncio
+import socket
+import time
+from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 
 import msgspec
 
@@ -23,18 +33,26 @@ from corral.store.base import (
     Conflict,
     Event,
     EventType,
+    Fenced,
     KeyExists,
     KeyNotFound,
     ListResult,
     Record,
+    Unavailable,
     prefix_end,
 )
+
+T = TypeVar("T")
 
 __all__ = ["EtcdStore", "parse_endpoints"]
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 MAX_MESSAGE = 256 * 1024 * 1024  # large lists come back in one gRPC message
+RETRY_SECONDS = 10.0  # an etcd leader election takes ~1 s; a member restart a few
+# A single call's deadline. When the etcd leader dies, a request it had taken hangs until etcd's own
+# timeout (7 s); cut short and retried, it reaches the new leader in about a second instead.
+CALL_SECONDS = 3.0
 
 
 def parse_endpoints(url: str) -> list[tuple[str, int]]:
@@ -49,6 +67,37 @@ def parse_endpoints(url: str) -> list[tuple[str, int]]:
     if not out:
         raise ValueError(f"no etcd endpoint in {url!r}")
     return out
+
+
+def grpc_target(endpoints: list[tuple[str, int]]) -> str:
+    """One gRPC target naming every member (``ipv4:a:p,b:q``), so the channel fails over between them.
+
+    gRPC's multi-address syntax takes IP literals only: host names are resolved here, once."""
+    if len(endpoints) == 1:
+        host, port = endpoints[0]
+        return f"{host}:{port}"
+    v4, v6 = [], []
+    for host, port in endpoints:
+        for family, *_, sockaddr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+            if family == socket.AF_INET:
+                v4.append(f"{sockaddr[0]}:{port}")
+                break
+            if family == socket.AF_INET6:
+                v6.append(f"[{sockaddr[0]}]:{port}")
+                break
+    if v4 and v6:
+        raise ValueError(f"etcd endpoints mix IPv4 and IPv6 addresses: {endpoints}")
+    return ("ipv4:" + ",".join(v4)) if v4 else ("ipv6:" + ",".join(v6))
+
+
+def _transient(exc: BaseException) -> bool:
+    """An error worth retrying: no member reachable, a leader being elected, a call timed out."""
+    from aetcd import exceptions as aexc, rpc
+
+    if isinstance(exc, (aexc.ConnectionFailedError, aexc.ConnectionTimeoutError)):
+        return True
+    return isinstance(exc, rpc.AioRpcError) and exc.code() in (rpc.StatusCode.UNAVAILABLE,
+                                                               rpc.StatusCode.DEADLINE_EXCEEDED)
 
 
 def _with_revision(value: bytes, revision: int) -> tuple[bytes, dict[str, Any]]:
@@ -81,27 +130,50 @@ class EtcdStore:
     async def _connect(self) -> None:
         import aetcd
 
-        last: Exception | None = None
-        for host, port in self.endpoints:  # the first member that answers
-            client = aetcd.Client(host=host, port=port, timeout=30, options={
-                "grpc.max_receive_message_length": MAX_MESSAGE, "grpc.max_send_message_length": MAX_MESSAGE})
-            try:
-                await client.connect()
-                await client.status()
-                self._client = client
-                self._revision = await self._current_revision()
-                return
-            except Exception as exc:  # try the next member
-                last = exc
-                await client.close()
-        raise ConnectionError(f"no etcd member answered at {self.endpoints}: {last}")
+        # aetcd builds its channel target as f"{host}:{port}": a multi-address target goes in split
+        # at its last colon.
+        host, _, port = grpc_target(self.endpoints).rpartition(":")
+        client = aetcd.Client(host=host, port=int(port), timeout=CALL_SECONDS, options={
+            "grpc.max_receive_message_length": MAX_MESSAGE, "grpc.max_send_message_length": MAX_MESSAGE,
+            "grpc.keepalive_time_ms": 10_000, "grpc.keepalive_timeout_ms": 5_000,
+            "grpc.initial_reconnect_backoff_ms": 200, "grpc.max_reconnect_backoff_ms": 2_000})
+        self._client = client
+        try:
+            await client.connect()
+            self._revision = await self.current_revision()
+        except Exception as exc:
+            await client.close()
+            self._client = None
+            raise ConnectionError(f"no etcd member answered at {self.endpoints}: {exc}") from None
 
-    async def _current_revision(self) -> int:
+    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
+        """``call()``, retried while it fails in transit; (its result, whether it was retried)."""
+        deadline = time.monotonic() + RETRY_SECONDS
+        delay, retried = 0.05, False
+        while True:
+            try:
+                return await call(), retried
+            except Exception as exc:
+                if not _transient(exc):
+                    raise
+                if time.monotonic() + delay > deadline:
+                    raise Unavailable(f"etcd at {self.endpoints} did not answer: {exc}") from None
+            await asyncio.sleep(delay)
+            delay, retried = min(delay * 2, 1.0), True
+
+    async def current_revision(self) -> int:
+        """etcd's revision now: a count-only range over one key (any range's header carries it)."""
         from aetcd import rpc
 
-        response = await self._client.kvstub.Range(rpc.RangeRequest(key=self._k("/"), range_end=self._k(prefix_end("/")),
-                                                                    count_only=True), timeout=30)
-        return int(response.header.revision)
+        request = rpc.RangeRequest(key=self._k("/"), count_only=True)
+        response, _ = await self._retrying(lambda: self._client.kvstub.Range(request, timeout=CALL_SECONDS))
+        revision = int(response.header.revision)
+        self._seen(revision)
+        return revision
+
+    async def _get(self, k: bytes):
+        got, _ = await self._retrying(lambda: self._client.get(k))
+        return got
 
     def _k(self, key: str) -> bytes:
         return (self.root + key).encode()
@@ -123,18 +195,29 @@ class EtcdStore:
 
     # --- writes --------------------------------------------------------------------------------------
 
-    async def _txn(self, compare: list, success: list) -> tuple[bool, int]:
-        """One etcd transaction; (succeeded, the store revision it left: the write's own)."""
+    async def _txn(self, compare: list, success: list) -> tuple[bool, int, bool]:
+        """One etcd transaction; (succeeded, the store revision it left: the write's own, retried)."""
         from aetcd import rpc
 
         c = self._client
         request = rpc.TxnRequest(compare=[x.build_message() for x in compare],
                                  success=c._ops_to_requests(success), failure=[])
-        response = await c.kvstub.Txn(request, timeout=30, metadata=c.metadata)
+        response, retried = await self._retrying(lambda: c.kvstub.Txn(request, timeout=CALL_SECONDS, metadata=c.metadata))
         revision = int(response.header.revision)
         if response.succeeded:
             self._seen(revision)
-        return bool(response.succeeded), revision
+        return bool(response.succeeded), revision, retried
+
+    async def _already_written(self, k: bytes, value: bytes) -> Record | None:
+        """After a retried write was refused: the key holding exactly our value means the first
+        attempt went through (every create carries a fresh uid, so a stranger's write never matches)."""
+        current = await self._get(k)
+        if current is None or current.value != value:
+            return None
+        revision = int(current.mod_revision)
+        self._seen(revision)
+        value_rv, obj = _with_revision(current.value, revision)
+        return Record(self._unk(k), revision, value_rv, obj)
 
     def _record(self, key: str, obj: dict[str, Any], revision: int) -> Record:
         obj.setdefault("metadata", {})["resourceVersion"] = str(revision)
@@ -142,17 +225,31 @@ class EtcdStore:
 
     async def create(self, key: str, obj: dict[str, Any]) -> Record:
         t, k = self._client.transactions, self._k(key)
-        ok, revision = await self._txn([t.create(k) == 0], [t.put(k, _without_revision(obj))])
+        value = _without_revision(obj)
+        ok, revision, retried = await self._txn([t.create(k) == 0], [t.put(k, value)])
         if not ok:
+            if retried and (mine := await self._already_written(k, value)) is not None:
+                return mine
             raise KeyExists(key)
         return self._record(key, obj, revision)
 
-    async def update(self, key: str, obj: dict[str, Any], expected_revision: int) -> Record:
+    async def update(self, key: str, obj: dict[str, Any], expected_revision: int, *,
+                     fence: tuple[str, int] | None = None) -> Record:
         t, k = self._client.transactions, self._k(key)
-        guard = (t.mod(k) == expected_revision) if expected_revision else (t.version(k) > 0)
-        ok, revision = await self._txn([guard], [t.put(k, _without_revision(obj))])
+        value = _without_revision(obj)
+        guards = [(t.mod(k) == expected_revision) if expected_revision else (t.version(k) > 0)]
+        if fence is not None:
+            guards.append(t.mod(self._k(fence[0])) == fence[1])
+        ok, revision, retried = await self._txn(guards, [t.put(k, value)])
         if not ok:
-            current = await self._client.get(k)
+            if retried and (mine := await self._already_written(k, value)) is not None:
+                return mine
+            if fence is not None:
+                held = await self._get(self._k(fence[0]))
+                actual = int(held.mod_revision) if held is not None else 0
+                if actual != fence[1]:
+                    raise Fenced(fence[0], fence[1], actual)
+            current = await self._get(k)
             if current is None:
                 raise KeyNotFound(key)
             raise Conflict(key, expected_revision, int(current.mod_revision))
@@ -160,23 +257,29 @@ class EtcdStore:
 
     async def delete(self, key: str, expected_revision: int | None = None) -> Record:
         t, k = self._client.transactions, self._k(key)
+        last = None
         for _ in range(8):
-            current = await self._client.get(k)
+            current = await self._get(k)
             if current is None:
+                if last is not None:  # our retried delete went through: its revision is not known
+                    revision = await self.current_revision()
+                    value, obj = _with_revision(last.value, revision)
+                    return Record(key, revision, value, obj)
                 raise KeyNotFound(key)
             if expected_revision and int(current.mod_revision) != expected_revision:
                 raise Conflict(key, expected_revision, int(current.mod_revision))
-            ok, revision = await self._txn([t.mod(k) == int(current.mod_revision)], [t.delete(k)])
+            ok, revision, retried = await self._txn([t.mod(k) == int(current.mod_revision)], [t.delete(k)])
             if ok:  # the last state, at the deletion's revision
                 value, obj = _with_revision(current.value, revision)
                 return Record(key, revision, value, obj)
+            last = current if retried else None
         raise Conflict(key, expected_revision or 0, -1)
 
     async def compact(self, revision: int) -> None:
         from aetcd.exceptions import RevisionCompactedError
 
         try:
-            await self._client.compact(revision, physical=True)
+            await self._retrying(lambda: self._client.compact(revision, physical=True))
         except RevisionCompactedError:
             pass
         self._compacted = max(self._compacted, revision)
@@ -184,7 +287,7 @@ class EtcdStore:
     # --- reads -------------------------------------------------------------------------------------------
 
     async def get(self, key: str) -> Record | None:
-        got = await self._client.get(self._k(key))
+        got = await self._get(self._k(key))
         if got is None:
             return None
         revision = int(got.mod_revision)
@@ -200,7 +303,7 @@ class EtcdStore:
                                    limit=limit + 1 if limit else 0, sort_order=rpc.RangeRequest.ASCEND,
                                    sort_target=rpc.RangeRequest.KEY)
         try:
-            response = await self._client.kvstub.Range(request, timeout=60)
+            response, _ = await self._retrying(lambda: self._client.kvstub.Range(request, timeout=60))
         except Exception as exc:
             if isinstance(exc, RevisionCompactedError) or "compacted" in str(exc):
                 raise Compacted(revision, self._compacted) from None
@@ -215,18 +318,25 @@ class EtcdStore:
             items.append(Record(self._unk(kv.key), int(kv.mod_revision), value, obj))
         return ListResult(items, at, more)
 
-    async def watch(self, prefix: str, from_revision: int) -> AsyncIterator[list[Event]]:
+    async def watch(self, prefix: str, from_revision: int, *, progress: bool = False) -> AsyncIterator[list[Event]]:
         from aetcd.exceptions import RevisionCompactedError
 
+        start, end = self._k(prefix), self._k(prefix_end(prefix))
+        if progress and prefix == "/":  # every key of the etcd: foreign writes show as PROGRESS
+            start = end = b"\0"
+        mine = self._k(prefix)
         try:
-            watch = await self._client.watch(self._k(prefix), range_end=self._k(prefix_end(prefix)),
-                                             start_revision=from_revision + 1, prev_kv=True)
+            watch = await self._client.watch(start, range_end=end, start_revision=from_revision + 1, prev_kv=True)
         except RevisionCompactedError as exc:
             raise Compacted(from_revision, exc.compacted_revision) from None
         try:
             async for ev in watch:
                 kv = ev.kv
                 revision = int(kv.mod_revision)
+                self._seen(revision)
+                if not kv.key.startswith(mine):
+                    yield [Event(EventType.PROGRESS, Record("", revision, b""))]
+                    continue
                 key = self._unk(kv.key)
                 if ev.kind == "DELETE":
                     prev = ev.prev_kv
@@ -235,12 +345,14 @@ class EtcdStore:
                 else:
                     value, obj = _with_revision(kv.value, revision)
                     etype = EventType.ADDED if int(kv.version) == 1 else EventType.MODIFIED
-                self._seen(revision)
                 yield [Event(etype, Record(key, revision, value, obj))]
         except RevisionCompactedError as exc:
             raise Compacted(from_revision, exc.compacted_revision) from None
         finally:
-            await watch.cancel()
+            try:
+                await asyncio.wait_for(watch.cancel(), 5)
+            except Exception:  # the stream is already gone
+                pass
 
     async def close(self) -> None:
         if self._client is not None:

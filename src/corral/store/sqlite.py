@@ -36,6 +36,7 @@ from corral.store.base import (
     Conflict,
     Event,
     EventType,
+    Fenced,
     KeyExists,
     KeyNotFound,
     ListResult,
@@ -73,6 +74,7 @@ class _Op:
     obj: dict[str, Any] | None
     expected: int
     future: asyncio.Future
+    fence: tuple[str, int] | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -176,20 +178,25 @@ class SQLiteStore:
     def compacted_revision(self) -> int:
         return self._compacted
 
+    async def current_revision(self) -> int:
+        return self._revision  # this process is the only writer
+
     # --- writes ------------------------------------------------------------------------------------------
 
-    def _submit(self, kind: str, key: str, obj: dict[str, Any] | None, expected: int) -> asyncio.Future:
+    def _submit(self, kind: str, key: str, obj: dict[str, Any] | None, expected: int,
+                fence: tuple[str, int] | None = None) -> asyncio.Future:
         if self._closed:
             raise StoreError("the store is closed")
         future = self._loop.create_future()  # type: ignore[union-attr]
-        self._ops.put(_Op(kind, key, obj, expected, future))
+        self._ops.put(_Op(kind, key, obj, expected, future, fence))
         return future
 
     async def create(self, key: str, obj: dict[str, Any]) -> Record:
         return await self._submit("create", key, obj, 0)
 
-    async def update(self, key: str, obj: dict[str, Any], expected_revision: int) -> Record:
-        return await self._submit("update", key, obj, expected_revision)
+    async def update(self, key: str, obj: dict[str, Any], expected_revision: int, *,
+                     fence: tuple[str, int] | None = None) -> Record:
+        return await self._submit("update", key, obj, expected_revision, fence)
 
     async def delete(self, key: str, expected_revision: int | None = None) -> Record:
         return await self._submit("delete", key, None, expected_revision or 0)
@@ -267,6 +274,11 @@ class SQLiteStore:
 
     def _apply(self, conn: sqlite3.Connection, op: _Op, rev: int, encode, decode,
                pending: dict[int, bytes]) -> tuple[Event, tuple]:
+        if op.fence is not None:
+            fence_key, fence_rev = op.fence
+            held = self._latest.get(fence_key)
+            if held is None or held[1] or held[0] != fence_rev:
+                raise Fenced(fence_key, fence_rev, held[0] if held is not None and not held[1] else 0)
         latest = self._latest.get(op.key)
         live = latest is not None and not latest[1]
         if op.kind == "create":
@@ -382,7 +394,7 @@ class SQLiteStore:
             events.append(Event(etype, Record(key, rev, value)))
         return events
 
-    async def watch(self, prefix: str, from_revision: int) -> AsyncIterator[list[Event]]:
+    async def watch(self, prefix: str, from_revision: int, *, progress: bool = False) -> AsyncIterator[list[Event]]:
         if from_revision < self._compacted:
             raise Compacted(from_revision, self._compacted)
         watcher = _Watcher(prefix)

@@ -1,14 +1,19 @@
-"""A private etcd member for tests: loopback ports of its own, its own data directory."""
+"""Private etcd members for tests: loopback ports of their own, their own data directories.
+
+:class:`EtcdProcess` is one member (a cluster of one by default); :class:`EtcdCluster` starts three
+(or any number) that form one cluster, so a test can kill a member and bring it back.
+"""
 
 from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import time
 
-__all__ = ["EtcdProcess", "EtcdMissing"]
+__all__ = ["EtcdProcess", "EtcdCluster", "EtcdMissing"]
 
 
 class EtcdMissing(RuntimeError):
@@ -27,38 +32,61 @@ class EtcdProcess:
         self.name = name
         self.client_port = _free_port()
         self.peer_port = _free_port()
+        self.initial_cluster = f"{name}={self.peer_url}"
         self.proc: subprocess.Popen | None = None
 
     @property
     def url(self) -> str:
         return f"etcd://127.0.0.1:{self.client_port}"
 
-    def start(self, timeout: float = 30.0) -> "EtcdProcess":
+    @property
+    def peer_url(self) -> str:
+        return f"http://127.0.0.1:{self.peer_port}"
+
+    @property
+    def log_path(self) -> str:
+        return os.path.join(self.data_dir, "etcd.log")
+
+    def launch(self) -> None:
+        """Start the process without waiting for it (members of a new cluster wait for each other)."""
         binary = shutil.which("etcd")
         if binary is None:
             raise EtcdMissing("etcd is not installed: run `make test`, which installs Debian's etcd-server")
         os.makedirs(self.data_dir, exist_ok=True)
-        peer = f"http://127.0.0.1:{self.peer_port}"
         client = f"http://127.0.0.1:{self.client_port}"
-        log = open(os.path.join(self.data_dir, "etcd.log"), "wb")
-        self.proc = subprocess.Popen(
-            [binary, "--name", self.name, "--data-dir", os.path.join(self.data_dir, "data"),
-             "--listen-client-urls", client, "--advertise-client-urls", client,
-             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-             "--initial-cluster", f"{self.name}={peer}", "--initial-cluster-state", "new"],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        log.close()
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [binary, "--name", self.name, "--data-dir", os.path.join(self.data_dir, "data"),
+                 "--listen-client-urls", client, "--advertise-client-urls", client,
+                 "--listen-peer-urls", self.peer_url, "--initial-advertise-peer-urls", self.peer_url,
+                 "--initial-cluster", self.initial_cluster, "--initial-cluster-state", "new",
+                 "--heartbeat-interval", "100", "--election-timeout", "1000"],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+    def wait_ready(self, timeout: float = 30.0) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"etcd exited: {open(os.path.join(self.data_dir, 'etcd.log')).read()[-2000:]}")
+            if self.proc is None or self.proc.poll() is not None:
+                with open(self.log_path, encoding="utf-8", errors="replace") as f:
+                    raise RuntimeError(f"etcd {self.name} exited: {f.read()[-2000:]}")
             try:
                 with socket.create_connection(("127.0.0.1", self.client_port), timeout=0.5):
-                    return self
+                    return
             except OSError:
                 time.sleep(0.1)
         self.stop()
-        raise RuntimeError(f"etcd did not start in {timeout}s")
+        raise RuntimeError(f"etcd {self.name} did not start in {timeout}s")
+
+    def start(self, timeout: float = 30.0) -> "EtcdProcess":
+        self.launch()
+        self.wait_ready(timeout)
+        return self
+
+    def kill(self) -> None:
+        """``kill -9``: no goodbye to the other members."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -68,3 +96,32 @@ class EtcdProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(10)
+
+
+class EtcdCluster:
+    """``size`` members on loopback forming one cluster; ``url`` names them all."""
+
+    def __init__(self, data_dir: str, size: int = 3) -> None:
+        self.members = [EtcdProcess(os.path.join(data_dir, f"m{i}"), name=f"m{i}") for i in range(size)]
+        initial = ",".join(f"{m.name}={m.peer_url}" for m in self.members)
+        for m in self.members:
+            m.initial_cluster = initial
+
+    @property
+    def url(self) -> str:
+        return "etcd://" + ",".join(f"127.0.0.1:{m.client_port}" for m in self.members)
+
+    def start(self, timeout: float = 30.0) -> "EtcdCluster":
+        for m in self.members:
+            m.launch()
+        try:
+            for m in self.members:
+                m.wait_ready(timeout)
+        except Exception:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        for m in self.members:
+            m.stop()
