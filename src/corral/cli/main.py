@@ -42,8 +42,10 @@ def cli() -> None:
 @click.option("--address", default="127.0.0.1:7443", show_default=True, metavar="HOST:PORT",
               help="Address to serve the API on (port 0 picks a free port).")
 @click.option("--store", "store_url", default=None, metavar="URL",
-              help="Where the cluster state lives: sqlite:///path/to/file.db (default: SQLite in --data-dir), "
-                   "or etcd://HOST:PORT[,HOST:PORT...] for an etcd cluster.")
+              help="Where the cluster state lives. sqlite:///path/to/file.db: one file, for one server "
+                   "(default: corral.db in --data-dir). etcd://HOST:PORT[,HOST:PORT...]: an etcd cluster, "
+                   "named by its members' client addresses; several corral servers may share it, each "
+                   "serving the whole API, and they elect one leader to run the scheduler and controllers.")
 @click.option("--scheduler/--no-scheduler", "run_scheduler", default=True, show_default=True,
               help="Run the scheduler inside the server.")
 @click.option("--scheduler-config", default=None, metavar="FILE",
@@ -53,11 +55,29 @@ def cli() -> None:
 @click.option("--pod-eviction-timeout", "eviction", default=300.0, show_default=True, metavar="SECONDS",
               help="Pods of a node NotReady this long are placed elsewhere.")
 @click.option("--local-agent", is_flag=True, help="Also run this machine as a node (process runtime).")
+@click.option("--leader-elect/--no-leader-elect", default=None,
+              help="Run the scheduler and controllers only while holding the Lease "
+                   "kube-system/corral-control-plane. Default: on with an etcd store, off with SQLite.")
+@click.option("--identity", default="", metavar="NAME",
+              help="This server's name in the leader Lease (default: host name and a random suffix).")
+@click.option("--leader-elect-lease-duration", "lease_seconds", default=15.0, show_default=True, metavar="SECONDS",
+              help="How long a leader's Lease lasts without renewal before another server may take it.")
+@click.option("--leader-elect-renew-deadline", "renew_deadline", default=10.0, show_default=True, metavar="SECONDS",
+              help="A leader that has not renewed for this long stops leading.")
+@click.option("--leader-elect-retry-period", "retry_period", default=2.0, show_default=True, metavar="SECONDS",
+              help="How often the leader renews and the others try to acquire.")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def server(data_dir: str | None, address: str, store_url: str | None, run_scheduler: bool,
-           scheduler_config: str | None, grace: float, eviction: float, local_agent: bool, log_level: str) -> None:
-    """Run the control plane in the foreground: API server, store and scheduler."""
+           scheduler_config: str | None, grace: float, eviction: float, local_agent: bool,
+           leader_elect: bool | None, identity: str, lease_seconds: float, renew_deadline: float,
+           retry_period: float, log_level: str) -> None:
+    """Run the control plane in the foreground: API server, store and scheduler.
+
+    \b
+    One server on SQLite (the default):   corral server
+    Three servers over one etcd cluster:  corral server --store etcd://10.0.0.1:2379,10.0.0.2:2379,10.0.0.3:2379
+    (see the README's "Running three servers" for the whole recipe)."""
     import logging
 
     from corral.server.app import ServerConfig, serve_forever
@@ -65,7 +85,9 @@ def server(data_dir: str | None, address: str, store_url: str | None, run_schedu
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ServerConfig(data_dir=data_dir or "", store_url=store_url or "", address=address,
                           scheduler=run_scheduler, scheduler_config=scheduler_config, node_grace_seconds=grace,
-                          eviction_seconds=eviction, local_agent=local_agent)
+                          eviction_seconds=eviction, local_agent=local_agent, leader_elect=leader_elect,
+                          identity=identity, lease_seconds=lease_seconds, renew_deadline=renew_deadline,
+                          retry_period=retry_period)
     try:
         import uvloop
 
@@ -74,6 +96,8 @@ def server(data_dir: str | None, address: str, store_url: str | None, run_schedu
         pass
     try:
         asyncio.run(serve_forever(config))
+    except ConnectionError as exc:  # the store (etcd) could not be reached
+        raise CliError(f"cannot open the store: {exc}") from None
     except OSError as exc:
         raise CliError(f"cannot serve on {address}: {exc.strerror or exc}") from None
     except ValueError as exc:

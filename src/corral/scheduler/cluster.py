@@ -36,23 +36,37 @@ class ClusterWriter(Protocol):
 
 
 class InProcessWriter:
-    def __init__(self, api: Any) -> None:
+    """``fence``: the leader's :class:`~corral.server.leader.Fence` in a multi-server deployment; each
+    binding is then written only while this server's Lease is still current."""
+
+    def __init__(self, api: Any, fence: Any = None) -> None:
         from corral.api.resources import by_kind
         from corral.server.rest import WriteOptions
 
         self.api = api
+        self.fence = fence
         self._opts = WriteOptions(warn=False)
         self._pods, self._events = by_kind("Pod"), by_kind("Event")
 
     async def bind(self, pod: PodInfo, node: str) -> Status:
         from corral.server.errors import ApiError
+        from corral.server.leader import NotLeader
+        from corral.store import Fenced, StoreError
 
         try:
-            await self.api.assign_node(pod.namespace, pod.name, node)
+            if self.fence is None:
+                await self.api.assign_node(pod.namespace, pod.name, node)
+            else:
+                async with self.fence.hold() as lease:
+                    await self.api.assign_node(pod.namespace, pod.name, node, fence=lease)
         except ApiError as exc:
             if exc.code in (404, 409):
                 return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (_GONE,), "DefaultBinder")
             return Status.error(exc.message, "DefaultBinder")
+        except (NotLeader, Fenced) as exc:
+            return Status.error(f"not bound: this server is no longer the leader ({exc})", "DefaultBinder")
+        except StoreError as exc:
+            return Status.error(str(exc), "DefaultBinder")
         return SUCCESS
 
     async def patch_status(self, pod: PodInfo, patch: dict[str, Any]) -> None:

@@ -50,6 +50,12 @@ class _Metrics:
                                   buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1))
         self.pending = Gauge("corral_scheduler_pending_pods", "Pending pods by queue", ["queue"], registry=registry)
 
+    def unregister(self) -> None:
+        """Take these metrics off the registry (a server that stops leading; the next term's scheduler
+        registers its own)."""
+        for collector in (self.attempts, self.duration, self.pending):
+            self.registry.unregister(collector)
+
 
 def _node_signature(node: dict[str, Any]) -> tuple:
     meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}

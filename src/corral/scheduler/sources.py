@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from corral.client.informer import Informer, object_key
 from corral.scheduler.scheduler import Scheduler
@@ -13,9 +13,10 @@ __all__ = ["attach_in_process", "InformerSource"]
 _PODS, _NODES, _NAMESPACES = "/core/pods/", "/core/nodes/", "/core/namespaces/"
 
 
-def attach_in_process(scheduler: Scheduler, watch_cache: Any) -> None:
+def attach_in_process(scheduler: Scheduler, watch_cache: Any) -> Callable[[], None]:
     """Feed ``scheduler`` from the server's watch cache: the current state now, then every change
-    as the cache applies it (synchronously, on the event loop; no HTTP hop, no copy)."""
+    as the cache applies it (synchronously, on the event loop; no HTTP hop, no copy). Returns the
+    function that detaches it again."""
     for record in watch_cache.items(_NAMESPACES):
         scheduler.namespace_changed(record.key[len(_NAMESPACES):], record.obj)
     for record in watch_cache.items(_NODES):
@@ -34,6 +35,7 @@ def attach_in_process(scheduler: Scheduler, watch_cache: Any) -> None:
             scheduler.namespace_changed(key[len(_NAMESPACES):], None if gone else event.record.obj)
 
     watch_cache.on_event.append(on_event)
+    return lambda: watch_cache.on_event.remove(on_event)
 
 
 class InformerSource:

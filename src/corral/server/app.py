@@ -1,8 +1,12 @@
 """The corral server process: store, watch cache, HTTP API, health, metrics, compaction.
 
 :class:`Server` is what ``corral server`` runs and what tests start in-process. Components that
-later run inside the server (scheduler, controllers) use ``server.store`` and ``server.cache``
-directly, without an HTTP hop.
+run inside the server (scheduler, controllers) use ``server.store`` and ``server.cache`` directly,
+without an HTTP hop.
+
+Several servers may share one etcd: each serves the whole API from its own watch cache, and a
+leader election (:mod:`corral.server.leader`) picks the one that runs the scheduler, the
+controllers and compaction. On SQLite there is one server, and it runs them all.
 """
 
 from __future__ import annotations
@@ -57,6 +61,16 @@ class ServerConfig:
     node_grace_seconds: float = 40.0  # lease older than this: node NotReady
     eviction_seconds: float = 300.0  # NotReady longer than this: its pods are placed again
     local_agent: bool = False  # also run an agent (process runtime) for this machine, as `make up` does
+    leader_elect: bool | None = None  # None: elect when the store is etcd (several servers may share it)
+    identity: str = ""  # this server's name in the leader Lease (default: host name + a random suffix)
+    lease_seconds: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+    def elects_leader(self) -> bool:
+        if self.leader_elect is not None:
+            return self.leader_elect
+        return self.resolved_store_url().startswith("etcd://")
 
     def resolved_store_url(self) -> str:
         if self.store_url:
@@ -77,6 +91,8 @@ class _Metrics:
         self.watchers = Gauge("corral_apiserver_watchers", "Open client watches", registry=self.registry)
         self.objects = Gauge("corral_apiserver_objects", "Objects held by the watch cache",
                              ["resource"], registry=self.registry)
+        self.leader = Gauge("corral_leader", "1 while this server runs the scheduler and controllers",
+                            registry=self.registry)
 
 
 def _split_address(address: str) -> tuple[str, int]:
@@ -99,8 +115,12 @@ class Server:
         self._tasks: list[asyncio.Task] = []
         self.scheduler = None
         self.node_lifecycle = None
+        self.elector = None
         self.agent = None
         self.url = ""
+        self._scheduler_config = None
+        self._detach_scheduler = None
+        self._leader_tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
         scheduler_config = None
@@ -108,6 +128,12 @@ class Server:
             from corral.scheduler.profiles import load_config
 
             scheduler_config = load_config(self.config.scheduler_config)  # fail before opening anything
+        election = None
+        if self.config.elects_leader():
+            from corral.server.leader import ElectionConfig
+
+            election = ElectionConfig(lease_seconds=self.config.lease_seconds, renew_deadline=self.config.renew_deadline,
+                                      retry_period=self.config.retry_period)
         self.store = await open_store(self.config.resolved_store_url(),
                                       synchronous=self.config.sqlite_synchronous)
         self.cache = WatchCache(self.store)
@@ -123,15 +149,19 @@ class Server:
         sock = site._server.sockets[0]  # type: ignore[union-attr]
         bound_host, bound_port = sock.getsockname()[:2]
         self.url = f"http://{host if ':' not in host else f'[{host}]'}:{bound_port}"
-        self._tasks.append(asyncio.create_task(self._compact_loop(), name="compaction"))
-        if scheduler_config is not None:
-            self._start_scheduler(scheduler_config)
-        if self.config.controllers:
-            from corral.controllers.node_lifecycle import NodeLifecycleController
+        self._scheduler_config = scheduler_config
+        if election is not None:
+            import socket
+            import uuid
 
-            self.node_lifecycle = NodeLifecycleController(
-                self.api, grace_seconds=self.config.node_grace_seconds, eviction_seconds=self.config.eviction_seconds)
-            self.node_lifecycle.start()
+            from corral.server.leader import LeaderElector
+
+            identity = self.config.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+            self.elector = LeaderElector(self.store, identity, url=self.url, on_started=self._start_leading,
+                                         on_stopped=self._stop_leading, config=election)
+            self.elector.start()
+        else:
+            await self._start_leading()
         if self.config.local_agent:
             await self._start_local_agent()
 
@@ -149,24 +179,50 @@ class Server:
             address="127.0.0.1", port=0))
         await self.agent.start()
 
+    async def _start_leading(self) -> None:
+        """What only one server runs: scheduler, controllers, compaction (the leader's, or the only one's)."""
+        await self.cache.wait_consistent()  # everything the last leader wrote, before acting on it
+        if self._scheduler_config is not None:
+            self._start_scheduler(self._scheduler_config)
+        if self.config.controllers:
+            from corral.controllers.node_lifecycle import NodeLifecycleController
+
+            self.node_lifecycle = NodeLifecycleController(
+                self.api, grace_seconds=self.config.node_grace_seconds, eviction_seconds=self.config.eviction_seconds)
+            self.node_lifecycle.start()
+        self._leader_tasks = [asyncio.create_task(self._compact_loop(), name="compaction")]
+
+    async def _stop_leading(self) -> None:
+        await cancel_and_wait(*self._leader_tasks)
+        self._leader_tasks = []
+        if self.node_lifecycle is not None:
+            await self.node_lifecycle.stop()
+            self.node_lifecycle = None
+        if self.scheduler is not None:
+            self._detach_scheduler()
+            await self.scheduler.stop()
+            self.scheduler.metrics.unregister()
+            self.scheduler = None
+
     def _start_scheduler(self, config) -> None:
         """The scheduler inside the server: fed by the watch cache, writing through the REST layer."""
         from corral.scheduler.cluster import InProcessWriter
         from corral.scheduler.scheduler import Scheduler
         from corral.scheduler.sources import attach_in_process
 
-        self.scheduler = Scheduler(config, InProcessWriter(self.api), registry=self.metrics.registry)
-        attach_in_process(self.scheduler, self.cache)
+        fence = self.elector.fence if self.elector is not None else None
+        self.scheduler = Scheduler(config, InProcessWriter(self.api, fence), registry=self.metrics.registry)
+        self._detach_scheduler = attach_in_process(self.scheduler, self.cache)
         self.scheduler.start()
 
     async def stop(self) -> None:
         if self.agent is not None:
             await self.agent.stop()
             await self._agent_client.close()
-        if self.node_lifecycle is not None:
-            await self.node_lifecycle.stop()
-        if self.scheduler is not None:
-            await self.scheduler.stop()
+        if self.elector is not None:
+            await self.elector.stop()  # stops the leader's components and gives the Lease up
+        else:
+            await self._stop_leading()
         await cancel_and_wait(*self._tasks)
         if self.cache is not None:
             await self.cache.stop()
@@ -277,6 +333,8 @@ class Server:
     async def _explain(self, request: web.Request) -> web.Response:
         """Why a pod goes (or cannot go) where it does: every node, rejected by whom or scored how."""
         if self.scheduler is None:
+            if self.elector is not None:
+                return await self._explain_at_leader(request)
             raise errors.ApiError(404, "NotFound", "the scheduler does not run in this server")
         ns, name = request.match_info["namespace"], request.match_info["name"]
         record = await self.api.current(by_kind("Pod"), ns, name)  # type: ignore[union-attr]
@@ -287,6 +345,26 @@ class Server:
         import msgspec
 
         return web.Response(body=msgspec.json.encode(report), content_type="application/json")
+
+    async def _explain_at_leader(self, request: web.Request) -> web.Response:
+        """A follower has no scheduler: the leader answers, at the URL it wrote on its Lease."""
+        import aiohttp
+
+        from corral.server.leader import LEADER_URL_ANNOTATION
+
+        lease = self.cache.get(self.elector.key)  # type: ignore[union-attr]
+        meta = (lease.obj.get("metadata") or {}) if lease is not None else {}
+        holder = ((lease.obj.get("spec") or {}).get("holderIdentity") if lease is not None else "") or ""
+        url = (meta.get("annotations") or {}).get(LEADER_URL_ANNOTATION, "")
+        if not holder or not url or url == self.url:
+            raise errors.ApiError(503, "ServiceUnavailable", "no server leads right now (an election is under "
+                                  "way); try again in a few seconds")
+        try:
+            async with aiohttp.ClientSession() as session:
+                async with session.get(url + request.path_qs, timeout=aiohttp.ClientTimeout(total=30)) as resp:
+                    return web.Response(body=await resp.read(), status=resp.status, content_type="application/json")
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            raise errors.ApiError(503, "ServiceUnavailable", f"the leader {holder} at {url} did not answer: {exc}") from None
 
     async def _throughput_download(self, request: web.Request) -> web.Response:
         """Bytes for an agent to time its download with (at most 64 MiB)."""
@@ -315,6 +393,7 @@ class Server:
         assert self.store is not None and self.cache is not None
         self.metrics.revision.set(self.store.revision)
         self.metrics.watchers.set(self.cache.watcher_count())
+        self.metrics.leader.set(1 if self.elector is None or self.elector.leading else 0)
         from corral.api.resources import RESOURCES
 
         for r in RESOURCES:
