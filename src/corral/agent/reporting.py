@@ -56,9 +56,9 @@ class StatusReporter:
             await self._wakeup.wait()
             self._wakeup.clear()
             batch, self._pending = self._pending, {}
-            await asyncio.gather(*(self._write(*item) for item in batch.values()))
+            await asyncio.gather(*(self._write(uid, *item) for uid, item in batch.items()))
 
-    async def _write(self, namespace: str, name: str, status: dict[str, Any]) -> None:
+    async def _write(self, uid: str, namespace: str, name: str, status: dict[str, Any]) -> None:
         body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "status": status}
         async with self._slots:
             try:
@@ -66,4 +66,11 @@ class StatusReporter:
             except NotFound:
                 pass  # deleted meanwhile
             except (ConnectionFailed, ApiError) as exc:
-                log.warning("status of %s/%s not written: %s", namespace, name, exc)
+                if isinstance(exc, ApiError) and exc.code < 500 and exc.code != 429:
+                    log.warning("status of %s/%s not written: %s", namespace, name, exc)
+                    return
+                # The server is away (or failing over to another): try again soon, unless a newer
+                # status has been reported meanwhile.
+                log.warning("status of %s/%s not written yet: %s; retrying", namespace, name, exc)
+                self._pending.setdefault(uid, (namespace, name, status))
+                asyncio.get_running_loop().call_later(1.0, self._wakeup.set)

@@ -14,7 +14,8 @@ import corral
 __all__ = ["CliError", "run", "format_api_error", "make_client", "resolve_kind", "server_option",
            "namespace_option"]
 
-SERVER_HELP = "API server URL (default: $CORRAL_SERVER, then the config file, then http://127.0.0.1:7443)"
+SERVER_HELP = ("API server URL, or several separated by commas (the client fails over between them); default: "
+               "$CORRAL_SERVER, then the config file, then http://127.0.0.1:7443")
 
 
 class CliError(click.ClickException):

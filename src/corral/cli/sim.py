@@ -12,7 +12,8 @@ __all__ = ["sim"]
 @click.command()
 @click.option("--nodes", "count", type=int, default=100, show_default=True, help="How many hollow nodes.")
 @click.option("--server", "-s", default=None,
-              help="A running server to join (default: start one in this process, on --address).")
+              help="A running server to join, or several separated by commas (default: start one in this "
+                   "process, on --address).")
 @click.option("--address", default="127.0.0.1:7443", show_default=True, metavar="HOST:PORT",
               help="Where the in-process server listens when no --server is given.")
 @click.option("--prefix", default="hollow", show_default=True, help="Node names are PREFIX-0, PREFIX-1, ...")

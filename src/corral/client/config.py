@@ -15,9 +15,14 @@ def config_path() -> str:
 
 
 def server_url(flag: str | None = None) -> str:
-    """The server address, in the documented order of precedence; ``http://`` is added if missing."""
-    url = flag or os.environ.get("CORRAL_SERVER") or _from_config_file() or DEFAULT_SERVER
-    return url if "://" in url else f"http://{url}"
+    """The server address, in the documented order of precedence; ``http://`` is added if missing.
+
+    Several servers are separated by commas (``a:7443,b:7443``); the client fails over between them."""
+    value = flag or os.environ.get("CORRAL_SERVER") or _from_config_file() or DEFAULT_SERVER
+    urls = [u.strip() for u in value.split(",") if u.strip()]
+    if not urls:
+        raise ValueError(f"no server address in {value!r}")
+    return ",".join(u if "://" in u else f"http://{u}" for u in urls)
 
 
 def _from_config_file() -> str | None:
@@ -33,5 +38,6 @@ def _from_config_file() -> str | None:
             raise ValueError(f"{path}: not valid YAML: {exc}") from None
     value = doc.get("server") if isinstance(doc, dict) else None
     if value is not None and not isinstance(value, str):
-        raise ValueError(f"{path}: 'server' must be a string like http://127.0.0.1:7443")
+        raise ValueError(f"{path}: 'server' must be a string like http://127.0.0.1:7443 "
+                         "(several servers separated by commas)")
     return value

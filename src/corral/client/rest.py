@@ -7,13 +7,19 @@ act on). Errors arrive as :class:`ApiError` subclasses named after the Kubernete
 
 Note for controllers: a typed object drops fields corral does not model, so write with ``patch`` or
 the status subresource rather than read-modify-``update`` of a whole object.
+
+Several servers (``Client("http://a:7443,http://b:7443")``): the client talks to one at a time and
+moves to the next when it cannot reach it. A request that never reached a server (connection
+refused) is sent to the next one at once, whatever its verb; a read cut off mid-way is retried too;
+a write cut off mid-way raises :class:`ConnectionFailed` (it may or may not have been applied), and
+the next call goes to the next server.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Generic, TypeVar
+from typing import Any, AsyncIterator, Generic, Sequence, TypeVar
 
 import aiohttp
 import msgspec
@@ -93,10 +99,17 @@ def resolve(resource: ResourceType | str) -> ResourceType:
 
 
 class Client:
-    """One connection pool to one server. Use ``async with Client(url) as c:``."""
+    """A connection pool to a server, or to one of several. Use ``async with Client(url) as c:``.
 
-    def __init__(self, base_url: str, *, timeout: float = 30.0, user_agent: str = "corral-client") -> None:
-        self.base_url = base_url.rstrip("/")
+    ``base_url``: one URL, several separated by commas, or a list of them."""
+
+    def __init__(self, base_url: str | Sequence[str], *, timeout: float = 30.0,
+                 user_agent: str = "corral-client") -> None:
+        urls = base_url.split(",") if isinstance(base_url, str) else list(base_url)
+        self.urls = [u.strip().rstrip("/") for u in urls if u.strip()]
+        if not self.urls:
+            raise ValueError("no server URL given")
+        self._current = 0
         self._timeout = timeout
         self._session: aiohttp.ClientSession | None = None
         self._headers = {"User-Agent": user_agent, "Accept": JSON}
@@ -122,6 +135,17 @@ class Client:
         if self._session is not None:
             await self._session.close()
 
+    @property
+    def base_url(self) -> str:
+        """The server this client talks to now."""
+        return self.urls[self._current]
+
+    def _failed(self, url: str) -> None:
+        """``url`` could not be reached: the next call goes to the next server (once per failure,
+        however many calls saw it fail at the same time)."""
+        if len(self.urls) > 1 and self.base_url == url:
+            self._current = (self._current + 1) % len(self.urls)
+
     # --- raw requests ------------------------------------------------------------------------------------
 
     async def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
@@ -133,20 +157,35 @@ class Client:
             headers["Content-Type"] = content_type
         params = {k: str(v).lower() if isinstance(v, bool) else str(v)
                   for k, v in (params or {}).items() if v is not None and v != ""}
-        try:
-            async with self.session.request(method, self.base_url + path, params=params, data=data,
-                                            headers=headers,
-                                            timeout=aiohttp.ClientTimeout(total=self._timeout)) as resp:
-                payload = await resp.read()
-                self.warnings = [_warning_text(w) for w in resp.headers.getall("Warning", [])]
-                if resp.status >= 400:
-                    raise _error(resp.status, payload)
-                return payload
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
-            raise ConnectionFailed(f"cannot reach the corral server at {self.base_url}: {exc}") from None
-        except asyncio.TimeoutError:
-            raise ConnectionFailed(f"the corral server at {self.base_url} did not answer in "
-                                   f"{self._timeout:.0f}s") from None
+        idempotent = method in ("GET", "HEAD")
+        for attempt in range(len(self.urls)):
+            url = self.base_url
+            last = attempt == len(self.urls) - 1
+            try:
+                async with self.session.request(method, url + path, params=params, data=data, headers=headers,
+                                                timeout=aiohttp.ClientTimeout(total=self._timeout)) as resp:
+                    payload = await resp.read()
+                    self.warnings = [_warning_text(w) for w in resp.headers.getall("Warning", [])]
+                    if resp.status >= 400:
+                        raise _error(resp.status, payload)
+                    return payload
+            except aiohttp.ClientConnectorError as exc:  # never reached the server: safe to send elsewhere
+                self._failed(url)
+                if last:
+                    raise ConnectionFailed(f"cannot reach the corral server at {self._names()}: {exc}") from None
+            except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+                self._failed(url)
+                if last or not idempotent:
+                    raise ConnectionFailed(f"lost the connection to the corral server at {url}: {exc}") from None
+            except asyncio.TimeoutError:
+                self._failed(url)
+                if last or not idempotent:
+                    raise ConnectionFailed(f"the corral server at {url} did not answer in "
+                                           f"{self._timeout:.0f}s") from None
+        raise AssertionError("unreachable")  # pragma: no cover - the last attempt returns or raises
+
+    def _names(self) -> str:
+        return self.urls[0] if len(self.urls) == 1 else "any of " + ", ".join(self.urls)
 
     def _decode(self, resource: ResourceType, payload: bytes, raw: bool) -> Any:
         if raw:
@@ -253,25 +292,34 @@ class Client:
                   "labelSelector": label_selector, "fieldSelector": field_selector,
                   "timeoutSeconds": timeout_seconds, "allowWatchBookmarks": "true" if bookmarks else None}
         params = {k: str(v) for k, v in params.items() if v is not None and v != ""}
-        try:
-            async with self.session.get(self.base_url + r.collection_path(namespace), params=params,
-                                        timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._timeout)) as resp:
-                if resp.status >= 400:
-                    raise _error(resp.status, await resp.read())
-                async for line in resp.content:
-                    if not line.strip():
-                        continue
-                    event = _decode_any(line)
-                    etype, obj = event.get("type"), event.get("object") or {}
-                    if etype == "ERROR":
-                        raise _error(int(obj.get("code") or 500), line and _encode(obj))
-                    rv = (obj.get("metadata") or {}).get("resourceVersion", "")
-                    if etype != "BOOKMARK" and not raw:
-                        obj = msgspec.convert(obj, r.model)
-                    yield WatchEvent(etype, obj, rv)
-        except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
-            # A payload error is a stream cut mid-chunk: the server went away during the watch.
-            raise ConnectionFailed(f"watch of {r.plural} at {self.base_url} broke: {exc}") from None
+        for attempt in range(len(self.urls)):
+            url = self.base_url
+            try:
+                async with self.session.get(url + r.collection_path(namespace), params=params,
+                                            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._timeout)) as resp:
+                    if resp.status >= 400:
+                        raise _error(resp.status, await resp.read())
+                    async for line in resp.content:
+                        if not line.strip():
+                            continue
+                        event = _decode_any(line)
+                        etype, obj = event.get("type"), event.get("object") or {}
+                        if etype == "ERROR":
+                            raise _error(int(obj.get("code") or 500), line and _encode(obj))
+                        rv = (obj.get("metadata") or {}).get("resourceVersion", "")
+                        if etype != "BOOKMARK" and not raw:
+                            obj = msgspec.convert(obj, r.model)
+                        yield WatchEvent(etype, obj, rv)
+                return
+            except aiohttp.ClientConnectorError as exc:  # never reached it: the next server, at once
+                self._failed(url)
+                if attempt == len(self.urls) - 1:
+                    raise ConnectionFailed(f"cannot reach the corral server at {self._names()}: {exc}") from None
+            except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+                # A payload error is a stream cut mid-chunk: the server went away during the watch.
+                # The caller watches again (an informer does, from its last version): at the next server.
+                self._failed(url)
+                raise ConnectionFailed(f"watch of {r.plural} at {url} broke: {exc}") from None
 
 
 def _warning_text(header: str) -> str:
