@@ -60,6 +60,9 @@ def cli() -> None:
                    "kube-system/corral-control-plane. Default: on with an etcd store, off with SQLite.")
 @click.option("--identity", default="", metavar="NAME",
               help="This server's name in the leader Lease (default: host name and a random suffix).")
+@click.option("--advertise-url", default="", metavar="URL",
+              help="How the other servers reach this one, written on the leader Lease (default: the URL "
+                   "it listens on; set it when listening on 0.0.0.0).")
 @click.option("--leader-elect-lease-duration", "lease_seconds", default=15.0, show_default=True, metavar="SECONDS",
               help="How long a leader's Lease lasts without renewal before another server may take it.")
 @click.option("--leader-elect-renew-deadline", "renew_deadline", default=10.0, show_default=True, metavar="SECONDS",
@@ -70,7 +73,7 @@ def cli() -> None:
               type=click.Choice(["debug", "info", "warning", "error"]))
 def server(data_dir: str | None, address: str, store_url: str | None, run_scheduler: bool,
            scheduler_config: str | None, grace: float, eviction: float, local_agent: bool,
-           leader_elect: bool | None, identity: str, lease_seconds: float, renew_deadline: float,
+           leader_elect: bool | None, identity: str, advertise_url: str, lease_seconds: float, renew_deadline: float,
            retry_period: float, log_level: str) -> None:
     """Run the control plane in the foreground: API server, store and scheduler.
 
@@ -86,7 +89,7 @@ def server(data_dir: str | None, address: str, store_url: str | None, run_schedu
     config = ServerConfig(data_dir=data_dir or "", store_url=store_url or "", address=address,
                           scheduler=run_scheduler, scheduler_config=scheduler_config, node_grace_seconds=grace,
                           eviction_seconds=eviction, local_agent=local_agent, leader_elect=leader_elect,
-                          identity=identity, lease_seconds=lease_seconds, renew_deadline=renew_deadline,
+                          identity=identity, advertise_url=advertise_url, lease_seconds=lease_seconds, renew_deadline=renew_deadline,
                           retry_period=retry_period)
     try:
         import uvloop

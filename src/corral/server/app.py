@@ -63,6 +63,7 @@ class ServerConfig:
     local_agent: bool = False  # also run an agent (process runtime) for this machine, as `make up` does
     leader_elect: bool | None = None  # None: elect when the store is etcd (several servers may share it)
     identity: str = ""  # this server's name in the leader Lease (default: host name + a random suffix)
+    advertise_url: str = ""  # how other servers reach this one (default: the URL it listens on)
     lease_seconds: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
@@ -157,7 +158,8 @@ class Server:
             from corral.server.leader import LeaderElector
 
             identity = self.config.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
-            self.elector = LeaderElector(self.store, identity, url=self.url, on_started=self._start_leading,
+            self.elector = LeaderElector(self.store, identity, url=self.config.advertise_url or self.url,
+                                         on_started=self._start_leading,
                                          on_stopped=self._stop_leading, config=election)
             self.elector.start()
         else:
@@ -356,7 +358,7 @@ class Server:
         meta = (lease.obj.get("metadata") or {}) if lease is not None else {}
         holder = ((lease.obj.get("spec") or {}).get("holderIdentity") if lease is not None else "") or ""
         url = (meta.get("annotations") or {}).get(LEADER_URL_ANNOTATION, "")
-        if not holder or not url or url == self.url:
+        if not holder or not url or holder == self.elector.identity:  # type: ignore[union-attr]
             raise errors.ApiError(503, "ServiceUnavailable", "no server leads right now (an election is under "
                                   "way); try again in a few seconds")
         try:
