@@ -55,3 +55,21 @@ def test_throughput_over_time_can_be_drawn_to_a_png(tmp_path):
     out = corral("bench", "SchedulingBasic/500Nodes", "--small", "--plot", str(path)).stdout
     assert f"drawn to {path}" in out
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
+
+
+def test_bench_runs_in_process_on_etcd_and_refuses_a_used_store(tmp_path):
+    from corral.testing.etcd import EtcdProcess
+
+    etcd = EtcdProcess(str(tmp_path / "etcd")).start()
+    try:
+        result = json.loads(corral("bench", "SchedulingBasic/500Nodes", "--small", "-o", "json",
+                                   "--store", etcd.url).stdout)
+        assert result["mode"] == "in-process, etcd"
+        check_invariants(result)
+        again = corral("bench", "SchedulingBasic/500Nodes", "--small", "--store", etcd.url, check=False)
+        assert again.returncode == 1 and "must be empty" in again.stderr and "Traceback" not in again.stderr
+    finally:
+        etcd.stop()
+    both = corral("bench", "SchedulingBasic/500Nodes", "--store", etcd.url, "--server", "http://127.0.0.1:1",
+                  check=False)
+    assert both.returncode == 1 and "--store is for in-process runs" in both.stderr

@@ -31,8 +31,11 @@ class InProcessTarget:
 
     mode = "in-process"
 
-    def __init__(self, on_bound: Callable[[str, str, float], None]) -> None:
+    def __init__(self, on_bound: Callable[[str, str, float], None], *, store_url: str = "") -> None:
         self.on_bound = on_bound
+        self.store_url = store_url  # default: SQLite in a temporary directory
+        if store_url.startswith("etcd://"):
+            self.mode = "in-process, etcd"
         self._tmp = tempfile.TemporaryDirectory(prefix="corral-bench-")
         self.server = None
         self.attempts: list[float] = []
@@ -41,7 +44,9 @@ class InProcessTarget:
         from corral.server.app import Server, ServerConfig
         from corral.server.rest import WriteOptions
 
-        self.server = Server(ServerConfig(data_dir=self._tmp.name, address="127.0.0.1:0", controllers=False))
+        # One server, so no leader election: the scheduler starts at once.
+        self.server = Server(ServerConfig(data_dir=self._tmp.name, store_url=self.store_url, address="127.0.0.1:0",
+                                          controllers=False, leader_elect=False))
         await self.server.start()
         self._opts = WriteOptions(warn=False)
         self.server.scheduler.attempt_observer = lambda seconds, result: self.attempts.append(seconds)

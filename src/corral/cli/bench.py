@@ -62,11 +62,14 @@ def _print_table(d: dict) -> None:
 @click.option("--list", "list_", is_flag=True, help="List the shipped workloads and their sizes.")
 @click.option("--output", "-o", type=click.Choice(["json"]), default=None, help="One JSON object, for tools.")
 @click.option("--server", "-s", default=None, help="Benchmark a running server over HTTP (default: in this process).")
+@click.option("--store", "store_url", default=None, metavar="URL",
+              help="In-process only: the store to run on, as for `corral server --store` (default: SQLite "
+                   "in a temporary directory). An etcd must be empty: the benchmark's objects are not removed.")
 @click.option("--small", is_flag=True, help="Pod counts divided by 10 (nodes unchanged): a quick check.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds to wait for pods to be bound.")
 @click.option("--plot", default=None, metavar="FILE.png", help="Also draw throughput over time to a PNG file.")
 @run
-async def bench(name, list_, output, server, small, timeout, plot) -> None:
+async def bench(name, list_, output, server, store_url, small, timeout, plot) -> None:
     """Run a scheduler benchmark: `corral bench SchedulingBasic/5000Nodes_10000Pods`.
 
     Workloads follow Kubernetes' scheduler_perf (nodes of 4 cpu, 32Gi, 110 pods; pods of 100m cpu and
@@ -87,17 +90,24 @@ async def bench(name, list_, output, server, small, timeout, plot) -> None:
         workload, size = resolve(name)
     except WorkloadError as exc:
         raise CliError(str(exc)) from None
+    if server and store_url:
+        raise CliError("--store is for in-process runs; a server given with --server has its own store")
     if server:
         from corral.client.config import server_url
 
         target = HttpTarget(server_url(server), lambda *a: None)
     else:
-        target = InProcessTarget(lambda *a: None)
+        target = InProcessTarget(lambda *a: None, store_url=store_url or "")
     progress = _BarProgress() if sys.stderr.isatty() else Progress()
+    from corral.server.errors import ApiError
+
     try:
         result = await run_workload(workload, size, target, small=small, progress=progress, timeout=timeout)
     except TimeoutError as exc:
         raise CliError(str(exc)) from None
+    except ApiError as exc:  # in-process: the store already held the benchmark's objects
+        hint = " (the store given with --store must be empty)" if store_url and exc.code == 409 else ""
+        raise CliError(f"{exc.message}{hint}") from None
     if plot:
         _plot(result.data, plot)
     if output == "json":

@@ -73,15 +73,16 @@ class ResourceAPI:
         """The object from the watch cache, once the cache is fresh enough.
 
         ``consistent``: every write acknowledged anywhere before this call is in (what a client's
-        read needs; one store round trip on etcd). Otherwise the cache need only hold this process's
-        own writes and revision ``at_least`` — enough for a write, which compares and swaps anyway —
-        and an object missing from that view is looked for again in a consistent one (it may have
-        just been created through another server)."""
+        read needs; one store round trip on etcd). Otherwise the cache need only have reached
+        revision ``at_least`` — enough for a write, which compares and swaps anyway (waiting for
+        this process's own writes to come back from etcd's watch first would make every write queue
+        behind the ones before it) — and an object missing from that view is looked for again in a
+        consistent one (it may have just been created, through this server or another)."""
         key = resource.key(namespace, name)
         if consistent:
             await self.cache.wait_consistent()
-        else:
-            await self.cache.wait_fresh(max(at_least, self.store.revision))
+        elif at_least:
+            await self.cache.wait_fresh(at_least)
         record = self.cache.get(key)
         if record is None and not consistent:
             await self.cache.wait_consistent()
@@ -206,13 +207,15 @@ class ResourceAPI:
         warnings = self._validate(resource, obj, opts)
         apply_create_defaults(resource, obj, namespace)
         name = obj["metadata"]["name"]
-        await self.cache.wait_fresh()
         ns_key = by_kind("Namespace").key(None, namespace)
         if resource.namespaced and self.cache.get(ns_key) is None:
-            await self.cache.wait_consistent()  # created through another server a moment ago?
+            await self.cache.wait_consistent()  # created a moment ago, through this server or another?
             if self.cache.get(ns_key) is None:
                 raise errors.not_found(by_kind("Namespace"), namespace or "")
         if resource.kind == "Pod":
+            class_name = (obj.get("spec") or {}).get("priorityClassName")
+            if class_name and self.cache.get(by_kind("PriorityClass").key(None, class_name)) is None:
+                await self.cache.wait_consistent()  # as for the namespace
             self._admit_priority(obj)
         if opts.dry_run:
             return Reply(201, _encode(obj), warnings)

@@ -1,4 +1,4 @@
-"""The store contract every backend implements (SQLite now, etcd later).
+"""The store contract every backend implements (SQLite and etcd).
 
 - Keys are ``/{group}/{resource}/{namespace}/{name}`` strings; values are JSON objects.
 - Every write gets the next global revision, which becomes the object's

@@ -100,17 +100,34 @@ def _transient(exc: BaseException) -> bool:
                                                                rpc.StatusCode.DEADLINE_EXCEEDED)
 
 
-def _with_revision(value: bytes, revision: int) -> tuple[bytes, dict[str, Any]]:
-    obj = _decode(value)
-    obj.setdefault("metadata", {})["resourceVersion"] = str(revision)
-    return _encode(obj), obj
+_METADATA = b'"metadata":{'
 
 
-def _without_revision(obj: dict[str, Any]) -> bytes:
+def _with_revision(value: bytes, revision: int) -> bytes:
+    """The stored JSON with ``metadata.resourceVersion`` set, spliced into the bytes: stored values
+    put ``metadata`` right after ``apiVersion`` and ``kind`` (:func:`_stored`), whose string values
+    cannot contain the pattern, so its first occurrence is the top-level one. No decode, no encode:
+    this runs for every event and every read."""
+    at = value.find(_METADATA)
+    if at < 0:  # no metadata at all (not written by corral)
+        obj = _decode(value) if value else {}
+        obj.setdefault("metadata", {})["resourceVersion"] = str(revision)
+        return _encode(obj)
+    at += len(_METADATA)
+    field = b'"resourceVersion":"%d"' % revision
+    return value[:at] + field + (b"" if value[at:at + 1] == b"}" else b",") + value[at:]
+
+
+def _stored(obj: dict[str, Any]) -> bytes:
+    """What etcd holds: the object without ``resourceVersion``, ``metadata`` after apiVersion and kind."""
     meta = obj.get("metadata")
-    if isinstance(meta, dict) and "resourceVersion" in meta:
-        obj = {**obj, "metadata": {k: v for k, v in meta.items() if k != "resourceVersion"}}
-    return _encode(obj)
+    meta = {k: v for k, v in meta.items() if k != "resourceVersion"} if isinstance(meta, dict) else {}
+    ordered = {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
+    ordered["metadata"] = meta
+    for k, v in obj.items():
+        if k not in ordered:
+            ordered[k] = v
+    return _encode(ordered)
 
 
 class EtcdStore:
@@ -216,27 +233,26 @@ class EtcdStore:
             return None
         revision = int(current.mod_revision)
         self._seen(revision)
-        value_rv, obj = _with_revision(current.value, revision)
-        return Record(self._unk(k), revision, value_rv, obj)
+        return Record(self._unk(k), revision, _with_revision(current.value, revision))
 
-    def _record(self, key: str, obj: dict[str, Any], revision: int) -> Record:
+    def _record(self, key: str, obj: dict[str, Any], value: bytes, revision: int) -> Record:
         obj.setdefault("metadata", {})["resourceVersion"] = str(revision)
-        return Record(key, revision, _encode(obj), obj)
+        return Record(key, revision, _with_revision(value, revision), obj)
 
     async def create(self, key: str, obj: dict[str, Any]) -> Record:
         t, k = self._client.transactions, self._k(key)
-        value = _without_revision(obj)
+        value = _stored(obj)
         ok, revision, retried = await self._txn([t.create(k) == 0], [t.put(k, value)])
         if not ok:
             if retried and (mine := await self._already_written(k, value)) is not None:
                 return mine
             raise KeyExists(key)
-        return self._record(key, obj, revision)
+        return self._record(key, obj, value, revision)
 
     async def update(self, key: str, obj: dict[str, Any], expected_revision: int, *,
                      fence: tuple[str, int] | None = None) -> Record:
         t, k = self._client.transactions, self._k(key)
-        value = _without_revision(obj)
+        value = _stored(obj)
         guards = [(t.mod(k) == expected_revision) if expected_revision else (t.version(k) > 0)]
         if fence is not None:
             guards.append(t.mod(self._k(fence[0])) == fence[1])
@@ -253,7 +269,7 @@ class EtcdStore:
             if current is None:
                 raise KeyNotFound(key)
             raise Conflict(key, expected_revision, int(current.mod_revision))
-        return self._record(key, obj, revision)
+        return self._record(key, obj, value, revision)
 
     async def delete(self, key: str, expected_revision: int | None = None) -> Record:
         t, k = self._client.transactions, self._k(key)
@@ -263,15 +279,13 @@ class EtcdStore:
             if current is None:
                 if last is not None:  # our retried delete went through: its revision is not known
                     revision = await self.current_revision()
-                    value, obj = _with_revision(last.value, revision)
-                    return Record(key, revision, value, obj)
+                    return Record(key, revision, _with_revision(last.value, revision))
                 raise KeyNotFound(key)
             if expected_revision and int(current.mod_revision) != expected_revision:
                 raise Conflict(key, expected_revision, int(current.mod_revision))
             ok, revision, retried = await self._txn([t.mod(k) == int(current.mod_revision)], [t.delete(k)])
             if ok:  # the last state, at the deletion's revision
-                value, obj = _with_revision(current.value, revision)
-                return Record(key, revision, value, obj)
+                return Record(key, revision, _with_revision(current.value, revision))
             last = current if retried else None
         raise Conflict(key, expected_revision or 0, -1)
 
@@ -291,8 +305,7 @@ class EtcdStore:
         if got is None:
             return None
         revision = int(got.mod_revision)
-        value, obj = _with_revision(got.value, revision)
-        return Record(key, revision, value, obj)
+        return Record(key, revision, _with_revision(got.value, revision))
 
     async def list(self, prefix: str, *, revision: int = 0, limit: int = 0, start_after: str = "") -> ListResult:
         from aetcd import rpc
@@ -314,45 +327,54 @@ class EtcdStore:
         more = bool(limit) and len(kvs) > limit
         items = []
         for kv in kvs[:limit] if more else kvs:
-            value, obj = _with_revision(kv.value, int(kv.mod_revision))
-            items.append(Record(self._unk(kv.key), int(kv.mod_revision), value, obj))
+            revision = int(kv.mod_revision)
+            items.append(Record(self._unk(kv.key), revision, _with_revision(kv.value, revision)))
         return ListResult(items, at, more)
 
     async def watch(self, prefix: str, from_revision: int, *, progress: bool = False) -> AsyncIterator[list[Event]]:
-        from aetcd.exceptions import RevisionCompactedError
+        """One etcd watch stream of our own (aetcd's hands events over one at a time): each response
+        of etcd's, however many events it holds, becomes one batch."""
+        from aetcd import rpc
 
         start, end = self._k(prefix), self._k(prefix_end(prefix))
         if progress and prefix == "/":  # every key of the etcd: foreign writes show as PROGRESS
             start = end = b"\0"
         mine = self._k(prefix)
+        create = rpc.WatchRequest(create_request=rpc.WatchCreateRequest(
+            key=start, range_end=end, start_revision=from_revision + 1, prev_kv=True))
+        closing = asyncio.Event()
+
+        async def requests():
+            yield create
+            await closing.wait()  # keep the request side open for as long as we watch
+
+        call = rpc.WatchStub(self._client.channel).Watch(requests(), metadata=self._client.metadata)
         try:
-            watch = await self._client.watch(start, range_end=end, start_revision=from_revision + 1, prev_kv=True)
-        except RevisionCompactedError as exc:
-            raise Compacted(from_revision, exc.compacted_revision) from None
-        try:
-            async for ev in watch:
-                kv = ev.kv
-                revision = int(kv.mod_revision)
-                self._seen(revision)
-                if not kv.key.startswith(mine):
-                    yield [Event(EventType.PROGRESS, Record("", revision, b""))]
-                    continue
-                key = self._unk(kv.key)
-                if ev.kind == "DELETE":
-                    prev = ev.prev_kv
-                    value, obj = _with_revision(prev.value if prev is not None else b"{}", revision)
-                    etype = EventType.DELETED
-                else:
-                    value, obj = _with_revision(kv.value, revision)
-                    etype = EventType.ADDED if int(kv.version) == 1 else EventType.MODIFIED
-                yield [Event(etype, Record(key, revision, value, obj))]
-        except RevisionCompactedError as exc:
-            raise Compacted(from_revision, exc.compacted_revision) from None
+            async for response in call:
+                if response.compact_revision:
+                    raise Compacted(from_revision, int(response.compact_revision))
+                if response.canceled:
+                    raise Unavailable(f"etcd cancelled the watch: {response.cancel_reason}")
+                batch = []
+                for ev in response.events:
+                    kv = ev.kv
+                    revision = int(kv.mod_revision)
+                    if not kv.key.startswith(mine):
+                        batch.append(Event(EventType.PROGRESS, Record("", revision, b"")))
+                    elif ev.type == rpc.Event.DELETE:
+                        last = ev.prev_kv.value if ev.HasField("prev_kv") else b"{}"
+                        batch.append(Event(EventType.DELETED, Record(self._unk(kv.key), revision,
+                                                                     _with_revision(last, revision))))
+                    else:
+                        etype = EventType.ADDED if kv.version == 1 else EventType.MODIFIED
+                        batch.append(Event(etype, Record(self._unk(kv.key), revision,
+                                                         _with_revision(kv.value, revision))))
+                if batch:
+                    self._seen(batch[-1].revision)
+                    yield batch
         finally:
-            try:
-                await asyncio.wait_for(watch.cancel(), 5)
-            except Exception:  # the stream is already gone
-                pass
+            closing.set()
+            call.cancel()
 
     async def close(self) -> None:
         if self._client is not None:
