@@ -68,12 +68,14 @@ async def test_two_replicas_share_reads_watches_and_optimistic_concurrency(tmp_p
         async with Client(a.url) as ca, Client(b.url) as cb:
             seen: list[tuple[str, str]] = []
 
-            async def watch_through_b():
-                async for event in cb.watch("pods", "default", raw=True):
-                    seen.append((event.type, event.object["metadata"]["name"]))
+            start = (await cb.list("pods", "default", raw=True)).resource_version
+
+            async def watch_through_b():  # from a version, so no change can slip in before it starts
+                async for event in cb.watch("pods", "default", resource_version=start, raw=True):
+                    if event.type != "BOOKMARK":
+                        seen.append((event.type, event.object["metadata"]["name"]))
 
             watcher = asyncio.create_task(watch_through_b())
-            await asyncio.sleep(0.3)
             created = await ca.create(pod("p1"))
             # Read through the other replica at once: consistent, no waiting for propagation.
             read = await cb.get("pods", "p1", "default", raw=True)
@@ -97,6 +99,8 @@ async def test_two_replicas_share_reads_watches_and_optimistic_concurrency(tmp_p
             async def b_watch_from(rv):
                 names = []
                 async for event in cb.watch("pods", "default", resource_version=rv, raw=True):
+                    if event.type == "BOOKMARK":
+                        continue
                     names.append((event.type, event.object["metadata"]["labels"].get("v")))
                     if len(names) == 1:
                         return names
