@@ -78,6 +78,7 @@ async def bench(name, list_, output, server, store_url, small, timeout, plot) ->
     from corral.bench.runner import Progress, run_workload
     from corral.bench.targets import HttpTarget, InProcessTarget
     from corral.bench.workloads import WorkloadError, load_workloads, resolve
+    from corral.server.errors import ApiError
 
     if list_ or not name:
         for wl in load_workloads().values():
@@ -99,8 +100,6 @@ async def bench(name, list_, output, server, store_url, small, timeout, plot) ->
     else:
         target = InProcessTarget(lambda *a: None, store_url=store_url or "")
     progress = _BarProgress() if sys.stderr.isatty() else Progress()
-    from corral.server.errors import ApiError
-
     try:
         result = await run_workload(workload, size, target, small=small, progress=progress, timeout=timeout)
     except TimeoutError as exc:

@@ -9,8 +9,9 @@ The cache lists the whole store once, then follows one ``store.watch("/")``. It 
 Reads are consistent. A client's read first waits until the cache has caught up with the store's
 current revision (:meth:`WatchCache.wait_consistent`): on SQLite that is what this process has
 acknowledged, on etcd one round trip asks for it, so a read through any server replica sees every
-write acknowledged before it, by whichever replica. Writes only wait for what this process has seen
-(:meth:`WatchCache.wait_fresh`); a write from a stale view fails its compare-and-swap and is retried.
+write acknowledged before it, by whichever replica. Writes do not wait: a write from a stale view
+fails its compare-and-swap, waits for the newer revision (:meth:`WatchCache.wait_fresh`) and is
+retried.
 
 Everything here runs on the event loop thread; methods that register a watcher do so without an
 ``await`` between reading history and subscribing, which is what makes a watch gap-free.

@@ -205,14 +205,13 @@ class LeaderElector:
             spec = dict(record.obj.get("spec") or {})
             holder = spec.get("holderIdentity") or ""
             duration = float(spec.get("leaseDurationSeconds") or self.config.lease_seconds)
-            if holder and holder != self.identity and now < self._observed[1] + duration:
-                self._expires_at = self._observed[1] + duration
-                if self.leading:
+            if holder != self.identity:
+                if self.leading:  # someone else has held it since our last renewal
                     self._lost = True
-                return False  # held by another, not expired
-            if self.leading and holder != self.identity:
-                self._lost = True  # someone else held it since our last renewal
-                return False
+                    return False
+                if holder and now < self._observed[1] + duration:
+                    self._expires_at = self._observed[1] + duration
+                    return False  # held by another, not expired
             lease = self._lease_object(record.obj, spec, holder, wall)
             written = await self.store.update(self.key, lease, record.revision)
         except KeyExists:

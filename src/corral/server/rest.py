@@ -438,13 +438,13 @@ class ResourceAPI:
     async def delete(self, resource: ResourceType, namespace: str | None, name: str,
                      grace_seconds: int | None, precondition_rv: str | None,
                      precondition_uid: str | None, dry_run: bool = False) -> Reply:
-        pinned = int(precondition_rv) if precondition_rv and str(precondition_rv).isdigit() else 0
-        current = await self.current(resource, namespace, name, at_least=pinned)
-        if precondition_uid and _meta(current.obj).get("uid") != precondition_uid:
-            raise errors.conflict(resource, name, "the UID in the precondition does not match the object")
         expected = None
         if precondition_rv:
             expected = int(precondition_rv) if str(precondition_rv).isdigit() else -1
+        current = await self.current(resource, namespace, name, at_least=max(expected or 0, 0))
+        if precondition_uid and _meta(current.obj).get("uid") != precondition_uid:
+            raise errors.conflict(resource, name, "the UID in the precondition does not match the object")
+        if expected is not None:
             if expected != current.revision:
                 raise errors.conflict(resource, name, "the resourceVersion in the precondition does not "
                                       "match the object")

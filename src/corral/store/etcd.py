@@ -192,6 +192,11 @@ class EtcdStore:
         got, _ = await self._retrying(lambda: self._client.get(k))
         return got
 
+    def _record_of(self, kv: Any) -> Record:
+        """A key-value etcd handed back (a range's, a get's, a watch event's) as a record."""
+        revision = int(kv.mod_revision)
+        return Record(self._unk(kv.key), revision, _with_revision(kv.value, revision))
+
     def _k(self, key: str) -> bytes:
         return (self.root + key).encode()
 
@@ -231,9 +236,8 @@ class EtcdStore:
         current = await self._get(k)
         if current is None or current.value != value:
             return None
-        revision = int(current.mod_revision)
-        self._seen(revision)
-        return Record(self._unk(k), revision, _with_revision(current.value, revision))
+        self._seen(int(current.mod_revision))
+        return self._record_of(current)
 
     def _record(self, key: str, obj: dict[str, Any], value: bytes, revision: int) -> Record:
         obj.setdefault("metadata", {})["resourceVersion"] = str(revision)
@@ -302,10 +306,7 @@ class EtcdStore:
 
     async def get(self, key: str) -> Record | None:
         got = await self._get(self._k(key))
-        if got is None:
-            return None
-        revision = int(got.mod_revision)
-        return Record(key, revision, _with_revision(got.value, revision))
+        return self._record_of(got) if got is not None else None
 
     async def list(self, prefix: str, *, revision: int = 0, limit: int = 0, start_after: str = "") -> ListResult:
         from aetcd import rpc
@@ -325,11 +326,7 @@ class EtcdStore:
         self._seen(at)
         kvs = list(response.kvs)
         more = bool(limit) and len(kvs) > limit
-        items = []
-        for kv in kvs[:limit] if more else kvs:
-            revision = int(kv.mod_revision)
-            items.append(Record(self._unk(kv.key), revision, _with_revision(kv.value, revision)))
-        return ListResult(items, at, more)
+        return ListResult([self._record_of(kv) for kv in (kvs[:limit] if more else kvs)], at, more)
 
     async def watch(self, prefix: str, from_revision: int, *, progress: bool = False) -> AsyncIterator[list[Event]]:
         """One etcd watch stream of our own (aetcd's hands events over one at a time): each response
@@ -366,9 +363,8 @@ class EtcdStore:
                         batch.append(Event(EventType.DELETED, Record(self._unk(kv.key), revision,
                                                                      _with_revision(last, revision))))
                     else:
-                        etype = EventType.ADDED if kv.version == 1 else EventType.MODIFIED
-                        batch.append(Event(etype, Record(self._unk(kv.key), revision,
-                                                         _with_revision(kv.value, revision))))
+                        batch.append(Event(EventType.ADDED if kv.version == 1 else EventType.MODIFIED,
+                                           self._record_of(kv)))
                 if batch:
                     self._seen(batch[-1].revision)
                     yield batch
