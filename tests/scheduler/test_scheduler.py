@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections import Counter
 
+import time
+
 import pytest
 
 from corral.testing.builders import make_node, make_pod
@@ -164,6 +166,30 @@ async def test_random_tie_breaks_are_reproducible_with_a_seed():
         return h.placements()
 
     assert await placements(3) == await placements(3)
+    # Twenty equally good nodes: another seed breaks the first tie differently.
+    assert await placements(3) != await placements(4)
+
+
+@pytest.mark.parametrize("percentage, scored", [
+    pytest.param(100, 1000, id="100 percent scores every feasible node"),
+    pytest.param(20, 200, id="20 percent of 1000 nodes scores 200"),
+    pytest.param(5, 100, id="never fewer than 100 nodes"),
+    pytest.param(0, 420, id="0 means Kubernetes' adaptive share: 50 - 1000/125 = 42 percent"),
+])
+def test_percentage_of_nodes_to_score_limits_how_many_nodes_are_scored(percentage, scored):
+    from corral.scheduler.cache.cache import Cache
+    from corral.scheduler.framework.podinfo import PodInfo
+    from corral.scheduler.profiles import build_frameworks, parse_config
+    from corral.scheduler.schedule_one import schedule_pod, zone_interleaved_order
+
+    cache = Cache.from_objects([make_node(f"n{i:04d}").zone(f"z{i % 3}").obj for i in range(1000)], [], [])
+    fwk = build_frameworks(parse_config({"percentageOfNodesToScore": percentage}), cache=cache,
+                           clock=lambda: time.time())["default-scheduler"]
+    result = schedule_pod(fwk, cache, PodInfo.from_object(make_pod("p").requests(cpu="100m").obj),
+                          zone_interleaved_order(cache.table))
+    assert (result.feasible, len(result.scores.rows)) == (1000, scored)
+    zones = {cache.table.node_labels(int(r))["topology.kubernetes.io/zone"] for r in result.scores.rows}
+    assert zones == {"z0", "z1", "z2"}  # a sample still spans every zone
 
 
 async def test_sampling_a_percentage_of_nodes_still_places_every_pod():
@@ -197,3 +223,22 @@ def test_bad_configuration_is_refused_with_the_setting_named(config, message):
 
     with pytest.raises(ConfigError, match=message):
         build_frameworks(parse_config(config), cache=Cache(), clock=lambda: 0.0)
+
+
+@pytest.mark.parametrize("weights, chosen", [
+    pytest.param({}, "busy-ssd",
+                 id="with the default weights the preferred ssd node wins: 48 + 51 + 2*100 beats 85 + 89"),
+    pytest.param({"NodeResourcesFit": 5}, "idle",
+                 id="weighting NodeResourcesFit 5 makes room win: 5*85 + 89 beats 5*48 + 51 + 200"),
+    pytest.param({"NodeAffinity": 0}, "idle", id="weight 0 switches a score plugin off"),
+])
+async def test_score_weights_from_the_configuration_decide_between_nodes(weights, chosen):
+    config = {"profiles": [{"plugins": {"score": {"enabled": [{"name": n, "weight": w} for n, w in weights.items()]}}}]}
+    h = Harness(config)
+    h.add_node(make_node("busy-ssd").label("disk", "ssd"))
+    h.add_node(make_node("idle"))
+    h.add_pod(make_pod("existing").requests(cpu="3").node("busy-ssd"))
+    h.add_pod(make_pod("p").requests(cpu="1", memory="1Gi").prefer_node(1, "disk", "In", "ssd"))
+    await h.run()
+    assert h.placements()["default/p"] == chosen
+    await h.scheduler.events.stop()

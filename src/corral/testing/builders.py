@@ -65,6 +65,15 @@ class PodBuilder:
         self.spec["containers"][0]["image"] = image
         return self
 
+    def container(self, name: str, image: str) -> "PodBuilder":
+        """One more container."""
+        self.spec["containers"].append({"name": name, "image": image})
+        return self
+
+    def init_container(self, name: str, image: str) -> "PodBuilder":
+        self.spec.setdefault("initContainers", []).append({"name": name, "image": image})
+        return self
+
     def node_selector(self, **labels: str) -> "PodBuilder":
         self.spec.setdefault("nodeSelector", {}).update(labels)
         return self

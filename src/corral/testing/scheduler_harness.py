@@ -166,8 +166,9 @@ def run_filter(name: str, nodes: list[Any], pod: Any, pods: list[Any] = (), *, a
 
 def run_score(name: str, nodes: list[Any], pod: Any, pods: list[Any] = (), *, args: dict[str, Any] | None = None,
               namespaces: dict[str, dict[str, str]] | None = None,
-              clock: Callable[[], float] = time.time) -> dict[str, float]:
-    """One Score plugin (with its normalisation) over every node: node name → score, or {} if skipped."""
+              clock: Callable[[], float] = time.time, raw: bool = False) -> dict[str, float]:
+    """One Score plugin over every node: node name → score, or {} if skipped. Normalised, unless
+    ``raw`` asks for what the Score extension point returned (NaN: a node the plugin left unscored)."""
     from corral.scheduler.framework.interface import CycleState
     from corral.scheduler.framework.status import Code
 
@@ -180,6 +181,6 @@ def run_score(name: str, nodes: list[Any], pod: Any, pods: list[Any] = (), *, ar
     if hasattr(plugin, "pre_score") and plugin.pre_score(state, info, rows).code is Code.SKIP:
         return {}
     scores = plugin.score(state, info, rows)
-    if hasattr(plugin, "normalize"):
+    if hasattr(plugin, "normalize") and not raw:
         scores = plugin.normalize(state, info, scores)
     return {table.names[r]: float(s) for r, s in zip(rows, scores)}

@@ -1,5 +1,5 @@
 from corral.testing.builders import make_node, make_pod
-from corral.testing.scheduler_harness import run_filter, run_score
+from corral.testing.scheduler_harness import run_score
 
 MB = 1024 * 1024
 
@@ -28,9 +28,14 @@ def test_the_faster_link_pulls_the_missing_image_sooner():
     assert scores["unmeasured"] == 50.0  # neutral
 
 
-def test_throughput_never_filters_a_node_out():
-    from corral.scheduler.plugins import REGISTRY
+async def test_a_slow_link_never_keeps_a_pod_off_the_only_node_that_can_take_it():
+    from corral.testing.scheduler_harness import Harness
 
-    assert not hasattr(REGISTRY["NetworkThroughput"], "filter")
-    nodes = [make_node("slow").download("1kbps")]
-    assert run_filter("NodeResourcesFit", nodes, make_pod("p")) == {"slow": []}
+    h = Harness()
+    # The holder tells the image's size but is cordoned; only the 1 kbps node can take the pod.
+    h.add_node(make_node("holder").image("registry.local/app:1", 500 * MB).download("1Gbps").unschedulable())
+    h.add_node(make_node("slow").download("1kbps"))
+    h.add_pod(make_pod("p").image("registry.local/app:1"))
+    await h.run()
+    assert h.placements() == {"default/p": "slow"}
+    await h.scheduler.events.stop()

@@ -51,7 +51,8 @@ def test_most_allocated_prefers_the_fuller_node():
     existing = [make_pod("e").requests(cpu="3", memory="24Gi").node("busy")]
     args = {"scoringStrategy": {"type": "MostAllocated"}}
     scores = run_score("NodeResourcesFit", nodes, make_pod("p").requests(cpu="500m", memory="1Gi"), existing, args=args)
-    assert scores["busy"] > scores["idle"]
+    # busy: (3500*100/4000 = 87 + 25Gi*100/32Gi = 78) / 2 = 82; idle: (12 + 3) / 2 = 7.
+    assert scores == {"busy": 82, "idle": 7}
 
 
 def test_requested_to_capacity_ratio_follows_its_shape():
@@ -60,7 +61,8 @@ def test_requested_to_capacity_ratio_follows_its_shape():
     args = {"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {
         "shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]}}}
     scores = run_score("NodeResourcesFit", nodes, make_pod("p").requests(cpu="1", memory="1Gi"), existing, args=args)
-    assert scores["busy"] > scores["idle"]
+    # Utilisation busy 75 / 53, idle 25 / 3, on the line 0 → 0, 100 → 100: round((75+53)/2) = 64, round(28/2) = 14.
+    assert scores == {"busy": 64, "idle": 14}
 
 
 def test_a_pod_requesting_nothing_is_scored_as_requesting_the_defaults():

@@ -60,14 +60,17 @@ def test_schedule_anyway_only_scores_fewer_matches_higher():
     pod = make_pod("p").labels(app="web").spread(1, ZONE, hard=False, app="web")
     existing = [web("w1", "a"), web("w2", "a"), web("w3", "b")]
     assert passing(pod, existing) == {"a", "b", "c"}
-    scores = run_score("PodTopologySpread", NODES, pod, existing)
-    assert scores["c"] > scores["b"] > scores["a"]
+    # Raw round(count × ln(3 zones + 2)): a 3, b 2, c 0; normalised 100 × (max + min − s) / max.
+    assert run_score("PodTopologySpread", NODES, pod, existing, raw=True) == {"a": 3, "b": 2, "c": 0}
+    assert run_score("PodTopologySpread", NODES, pod, existing) == {"a": 0, "b": 33, "c": 100}
 
 
 def test_system_default_spreading_applies_to_controlled_pods_only():
     existing = [make_pod("w1").labels(app="web").controlled().node("a")]
     controlled = make_pod("p").labels(app="web").controlled()
-    assert run_score("PodTopologySpread", NODES, controlled, existing)["a"] < 100
+    # Defaults hostname maxSkew 3 and zone maxSkew 5, three domains each (ln 5): a holds the one
+    # matching pod: round(ln5 + 2 + ln5 + 4) = 9; b and c: 2 + 4 = 6. Normalised: 66, 100, 100.
+    assert run_score("PodTopologySpread", NODES, controlled, existing) == {"a": 66, "b": 100, "c": 100}
     assert run_score("PodTopologySpread", NODES, make_pod("p").labels(app="web"), existing) == {}
 
 

@@ -146,10 +146,12 @@ class NodeTable:
         self.nonzero_cpu = np.zeros(capacity, dtype=np.int64)
         self.nonzero_memory = np.zeros(capacity, dtype=np.int64)
         # Float views the scores compute with, kept current row by row (no conversion per cycle):
-        # allocatable, allocatable but at least 1 (a safe divisor), and non-zero requested.
+        # allocatable, allocatable but at least 1 (a safe divisor), non-zero requested (what
+        # NodeResourcesFit scores with) and requested as written (what BalancedAllocation uses).
         self.alloc_f = {r: np.zeros(capacity) for r in ("cpu", "memory")}
         self.alloc_safe_f = {r: np.ones(capacity) for r in ("cpu", "memory")}
         self.nonzero_f = {r: np.zeros(capacity) for r in ("cpu", "memory")}
+        self.requested_f = {r: np.zeros(capacity) for r in ("cpu", "memory")}
         self._node_count: tuple[int, int] = (-1, 0)
         self.labels = LabelColumns(capacity)
         self.taints = np.zeros((capacity, 1), dtype=np.int32)  # taint codes, 0 = none
@@ -177,6 +179,7 @@ class NodeTable:
         self.alloc_f = {k: _grow(v, capacity) for k, v in self.alloc_f.items()}
         self.alloc_safe_f = {k: _grow(v, capacity, 1.0) for k, v in self.alloc_safe_f.items()}
         self.nonzero_f = {k: _grow(v, capacity) for k, v in self.nonzero_f.items()}
+        self.requested_f = {k: _grow(v, capacity) for k, v in self.requested_f.items()}
         self.allocatable = {k: _grow(v, capacity) for k, v in self.allocatable.items()}
         self.requested = {k: _grow(v, capacity) for k, v in self.requested.items()}
         self.free = {k: _grow(v, capacity) for k, v in self.free.items()}
@@ -316,7 +319,7 @@ class NodeTable:
             col[row] = 0
         self.nonzero_cpu[row] = self.nonzero_memory[row] = 0
         for res in ("cpu", "memory"):
-            self.alloc_f[res][row] = self.nonzero_f[res][row] = 0.0
+            self.alloc_f[res][row] = self.nonzero_f[res][row] = self.requested_f[res][row] = 0.0
             self.alloc_safe_f[res][row] = 1.0
         for col in self.ports.values():
             col[row] = 0
@@ -340,6 +343,8 @@ class NodeTable:
         self.nonzero_memory[row] += sign * requests.nonzero_memory
         self.nonzero_f["cpu"][row] = float(self.nonzero_cpu[row])
         self.nonzero_f["memory"][row] = float(self.nonzero_memory[row])
+        self.requested_f["cpu"][row] = float(req["cpu"][row])
+        self.requested_f["memory"][row] = float(req["memory"][row])
         for name, amount in requests.extended:
             self._resource_column(self.requested, name)[row] += sign * amount
             self._resource_column(self.allocatable, name)
@@ -358,6 +363,21 @@ class NodeTable:
 
     def valid_rows(self) -> np.ndarray:
         return np.flatnonzero(self.valid[: self.size])
+
+    def offered_everywhere(self, resource: str) -> bool:
+        """Whether every node has some allocatable ``resource`` (remembered per table version).
+
+        Kubernetes leaves a resource a node does not offer out of that node's resource scores; when
+        every node offers it, the scores can skip that per-row bookkeeping."""
+        key = ("offered_everywhere", resource)
+        hit = self.memo.get(key)
+        if hit is not None and hit[0] == self.version and hit[1] == self.size:
+            return hit[2]
+        col = self.allocatable.get(resource)
+        n = self.size
+        answer = col is not None and bool((col[:n][self.valid[:n]] > 0).all())
+        self.memo[key] = (self.version, self.size, answer)
+        return answer
 
     @property
     def node_count(self) -> int:

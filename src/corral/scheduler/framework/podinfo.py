@@ -167,7 +167,8 @@ class PodInfo:
     preferred_node_terms: tuple[tuple[int, NodeSelectorTerm], ...] = ()
     tolerations: tuple[dict[str, Any], ...] = ()
     host_ports: tuple[HostPort, ...] = ()
-    images: tuple[str, ...] = ()
+    images: tuple[str, ...] = ()  # the containers' images, in order (one entry per container)
+    init_images: tuple[str, ...] = ()  # the init containers' images, likewise
     spread: tuple[SpreadConstraint, ...] = ()
     affinity: tuple[AffinityTerm, ...] = ()
     anti_affinity: tuple[AffinityTerm, ...] = ()
@@ -235,6 +236,7 @@ class PodInfo:
             tolerations=tuple(spec.get("tolerations") or ()),
             host_ports=tuple(ports),
             images=tuple(c.get("image", "") for c in spec.get("containers") or () if c.get("image")),
+            init_images=tuple(c.get("image", "") for c in spec.get("initContainers") or () if c.get("image")),
             spread=tuple(spread),
             affinity=tuple(_affinity_term(t, namespace) for t in pod_aff.get(req_key) or ()),
             anti_affinity=tuple(_affinity_term(t, namespace) for t in anti.get(req_key) or ()),

@@ -185,12 +185,12 @@ class Framework:
     def prioritize(self, state: CycleState, pod: PodInfo, rows: np.ndarray, size: int = -1) -> Scores:
         # Every row feasible: plugins take a slice of each column, which is cheaper than an index.
         sel = slice(0, size) if len(rows) == size else rows
-        total = np.zeros(len(rows), dtype=np.float64)
         by_plugin: dict[str, np.ndarray] = {}
         skipped = set()
         for plugin in self.pre_scores:
             if plugin.pre_score(state, pod, sel).code is Code.SKIP:
                 skipped.add(plugin.NAME)
+        total, owned = None, False  # owned: total is an array of ours, safe to add into
         for plugin in self.scorers:
             if plugin.NAME in skipped:
                 continue
@@ -200,9 +200,18 @@ class Framework:
             raw = plugin.score(state, pod, sel)
             if hasattr(plugin, "normalize"):
                 raw = plugin.normalize(state, pod, raw)
-            weighted = raw * weight
+            weighted = raw if weight == 1 else raw * weight  # never in place: a plugin may keep its array
             by_plugin[plugin.NAME] = weighted
-            total += weighted
+            # The first two are added into a new array, later ones into it: each pass over the rows
+            # costs about a microsecond on 5,000 nodes, and this runs for every pod.
+            if total is None:
+                total = weighted
+            elif owned:
+                total += weighted
+            else:
+                total, owned = np.add(total, weighted, dtype=np.float64), True
+        if total is None:
+            total = np.zeros(len(rows), dtype=np.float64)
         return Scores(rows, total, by_plugin)
 
     def select_host(self, scores: Scores, table: Any) -> int:

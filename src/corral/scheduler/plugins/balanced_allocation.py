@@ -1,12 +1,19 @@
 """NodeResourcesBalancedAllocation: prefer nodes where cpu and memory would be used in similar
-proportions, so that no node runs out of one while the other sits idle."""
+proportions, so that no node runs out of one while the other sits idle.
+
+Kubernetes' formula: with f = min(requested / allocatable, 1) per resource the node offers, the score
+is ⌊(1 − std(f)) × 100⌋, and for two resources std = |f_cpu − f_memory| / 2. Requests count as
+written (not the non-zero defaults NodeResourcesFit scores with), and a pod that requests neither
+cpu nor memory is not scored at all: every node would look the same to it, and Kubernetes found such
+pods piling onto one node.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
 from corral.scheduler.framework.interface import CycleState, Plugin
-from corral.scheduler.plugins.node_resources_fit import cpu_memory_usage
+from corral.scheduler.framework.status import SKIP, SUCCESS, Status
 
 NAME = "NodeResourcesBalancedAllocation"
 
@@ -14,18 +21,27 @@ NAME = "NodeResourcesBalancedAllocation"
 class BalancedAllocation(Plugin):
     NAME = NAME
 
+    def pre_score(self, state: CycleState, pod, rows: np.ndarray) -> Status:
+        req = pod.requests
+        return SKIP if req.cpu == 0 and req.memory == 0 else SUCCESS
+
     def score(self, state: CycleState, pod, rows: np.ndarray) -> np.ndarray:
-        usage = cpu_memory_usage(state, self.cache.table, pod, rows)
-        (cpu_req, _, cpu_safe), (mem_req, _, mem_safe) = usage["cpu"], usage["memory"]
-        cpu = cpu_req / cpu_safe
+        table, req = self.cache.table, pod.requests
+        cpu = table.requested_f["cpu"][rows] + req.cpu
+        cpu /= table.alloc_safe_f["cpu"][rows]
         np.minimum(cpu, 1.0, out=cpu)
-        mem = mem_req / mem_safe
+        mem = table.requested_f["memory"][rows] + req.memory
+        mem /= table.alloc_safe_f["memory"][rows]
         np.minimum(mem, 1.0, out=mem)
-        # (1 − std) × 100 with std = |cpu − mem| / 2, the standard deviation of two fractions;
-        # computed in place, in exactly this order (another order can round differently).
+        # std = |cpu − mem| / 2, computed in place, in exactly this order (another order can round
+        # differently from Kubernetes' float64 arithmetic).
         cpu -= mem
         np.abs(cpu, out=cpu)
         cpu /= 2
+        if not (table.offered_everywhere("cpu") and table.offered_everywhere("memory")):
+            # A resource the node does not offer is left out: one fraction has no deviation.
+            offers_both = (table.alloc_f["cpu"][rows] > 0) & (table.alloc_f["memory"][rows] > 0)
+            cpu[~offers_both] = 0.0
         np.subtract(1.0, cpu, out=cpu)
         cpu *= 100
         return np.floor(cpu, out=cpu)

@@ -42,18 +42,24 @@ class ImageLocality(Plugin):
         table = self.cache.table
         if not table.images:
             return SKIP  # no node reports images
-        return SUCCESS if any(node_columns(table, i) is not None for i in pod.images) else SKIP
+        images = pod.init_images + pod.images
+        return SUCCESS if any(node_columns(table, i) is not None for i in images) else SKIP
 
     def score(self, state: CycleState, pod, rows: np.ndarray) -> np.ndarray:
+        """Kubernetes' arithmetic: each container whose image the node holds adds
+        ⌊size × (nodes holding it / all nodes)⌋; the sum, clamped to [23 MiB, 1000 MiB × containers],
+        maps linearly onto 0–100 with integer division."""
         table = self.cache.table
         total_nodes = max(table.node_count, 1)
+        images = pod.init_images + pod.images
         total = np.zeros(count_rows(rows), dtype=np.float64)
-        for image in pod.images:
+        for image in images:  # once per container, as Kubernetes counts them
             col = node_columns(table, image)
             if col is None:
                 continue
             have = col[: table.size] & table.valid[: table.size]
-            spread = have.sum() / total_nodes
-            total += have[rows] * (image_size(table, image) * spread)
-        high = MAX_CONTAINER_THRESHOLD * max(len(pod.images), 1)
-        return np.floor(np.clip((total - MIN_THRESHOLD) * 100 / (high - MIN_THRESHOLD), 0, 100))
+            scaled = np.floor(image_size(table, image) * (have.sum() / total_nodes))
+            total += have[rows] * scaled
+        high = MAX_CONTAINER_THRESHOLD * max(len(images), 1)
+        np.clip(total, MIN_THRESHOLD, high, out=total)
+        return np.floor((total - MIN_THRESHOLD) * 100 / (high - MIN_THRESHOLD))

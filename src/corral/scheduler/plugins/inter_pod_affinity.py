@@ -83,4 +83,5 @@ class InterPodAffinity(Plugin):
         low, high = scores.min(), scores.max()
         if high == low:
             return np.zeros(len(scores))
-        return np.floor((scores - low) * 100 / (high - low))
+        # Kubernetes: int64(100 × ((s − min) / (max − min))) in float64, in this order.
+        return np.trunc(100.0 * ((scores - low) / (high - low)))

@@ -77,53 +77,97 @@ class NodeResourcesFit(Plugin):
             return ALL_PASS  # the usual case: every candidate has room, and no reasons are needed
         return FilterResult(~bad, reasons)
 
-    def _requested_and_allocatable(self, pod, rows, resource: str, state: CycleState | None = None
+    def _requested_and_allocatable(self, pod, rows, resource: str, state: CycleState
                                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
-        """(requested with the pod, allocatable, allocatable or 1), as floats, for the scored rows."""
+        """(requested with the pod, allocatable, allocatable or 1), as floats, for the scored rows;
+        None when Kubernetes leaves the resource out of every node's score (an extended resource the
+        pod does not request)."""
         table = self.cache.table
         if resource in ("cpu", "memory"):
-            return cpu_memory_usage(state if state is not None else CycleState(), table, pod, rows)[resource]
+            return cpu_memory_usage(state, table, pod, rows)[resource]
         req = pod.requests
         amount = dict(req.extended).get(resource, req.ephemeral if resource == "ephemeral-storage" else 0)
+        if amount == 0 and resource != "ephemeral-storage":
+            return None
         a, u = table.allocatable.get(resource), table.requested.get(resource)
-        if a is None or not a[rows].any():
-            return None  # Kubernetes skips a resource no node offers
+        if a is None:
+            return None  # no node offers it: out of every node's score
         alloc = a[rows].astype(np.float64)
         return (u[rows] + amount).astype(np.float64), alloc, np.maximum(alloc, 1.0)
 
-    def score(self, state: CycleState, pod, rows) -> np.ndarray:
-        # Float arithmetic with floor equals Kubernetes' integer arithmetic here: quotients are at
-        # most 100 and amounts stay far below 2**53. It is several times faster than int64 division.
-        total = None
-        weights = 0
-        for resource, weight in self.resources:
-            pair = self._requested_and_allocatable(pod, rows, resource, state)
-            if pair is None:
-                continue
-            requested, allocatable, safe = pair
-            if self.strategy == "LeastAllocated":  # in place: no temporaries on the hot path
-                s = allocatable - requested
-                np.maximum(s, 0.0, out=s)
-                s *= 100.0
-                s /= safe
-                np.floor(s, out=s)
-            elif self.strategy == "MostAllocated":
-                s = np.floor(requested * 100.0 / safe)
-                s[requested > allocatable] = 0
+    def _resource_score(self, requested: np.ndarray, allocatable: np.ndarray, safe: np.ndarray) -> np.ndarray:
+        """One resource's score per row, 0–100, as kube-scheduler computes it in int64.
+
+        Float arithmetic with floor equals the integer arithmetic here: quotients are at most 100
+        and amounts stay far below 2**53. It is several times faster than int64 division."""
+        if self.strategy == "LeastAllocated":  # (capacity − requested) × 100 / capacity; 0 when over
+            s = allocatable - requested  # in place from here: no temporaries on the hot path
+            np.maximum(s, 0.0, out=s)
+            s *= 100.0
+            s /= safe
+            return np.floor(s, out=s)
+        if self.strategy == "MostAllocated":  # requested × 100 / capacity, requested capped at capacity
+            s = np.minimum(requested, allocatable)
+            s *= 100.0
+            s /= safe
+            return np.floor(s, out=s)
+        # RequestedToCapacityRatio: utilisation in whole percent (100 when over capacity), then the
+        # shape's broken line with Go's integer division, which truncates toward zero.
+        utilization = np.floor(np.minimum(requested, allocatable) * 100.0 / safe)
+        utilization[requested <= 0] = 0.0
+        utilization[(requested > allocatable) | (allocatable == 0)] = 100.0
+        return self._broken_line(utilization)
+
+    def _broken_line(self, p: np.ndarray) -> np.ndarray:
+        xs, ys = self.shape_x, self.shape_y
+        out = np.full(len(p), ys[-1])
+        done = np.zeros(len(p), dtype=bool)
+        for i in range(len(xs)):
+            here = ~done & (p <= xs[i])
+            if i == 0:
+                out[here] = ys[0]
             else:
-                utilization = np.minimum(requested * 100.0 / safe, 100.0)
-                utilization[allocatable == 0] = 100.0
-                s = np.floor(np.interp(utilization, self.shape_x, self.shape_y))
+                out[here] = ys[i - 1] + np.trunc((ys[i] - ys[i - 1]) * (p[here] - xs[i - 1]) / (xs[i] - xs[i - 1]))
+            done |= here
+        return out
+
+    def score(self, state: CycleState, pod, rows) -> np.ndarray:
+        """kube-scheduler's node score: the weighted mean of the resource scores, over the resources
+        the node offers (allocatable > 0); Least/MostAllocated divide as integers,
+        RequestedToCapacityRatio counts only positive resource scores and rounds."""
+        table = self.cache.table
+        ratio = self.strategy == "RequestedToCapacityRatio"
+        total = None
+        weights: np.ndarray | int = 0
+        for resource, weight in self.resources:
+            found = self._requested_and_allocatable(pod, rows, resource, state)
+            if found is None:
+                continue
+            requested, allocatable, safe = found
+            s = self._resource_score(requested, allocatable, safe)
+            if ratio or not table.offered_everywhere(resource):
+                counted = allocatable > 0
+                if ratio:
+                    counted &= s > 0
+                s[~counted] = 0.0
+                weights = weights + counted * float(weight)
+            else:
+                weights = weights + weight
             if weight != 1:
                 s *= weight
             if total is None:
                 total = s
             else:
                 total += s
-            weights += weight
         if total is None:
             return np.zeros(count_rows(rows))
-        if weights != 1:
+        if isinstance(weights, int):  # every row counts every resource: one divisor
+            if weights != 1:
+                total /= weights
+                np.floor(total, out=total)
+            return total
+        with np.errstate(divide="ignore", invalid="ignore"):
             total /= weights
-            np.floor(total, out=total)
+        total = np.floor(total + 0.5, out=total) if ratio else np.floor(total, out=total)  # Go's math.Round
+        total[weights == 0] = 0.0
         return total

@@ -89,24 +89,45 @@ class PodTopologySpread(Plugin):
         return SUCCESS
 
     def score(self, state: CycleState, pod, rows: np.ndarray) -> np.ndarray:
+        """Kubernetes' raw score per node: Σ over the constraints whose key the node has of
+        count(node's domain) × ln(domains + 2) + (maxSkew − 1), rounded to an integer.
+
+        ``domains`` counts the values among the nodes being scored (for the hostname key: those
+        nodes). A pod's own constraints need every key on a node: a node missing one is not scored
+        (NaN here, 0 after normalising). System default spreading does not, so a node without a zone
+        label is still spread by hostname; its empty zone value counts as a domain, as in Kubernetes.
+        """
         cache, table = self.cache, self.cache.table
         n = table.size
-        total = np.zeros(count_rows(rows), dtype=np.float64)
+        constraints = state[NAME]
+        require_all = bool(pod.spread)
+        cols = [table.labels.column(c.topology_key)[:n] for c in constraints]
+        scored = [col[rows] for col in cols]
         ignored = np.zeros(count_rows(rows), dtype=bool)
-        for c in state[NAME]:
-            col = table.labels.column(c.topology_key)[:n]
-            eligible = self._eligible(pod, c, col)
+        has_all = np.ones(n, dtype=bool)
+        if require_all:
+            for col, values in zip(cols, scored):
+                ignored |= values == 0
+                has_all &= col != 0
+        kept = ~ignored
+        total = np.zeros(count_rows(rows), dtype=np.float64)
+        for c, col, values in zip(constraints, cols, scored):
+            eligible = self._eligible(pod, c, col) & has_all
             counts = cache.count_selected(pod.namespace, c.selector)
             _, totals = domain_totals(table, c.topology_key, counts, eligible)
-            domains = int((np.bincount(col[eligible], minlength=len(totals))[1:] > 0).sum())
+            if c.topology_key == HOSTNAME:
+                domains = int(kept.sum())
+            else:
+                domains = int(np.count_nonzero(np.bincount(values[kept], minlength=len(totals))))
             weight = math.log(domains + 2)
-            ignored |= col[rows] == 0
-            total += totals[col[rows]] * weight + (c.max_skew - 1)
+            total += np.where(values != 0, totals[values] * weight + (c.max_skew - 1), 0.0)
+        total = np.floor(total + 0.5)  # Go's math.Round (the score is never negative)
         total[ignored] = np.nan
         return total
 
     def normalize(self, state: CycleState, pod, scores: np.ndarray) -> np.ndarray:
-        """Fewer matching pods in the domain is better; nodes without the topology label score 0."""
+        """Fewer matching pods in the domain is better: 100 × (max + min − s) / max with integer
+        division, 100 everywhere when max is 0; nodes not scored get 0."""
         known = ~np.isnan(scores)
         if not known.any():
             return np.zeros(len(scores))

@@ -78,4 +78,4 @@ class TaintToleration(Plugin):
         top = scores.max() if len(scores) else 0
         if top == 0:
             return np.full(len(scores), 100.0)
-        return np.floor(100.0 - scores * 100.0 / top)
+        return 100.0 - np.floor(scores * 100.0 / top)  # 100 − ⌊100·s/max⌋, as integers

@@ -1,0 +1,216 @@
+"""Every score equals kube-scheduler's, to the integer.
+
+The expected numbers are worked out by hand from Kubernetes' formulas (pkg/scheduler/framework/
+plugins/...), written next to each case: int64 arithmetic with Go's truncating division, float64
+where Kubernetes uses it, rounding where it rounds. Nodes are 4 cpu / 32Gi unless a case says
+otherwise; Gi and Mi below are 2**30 and 2**20 bytes.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from corral.testing.builders import make_node, make_pod
+from corral.testing.scheduler_harness import run_score
+
+MB = 1024 * 1024
+
+
+def pod(cpu: str | None = None, memory: str | None = None):
+    amounts = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
+    return make_pod("p").requests(**amounts) if amounts else make_pod("p")
+
+
+def on(node: str, cpu: str | None = None, memory: str | None = None, name: str = "e"):
+    return pod(cpu, memory).node(node).obj | {"metadata": {"name": name, "namespace": "default",
+                                                           "uid": f"uid-{name}"}}
+
+
+# --- NodeResourcesFit --------------------------------------------------------------------------------
+
+LEAST = None
+MOST = {"scoringStrategy": {"type": "MostAllocated"}}
+UP = {"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {
+    "shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]}}}
+DOWN = {"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {
+    "shape": [{"utilization": 0, "score": 10}, {"utilization": 100, "score": 3}]}}}
+
+
+@pytest.mark.parametrize("args, node, existing, incoming, expected", [
+    pytest.param(LEAST, make_node("n"), [], pod("1", "1Gi"), 85,
+                 id="least allocated: (3000*100/4000=75 + 31Gi*100/32Gi=96) / 2 = 85"),
+    pytest.param(LEAST, make_node("n"), [on("n", "1500m", "8Gi")], pod("500m", "1Gi"), 60,
+                 id="least allocated counts the pods already there: (50 + 23Gi*100/32Gi=71) / 2 = 60"),
+    pytest.param(LEAST, make_node("n"), [], pod(), 98,
+                 id="least allocated scores a pod requesting nothing as 100m and 200Mi: (97 + 99) / 2 = 98"),
+    pytest.param(LEAST, make_node("n").capacity(cpu=1, memory="32Gi", pods=110), [on("n", "2")], pod("100m", "1Gi"),
+                 48, id="least allocated gives 0 for an overcommitted resource: (0 + 96) / 2 = 48"),
+    pytest.param({"scoringStrategy": {"resources": [{"name": "cpu", "weight": 3}, {"name": "memory", "weight": 1}]}},
+                 make_node("n"), [], pod("1", "1Gi"), 80, id="resource weights: (75*3 + 96*1) / 4 = 80"),
+    pytest.param(MOST, make_node("n"), [on("n", "3", "24Gi")], pod("500m", "1Gi"), 82,
+                 id="most allocated: (3500*100/4000=87 + 25Gi*100/32Gi=78) / 2 = 82"),
+    pytest.param(MOST, make_node("n"), [], pod("500m", "1Gi"), 7,
+                 id="most allocated on an idle node: (12 + 3) / 2 = 7"),
+    pytest.param(MOST, make_node("n").capacity(cpu=1, memory="32Gi", pods=110), [on("n", "2")], pod("100m", "1Gi"),
+                 51, id="most allocated caps requested at capacity: (100 + 3) / 2 = 51"),
+    pytest.param(UP, make_node("n"), [on("n", "2", "16Gi")], pod("1", "1Gi"), 64,
+                 id="requested to capacity ratio: utilisation 75 and 53 on a rising line, round(128 / 2) = 64"),
+    pytest.param(UP, make_node("n"), [], pod("1", "1Gi"), 14,
+                 id="requested to capacity ratio on an idle node: utilisation 25 and 3, round(28 / 2) = 14"),
+    pytest.param(DOWN, make_node("n"), [], pod("1", "1Gi"), 91,
+                 id="a falling line truncates toward zero (100-17=83, 100-2=98) and the mean rounds half up: 91"),
+    pytest.param(UP, make_node("n"), [], pod("1"), 25,
+                 id="requested to capacity ratio leaves a zero resource score out of the mean: 25, not 12"),
+])
+def test_node_resources_fit_scores_equal_kube_scheduler(args, node, existing, incoming, expected):
+    assert run_score("NodeResourcesFit", [node], incoming, existing, args=args) == {"n": expected}
+
+
+def test_an_extended_resource_the_pod_does_not_request_is_left_out_of_the_score():
+    # Kubernetes returns (0, 0) for it, so the node's score is cpu's alone: 3000*100/4000 = 75.
+    nodes = [make_node("gpu").capacity(cpu=4, memory="32Gi", pods=110, **{"example.com/gpu": 4}), make_node("plain")]
+    args = {"scoringStrategy": {"resources": [{"name": "cpu", "weight": 1}, {"name": "example.com/gpu", "weight": 1}]}}
+    assert run_score("NodeResourcesFit", nodes, pod("1"), args=args) == {"gpu": 75, "plain": 75}
+
+
+def test_a_node_that_does_not_offer_a_scored_resource_is_scored_on_the_others():
+    # The pod asks for a gpu; "plain" offers none (allocatable 0), so only cpu counts there.
+    nodes = [make_node("gpu").capacity(cpu=4, memory="32Gi", pods=110, **{"example.com/gpu": 4}), make_node("plain")]
+    args = {"scoringStrategy": {"resources": [{"name": "cpu", "weight": 1}, {"name": "example.com/gpu", "weight": 1}]}}
+    incoming = make_pod("p").requests(cpu="1", **{"example.com/gpu": 1})
+    existing = [on("gpu", "2")]
+    # gpu: (cpu 1000*100/4000 = 25 + gpu 3*100/4 = 75) / 2 = 50; plain: cpu 75 alone.
+    assert run_score("NodeResourcesFit", nodes, incoming, existing, args=args) == {"gpu": 50, "plain": 75}
+
+
+# --- NodeResourcesBalancedAllocation ---------------------------------------------------------------
+
+@pytest.mark.parametrize("node, existing, incoming, expected", [
+    pytest.param(make_node("n"), [], pod("1", "8Gi"), 100, id="equal fractions (0.25, 0.25) score 100"),
+    pytest.param(make_node("n"), [], pod("1", "1Gi"), 89, id="fractions 0.25 and 0.03125: (1 - 0.109375) * 100 = 89"),
+    pytest.param(make_node("n"), [on("n", "2")], pod("1", "16Gi"), 87,
+                 id="pods already there count: fractions 0.75 and 0.5, (1 - 0.125) * 100 = 87"),
+    pytest.param(make_node("n").capacity(cpu=1, memory="32Gi", pods=110), [on("n", "2")], pod("100m", "16Gi"), 75,
+                 id="a fraction above 1 counts as 1: (1 - |1 - 0.5| / 2) * 100 = 75"),
+    pytest.param(make_node("n"), [on("n", name=f"be{i}") for i in range(3)], pod("1"), 87,
+                 id="requests count as written, not as the non-zero defaults: fractions 0.25 and 0, 87"),
+    pytest.param(make_node("n").capacity(cpu=4, pods=110), [], pod("1", "1Gi"), 100,
+                 id="a resource the node does not offer is left out: one fraction has no deviation, 100"),
+])
+def test_balanced_allocation_scores_equal_kube_scheduler(node, existing, incoming, expected):
+    assert run_score("NodeResourcesBalancedAllocation", [node], incoming, existing) == {"n": expected}
+
+
+def test_balanced_allocation_does_not_score_a_pod_that_requests_nothing():
+    # Kubernetes skips BalancedAllocation for best-effort pods, so they do not pile onto one node.
+    assert run_score("NodeResourcesBalancedAllocation", [make_node("n")], pod()) == {}
+
+
+# --- ImageLocality -----------------------------------------------------------------------------------
+
+def image_nodes(holders: int, size: int, total: int = 3, image: str = "registry.local/app:1"):
+    return [make_node(f"n{i}").image(image, size) if i < holders else make_node(f"n{i}") for i in range(total)]
+
+
+@pytest.mark.parametrize("nodes, incoming, expected", [
+    pytest.param(image_nodes(1, 500 * MB), make_pod("p"), 14,
+                 id="an image one node of three holds: trunc(500MB / 3) maps to 100 * (174762666 - 23MB) / 977MB = 14"),
+    pytest.param(image_nodes(3, 500 * MB), make_pod("p"), 48,
+                 id="an image every node holds scores its full size: 100 * (500MB - 23MB) / 977MB = 48"),
+    pytest.param(image_nodes(3, 20 * MB), make_pod("p"), 0, id="an image under 23MB counts as nothing"),
+    pytest.param(image_nodes(1, 800 * MB, total=1), make_pod("p").container("sidecar", "registry.local/app:1"), 79,
+                 id="each container counts, and each raises the ceiling: 100 * (1600MB - 23MB) / 1977MB = 79"),
+    pytest.param(image_nodes(1, 800 * MB, total=1, image="registry.local/init:1"),
+                 make_pod("p").init_container("setup", "registry.local/init:1"), 39,
+                 id="init containers count too: 100 * (800MB - 23MB) / (2000MB - 23MB) = 39"),
+])
+def test_image_locality_scores_equal_kube_scheduler(nodes, incoming, expected):
+    assert run_score("ImageLocality", nodes, incoming)["n0"] == expected
+
+
+# --- TaintToleration, NodeAffinity, InterPodAffinity ------------------------------------------------
+
+def test_taint_toleration_reverses_with_integer_division():
+    # Raw: untolerated PreferNoSchedule taints 0, 1, 3. Normalised: 100 - 100*s/3 → 100, 100 - 33 = 67, 0.
+    nodes = [make_node("a"), make_node("b").taint("x", "1", "PreferNoSchedule"),
+             make_node("c").taint("x", "1", "PreferNoSchedule").taint("y", "1", "PreferNoSchedule")
+             .taint("z", "1", "PreferNoSchedule")]
+    assert run_score("TaintToleration", nodes, make_pod("p"), raw=True) == {"a": 0, "b": 1, "c": 3}
+    assert run_score("TaintToleration", nodes, make_pod("p")) == {"a": 100, "b": 67, "c": 0}
+
+
+def test_node_affinity_sums_matching_weights_and_scales_them_to_the_best():
+    nodes = [make_node("a").label("disk", "hdd"), make_node("b").label("disk", "ssd"),
+             make_node("c").label("disk", "ssd").zone("z1"), make_node("d")]
+    incoming = make_pod("p").prefer_node(1, "disk", "In", "hdd", "ssd").prefer_node(2, "topology.kubernetes.io/zone",
+                                                                                  "In", "z1")
+    # Raw 1, 1, 3, 0 → 100 * s / 3: 33, 33, 100, 0.
+    assert run_score("NodeAffinity", nodes, incoming, raw=True) == {"a": 1, "b": 1, "c": 3, "d": 0}
+    assert run_score("NodeAffinity", nodes, incoming) == {"a": 33, "b": 33, "c": 100, "d": 0}
+
+
+def test_inter_pod_affinity_normalises_in_float64_as_kubernetes_does():
+    host = "kubernetes.io/hostname"
+    nodes = [make_node(n) for n in "abcd"]
+    existing = [make_pod("x").labels(app="x").node("a"), make_pod("y").labels(app="y").node("b"),
+                make_pod("z").labels(app="z").node("d")]
+    incoming = (make_pod("p").prefer_affinity(29, host, app="x").prefer_affinity(100, host, app="y")
+                .prefer_anti_affinity(5, host, app="z"))
+    assert run_score("InterPodAffinity", nodes, incoming, existing, raw=True) == {"a": 29, "b": 100, "c": 0, "d": -5}
+    # int64(100 * ((s - min) / (max - min))) with min -5, max 100: 32.38 → 32, 100, 4.76 → 4, 0.
+    assert run_score("InterPodAffinity", nodes, incoming, existing) == {"a": 32, "b": 100, "c": 4, "d": 0}
+
+
+def test_inter_pod_affinity_truncates_a_quotient_float64_rounds_just_below_an_integer():
+    host = "kubernetes.io/hostname"
+    nodes = [make_node(n) for n in "abc"]
+    existing = [make_pod("x").labels(app="x").node("a"), make_pod("y").labels(app="y").node("b")]
+    incoming = make_pod("p").prefer_affinity(29, host, app="x").prefer_affinity(100, host, app="y")
+    # 100 * (29 / 100) is 28.999999999999996 in float64: Kubernetes scores it 28.
+    assert run_score("InterPodAffinity", nodes, incoming, existing) == {"a": 28, "b": 100, "c": 0}
+
+
+# --- PodTopologySpread -------------------------------------------------------------------------------
+
+ZONE = "topology.kubernetes.io/zone"
+ZONED = [make_node("a").zone("z1"), make_node("b").zone("z1"), make_node("c").zone("z2"), make_node("d").zone("z3")]
+LN5 = math.log(5)  # three zones among the scored nodes: ln(3 + 2)
+
+
+def webs(**per_node: int):
+    return [make_pod(f"w-{node}-{i}").labels(app="web").node(node) for node, n in per_node.items() for i in range(n)]
+
+
+@pytest.mark.parametrize("skew, existing, raw, normalised", [
+    pytest.param(1, webs(a=2, c=1), {"a": 3, "b": 3, "c": 2, "d": 0}, {"a": 0, "b": 0, "c": 33, "d": 100},
+                 id="raw round(count * ln 5) per zone; 100 * (max + min - s) / max with min 0"),
+    pytest.param(1, webs(a=2, c=1, d=1), {"a": 3, "b": 3, "c": 2, "d": 2}, {"a": 66, "b": 66, "c": 100, "d": 100},
+                 id="the minimum counts: 100 * (3 + 2 - 3) / 3 = 66, and the emptiest zones score exactly 100"),
+    pytest.param(2, webs(a=2, c=1, d=1), {"a": 4, "b": 4, "c": 3, "d": 3}, {"a": 75, "b": 75, "c": 100, "d": 100},
+                 id="maxSkew - 1 is added to every raw score: 100 * (4 + 3 - 4) / 4 = 75"),
+])
+def test_pod_topology_spread_scores_equal_kube_scheduler(skew, existing, raw, normalised):
+    incoming = make_pod("p").labels(app="web").spread(skew, ZONE, hard=False, app="web")
+    assert run_score("PodTopologySpread", ZONED, incoming, existing, raw=True) == raw
+    assert run_score("PodTopologySpread", ZONED, incoming, existing) == normalised
+    assert round(2 * LN5) == 3 and round(LN5) == 2  # the raw values above, spelled out
+
+
+def test_a_node_missing_the_key_of_the_pod_s_own_constraint_is_not_scored():
+    nodes = ZONED + [make_node("e")]
+    incoming = make_pod("p").labels(app="web").spread(1, ZONE, hard=False, app="web")
+    scores = run_score("PodTopologySpread", nodes, incoming, webs(a=2, c=1, d=1))
+    assert scores == {"a": 66, "b": 66, "c": 100, "d": 100, "e": 0}
+
+
+def test_system_default_spreading_still_spreads_nodes_without_a_zone_by_hostname():
+    # Defaults: hostname maxSkew 3 (3 nodes scored: ln 5) and zone maxSkew 5 (domains z1 and the
+    # empty value of the unlabelled node: ln 4). a: round(1*ln5 + 2 + 1*ln4 + 4) = 9;
+    # b: round(2 + 1*ln4 + 4) = 7; c (no zone: hostname only): 2. Normalised with max 9, min 2.
+    nodes = [make_node("a").zone("z1"), make_node("b").zone("z1"), make_node("c")]
+    existing = [make_pod("w").labels(app="web").controlled().node("a")]
+    incoming = make_pod("p").labels(app="web").controlled()
+    assert run_score("PodTopologySpread", nodes, incoming, existing, raw=True) == {"a": 9, "b": 7, "c": 2}
+    assert run_score("PodTopologySpread", nodes, incoming, existing) == {"a": 22, "b": 44, "c": 100}
