@@ -133,3 +133,18 @@ def test_every_transition_is_in_the_history():
     assert [(t.event, t.phase_before, t.phase_after) for t in m.history] == [
         ("Sync", "Scheduled", "Scheduled"), ("Started", "Scheduled", "Running"), ("Exited", "Running", "Succeeded"),
     ]
+
+
+def test_a_container_that_exits_0_with_restart_always_is_restarted_and_the_pod_stays_running():
+    m = PodMachine(pod(restart="Always"), backoff=BackoffPolicy(initial=10, maximum=40))
+    m.handle(Sync(m.pod, 0))
+    m.handle(Started("c0", "id", 1))
+    status = last_report(m.handle(Exited("c0", 0, False, 2)))
+    assert m.phase == "Running" and status["phase"] == "Running"
+    container = status["containerStatuses"][0]
+    assert container["restartCount"] == 1
+    assert container["lastState"]["terminated"]["exitCode"] == 0
+    assert m.next_deadline() == 12  # after the 10 s back-off
+    assert kinds(m.handle(Tick(12))) == ["Start"]
+    status = last_report(m.handle(Started("c0", "id2", 13)))
+    assert status["containerStatuses"][0]["state"] == {"running": {"startedAt": "1970-01-01T00:00:13Z"}}

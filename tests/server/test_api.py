@@ -156,8 +156,9 @@ async def test_an_expired_continue_token_or_watch_revision_is_410_gone(server):
         with pytest.raises(Gone):
             await c.list("pods", "default", limit=2, continue_token=first.continue_token)
         with pytest.raises(Gone):
-            async for _ in c.watch("pods", "default", resource_version=old_rv):
-                pass
+            async with asyncio.timeout(10):  # an expired watch must fail, not wait for events
+                async for _ in c.watch("pods", "default", resource_version=old_rv):
+                    pass
 
 
 async def test_a_watch_from_a_revision_filters_by_selector_and_sends_bookmarks(server, monkeypatch):
@@ -234,3 +235,64 @@ async def test_discovery_version_openapi_health_and_metrics_answer(http):
     async with http.get("/metrics") as r:
         text = await r.text()
         assert "corral_apiserver_requests_total" in text and "corral_store_revision" in text
+
+
+async def first_events(watch, count: int, timeout: float = 10.0) -> list:
+    """The first ``count`` events of ``watch``, or fail after ``timeout`` seconds."""
+    seen = []
+    async with asyncio.timeout(timeout):
+        async for event in watch:
+            if event.type != "BOOKMARK":
+                seen.append((event.type, event.object["metadata"]["name"]))
+            if len(seen) == count:
+                return seen
+    return seen
+
+
+@pytest.mark.parametrize("from_start", [pytest.param(True, id="a watch from a revision replays only matching events"),
+                                        pytest.param(False, id="a watch from now lists and follows only matching pods")])
+async def test_a_watch_with_a_field_selector_sees_only_the_pods_it_selects(server, from_start):
+    async with Client(server.url) as c:
+        start = (await c.list("pods", "default")).resource_version
+        for name, node in (("on-n1", "n1"), ("on-n2", "n2")):
+            await c.create({**pod(name), "spec": {**pod(name)["spec"], "nodeName": node}})
+        watch = c.watch("pods", "default", resource_version=start if from_start else None,
+                        field_selector="spec.nodeName=n1", raw=True)
+        task = asyncio.create_task(first_events(watch, 2))
+        await asyncio.sleep(0.1)
+        for name, node in (("late-n2", "n2"), ("late-n1", "n1")):
+            await c.create({**pod(name), "spec": {**pod(name)["spec"], "nodeName": node}})
+        assert await task == [("ADDED", "on-n1"), ("ADDED", "late-n1")]
+
+
+async def test_a_patch_that_pins_a_stale_resource_version_is_a_conflict_and_changes_nothing(server):
+    async with Client(server.url) as c:
+        created = await c.create(pod("pinned"), raw=True)
+        stale = created["metadata"]["resourceVersion"]
+        await c.patch("pods", "pinned", {"metadata": {"labels": {"by": "someone-else"}}}, "default")
+        for patch, patch_type in (({"metadata": {"resourceVersion": stale, "labels": {"by": "me"}}}, "merge"),
+                                  ([{"op": "replace", "path": "/metadata/resourceVersion", "value": stale},
+                                    {"op": "add", "path": "/metadata/labels/by", "value": "me"}], "json")):
+            with pytest.raises(Conflict):
+                await c.patch("pods", "pinned", patch, "default", patch_type=patch_type)
+        current = await c.get("pods", "pinned", "default", raw=True)
+        assert current["metadata"]["labels"] == {"by": "someone-else"}
+        fresh = current["metadata"]["resourceVersion"]
+        done = await c.patch("pods", "pinned", {"metadata": {"resourceVersion": fresh, "labels": {"by": "me"}}},
+                             "default", raw=True)
+        assert done["metadata"]["labels"] == {"by": "me"}
+
+
+async def test_delete_with_a_stale_resource_version_precondition_is_a_conflict_and_deletes_nothing(server):
+    async with Client(server.url) as c:
+        created = await c.create(pod("guarded"), raw=True)
+        await c.patch("pods", "guarded", {"metadata": {"labels": {"changed": "yes"}}}, "default")
+        with pytest.raises(Conflict):
+            await c.delete("pods", "guarded", "default", resource_version=created["metadata"]["resourceVersion"])
+        with pytest.raises(Conflict):
+            await c.delete("pods", "guarded", "default", uid="not-its-uid")
+        current = await c.get("pods", "guarded", "default", raw=True)
+        await c.delete("pods", "guarded", "default", resource_version=current["metadata"]["resourceVersion"],
+                       uid=current["metadata"]["uid"])
+        with pytest.raises(NotFound):
+            await c.get("pods", "guarded", "default")

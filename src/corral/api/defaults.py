@@ -17,7 +17,7 @@ from typing import Any
 
 from corral.api.resources import ResourceType
 
-__all__ = ["now_rfc3339", "apply_create_defaults", "apply_update_defaults", "generate_name", "DEFAULT_SCHEDULER"]
+__all__ = ["now_rfc3339", "rfc3339", "apply_create_defaults", "apply_update_defaults", "generate_name", "DEFAULT_SCHEDULER"]
 
 DEFAULT_SCHEDULER = "default-scheduler"
 DEFAULT_GRACE_SECONDS = 30
@@ -25,6 +25,11 @@ _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
 
 
 _last_stamp: tuple[int, str] = (0, "")
+
+
+def rfc3339(t: float) -> str:
+    """``t`` (seconds since the epoch) as Kubernetes writes timestamps."""
+    return datetime.fromtimestamp(int(t), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def now_rfc3339() -> str:

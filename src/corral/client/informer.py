@@ -45,7 +45,11 @@ class Informer:
     def __init__(self, client: Client, resource: ResourceType | str, *, namespace: str | None = None,
                  label_selector: str | None = None, field_selector: str | None = None,
                  indexers: dict[str, IndexFunc] | None = None, raw: bool = False,
-                 backoff_initial: float = 0.2, backoff_max: float = 10.0) -> None:
+                 backoff_initial: float = 0.2, backoff_max: float = 10.0,
+                 watch_timeout: int | None = None) -> None:
+        """``watch_timeout``: seconds after which the server ends each watch and the informer
+        watches again from its last version (client-go's reflectors use 5–10 minutes); None leaves
+        it to the server (30 minutes)."""
         self.client = client
         self.resource = resolve(resource)
         self.namespace, self.label_selector, self.field_selector = namespace, label_selector, field_selector
@@ -59,6 +63,7 @@ class Informer:
         self._synced = asyncio.Event()
         self._task: asyncio.Task | None = None
         self._backoff = (backoff_initial, backoff_max)
+        self.watch_timeout = watch_timeout
         self.resource_version = ""
         self.relists = 0  # how often the informer had to list (1 + recoveries)
 
@@ -114,6 +119,7 @@ class Informer:
                 async for event in self.client.watch(
                     self.resource, self.namespace, resource_version=self.resource_version,
                     label_selector=self.label_selector, field_selector=self.field_selector, raw=self.raw,
+                    timeout_seconds=self.watch_timeout,
                 ):
                     self._apply(event.type, event.object, event.resource_version)
                 delay = self._backoff[0]

@@ -269,10 +269,15 @@ class Client:
         return self._decode(r, payload, raw)
 
     async def delete(self, resource: ResourceType | str, name: str, namespace: str | None = None, *,
-                     grace_period_seconds: int | None = None, raw: bool = False) -> Any:
+                     grace_period_seconds: int | None = None, resource_version: str | None = None,
+                     uid: str | None = None, raw: bool = False) -> Any:
+        """Delete; with ``resource_version`` / ``uid`` only if the object still has them (else
+        :class:`Conflict`), as Kubernetes' DeleteOptions preconditions."""
         r = resolve(resource)
+        preconditions = {k: v for k, v in (("resourceVersion", resource_version), ("uid", uid)) if v}
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": preconditions} if preconditions else None
         payload = await self.request("DELETE", r.item_path(self._namespace(r, namespace), name),
-                                     params={"gracePeriodSeconds": grace_period_seconds})
+                                     params={"gracePeriodSeconds": grace_period_seconds}, body=body)
         return self._decode(r, payload, raw)
 
     async def bind(self, namespace: str, pod: str, node: str) -> None:

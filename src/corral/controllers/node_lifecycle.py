@@ -12,7 +12,8 @@ Every ``interval`` seconds, for every node:
 4. heartbeating again: the taint goes (the agent itself sets Ready back to True).
 
 The state it needs survives a server restart, because it lives in the objects (the taint's
-``timeAdded``), not in memory.
+``timeAdded``), not in memory. Every time it writes and every age it judges comes from its one
+``clock``, so a test can move time by hand.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import logging
 import time
 from typing import Any
 
-from corral.api.defaults import now_rfc3339
+from corral.api.defaults import rfc3339
 from corral.api.resources import by_kind
 from corral.scheduler.cache.node_table import parse_timestamp
 from corral.server.rest import ResourceAPI, WriteOptions
@@ -96,7 +97,7 @@ class NodeLifecycleController:
                 if (r.obj.get("spec") or {}).get("nodeName") == node]
 
     async def _mark_not_ready(self, node: dict[str, Any], silent_for: float) -> None:
-        name, now = node["metadata"]["name"], now_rfc3339()
+        name, now = node["metadata"]["name"], rfc3339(self.clock())
         message = f"the agent stopped renewing its lease {silent_for:.0f}s ago"
         log.warning("node %s is NotReady: %s", name, message)
         taints = [t for t in (node.get("spec") or {}).get("taints") or () if t.get("key") != UNREACHABLE_TAINT]
@@ -154,7 +155,7 @@ class NodeLifecycleController:
 
     async def _event(self, pod: dict[str, Any], etype: str, reason: str, message: str) -> None:
         meta = pod["metadata"]
-        now = now_rfc3339()
+        now = rfc3339(self.clock())
         event = {"apiVersion": "v1", "kind": "Event",
                  "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace", "default")},
                  "involvedObject": {"kind": "Pod", "name": meta["name"], "namespace": meta.get("namespace", "default"),
