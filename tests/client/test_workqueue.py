@@ -80,7 +80,9 @@ async def test_many_workers_never_process_one_key_concurrently():
         for key in range(5):
             q.add(key)
         await asyncio.sleep(0.002)
-    await asyncio.sleep(0.1)
+    async with asyncio.timeout(10):  # until every key added is processed and none is held
+        while len(q) or active or len(processed) < 5:
+            await asyncio.sleep(0.005)
     q.shutdown()
     await asyncio.gather(*workers)
     assert set(processed) == set(range(5))

@@ -153,6 +153,7 @@ async def test_a_killed_leader_is_replaced_within_20s_and_every_pod_is_bound_exa
             async with Client([f.url for f in followers]) as c:
                 await eventually(lambda: _count_nodes(c, 40), 60, "40 hollow nodes registered")
                 nodes_of: dict[str, set[str]] = {}
+                markers: set[str] = set()  # values of the label "marker" the recorder has seen
 
                 async def record_bindings():
                     rv = (await c.list("pods", "default", raw=True)).resource_version
@@ -163,6 +164,8 @@ async def test_a_killed_leader_is_replaced_within_20s_and_every_pod_is_bound_exa
                                 node = (ev.object.get("spec") or {}).get("nodeName")
                                 if ev.type != "BOOKMARK" and node:
                                     nodes_of.setdefault(ev.object["metadata"]["name"], set()).add(node)
+                                if ev.type != "BOOKMARK":
+                                    markers.add((ev.object["metadata"].get("labels") or {}).get("marker", ""))
                         except Exception:  # a follower's watch is not expected to break; resume if it does
                             await asyncio.sleep(0.2)
 
@@ -192,7 +195,10 @@ async def test_a_killed_leader_is_replaced_within_20s_and_every_pod_is_bound_exa
 
                 await eventually(lambda: len(nodes_of) == total and all(nodes_of.values()),
                                  60, "every pod bound", interval=0.5)
-                await asyncio.sleep(1.0)  # anything still in flight would show up now
+                # A write after everything else: once the recorder's watch delivers it, every
+                # earlier change (a late second binding included) has been delivered too.
+                await c.patch("pods", "p0000", {"metadata": {"labels": {"marker": "done"}}}, "default")
+                await eventually(lambda: "done" in markers, 30, "the recorder caught up")
                 recorder.cancel()
                 twice = {name: nodes for name, nodes in nodes_of.items() if len(nodes) != 1}
                 assert twice == {}, f"pods bound more than once: {dict(list(twice.items())[:5])}"

@@ -32,6 +32,17 @@ def elector(store, identity: str, rec: Recorder, config: ElectionConfig = FAST) 
                          url=f"http://{identity}")
 
 
+async def renewals(store, key: str, count: int, timeout: float = 10.0) -> None:
+    """Wait until the Lease at ``key`` has been written ``count`` more times."""
+    seen, last = 0, (await store.get(key)).revision
+    deadline = time.monotonic() + timeout
+    while seen < count:
+        assert time.monotonic() < deadline, f"the lease was renewed {seen} times, not {count}"
+        await asyncio.sleep(0.02)
+        revision = (await store.get(key)).revision
+        seen, last = seen + (revision != last), revision
+
+
 async def until(predicate, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
     while not predicate():
@@ -52,8 +63,8 @@ async def test_one_of_two_candidates_leads_and_the_lease_names_it(store):
     a.start()
     await until(lambda: a.leading)
     b.start()
-    await asyncio.sleep(0.5)  # several of b's attempts
-    assert not b.leading and rb.started == []
+    await renewals(store, a.key, 3)  # a keeps renewing while b tries (same period) and fails
+    assert a.leading and not b.leading and rb.started == []
     lease = (await store.get(a.key)).obj
     assert lease["spec"]["holderIdentity"] == "a"
     assert lease["spec"]["leaseDurationSeconds"] == 2
@@ -96,7 +107,7 @@ async def test_a_leader_that_stops_gives_the_lease_up_and_another_takes_over_at_
     a.start()
     await until(lambda: a.leading)
     b.start()
-    await asyncio.sleep(0.3)
+    await renewals(store, a.key, 2)  # b is campaigning against a held lease
     await a.stop()
     assert ra.stopped and not a.leading
     with pytest.raises(NotLeader):

@@ -187,10 +187,19 @@ async def test_compaction_keeps_current_state_and_makes_old_revisions_fail_disti
     await store.compact(mark)
     assert store.compacted_revision == mark
     with pytest.raises(Compacted):
-        async for _ in store.watch("/k/", b.revision):
-            pass
+        async with asyncio.timeout(10):  # must fail at once, not wait for events
+            async for _ in store.watch("/k/", b.revision):
+                pass
     with pytest.raises(Compacted):
         await store.list("/k/", revision=b.revision)
+    # The boundary, exactly: one revision before the compaction point is gone; the point itself is readable.
+    with pytest.raises(Compacted):
+        await store.list("/k/", revision=mark - 1)
+    with pytest.raises(Compacted):
+        async with asyncio.timeout(10):
+            async for _ in store.watch("/k/", mark - 1):
+                pass
+    assert [r.key for r in (await store.list("/k/", revision=mark)).items] == ["/k/a"]
     listed = await store.list("/k/")
     assert [(r.key, r.obj.get("v")) for r in listed.items] == [("/k/a", 4)]
     # Watching from the compaction point itself still works.

@@ -333,6 +333,11 @@ class EtcdStore:
         of etcd's, however many events it holds, becomes one batch."""
         from aetcd import rpc
 
+        if from_revision < self._compacted:
+            # etcd would still serve this one (it keeps the compaction revision's own events, and a
+            # watch from R starts at R + 1), but the contract, and SQLite, refuse every revision
+            # older than the compaction point: one answer from both backends.
+            raise Compacted(from_revision, self._compacted)
         start, end = self._k(prefix), self._k(prefix_end(prefix))
         if progress and prefix == "/":  # every key of the etcd: foreign writes show as PROGRESS
             start = end = b"\0"
