@@ -5,7 +5,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install system-deps up test bench lock clean
+.PHONY: install system-deps up test bench mutation lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -39,6 +39,14 @@ test: $(STAMP) system-deps
 
 bench: $(STAMP)
 	$(BIN)/python bench/api_bench.py
+
+# Mutation testing (not part of `make test`: it takes tens of minutes on two cores). mutmut mutates
+# the modules [tool.mutmut] in pyproject.toml names, runs the tests that reach each mutant, and
+# keeps its results in mutants/ (a second run re-checks only what changed); the report prints the
+# score per module and writes mutants/report.md. MUTMUT_ARGS adds to `mutmut run`, e.g. a name glob.
+mutation: $(STAMP) system-deps
+	$(BIN)/mutmut run --max-children $$(nproc) $(MUTMUT_ARGS)
+	$(BIN)/python tools/mutation_report.py
 
 # Re-resolve the lock file from pyproject.toml (needs the package registry).
 lock:

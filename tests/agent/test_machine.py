@@ -44,6 +44,8 @@ def test_containers_that_exit_0_with_restart_never_succeed():
     m.handle(Started("c0", "id", 1))
     actions = m.handle(Exited("c0", 0, False, 2))
     assert m.phase == "Succeeded" and last_report(actions)["phase"] == "Succeeded"
+    terminated = last_report(actions)["containerStatuses"][0]["state"]["terminated"]
+    assert terminated == {"exitCode": 0, "reason": "Completed", "finishedAt": "1970-01-01T00:00:02Z"}
 
 
 def test_a_container_that_fails_with_restart_never_fails_the_pod_with_its_exit_code():
@@ -53,7 +55,8 @@ def test_a_container_that_fails_with_restart_never_fails_the_pod_with_its_exit_c
     status = last_report(m.handle(Exited("c0", 3, False, 2)))
     assert status["phase"] == "Failed" and status["reason"] == "Error"
     assert status["message"] == "container c0 failed: exit code 3"
-    assert status["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
+    assert status["containerStatuses"][0]["state"]["terminated"] == {
+        "exitCode": 3, "reason": "Error", "finishedAt": "1970-01-01T00:00:02Z"}
 
 
 def test_a_missing_command_fails_the_pod_with_the_start_error():

@@ -1,0 +1,88 @@
+"""The mutation score per module, from a `mutmut run` (called by `make mutation`).
+
+Reads mutmut's results (mutants/**/*.py.meta) and the reviewed list of equivalent mutants
+(tools/mutation_equivalents.toml: mutant name → why no test can tell it from the original), and
+writes mutants/report.md and mutants/report.json, printing the table. A mutant a test turned red
+counts as killed, and so does one that made a test hang past its timeout (the hang is what a test
+caught). The score is killed / (mutants − equivalent): survivors and mutants no test reaches both
+count against it.
+
+    .venv/bin/python tools/mutation_report.py [--survivors]   # --survivors: list each one
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import tomllib
+from collections import Counter
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+KILLED = {1: "killed", 3: "killed", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout",
+          37: "killed"}
+STATUS = {0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", None: "not checked"}
+
+
+def status(exit_code: int | None) -> str:
+    return KILLED.get(exit_code) or STATUS.get(exit_code) or "suspicious"  # type: ignore[arg-type]
+
+
+def load(mutants: Path) -> dict[str, dict[str, str]]:
+    """module → mutant name → status."""
+    out: dict[str, dict[str, str]] = {}
+    for meta in sorted(mutants.glob("src/**/*.py.meta")):
+        module = meta.relative_to(mutants / "src").as_posix()[: -len(".py.meta")].replace("/", ".")
+        codes = json.loads(meta.read_text())["exit_code_by_key"]
+        if codes:
+            out[module] = {name: status(code) for name, code in codes.items()}
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--survivors", action="store_true", help="list every surviving mutant")
+    args = parser.parse_args()
+    mutants = ROOT / "mutants"
+    results = load(mutants)
+    if not results:
+        print("no mutmut results in mutants/: run `make mutation` first", file=sys.stderr)
+        return 1
+    equivalents = tomllib.loads((ROOT / "tools" / "mutation_equivalents.toml").read_text()).get("equivalent", {})
+    rows, survivors, total = [], [], Counter()
+    for module, statuses in results.items():
+        counts = Counter("equivalent" if name in equivalents else s for name, s in statuses.items())
+        counted = len(statuses) - counts["equivalent"]
+        caught = counts["killed"] + counts["timeout"]
+        rows.append((module, len(statuses), caught, counts["survived"], counts["no tests"], counts["equivalent"],
+                     counts["not checked"] + counts["suspicious"] + counts["skipped"],
+                     100.0 * caught / counted if counted else 100.0))
+        total.update(counts)
+        total["all"] += len(statuses)
+        survivors += [n for n, s in statuses.items() if s in ("survived", "no tests") and n not in equivalents]
+    counted = total["all"] - total["equivalent"]
+    score = 100.0 * (total["killed"] + total["timeout"]) / counted if counted else 100.0
+    day = datetime.date.today().isoformat()
+    lines = [f"# Mutation score {score:.1f}% ({day})", "",
+             "| module | mutants | killed | survived | no test reaches | equivalent | unchecked | score |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [f"| {m} | {n} | {k} | {s} | {nt} | {e} | {u} | {p:.1f}% |" for m, n, k, s, nt, e, u, p in rows]
+    lines.append(f"| **all** | {total['all']} | {total['killed'] + total['timeout']} | {total['survived']} | "
+                 f"{total['no tests']} | {total['equivalent']} | "
+                 f"{total['not checked'] + total['suspicious'] + total['skipped']} | **{score:.1f}%** |")
+    report = "\n".join(lines) + "\n"
+    (mutants / "report.md").write_text(report + "\n## Survivors\n\n" + "".join(f"- {n}\n" for n in survivors))
+    (mutants / "report.json").write_text(json.dumps({"date": day, "score": round(score, 1), "modules": [
+        {"module": m, "mutants": n, "killed": k, "survived": s, "noTests": nt, "equivalent": e, "unchecked": u,
+         "score": round(p, 1)} for m, n, k, s, nt, e, u, p in rows], "survivors": survivors}, indent=1))
+    print(report)
+    if args.survivors:
+        print("\n".join(survivors))
+    print(f"{len(survivors)} survivors; `.venv/bin/mutmut show NAME` shows one; report in mutants/report.md")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
