@@ -1,6 +1,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import Phase, settings
+
+# `make mutation` runs the tests with this profile: any failure kills the mutant, so shrinking the
+# failing example (tens of seconds for the property tests) would only slow the run.
+settings.register_profile("mutation", phases=[Phase.explicit, Phase.reuse, Phase.generate])
 
 from corral.testing import ServerProcess, running_server
 

@@ -4,8 +4,8 @@ Reads mutmut's results (mutants/**/*.py.meta) and the reviewed list of equivalen
 (tools/mutation_equivalents.toml: mutant name → why no test can tell it from the original), and
 writes mutants/report.md and mutants/report.json, printing the table. A mutant a test turned red
 counts as killed, and so does one that made a test hang past its timeout (the hang is what a test
-caught). The score is killed / (mutants − equivalent): survivors and mutants no test reaches both
-count against it.
+caught). The score is killed / (mutants checked − equivalent): survivors and mutants no test reaches
+both count against it; mutants a partial run has not checked yet are counted apart ("unchecked").
 
     .venv/bin/python tools/mutation_report.py [--survivors]   # --survivors: list each one
 """
@@ -54,29 +54,33 @@ def main() -> int:
     rows, survivors, total = [], [], Counter()
     for module, statuses in results.items():
         counts = Counter("equivalent" if name in equivalents else s for name, s in statuses.items())
-        counted = len(statuses) - counts["equivalent"]
+        unchecked = counts["not checked"] + counts["suspicious"] + counts["skipped"]
+        counted = len(statuses) - counts["equivalent"] - unchecked
         caught = counts["killed"] + counts["timeout"]
         rows.append((module, len(statuses), caught, counts["survived"], counts["no tests"], counts["equivalent"],
-                     counts["not checked"] + counts["suspicious"] + counts["skipped"],
-                     100.0 * caught / counted if counted else 100.0))
+                     unchecked, 100.0 * caught / counted if counted else None))
         total.update(counts)
         total["all"] += len(statuses)
         survivors += [n for n, s in statuses.items() if s in ("survived", "no tests") and n not in equivalents]
-    counted = total["all"] - total["equivalent"]
-    score = 100.0 * (total["killed"] + total["timeout"]) / counted if counted else 100.0
+    unchecked = total["not checked"] + total["suspicious"] + total["skipped"]
+    counted = total["all"] - total["equivalent"] - unchecked
+    score = 100.0 * (total["killed"] + total["timeout"]) / counted if counted else 0.0
     day = datetime.date.today().isoformat()
-    lines = [f"# Mutation score {score:.1f}% ({day})", "",
+    head = f"# Mutation score {score:.1f}% ({day})" + (f", {unchecked} mutants not checked yet" if unchecked else "")
+    lines = [head, "",
              "| module | mutants | killed | survived | no test reaches | equivalent | unchecked | score |",
              "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {m} | {n} | {k} | {s} | {nt} | {e} | {u} | {p:.1f}% |" for m, n, k, s, nt, e, u, p in rows]
+    lines += [f"| {m} | {n} | {k} | {s} | {nt} | {e} | {u} | {'—' if p is None else f'{p:.1f}%'} |"
+              for m, n, k, s, nt, e, u, p in rows]
     lines.append(f"| **all** | {total['all']} | {total['killed'] + total['timeout']} | {total['survived']} | "
                  f"{total['no tests']} | {total['equivalent']} | "
-                 f"{total['not checked'] + total['suspicious'] + total['skipped']} | **{score:.1f}%** |")
+                 f"{unchecked} | **{score:.1f}%** |")
     report = "\n".join(lines) + "\n"
     (mutants / "report.md").write_text(report + "\n## Survivors\n\n" + "".join(f"- {n}\n" for n in survivors))
     (mutants / "report.json").write_text(json.dumps({"date": day, "score": round(score, 1), "modules": [
         {"module": m, "mutants": n, "killed": k, "survived": s, "noTests": nt, "equivalent": e, "unchecked": u,
-         "score": round(p, 1)} for m, n, k, s, nt, e, u, p in rows], "survivors": survivors}, indent=1))
+         "score": None if p is None else round(p, 1)} for m, n, k, s, nt, e, u, p in rows],
+        "survivors": survivors}, indent=1))
     print(report)
     if args.survivors:
         print("\n".join(survivors))
