@@ -40,7 +40,8 @@ test: $(STAMP) system-deps
 bench: $(STAMP)
 	$(BIN)/python bench/api_bench.py
 
-# Mutation testing (not part of `make test`: it takes tens of minutes on two cores). mutmut mutates
+# Mutation testing (not part of `make test`: on two cores the scheduler package alone takes ~15
+# minutes, every module several hours). mutmut mutates
 # the modules [tool.mutmut] in pyproject.toml names, runs the tests that reach each mutant, and
 # keeps its results in mutants/ (a second run re-checks only what changed); the report prints the
 # score per module and writes mutants/report.md. MUTMUT_ARGS adds to `mutmut run`, e.g. a name glob.

@@ -20,14 +20,20 @@ import tomllib
 from collections import Counter
 from pathlib import Path
 
+from mutmut.stats import status_by_exit_code
+
 ROOT = Path(__file__).resolve().parent.parent
-KILLED = {1: "killed", 3: "killed", 36: "timeout", 24: "timeout", -24: "timeout", 152: "timeout", 255: "timeout",
-          37: "killed"}
-STATUS = {0: "survived", 5: "no tests", 33: "no tests", 34: "skipped", None: "not checked"}
+# mutmut's statuses, in the report's terms: a type checker's catch is a kill like a test's.
+CAUGHT = {"killed": "killed", "caught by type check": "killed", "timeout": "timeout"}
+UNCHECKED = {"not checked", "skipped", "suspicious", "segfault", "check was interrupted by user"}
 
 
 def status(exit_code: int | None) -> str:
-    return KILLED.get(exit_code) or STATUS.get(exit_code) or "suspicious"  # type: ignore[arg-type]
+    """killed, timeout, survived, no tests, or not checked."""
+    mutmut_status = status_by_exit_code[exit_code]
+    if mutmut_status in CAUGHT:
+        return CAUGHT[mutmut_status]
+    return "not checked" if mutmut_status in UNCHECKED else mutmut_status
 
 
 def load(mutants: Path) -> dict[str, dict[str, str]]:
@@ -54,7 +60,7 @@ def main() -> int:
     rows, survivors, total = [], [], Counter()
     for module, statuses in results.items():
         counts = Counter("equivalent" if name in equivalents else s for name, s in statuses.items())
-        unchecked = counts["not checked"] + counts["suspicious"] + counts["skipped"]
+        unchecked = counts["not checked"]
         counted = len(statuses) - counts["equivalent"] - unchecked
         caught = counts["killed"] + counts["timeout"]
         rows.append((module, len(statuses), caught, counts["survived"], counts["no tests"], counts["equivalent"],
@@ -62,7 +68,7 @@ def main() -> int:
         total.update(counts)
         total["all"] += len(statuses)
         survivors += [n for n, s in statuses.items() if s in ("survived", "no tests") and n not in equivalents]
-    unchecked = total["not checked"] + total["suspicious"] + total["skipped"]
+    unchecked = total["not checked"]
     counted = total["all"] - total["equivalent"] - unchecked
     score = 100.0 * (total["killed"] + total["timeout"]) / counted if counted else 0.0
     day = datetime.date.today().isoformat()

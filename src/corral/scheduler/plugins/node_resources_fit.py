@@ -27,7 +27,7 @@ USAGE_KEY = "cpuMemoryUsage"
 
 def cpu_memory_usage(state: CycleState, table, pod, rows) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Per scored row: (non-zero requested + the pod's, allocatable, allocatable or 1) for cpu and
-    memory, as floats. Computed once per cycle and shared by the scores that need it."""
+    memory, as floats. Computed for both at the first call of a cycle and kept in ``state``."""
     usage = state.get(USAGE_KEY)
     if usage is None:
         req = pod.requests
