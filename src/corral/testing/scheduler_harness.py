@@ -36,7 +36,10 @@ class RecordingWriter:
         self.failed_binds = 0
         self.double_binds = 0
         self.conditions: dict[str, dict[str, Any]] = {}
-        self.events: list[tuple[str, str, str]] = []
+        self.status_patches: list[tuple[str, dict[str, Any]]] = []  # (pod key, patch), every one
+        self.events: list[tuple[str, str, str]] = []  # (pod key, reason, message)
+        self.event_objects: list[dict[str, Any]] = []  # the events as created
+        self.event_patches: list[tuple[str, str, dict[str, Any]]] = []  # (namespace, name, patch)
 
     async def bind(self, pod: PodInfo, node: str) -> Status:
         self.bind_attempts += 1
@@ -51,6 +54,7 @@ class RecordingWriter:
         return SUCCESS
 
     async def patch_status(self, pod: PodInfo, patch: dict[str, Any]) -> None:
+        self.status_patches.append((pod.key, copy.deepcopy(patch)))
         for c in patch["status"]["conditions"]:
             if c["type"] == "PodScheduled":
                 self.conditions[pod.key] = c
@@ -58,9 +62,10 @@ class RecordingWriter:
     async def create_event(self, namespace: str, event: dict[str, Any]) -> None:
         io = event["involvedObject"]
         self.events.append((f"{io['namespace']}/{io['name']}", event["reason"], event["message"]))
+        self.event_objects.append(copy.deepcopy(event))
 
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        return None
+        self.event_patches.append((namespace, name, copy.deepcopy(patch)))
 
 
 class Harness:

@@ -1,0 +1,471 @@
+"""How the scheduler reacts to what the cluster tells it, and what it tells the cluster back: which
+pod changes queue a pod or free room, which node changes give waiting pods another try, the
+PodScheduled condition written once per message, events, metrics and `corral explain`'s report."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+from prometheus_client import generate_latest
+
+from corral.testing.builders import make_node, make_pod
+from corral.testing.scheduler_harness import Harness
+
+
+def where(h: Harness, key: str) -> str | None:
+    """Where the pod waits in the queue (active, backoff, unschedulable, in-flight), or None."""
+    qp = h.scheduler.queue.get(key)
+    return None if qp is None else qp.where
+
+
+async def one_round(h: Harness) -> None:
+    """Try every pod that is active, or whose backoff has passed, once; let the writes finish."""
+    s = h.scheduler
+    s.events.start()
+    h.queue_clock.advance(s.queue.settings.backoff_max)
+    s.queue.flush_backoff()
+    while (qp := s.queue.pop_nowait()) is not None:
+        s.schedule_one(qp)
+    while s._inflight:
+        await asyncio.gather(*list(s._inflight), return_exceptions=True)
+    await s.events.drain()
+
+
+# --- pod changes ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
+async def test_a_finished_pod_is_never_queued(phase):
+    h = Harness()
+    h.add_node(make_node("n"))
+    h.add_pod(make_pod("done").phase(phase))
+    assert "default/done" not in h.scheduler.queue
+    await h.run()
+    assert h.placements() == {}
+
+
+async def test_a_pod_being_deleted_is_never_queued_and_leaves_the_queue():
+    h = Harness()
+    h.add_pod(make_pod("p").requests(cpu="100"))
+    await h.run()
+    assert where(h, "default/p") == "unschedulable"
+    deleting = make_pod("p").requests(cpu="100").obj
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    h.scheduler.pod_changed("default/p", deleting)
+    assert "default/p" not in h.scheduler.queue
+    h.add_pod(make_pod("q").obj | {"metadata": {**make_pod("q").obj["metadata"],
+                                                "deletionTimestamp": "2026-01-01T00:00:00Z"}})
+    assert "default/q" not in h.scheduler.queue
+
+
+async def test_a_pod_without_a_scheduler_name_belongs_to_the_default_scheduler():
+    h = Harness()
+    h.add_node(make_node("n"))
+    pod = make_pod("p").obj
+    del pod["spec"]["schedulerName"]
+    h.add_pod(pod)
+    await h.run()
+    assert h.placements() == {"default/p": "n"}
+
+
+async def test_a_deleted_pod_leaves_the_queue_and_its_condition_is_written_again_for_a_new_pod_of_that_name():
+    h = Harness()
+    h.add_node(make_node("n").capacity(cpu=1, memory="4Gi", pods=10))
+    h.add_pod(make_pod("p").requests(cpu="2"))
+    await h.run()
+    assert len(h.writer.status_patches) == 1
+    h.delete_pod("default/p")
+    assert "default/p" not in h.scheduler.queue
+    h.add_pod(make_pod("p").requests(cpu="2"))  # the same name again, as it was before anything was written
+    await h.run()
+    assert [key for key, _ in h.writer.status_patches] == ["default/p", "default/p"]
+
+
+async def test_a_bound_pod_that_finishes_frees_its_room_for_a_waiting_pod():
+    h = Harness()
+    h.add_node(make_node("n").capacity(cpu=1, memory="4Gi", pods=10))
+    running = make_pod("job").requests(cpu="800m").node("n").phase("Running")
+    h.add_pod(running)
+    h.add_pod(make_pod("next").requests(cpu="800m"))
+    await h.run()
+    assert where(h, "default/next") == "unschedulable"
+    h.add_pod(make_pod("job").requests(cpu="800m").node("n").phase("Succeeded"))
+    assert "default/job" not in h.scheduler.cache.pods
+    assert where(h, "default/next") in ("active", "backoff")
+    await h.run()
+    assert h.placements() == {"default/next": "n"}
+
+
+async def test_a_bound_pod_with_affinity_arriving_gives_pods_waiting_on_affinity_another_try():
+    h = Harness()
+    h.add_node(make_node("n"))
+    h.add_pod(make_pod("follower").affinity("kubernetes.io/hostname", app="db"))
+    h.add_pod(make_pod("big").requests(cpu="100"))
+    await h.run()
+    assert where(h, "default/follower") == "unschedulable"
+    # A bound pod without affinity terms does not move anything (Kubernetes' AssignedPodAdd is only
+    # interesting to pods whose affinity it could satisfy; corral keys it on the new pod having
+    # affinity, so a plain pod's arrival is no event at all).
+    h.add_pod(make_pod("plain").labels(app="db").node("n"))
+    assert where(h, "default/follower") == "unschedulable"
+    h.add_pod(make_pod("db").labels(app="db").node("n").anti_affinity("kubernetes.io/hostname", app="x"))
+    assert where(h, "default/follower") in ("active", "backoff")
+    assert where(h, "default/big") == "unschedulable"  # affinity events do not move a resource misfit
+    await h.run()
+    assert h.placements() == {"default/follower": "n"}
+
+
+async def test_a_pod_evicted_back_to_pending_is_uncounted_and_scheduled_again():
+    h = Harness()
+    h.add_node(make_node("n").capacity(cpu=1, memory="4Gi", pods=10))
+    h.add_pod(make_pod("evicted").requests(cpu="800m").node("n"))
+    h.add_pod(make_pod("waiting").requests(cpu="800m"))
+    await h.run()
+    assert where(h, "default/waiting") == "unschedulable"
+    h.pods["default/evicted"] = make_pod("evicted").requests(cpu="800m").obj
+    h.scheduler.pod_changed("default/evicted", h.pods["default/evicted"])
+    assert "default/evicted" not in h.scheduler.cache.pods
+    assert where(h, "default/waiting") in ("active", "backoff")
+    await h.run()
+    assert len(h.placements()) == 1  # one of the two got the room, the other waits
+    assert int(h.scheduler.cache.table.requested["cpu"][0]) == 800
+
+
+async def test_a_bound_pod_is_taken_out_of_the_queue():
+    h = Harness()
+    h.add_pod(make_pod("p").requests(cpu="100"))
+    await h.run()
+    assert where(h, "default/p") == "unschedulable"
+    h.add_node(make_node("elsewhere"))
+    h.add_pod(make_pod("p").requests(cpu="100").node("elsewhere"))  # bound by someone else
+    assert "default/p" not in h.scheduler.queue
+    assert h.scheduler.cache.pods["default/p"].row == h.scheduler.cache.table.row_of["elsewhere"]
+
+
+async def test_a_deleted_bound_pod_frees_its_room():
+    h = Harness()
+    h.add_node(make_node("n").capacity(cpu=1, memory="4Gi", pods=10))
+    h.add_pod(make_pod("old").requests(cpu="800m").node("n"))
+    h.add_pod(make_pod("new").requests(cpu="800m"))
+    await h.run()
+    assert where(h, "default/new") == "unschedulable"
+    h.scheduler.pod_changed("default/old", None)
+    assert where(h, "default/new") in ("active", "backoff")
+    await h.run()
+    assert h.placements() == {"default/new": "n"}
+
+
+# --- node changes -----------------------------------------------------------------------------------
+
+async def test_a_node_update_that_changes_what_fits_gives_waiting_pods_another_try_and_a_heartbeat_does_not():
+    h = Harness()
+    node = make_node("n").taint("dedicated", "gpu")
+    h.add_node(node)
+    h.add_pod(make_pod("p"))
+    await h.run()
+    assert where(h, "default/p") == "unschedulable"
+    h.add_node(make_node("n").taint("dedicated", "gpu").heartbeat_age(5))  # only the heartbeat moved
+    assert where(h, "default/p") == "unschedulable"
+    h.add_node(make_node("n"))  # the taint is gone
+    assert where(h, "default/p") in ("active", "backoff")
+    await h.run()
+    assert h.placements() == {"default/p": "n"}
+
+
+@pytest.mark.parametrize("change", ["labels", "allocatable", "unschedulable", "ready"])
+async def test_each_node_change_the_filters_read_counts_as_an_update(change):
+    before = make_node("n").capacity(cpu=1, memory="4Gi", pods=10)
+    after = make_node("n").capacity(cpu=1, memory="4Gi", pods=10)
+    if change == "labels":
+        after.label("disk", "ssd")
+    elif change == "allocatable":
+        after.capacity(cpu=2, memory="4Gi", pods=10)
+    elif change == "unschedulable":
+        after.unschedulable()
+    else:
+        after.not_ready()
+    h = Harness()
+    h.add_node(before)
+    h.add_pod(make_pod("p").requests(cpu="100"))
+    await h.run()
+    assert where(h, "default/p") == "unschedulable"
+    h.add_node(after)
+    assert where(h, "default/p") in ("active", "backoff")
+
+
+async def test_a_deleted_node_takes_no_more_pods_and_its_name_can_return():
+    h = Harness()
+    h.add_node(make_node("gone"))
+    h.scheduler.node_changed("gone", None)
+    h.add_pod(make_pod("p"))
+    await h.run()
+    assert h.placements() == {}
+    assert where(h, "default/p") == "unschedulable"
+    h.add_node(make_node("gone"))  # the same name comes back: an addition again
+    assert where(h, "default/p") in ("active", "backoff")
+    await h.run()
+    assert h.placements() == {"default/p": "gone"}
+
+
+# --- what the scheduler writes ----------------------------------------------------------------------
+
+async def test_the_unschedulable_condition_is_written_once_per_message_keeping_other_conditions():
+    h = Harness()
+    h.add_node(make_node("n").capacity(cpu=1, memory="4Gi", pods=10))
+    pod = make_pod("p").requests(cpu="2").obj
+    pod["status"]["conditions"] = [{"type": "Initialized", "status": "True"}]
+    h.add_pod(pod)
+    await h.run()
+    for _ in range(3):  # the periodic retry meets the same answer: nothing more to write
+        h.scheduler.queue.on_event("NodeAdd")
+        await one_round(h)
+    assert len(h.writer.status_patches) == 1
+    key, patch = h.writer.status_patches[0]
+    (initialized, scheduled) = patch["status"]["conditions"]
+    assert initialized == {"type": "Initialized", "status": "True"}
+    assert {k: v for k, v in scheduled.items() if k != "lastTransitionTime"} == {
+        "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": "0/1 nodes are available: 1 Insufficient cpu."}
+    assert scheduled["lastTransitionTime"].endswith("Z")
+    # A new reason is a new message: written again.
+    h.add_node(make_node("m").taint("dedicated", "gpu"))
+    await one_round(h)
+    assert len(h.writer.status_patches) == 2
+    assert h.writer.conditions["default/p"]["message"] == (
+        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s).")
+
+
+async def test_a_condition_the_pod_already_carries_is_not_written_again():
+    h = Harness()
+    h.add_node(make_node("n").capacity(cpu=1, memory="4Gi", pods=10))
+    pod = make_pod("p").requests(cpu="2").obj
+    pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                    "message": "0/1 nodes are available: 1 Insufficient cpu."}]
+    h.add_pod(pod)  # e.g. a scheduler that restarts, or a new leader, meets its predecessor's condition
+    await h.run()
+    assert h.writer.status_patches == []
+    assert ("default/p", "FailedScheduling", "0/1 nodes are available: 1 Insufficient cpu.") in h.writer.events
+    # A PodScheduled=True or another message does not count as written.
+    other = make_pod("q").requests(cpu="2").obj
+    other["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "message":
+                                      "0/1 nodes are available: 1 Insufficient cpu."},
+                                     {"type": "Ready", "status": "False",
+                                      "message": "0/1 nodes are available: 1 Insufficient cpu."}]
+    h.add_pod(other)
+    await h.run()
+    assert [key for key, _ in h.writer.status_patches] == ["default/q"]
+    assert [c["type"] for c in h.writer.status_patches[0][1]["status"]["conditions"]] == ["Ready", "PodScheduled"]
+
+
+async def test_a_binding_writes_a_scheduled_event_kubernetes_style():
+    h = Harness()
+    h.add_node(make_node("n"))
+    h.add_pod(make_pod("p"))
+    await h.run()
+    (event,) = h.writer.event_objects
+    digest_name = event["metadata"]["name"]
+    assert digest_name.startswith("p.") and len(digest_name) == len("p.") + 12
+    assert {k: v for k, v in event.items() if k not in ("firstTimestamp", "lastTimestamp", "metadata")} == {
+        "apiVersion": "v1", "kind": "Event",
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": "p", "namespace": "default",
+                           "uid": "uid-default-p"},
+        "reason": "Scheduled", "message": "Successfully assigned default/p to n", "type": "Normal", "count": 1,
+        "source": {"component": "default-scheduler"}, "reportingComponent": "default-scheduler"}
+    assert event["metadata"] == {"name": digest_name, "namespace": "default"}
+    assert event["firstTimestamp"] == event["lastTimestamp"]
+    assert h.scheduler.scheduled == 1 and h.scheduler.bind_failures == 0
+
+
+async def test_a_failed_binding_is_retried_after_backoff_and_logged_with_pod_node_and_reason(caplog):
+    failures = iter([True, False])
+    h = Harness()
+    h.writer.fail = lambda pod, node: next(failures)
+    h.add_node(make_node("n"))
+    h.add_pod(make_pod("p"))
+    with caplog.at_level(logging.WARNING, logger="corral.scheduler.scheduler"):
+        s = h.scheduler
+        s.schedule_one(s.queue.pop_nowait())
+        await asyncio.gather(*list(s._inflight))
+    assert h.placements() == {} and h.scheduler.bind_failures == 1 and h.scheduler.scheduled == 0
+    assert where(h, "default/p") == "backoff"
+    assert not h.scheduler.cache.is_assumed("default/p")
+    assert caplog.messages == ["binding default/p to n failed: injected bind failure; retrying after backoff"]
+    await h.run()
+    assert h.placements() == {"default/p": "n"}
+    assert h.scheduler.bind_failures == 1 and h.scheduler.scheduled == 1
+    metrics = generate_latest(h.scheduler.metrics.registry).decode()
+    assert 'corral_scheduler_schedule_attempts_total{profile="default-scheduler",result="error"} 1.0' in metrics
+    assert 'corral_scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 2.0' in metrics
+
+
+async def test_a_binding_refused_as_unresolvable_is_not_retried(caplog):
+    h = Harness()
+    h.add_node(make_node("n"))
+    h.add_pod(make_pod("p"))
+    h.writer.bindings["default/p"] = "elsewhere"  # someone else bound it first
+    with caplog.at_level(logging.INFO, logger="corral.scheduler.scheduler"):
+        await one_round(h)
+    assert "default/p" not in h.scheduler.queue and not h.scheduler.cache.is_assumed("default/p")
+    assert h.scheduler.bind_failures == 1
+    assert caplog.messages == ["binding default/p to n: already bound"]
+    assert 'result="error"' not in generate_latest(h.scheduler.metrics.registry).decode()
+
+
+async def test_a_binder_that_raises_is_a_failed_binding_not_a_dead_scheduler():
+    h = Harness()
+
+    async def broken(pod, node):
+        raise RuntimeError("connection reset")
+
+    h.writer.bind = broken
+    h.add_node(make_node("n"))
+    h.add_pod(make_pod("p"))
+    await one_round(h)
+    assert where(h, "default/p") == "backoff" and h.scheduler.bind_failures == 1
+
+
+async def test_metrics_count_attempts_by_result_and_profile_and_time_them():
+    h = Harness()
+    h.add_node(make_node("n").capacity(cpu=1, memory="4Gi", pods=10))
+    h.add_pod(make_pod("fits"))
+    h.add_pod(make_pod("too-big").requests(cpu="2"))
+    observed = []
+    h.scheduler.attempt_observer = lambda seconds, result: observed.append((seconds >= 0, result))
+    await h.run()
+    h.scheduler.update_gauges()
+    text = generate_latest(h.scheduler.metrics.registry).decode()
+    for line in [
+        "# HELP corral_scheduler_schedule_attempts_total Scheduling attempts by result",
+        'corral_scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 1.0',
+        'corral_scheduler_schedule_attempts_total{profile="default-scheduler",result="unschedulable"} 1.0',
+        "# HELP corral_scheduler_scheduling_attempt_duration_seconds Duration of one scheduling attempt "
+        "(filter, score, select)",
+        'corral_scheduler_scheduling_attempt_duration_seconds_count{result="scheduled"} 1.0',
+        'corral_scheduler_scheduling_attempt_duration_seconds_count{result="unschedulable"} 1.0',
+        'corral_scheduler_scheduling_attempt_duration_seconds_bucket{le="1.0",result="scheduled"} 1.0',
+        "# HELP corral_scheduler_pending_pods Pending pods by queue",
+        'corral_scheduler_pending_pods{queue="unschedulable"} 1.0',
+        'corral_scheduler_pending_pods{queue="active"} 0.0',
+    ]:
+        assert line in text, line
+    buckets = [line.split('le="')[1].split('"')[0] for line in text.splitlines()
+               if line.startswith("corral_scheduler_scheduling_attempt_duration_seconds_bucket{")
+               and 'result="scheduled"' in line]
+    assert buckets == ["0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.1", "1.0",
+                       "+Inf"]
+    assert sorted(observed) == [(True, "scheduled"), (True, "unschedulable")]
+    h.scheduler.metrics.unregister()
+    assert "corral_scheduler" not in generate_latest(h.scheduler.metrics.registry).decode()
+
+
+async def test_a_started_scheduler_places_pods_as_they_come_and_idles_then_stops():
+    h = Harness()
+    s = h.scheduler
+    s._flush_interval = 0.01
+    h.add_node(make_node("n"))
+    s.start()
+    try:
+        assert {t.get_name() for t in s._tasks} == {"scheduler", "scheduler-flush"}
+        for i in range(30):
+            h.add_pod(make_pod(f"p{i}"))
+        await s.idle(timeout=10)
+        assert len(h.placements()) == 30 and s.scheduled == 30
+        # The flush loop runs: a pod refused once (no room) is retried without any cluster event
+        # once the unschedulable flush interval has passed on the queue's clock.
+        h.add_pod(make_pod("late").requests(cpu="100"))
+        await s.idle(timeout=10)
+        first = s.queue.get("default/late").timestamp
+        h.queue_clock.advance(s.queue.settings.unschedulable_flush + s.queue.settings.backoff_max)
+        deadline = asyncio.get_running_loop().time() + 10
+        while s.queue.get("default/late").timestamp == first:
+            assert asyncio.get_running_loop().time() < deadline, "the flush loop never retried the pod"
+            await asyncio.sleep(0.01)
+    finally:
+        await s.stop()
+    assert all(t.done() for t in s._tasks)
+
+
+async def test_idle_gives_up_with_the_queue_counts():
+    h = Harness()
+    h.add_pod(make_pod("p"))  # active, and nothing runs the loop
+    with pytest.raises(TimeoutError, match=r"not idle after 0.05s: \{'active': 1, 'backoff': 0"):
+        await h.scheduler.idle(timeout=0.05)
+
+
+async def test_one_pod_whose_cycle_raises_goes_to_backoff_and_the_loop_carries_on(caplog, monkeypatch):
+    h = Harness()
+    s = h.scheduler
+    h.add_node(make_node("n"))
+    original = s.schedule_one
+
+    def flaky(qp):
+        if qp.key == "default/bad":
+            raise ValueError("boom")
+        return original(qp)
+
+    monkeypatch.setattr(s, "schedule_one", flaky)
+    h.add_pod(make_pod("bad"))
+    h.add_pod(make_pod("good"))
+    s.start()
+    try:
+        with caplog.at_level(logging.ERROR, logger="corral.scheduler.scheduler"):
+            deadline = asyncio.get_running_loop().time() + 10
+            while "default/good" not in h.placements():
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.01)
+    finally:
+        await s.stop()
+    assert where(h, "default/bad") == "backoff"
+    assert "scheduling default/bad failed" in caplog.messages
+
+
+# --- explain -----------------------------------------------------------------------------------------
+
+async def test_explain_reports_every_node_best_first_with_each_plugins_score_or_its_reasons():
+    h = Harness({"tieBreak": "name"})
+    h.add_node(make_node("small").capacity(cpu=2, memory="8Gi", pods=110))
+    h.add_node(make_node("big2").capacity(cpu=8, memory="32Gi", pods=110))
+    h.add_node(make_node("big").capacity(cpu=8, memory="32Gi", pods=110))
+    h.add_node(make_node("tiny").capacity(cpu=1, memory="8Gi", pods=110))
+    h.add_node(make_node("tainted").taint("dedicated", "gpu"))
+    report = h.scheduler.explain(make_pod("p").requests(cpu="1500m", memory="1Gi").obj)
+    # LeastAllocated: (6500*100)//8000 = 81 for cpu, (31*100)//32 = 96 for memory, mean 88;
+    # balance: 100 * (1 - |0.1875 - 0.03125| / 2) = 92. On the small node: 25 and 87 → 56; 68.
+    assert report == {
+        "pod": "default/p", "schedulerName": "default-scheduler", "chosen": "big", "feasible": 3, "total": 5,
+        "message": "3/5 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s).",
+        "nodes": [
+            {"node": "big", "feasible": True, "total": 180.0,
+             "scores": {"NodeResourcesFit": 88.0, "NodeResourcesBalancedAllocation": 92.0}},
+            {"node": "big2", "feasible": True, "total": 180.0,
+             "scores": {"NodeResourcesFit": 88.0, "NodeResourcesBalancedAllocation": 92.0}},
+            {"node": "small", "feasible": True, "total": 124.0,
+             "scores": {"NodeResourcesFit": 56.0, "NodeResourcesBalancedAllocation": 68.0}},
+            {"node": "tiny", "feasible": False, "plugin": "NodeResourcesFit", "reasons": ["Insufficient cpu"]},
+            {"node": "tainted", "feasible": False, "plugin": "TaintToleration",
+             "reasons": ["node(s) had untolerated taint(s)"]},
+        ],
+    }
+
+
+async def test_explain_with_one_feasible_node_chooses_it_and_with_none_chooses_nothing():
+    h = Harness()
+    h.add_node(make_node("a").capacity(cpu=1, memory="8Gi", pods=110))
+    h.add_node(make_node("b").capacity(cpu=4, memory="8Gi", pods=110))
+    one = h.scheduler.explain(make_pod("p").requests(cpu="2").obj)
+    assert (one["chosen"], one["feasible"], [n["node"] for n in one["nodes"]]) == ("b", 1, ["b", "a"])
+    none = h.scheduler.explain(make_pod("p").requests(cpu="8").obj)
+    assert (none["chosen"], none["feasible"], none["message"]) == (
+        None, 0, "0/2 nodes are available: 2 Insufficient cpu.")
+
+
+async def test_explain_a_bound_pod_as_if_it_were_still_pending():
+    h = Harness()
+    h.add_node(make_node("a"))
+    h.add_node(make_node("b"))
+    h.add_pod(make_pod("p").node("a"))
+    report = h.scheduler.explain(make_pod("p").node("a").obj)
+    assert report["feasible"] == 2  # not only the node it is bound to
+    with pytest.raises(LookupError, match="no profile for schedulerName 'other'"):
+        h.scheduler.explain(make_pod("x").scheduler("other").obj)

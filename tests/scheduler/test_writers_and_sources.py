@@ -1,0 +1,240 @@
+"""The scheduler's two ways to the cluster, against a real server: its writes (bindings, conditions,
+events) inside the server process and over HTTP, its event recorder, and its two sources of truth
+(the server's watch cache, informers)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import pytest
+
+from corral.client import Client
+from corral.scheduler.cluster import EventRecorder, HttpWriter, InProcessWriter
+from corral.scheduler.framework.podinfo import PodInfo
+from corral.scheduler.framework.status import SUCCESS, Code, Status
+from corral.scheduler.sources import InformerSource, attach_in_process
+from corral.server.leader import Fence
+from corral.testing.builders import make_node, make_pod
+from corral.testing.clock import FakeClock
+from corral.testing.scheduler_harness import Harness, RecordingWriter
+
+GONE = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("the pod was deleted or bound elsewhere",), "DefaultBinder")
+
+
+def pod(name: str, **labels: str) -> dict:
+    obj = make_pod(name).labels(**labels).obj
+    obj["metadata"].pop("uid")
+    obj.pop("status")
+    return obj
+
+
+def node(name: str) -> dict:
+    return make_node(name).obj
+
+
+async def created_info(c: Client, name: str) -> PodInfo:
+    return PodInfo.from_object(await c.create(pod(name), raw=True))
+
+
+@pytest.fixture(params=["in-process", "http"])
+async def writer(request, server):
+    """(writer, client) for each kind of writer, on one real server."""
+    async with Client(server.url) as c:
+        yield (InProcessWriter(server.api) if request.param == "in-process" else HttpWriter(c)), c
+
+
+async def test_a_binding_assigns_the_node_and_marks_the_pod_scheduled(writer):
+    w, c = writer
+    info = await created_info(c, "p")
+    assert await w.bind(info, "n1") == SUCCESS
+    got = await c.get("pods", "p", "default", raw=True)
+    assert got["spec"]["nodeName"] == "n1" and got["status"]["phase"] == "Scheduled"
+    assert [(x["type"], x["status"]) for x in got["status"]["conditions"]] == [("PodScheduled", "True")]
+
+
+async def test_binding_a_pod_that_is_bound_elsewhere_or_gone_is_unresolvable(writer):
+    w, c = writer
+    info = await created_info(c, "p")
+    assert await w.bind(info, "n1") == SUCCESS
+    assert await w.bind(info, "n2") == GONE
+    assert (await c.get("pods", "p", "default", raw=True))["spec"]["nodeName"] == "n1"
+    await c.delete("pods", "p", "default")
+    assert await w.bind(PodInfo.from_object(pod("p") | {"metadata": {"name": "p", "namespace": "default"}}),
+                        "n1") == GONE
+
+
+async def test_the_condition_patch_changes_only_the_pods_status(writer):
+    w, c = writer
+    info = await created_info(c, "p")
+    condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/0 nodes"}
+    await w.patch_status(info, {"status": {"conditions": [condition]}})
+    got = await c.get("pods", "p", "default", raw=True)
+    assert got["status"]["conditions"] == [condition]
+    assert "nodeName" not in got["spec"]
+
+
+async def test_events_are_created_with_defaults_and_their_count_patched(writer):
+    w, c = writer
+    event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "p.abc", "namespace": "default"},
+             "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+             "reason": "FailedScheduling", "message": "no", "type": "Warning", "count": 1}
+    await w.create_event("default", event)
+    got = await c.get("events", "p.abc", "default", raw=True)
+    assert got["reason"] == "FailedScheduling" and got["count"] == 1
+    assert got["metadata"]["uid"] and got["metadata"]["creationTimestamp"]
+    await w.patch_event("default", "p.abc", {"count": 4})
+    assert (await c.get("events", "p.abc", "default", raw=True))["count"] == 4
+
+
+async def test_a_server_that_lost_the_leader_lease_binds_nothing(server):
+    async with Client(server.url) as c:
+        info = await created_info(c, "p")
+        status = await InProcessWriter(server.api, Fence()).bind(info, "n1")
+        assert status == Status.error("not bound: this server is no longer the leader "
+                                      "(this server does not hold the leader Lease)", "DefaultBinder")
+        fence = Fence()
+        fence.grant("/coordination.k8s.io/leases/kube-system/none", 1)  # a Lease that is not in the store
+        status = await InProcessWriter(server.api, fence).bind(info, "n1")
+        assert status.code is Code.ERROR and status.plugin == "DefaultBinder"
+        assert status.message().startswith("not bound: this server is no longer the leader")
+        assert "nodeName" not in (await c.get("pods", "p", "default", raw=True))["spec"]
+
+
+async def test_a_binding_through_a_server_that_cannot_be_reached_is_an_error_worth_a_retry(unused_tcp_port):
+    async with Client(f"http://127.0.0.1:{unused_tcp_port}", timeout=2) as c:
+        status = await HttpWriter(c).bind(PodInfo.from_object(make_pod("p").obj), "n1")
+    assert status.code is Code.ERROR and status.plugin == "DefaultBinder"
+    assert str(unused_tcp_port) in status.message()
+
+
+# --- the event recorder -------------------------------------------------------------------------------
+
+async def test_a_repeated_event_raises_the_count_and_is_written_at_most_once_per_interval():
+    clock = FakeClock()
+    w = RecordingWriter()
+    rec = EventRecorder(w, repeat_interval=300.0, clock=clock, component="sched", host="box")
+    rec.start()
+    try:
+        p = PodInfo.from_object(make_pod("p").obj)
+        for _ in range(3):
+            rec.record(p, "Warning", "FailedScheduling", "0/1 nodes")
+        await rec.drain()
+        (event,) = w.event_objects
+        assert event["source"] == {"component": "sched", "host": "box"} and event["reportingComponent"] == "sched"
+        assert (event["type"], event["count"]) == ("Warning", 1)
+        assert w.event_patches == []  # repeats within the interval only counted
+        clock.advance(299.0)
+        rec.record(p, "Warning", "FailedScheduling", "0/1 nodes")
+        await rec.drain()
+        assert w.event_patches == []
+        clock.advance(1.0)
+        rec.record(p, "Warning", "FailedScheduling", "0/1 nodes")
+        await rec.drain()
+        ((ns, name, patch),) = w.event_patches
+        assert (ns, name, patch["count"]) == ("default", event["metadata"]["name"], 5)
+        assert patch["lastTimestamp"].endswith("Z")
+        clock.advance(299.0)  # the interval counts from the last write
+        rec.record(p, "Warning", "FailedScheduling", "0/1 nodes")
+        await rec.drain()
+        assert len(w.event_patches) == 1
+        # Another message, another reason or another pod (uid) is another event.
+        rec.record(p, "Warning", "FailedScheduling", "0/2 nodes")
+        rec.record(p, "Normal", "Scheduled", "0/1 nodes")
+        rec.record(PodInfo.from_object(make_pod("q").obj), "Warning", "FailedScheduling", "0/1 nodes")
+        await rec.drain()
+        assert len({e["metadata"]["name"] for e in w.event_objects}) == 4
+        assert [e["involvedObject"]["name"] for e in w.event_objects] == ["p", "p", "p", "q"]
+    finally:
+        await rec.stop()
+
+
+async def test_events_past_the_queue_limit_are_dropped_and_counted_and_a_failed_write_is_not_fatal(caplog):
+    w = RecordingWriter()
+
+    async def refuse(namespace, event):
+        raise RuntimeError("store unavailable")
+
+    w.create_event = refuse
+    rec = EventRecorder(w, max_pending=2)
+    p = PodInfo.from_object(make_pod("p").obj)
+    for i in range(5):
+        rec.record(p, "Normal", "Scheduled", f"m{i}")
+    assert rec.dropped == 3
+    rec.start()
+    with caplog.at_level(logging.DEBUG, logger="corral.scheduler.cluster"):
+        await rec.drain()
+    await rec.stop()
+    assert len(caplog.messages) == 2 and all("store unavailable" in m for m in caplog.messages)
+    assert caplog.messages[0].startswith("event default/p.") and " not written: " in caplog.messages[0]
+
+
+# --- sources -----------------------------------------------------------------------------------------
+
+async def test_the_in_process_source_loads_what_the_server_has_then_follows_it_until_detached(server):
+    async with Client(server.url) as c:
+        await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team",
+                                                                             "labels": {"tier": "a"}}})
+        await c.create(node("n1"))
+        await c.create(pod("bound") | {"spec": {**pod("bound")["spec"], "nodeName": "n1"}}, raw=True)
+        await c.create(pod("waiting"))
+        h = Harness()
+        detach = attach_in_process(h.scheduler, server.cache)
+        cache = h.scheduler.cache
+        assert set(cache.table.row_of) == {"n1"}
+        assert set(cache.pods) == {"default/bound"}
+        assert "default/waiting" in h.scheduler.queue
+        assert cache.namespace_labels["team"] == {"tier": "a"}
+
+        await c.create(node("n2"))
+        await c.create(pod("later"))
+        await c.delete("pods", "bound", "default", grace_period_seconds=0)
+        await c.delete("nodes", "n1")
+        await c.patch("namespaces", "team", {"metadata": {"labels": {"tier": "b"}}})
+        await asyncio.sleep(0)
+        assert set(cache.table.row_of) == {"n2"}
+        assert "default/bound" not in cache.pods and "default/later" in h.scheduler.queue
+        assert cache.namespace_labels["team"] == {"tier": "b"}
+        await c.delete("namespaces", "team")
+        assert "team" not in cache.namespace_labels
+
+        detach()
+        await c.create(node("n3"))
+        await c.create(pod("unseen"))
+        assert "n3" not in cache.table.row_of and "default/unseen" not in h.scheduler.queue
+
+
+async def test_the_informer_source_lists_then_watches_nodes_pods_and_namespaces(server):
+    async with Client(server.url) as c:
+        await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team",
+                                                                             "labels": {"tier": "a"}}})
+        await c.create(node("n1"))
+        await c.create(pod("bound") | {"spec": {**pod("bound")["spec"], "nodeName": "n1"}}, raw=True)
+        await c.create(pod("waiting"))
+        h = Harness()
+        source = InformerSource(h.scheduler, c)
+        await source.start()
+        try:
+            cache = h.scheduler.cache
+            assert set(cache.table.row_of) == {"n1"} and set(cache.pods) == {"default/bound"}
+            assert "default/waiting" in h.scheduler.queue and cache.namespace_labels["team"] == {"tier": "a"}
+
+            await c.create(node("n2"))
+            await c.create(pod("later"))
+            await c.patch("namespaces", "team", {"metadata": {"labels": {"tier": "b"}}})
+            await c.delete("pods", "bound", "default", grace_period_seconds=0)
+            await c.delete("nodes", "n1")
+
+            async def caught_up() -> bool:
+                return (set(cache.table.row_of) == {"n2"} and "default/bound" not in cache.pods
+                        and "default/later" in h.scheduler.queue and cache.namespace_labels.get("team") == {"tier": "b"})
+
+            async with asyncio.timeout(10):
+                while not await caught_up():
+                    await asyncio.sleep(0.02)
+            await c.delete("namespaces", "team")
+            async with asyncio.timeout(10):
+                while "team" in cache.namespace_labels:
+                    await asyncio.sleep(0.02)
+        finally:
+            await source.stop()
