@@ -114,8 +114,9 @@ class TermGroups:
 
 
 class Cache:
-    def __init__(self) -> None:
-        self.table = NodeTable()
+    def __init__(self, capacity: int | None = None) -> None:
+        """``capacity``: rows allocated at first (the columns double as nodes arrive)."""
+        self.table = NodeTable() if capacity is None else NodeTable(capacity)
         self.pods: dict[str, CachedPod] = {}
         self.namespace_labels: dict[str, dict[str, str]] = {}
         self.pod_groups = PodGroups(self.table.capacity)

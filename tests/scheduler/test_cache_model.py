@@ -1,0 +1,257 @@
+"""The scheduler cache against a plain-Python model: any sequence of node and pod changes (adds,
+updates, moves, relabels, finishes, deletions, assumed bindings confirmed or forgotten) leaves every
+column equal to what a from-scratch count of the pods gives — requested, free, non-zero requests,
+host ports, pods per selector, existing pods' affinity terms — with the columns growing from two rows."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from corral.api.selectors import LabelSelector, Requirement
+from corral.scheduler.cache.cache import Cache
+from corral.scheduler.framework.podinfo import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, PodInfo
+
+Mi = 1024 * 1024
+NODES = [f"n{i}" for i in range(6)]
+PODS = [f"p{i}" for i in range(8)]
+HOST = "kubernetes.io/hostname"
+
+
+def node_obj(name: str, cpu: int, gpu: int, zone: str, taint: bool) -> dict:
+    alloc = {"cpu": f"{cpu}m", "memory": "8Gi", "pods": "20", **({"example.com/gpu": str(gpu)} if gpu else {})}
+    return {"metadata": {"name": name, "labels": {"zone": zone}},
+            "spec": {"taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}] if taint else []},
+            "status": {"allocatable": alloc,
+                       "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def term(app: str) -> dict:
+    return {"topologyKey": HOST, "labelSelector": {"matchLabels": {"app": app}}}
+
+
+def pod_obj(name: str, ns: str, app: str, cpu: int, mem_mi: int, port: bool, gpu: int, anti: bool,
+            prefer: int, prefer_anti: bool, needs: bool, node: str = "", phase: str = "Running") -> dict:
+    requests = {**({"cpu": f"{cpu}m"} if cpu else {}), **({"memory": f"{mem_mi}Mi"} if mem_mi else {}),
+                **({"example.com/gpu": str(gpu)} if gpu else {})}
+    c = {"name": "c", "image": "app:1", "resources": {"requests": requests}}
+    if port:
+        c["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+    affinity: dict = {}
+    if anti:
+        affinity["podAntiAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": [term("web")]}
+    if prefer_anti:
+        affinity.setdefault("podAntiAffinity", {})["preferredDuringSchedulingIgnoredDuringExecution"] = [
+            {"weight": 5, "podAffinityTerm": term("db")}]
+    if prefer:
+        affinity["podAffinity"] = {"preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": prefer, "podAffinityTerm": term("db")}]}
+    if needs:
+        affinity.setdefault("podAffinity", {})["requiredDuringSchedulingIgnoredDuringExecution"] = [term("db")]
+    return {"metadata": {"name": name, "namespace": ns, "labels": {"app": app}, "uid": f"u-{name}"},
+            "spec": {"containers": [c], "affinity": affinity, **({"nodeName": node} if node else {})},
+            "status": {"phase": phase}}
+
+
+pods_st = st.builds(pod_obj, st.sampled_from(PODS), st.sampled_from(["default", "team"]),
+                    st.sampled_from(["web", "db"]), st.sampled_from([0, 100, 250]), st.sampled_from([0, 64]),
+                    st.booleans(), st.sampled_from([0, 0, 1]), st.booleans(), st.sampled_from([0, 10, 20]),
+                    st.booleans(), st.booleans())
+ops_st = st.lists(st.one_of(
+    st.tuples(st.just("node"), st.builds(node_obj, st.sampled_from(NODES), st.sampled_from([500, 2000]),
+                                         st.sampled_from([0, 2]), st.sampled_from(["a", "b"]), st.booleans())),
+    st.tuples(st.just("remove node"), st.sampled_from(NODES)),
+    st.tuples(st.just("bind"), pods_st, st.sampled_from(NODES)),
+    st.tuples(st.just("finish"), st.sampled_from(PODS), st.sampled_from(["Succeeded", "Failed"])),
+    st.tuples(st.just("unbind"), st.sampled_from(PODS)),
+    st.tuples(st.just("delete"), st.sampled_from(PODS)),
+    st.tuples(st.just("assume"), pods_st, st.sampled_from(NODES)),
+    st.tuples(st.just("forget"), st.sampled_from(PODS)),
+    st.tuples(st.just("confirm"), st.sampled_from(PODS)),
+), max_size=40)
+
+
+class Model:
+    """What the cache should hold, kept the plain way: node objects, and pods with their node."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, dict] = {}
+        self.pods: dict[str, tuple[dict, str, bool]] = {}  # key → (object, node, assumed)
+
+    def rows(self, cache: Cache) -> set[str]:
+        """Node names that must have a row: every node, and every node a pod is counted on."""
+        return set(self.nodes) | {node for _, node, _ in self.pods.values()}
+
+
+def apply(cache: Cache, model: Model, op: tuple) -> None:
+    kind = op[0]
+    if kind == "node":
+        obj = op[1]
+        cache.set_node(obj)
+        model.nodes[obj["metadata"]["name"]] = obj
+    elif kind == "remove node":
+        cache.remove_node(op[1])
+        model.nodes.pop(op[1], None)
+    elif kind == "bind":
+        obj, node = op[1], op[2]
+        obj["spec"]["nodeName"] = node
+        key = f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+        held = model.pods.get(key)
+        if held is not None and held[2]:
+            return  # an assumed pod is confirmed by "confirm", not replaced
+        cache.set_pod(obj)
+        model.pods[key] = (obj, node, False)
+    elif kind in ("finish", "unbind", "delete", "forget", "confirm"):
+        matches = [k for k in model.pods if k.endswith("/" + op[1])]
+        if not matches:
+            return
+        key = matches[0]
+        obj, node, assumed = model.pods[key]
+        if kind == "delete":
+            cache.remove_pod(key)
+            del model.pods[key]
+        elif kind == "forget":
+            cache.forget(key)
+            if assumed:
+                del model.pods[key]
+        elif kind == "confirm":
+            if assumed:
+                cache.set_pod(obj)
+                model.pods[key] = (obj, node, False)
+        elif assumed:
+            return  # informer news about a pod whose binding is on its way does not come before it
+        elif kind == "finish":
+            cache.set_pod({**obj, "status": {"phase": op[2]}})
+            del model.pods[key]
+        else:
+            cache.set_pod({**obj, "spec": {k: v for k, v in obj["spec"].items() if k != "nodeName"}})
+            del model.pods[key]
+    elif kind == "assume":
+        obj, node = op[1], op[2]
+        key = f"{obj['metadata']['namespace']}/{obj['metadata']['name']}"
+        if key in model.pods:
+            return
+        obj["spec"]["nodeName"] = node
+        cache.assume(PodInfo.from_object(obj), node)
+        model.pods[key] = (obj, node, True)
+
+
+def check(cache: Cache, model: Model) -> None:
+    table = cache.table
+    assert set(table.row_of) == model.rows(cache)
+    assert {table.names[r] for r in table.valid_rows()} == set(model.nodes)
+    assert table.node_count == len(model.nodes)
+    for name, row in table.row_of.items():
+        assert table.names[row] == name
+    assert set(cache.pods) == set(model.pods)
+    assert {k for k, c in cache.pods.items() if c.assumed} == {k for k, (_, _, a) in model.pods.items() if a}
+
+    on: dict[str, list[dict]] = {n: [] for n in model.rows(cache)}
+    for obj, node, _ in model.pods.values():
+        on[node].append(obj)
+
+    def want(node: str, f) -> int:
+        return sum(f(p) for p in on[node])
+
+    def req(p: dict, name: str) -> int:
+        return PodInfo.from_object(p).requests.__getattribute__(name)
+
+    for name, row in table.row_of.items():
+        node = model.nodes.get(name)
+        alloc_cpu = int(node["status"]["allocatable"]["cpu"][:-1]) if node else None
+        cpu = want(name, lambda p: req(p, "cpu"))
+        mem = want(name, lambda p: req(p, "memory"))
+        gpu = want(name, lambda p: dict(PodInfo.from_object(p).requests.extended).get("example.com/gpu", 0))
+        assert table.requested["cpu"][row] == cpu and table.requested["memory"][row] == mem
+        assert table.requested["pods"][row] == len(on[name])
+        assert table.requested_f["cpu"][row] == float(cpu) and table.requested_f["memory"][row] == float(mem)
+        nz_cpu = want(name, lambda p: req(p, "cpu") or DEFAULT_MILLI_CPU_REQUEST)
+        nz_mem = want(name, lambda p: req(p, "memory") or DEFAULT_MEMORY_REQUEST)
+        assert (table.nonzero_cpu[row], table.nonzero_memory[row]) == (nz_cpu, nz_mem)
+        assert (table.nonzero_f["cpu"][row], table.nonzero_f["memory"][row]) == (float(nz_cpu), float(nz_mem))
+        ports = table.ports.get(("TCP", 8080))
+        assert (0 if ports is None else ports[row]) == want(
+            name, lambda p: int(any("ports" in c for c in p["spec"]["containers"])))
+        gpu_requested = table.requested.get("example.com/gpu")
+        assert (0 if gpu_requested is None else gpu_requested[row]) == gpu
+        if node is not None:
+            gpu_alloc = int(node["status"]["allocatable"].get("example.com/gpu", 0))
+            assert table.allocatable["cpu"][row] == alloc_cpu and table.free["cpu"][row] == alloc_cpu - cpu
+            assert table.alloc_f["cpu"][row] == float(alloc_cpu)
+            assert table.alloc_safe_f["cpu"][row] == float(max(alloc_cpu, 1))
+            assert table.free["memory"][row] == 8 * 1024 * Mi - mem
+            assert table.free["pods"][row] == 20 - len(on[name])
+            assert (table.free["example.com/gpu"][row] if "example.com/gpu" in table.free else 0) == gpu_alloc - gpu
+            assert table.node_labels(row) == {"zone": node["metadata"]["labels"]["zone"], HOST: name}
+            assert bool(table.taints[row].any()) == bool(node["spec"]["taints"])
+            assert table.ready[row]
+    if model.nodes:
+        assert table.offered_everywhere("example.com/gpu") == all(
+            "example.com/gpu" in n["status"]["allocatable"] for n in model.nodes.values())
+    for row in range(table.size):  # rows no node and no pod holds are blank, ready for reuse
+        if table.names[row] is None:
+            assert not table.valid[row] and table.requested["pods"][row] == 0 and table.allocatable["cpu"][row] == 0
+            assert np.isnan(table.download_bps[row]) and table.alloc_safe_f["cpu"][row] == 1.0
+
+    for ns in ("default", "team"):
+        for app in ("web", "db"):
+            selector = LabelSelector((Requirement("app", "=", frozenset({app})),))
+            counts = cache.count_selected(ns, selector)
+            for name, row in table.row_of.items():
+                assert counts[row] == sum(1 for p in on[name] if p["metadata"]["namespace"] == ns
+                                          and p["metadata"]["labels"]["app"] == app)
+    anti_want, pref_want = Counter(), Counter()
+    for obj, node, _ in model.pods.values():
+        info = PodInfo.from_object(obj)
+        for t in info.anti_affinity:
+            anti_want[(t, node)] += 1
+        for w in info.preferred_affinity:
+            pref_want[((w.term, w.weight, False), node)] += 1
+        for w in info.preferred_anti_affinity:
+            pref_want[((w.term, w.weight, True), node)] += 1
+    for groups, wanted in ((cache.anti_affinity, anti_want), (cache.preferred_terms, pref_want)):
+        assert set(groups.terms) == {k for k, _ in wanted}  # a term no pod carries any more is dropped
+        for key, col in groups.active():
+            for name, row in table.row_of.items():
+                assert col[row] == wanted[(key, name)]
+    assert cache.pods_with_affinity == sum(1 for obj, _, _ in model.pods.values()
+                                           if PodInfo.from_object(obj).affinity)
+
+
+@settings(max_examples=150, deadline=None)
+@given(ops_st)
+def test_any_sequence_of_changes_leaves_the_cache_equal_to_a_recount(ops):
+    cache, model = Cache(capacity=2), Model()
+    for op in ops:
+        apply(cache, model, op)
+        check(cache, model)
+
+
+def test_assuming_a_pod_twice_is_refused():
+    cache = Cache()
+    info = PodInfo.from_object(pod_obj("p", "default", "web", 100, 0, False, 0, False, 0, False, False))
+    cache.assume(info, "n1")
+    try:
+        cache.assume(info, "n2")
+    except ValueError as exc:
+        assert str(exc) == "pod default/p is already in the cache"
+    else:
+        raise AssertionError("assumed twice")
+
+
+def test_a_pod_on_an_unknown_node_holds_a_row_until_it_leaves():
+    cache = Cache()
+    cache.set_pod(pod_obj("p", "default", "web", 100, 0, False, 0, False, 0, False, False, node="ghost"))
+    row = cache.table.row_of["ghost"]
+    assert not cache.table.valid[row] and cache.table.requested["cpu"][row] == 100
+    cache.set_node(node_obj("ghost", 500, 0, "a", False))  # the node arrives: the same row
+    assert cache.table.row_of["ghost"] == row and cache.table.free["cpu"][row] == 400
+    cache.remove_node("ghost")
+    assert cache.table.row_of["ghost"] == row  # still holds a pod
+    cache.remove_pod("default/p")
+    assert "ghost" not in cache.table.row_of
+    cache.set_node(node_obj("other", 500, 0, "a", False))
+    assert cache.table.row_of["other"] == row  # the freed row is reused
