@@ -68,13 +68,6 @@ class Diagnosis:
         msgs = [m for p, m, rows, _ in self.reasons if p == idx and row < len(rows) and rows[row]]
         return self.plugin_names[idx], msgs
 
-    def unresolvable_rows(self) -> np.ndarray:
-        bad = np.zeros(len(self.rejected_by), dtype=bool)
-        for plugin, _, rows, unresolvable in self.reasons:
-            if unresolvable:
-                bad[: len(rows)] |= rows & (self.rejected_by[: len(rows)] == plugin)
-        return bad
-
 
 @dataclass(slots=True)
 class Scores:
