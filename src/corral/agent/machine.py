@@ -343,9 +343,11 @@ class PodMachine:
     def _stopped(self, event: Stopped) -> list[Action]:
         for c in self.containers.values():
             if c.state != "terminated":
-                c.state, c.reason, c.finished_at = "terminated", "Completed" if c.state == "waiting" else "Killed", event.now
-                if c.exit_code is None:
-                    c.exit_code = 137 if c.reason == "Killed" else 0
+                # A running container was killed (137); a waiting one (never started, or backing
+                # off after a crash, whose details stay in lastState) simply never runs again.
+                killed = c.state == "running"
+                c.state, c.reason, c.finished_at = "terminated", "Killed" if killed else "Completed", event.now
+                c.exit_code, c.message = (137 if killed else 0), ""
         if not self.deleting:
             self.forgotten = True
             return [Forget()]
