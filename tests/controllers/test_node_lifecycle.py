@@ -80,3 +80,125 @@ async def test_the_unreachable_taint_is_lifted_when_the_node_heartbeats_again(cl
     await api.patch(LEASES, "corral-node-lease", "n1", {"spec": {"renewTime": rfc3339(clock())}}, "merge", OPTS)
     await controller.reconcile()
     assert await state(api) == (False, "n1", "Running")
+
+
+# --- what the controller writes, exactly ----------------------------------------------------------------
+
+async def events_of(api) -> list[dict]:
+    events = [r.obj for r in api.cache.items(by_kind("Event").store_prefix)]
+    return sorted(events, key=lambda e: e["metadata"]["creationTimestamp"] + e["reason"])
+
+
+async def test_marking_a_node_not_ready_writes_the_taint_condition_pod_condition_and_event_kubernetes_style(cluster):
+    api, clock, controller = cluster
+    taint = {"key": "dedicated", "value": "db", "effect": "NoSchedule"}
+    await api.patch(NODES, None, "n1", {"spec": {"taints": [taint]}}, "merge", OPTS)
+    beat = (await api.current(NODES, None, "n1", consistent=True)).obj["status"]["conditions"][0]["lastHeartbeatTime"]
+    clock.advance(GRACE + 5)
+    await controller.reconcile()
+    now = rfc3339(clock())
+    node = (await api.current(NODES, None, "n1", consistent=True)).obj
+    assert node["spec"]["taints"] == [taint, {"key": UNREACHABLE_TAINT, "effect": "NoExecute", "timeAdded": now}]
+    message = "the agent stopped renewing its lease 45s ago"
+    assert node["status"]["conditions"] == [{
+        "type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": message,
+        "lastHeartbeatTime": beat, "lastTransitionTime": now}]
+    pod = (await api.current(PODS, "default", "web", consistent=True)).obj
+    assert [c for c in pod["status"].get("conditions", []) if c["type"] == "NotReadyAt"] == [{
+        "type": "NotReadyAt", "status": "True", "reason": "NodeNotReady",
+        "message": f"node n1 is not ready: {message}", "lastTransitionTime": now}]
+    (event,) = await events_of(api)
+    assert event["metadata"]["name"].startswith("web.") and event["metadata"]["namespace"] == "default"
+    assert {k: event[k] for k in ("involvedObject", "reason", "message", "type", "count", "firstTimestamp",
+                                  "lastTimestamp", "source")} == {
+        "involvedObject": {"kind": "Pod", "name": "web", "namespace": "default", "uid": pod["metadata"]["uid"]},
+        "reason": "NodeNotReady", "message": f"Node n1 is not ready: {message}", "type": "Warning", "count": 1,
+        "firstTimestamp": now, "lastTimestamp": now, "source": {"component": "node-lifecycle-controller"}}
+    # A second round changes nothing: the taint is there, the timeout has not run out.
+    clock.advance(1)
+    await controller.reconcile()
+    assert (await api.current(NODES, None, "n1", consistent=True)).obj["spec"]["taints"] == node["spec"]["taints"]
+    assert len(await events_of(api)) == 1
+    # Heartbeating again lifts only the unreachable taint.
+    await api.patch(LEASES, "corral-node-lease", "n1", {"spec": {"renewTime": rfc3339(clock())}}, "merge", OPTS)
+    await controller.reconcile()
+    assert (await api.current(NODES, None, "n1", consistent=True)).obj["spec"]["taints"] == [taint]
+
+
+async def test_eviction_returns_pods_to_pending_with_an_event_and_finishes_pods_being_deleted(cluster):
+    api, clock, controller = cluster
+    doomed = make_pod("doomed").node("n1").obj
+    doomed["metadata"].pop("uid")
+    await api.create(PODS, "default", doomed, OPTS)
+    await api.delete(PODS, "default", "doomed", 30, None, None)  # graceful: waits for an agent that is gone
+    assert (await api.current(PODS, "default", "doomed", consistent=True)).obj["metadata"]["deletionTimestamp"]
+    clock.advance(GRACE + 1)
+    await controller.reconcile()
+    clock.advance(EVICTION + 1)
+    await controller.reconcile()
+    assert await state(api) == (True, None, "Pending")
+    with pytest.raises(Exception):
+        await api.current(PODS, "default", "doomed", consistent=True)
+    lost = [e for e in await events_of(api) if e["reason"] == "NodeLost"]
+    assert [(e["involvedObject"]["name"], e["message"], e["type"]) for e in lost] == [
+        ("web", "Evicted: node n1 was unreachable for more than 300s; returned to Pending to be placed again",
+         "Warning")]
+    pod = (await api.current(PODS, "default", "web", consistent=True)).obj
+    assert pod["status"]["reason"] == "NodeLost"
+    assert pod["status"]["message"] == "node n1 was unreachable for more than 300s (was on node n1)"
+
+
+@pytest.mark.parametrize("lease_renewed, ready_beat, created, silent", [
+    pytest.param(None, 0, 0, False, id="without a Lease the Ready condition's heartbeat counts"),
+    pytest.param(None, None, 0, False, id="without either the node's creation counts"),
+    pytest.param(None, -100, 0, True, id="an old Ready heartbeat without a Lease is silence"),
+    pytest.param(-100, 0, 0, False, id="a Lease without a renewTime defers to the Ready heartbeat"),
+])
+async def test_where_the_heartbeat_comes_from(server, lease_renewed, ready_beat, created, silent):
+    clock = FakeClock(1_800_000_000.0)
+    api = server.api
+    node = make_node("solo").obj
+    if ready_beat is None:
+        node["status"]["conditions"] = []
+    else:
+        node["status"]["conditions"][0]["lastHeartbeatTime"] = rfc3339(clock() + ready_beat)
+    await api.create(NODES, None, node, OPTS)
+    if lease_renewed is not None:
+        lease_obj = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                     "metadata": {"name": "solo", "namespace": "corral-node-lease"}, "spec": {"holderIdentity": "solo"}}
+        await api.create(LEASES, "corral-node-lease", lease_obj, OPTS)
+    created_at = (await api.current(NODES, None, "solo", consistent=True)).obj["metadata"]["creationTimestamp"]
+    from corral.scheduler.cache.node_table import parse_timestamp
+
+    clock = FakeClock(parse_timestamp(created_at) if ready_beat is None else clock())
+    controller = NodeLifecycleController(api, grace_seconds=GRACE, eviction_seconds=EVICTION, clock=clock)
+    clock.advance(GRACE - 1)
+    await controller.reconcile()
+    node = (await api.current(NODES, None, "solo", consistent=True)).obj
+    tainted = any(t["key"] == UNREACHABLE_TAINT for t in node["spec"].get("taints") or ())
+    assert tainted is silent
+
+
+async def test_the_loop_runs_rounds_at_its_interval_and_survives_a_failing_round(server, caplog):
+    import asyncio
+    import logging
+
+    rounds = []
+
+    class Flaky(NodeLifecycleController):
+        async def reconcile(self):
+            rounds.append(1)
+            if len(rounds) == 1:
+                raise RuntimeError("store hiccup")
+
+    controller = Flaky(server.api, interval=0.01)
+    with caplog.at_level(logging.ERROR, logger="corral.controllers.node_lifecycle"):
+        controller.start()
+        try:
+            async with asyncio.timeout(10):
+                while len(rounds) < 3:
+                    await asyncio.sleep(0.01)
+        finally:
+            await controller.stop()
+    assert "node lifecycle round failed" in caplog.messages
+    assert controller._task.done()
