@@ -469,3 +469,41 @@ async def test_explain_a_bound_pod_as_if_it_were_still_pending():
     assert report["feasible"] == 2  # not only the node it is bound to
     with pytest.raises(LookupError, match="no profile for schedulerName 'other'"):
         h.scheduler.explain(make_pod("x").scheduler("other").obj)
+
+
+# --- what plugins remember between cycles must follow the nodes --------------------------------------
+
+async def test_a_node_relabelled_between_cycles_is_judged_by_its_new_labels():
+    h = Harness()
+    h.add_node(make_node("a").label("disk", "hdd"))
+    h.add_node(make_node("b").label("disk", "hdd"))
+    h.add_pod(make_pod("first").node_selector(disk="ssd"))
+    await h.run()
+    assert h.placements() == {}
+    h.add_node(make_node("b").label("disk", "ssd"))
+    await h.run()
+    assert h.placements() == {"default/first": "b"}
+    h.add_node(make_node("b").label("disk", "hdd"))
+    h.add_node(make_node("a").label("disk", "ssd"))
+    h.add_pod(make_pod("second").node_selector(disk="ssd"))
+    await h.run()
+    assert h.placements()["default/second"] == "a"
+    h.add_node(make_node("c").label("disk", "ssd"))  # a new row: the remembered mask is too short
+    h.add_node(make_node("a").label("disk", "hdd"))
+    h.add_pod(make_pod("third").node_selector(disk="ssd"))
+    await h.run()
+    assert h.placements()["default/third"] == "c"
+
+
+async def test_a_node_that_stops_being_ready_within_the_same_second_takes_no_more_pods():
+    now = 1_800_000_000.0
+    h = Harness(clock=lambda: now)
+    h.add_node(make_node("a").heartbeat_at("2027-01-15T08:00:00Z"))
+    h.add_node(make_node("b").heartbeat_at("2027-01-15T08:00:00Z"))
+    h.add_pod(make_pod("p1"))
+    await h.run()
+    h.add_node(make_node("a").not_ready())
+    h.add_node(make_node("b").not_ready())
+    h.add_pod(make_pod("p2"))
+    await h.run()
+    assert "default/p2" not in h.placements()
