@@ -102,6 +102,13 @@ def apply(cache: Cache, model: Model, op: tuple) -> None:
         held = model.pods.get(key)
         if held is not None and held[2]:
             return  # an assumed pod is confirmed by "confirm", not replaced
+        if held is not None and (held[0]["spec"]["containers"], held[0]["spec"]["affinity"]) != (
+                obj["spec"]["containers"], obj["spec"]["affinity"]):
+            # A pod's spec cannot change (the API refuses it): another spec under this name is a
+            # pod deleted and created again, which a relist can show as one update.
+            obj["metadata"]["uid"] = held[0]["metadata"]["uid"] + "+"
+        elif held is not None:
+            obj["metadata"]["uid"] = held[0]["metadata"]["uid"]
         cache.set_pod(obj)
         model.pods[key] = (obj, node, False)
     elif kind in ("finish", "unbind", "delete", "forget", "confirm"):
@@ -255,3 +262,23 @@ def test_a_pod_on_an_unknown_node_holds_a_row_until_it_leaves():
     assert "ghost" not in cache.table.row_of
     cache.set_node(node_obj("other", 500, 0, "a", False))
     assert cache.table.row_of["other"] == row  # the freed row is reused
+
+
+def test_a_pod_recreated_under_its_name_is_counted_anew_even_without_a_delete_in_between():
+    cache = Cache()
+    cache.set_node(node_obj("n", 2000, 0, "a", False))
+    first = pod_obj("p", "default", "web", 250, 64, False, 0, False, 0, False, False, node="n")
+    cache.set_pod(first)
+    again = pod_obj("p", "default", "web", 500, 0, False, 0, False, 0, False, False, node="n")
+    again["metadata"]["uid"] = "u-p-2"  # deleted and created again; a relist shows only the new one
+    cache.set_pod(again)
+    row = cache.table.row_of["n"]
+    assert (cache.table.requested["cpu"][row], cache.table.requested["memory"][row]) == (500, 0)
+
+
+def test_the_first_request_of_an_extended_resource_is_counted_once_in_free():
+    cache = Cache()
+    cache.set_node(node_obj("n", 2000, 0, "a", False))  # offers no GPU
+    cache.set_pod(pod_obj("p", "default", "web", 0, 0, False, 1, False, 0, False, False, node="n"))
+    row = cache.table.row_of["n"]
+    assert cache.table.free["example.com/gpu"][row] == -1

@@ -203,9 +203,12 @@ class Cache:
             return
         if cached is not None:
             row = self.table.row_for_pods(node)
-            if cached.row == row and cached.info.labels == (meta.get("labels") or {}):
-                # Same node, same labels: what the cache counts is unchanged (a pod's requests, ports
-                # and affinity are fixed once it is created). A binding we assumed is now confirmed.
+            if (cached.row == row and cached.info.labels == (meta.get("labels") or {})
+                    and cached.info.uid == meta.get("uid", "")):
+                # The same pod on the same node with the same labels: what the cache counts is
+                # unchanged (a pod's requests, ports and affinity are fixed once it is created; a pod
+                # recreated under its name, as a relist can show it, has another uid). A binding we
+                # assumed is now confirmed.
                 cached.assumed = False
                 cached.info.resource_version = meta.get("resourceVersion", "")
                 return

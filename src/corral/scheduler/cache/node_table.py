@@ -346,9 +346,11 @@ class NodeTable:
         self.requested_f["cpu"][row] = float(req["cpu"][row])
         self.requested_f["memory"][row] = float(req["memory"][row])
         for name, amount in requests.extended:
-            self._resource_column(self.requested, name)[row] += sign * amount
+            # free first: a new column starts as 0 − what is requested so far, before this pod.
+            free_col = self._resource_column(self.free, name)
             self._resource_column(self.allocatable, name)
-            self._resource_column(self.free, name)[row] -= sign * amount
+            self._resource_column(self.requested, name)[row] += sign * amount
+            free_col[row] -= sign * amount
         for port in ports:
             key = (port.protocol, port.port)
             col = self.ports.get(key)
