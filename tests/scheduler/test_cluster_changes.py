@@ -33,6 +33,17 @@ async def one_round(h: Harness) -> None:
     await s.events.drain()
 
 
+async def full_node(bound: str, waiting: str) -> Harness:
+    """One 1-cpu node that ``bound`` (800m) fills, and ``waiting`` (800m) that no longer fits."""
+    h = Harness()
+    h.add_node(make_node("n").capacity(cpu=1, memory="4Gi", pods=10))
+    h.add_pod(make_pod(bound).requests(cpu="800m").node("n"))
+    h.add_pod(make_pod(waiting).requests(cpu="800m"))
+    await h.run()
+    assert where(h, f"default/{waiting}") == "unschedulable"
+    return h
+
+
 # --- pod changes ------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
@@ -117,12 +128,7 @@ async def test_a_bound_pod_with_affinity_arriving_gives_pods_waiting_on_affinity
 
 
 async def test_a_pod_evicted_back_to_pending_is_uncounted_and_scheduled_again():
-    h = Harness()
-    h.add_node(make_node("n").capacity(cpu=1, memory="4Gi", pods=10))
-    h.add_pod(make_pod("evicted").requests(cpu="800m").node("n"))
-    h.add_pod(make_pod("waiting").requests(cpu="800m"))
-    await h.run()
-    assert where(h, "default/waiting") == "unschedulable"
+    h = await full_node("evicted", "waiting")
     h.pods["default/evicted"] = make_pod("evicted").requests(cpu="800m").obj
     h.scheduler.pod_changed("default/evicted", h.pods["default/evicted"])
     assert "default/evicted" not in h.scheduler.cache.pods
@@ -144,12 +150,7 @@ async def test_a_bound_pod_is_taken_out_of_the_queue():
 
 
 async def test_a_deleted_bound_pod_frees_its_room():
-    h = Harness()
-    h.add_node(make_node("n").capacity(cpu=1, memory="4Gi", pods=10))
-    h.add_pod(make_pod("old").requests(cpu="800m").node("n"))
-    h.add_pod(make_pod("new").requests(cpu="800m"))
-    await h.run()
-    assert where(h, "default/new") == "unschedulable"
+    h = await full_node("old", "new")
     h.scheduler.pod_changed("default/old", None)
     assert where(h, "default/new") in ("active", "backoff")
     await h.run()

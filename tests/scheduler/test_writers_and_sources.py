@@ -171,13 +171,26 @@ async def test_events_past_the_queue_limit_are_dropped_and_counted_and_a_failed_
 
 # --- sources -----------------------------------------------------------------------------------------
 
+async def seed(c: Client) -> None:
+    """What the server holds before a source attaches: a labelled namespace, a node, a pod bound to
+    it and a pending one."""
+    await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team", "labels": {"tier": "a"}}})
+    await c.create(node("n1"))
+    await c.create(pod("bound") | {"spec": {**pod("bound")["spec"], "nodeName": "n1"}}, raw=True)
+    await c.create(pod("waiting"))
+
+
+async def change(c: Client) -> None:
+    """Then: a node and a pod added, the bound pod and its node deleted, the namespace relabelled."""
+    await c.create(node("n2"))
+    await c.create(pod("later"))
+    await c.delete("pods", "bound", "default", grace_period_seconds=0)
+    await c.delete("nodes", "n1")
+    await c.patch("namespaces", "team", {"metadata": {"labels": {"tier": "b"}}})
+
 async def test_the_in_process_source_loads_what_the_server_has_then_follows_it_until_detached(server):
     async with Client(server.url) as c:
-        await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team",
-                                                                             "labels": {"tier": "a"}}})
-        await c.create(node("n1"))
-        await c.create(pod("bound") | {"spec": {**pod("bound")["spec"], "nodeName": "n1"}}, raw=True)
-        await c.create(pod("waiting"))
+        await seed(c)
         h = Harness()
         detach = attach_in_process(h.scheduler, server.cache)
         cache = h.scheduler.cache
@@ -186,11 +199,7 @@ async def test_the_in_process_source_loads_what_the_server_has_then_follows_it_u
         assert "default/waiting" in h.scheduler.queue
         assert cache.namespace_labels["team"] == {"tier": "a"}
 
-        await c.create(node("n2"))
-        await c.create(pod("later"))
-        await c.delete("pods", "bound", "default", grace_period_seconds=0)
-        await c.delete("nodes", "n1")
-        await c.patch("namespaces", "team", {"metadata": {"labels": {"tier": "b"}}})
+        await change(c)
         await asyncio.sleep(0)
         assert set(cache.table.row_of) == {"n2"}
         assert "default/bound" not in cache.pods and "default/later" in h.scheduler.queue
@@ -206,11 +215,7 @@ async def test_the_in_process_source_loads_what_the_server_has_then_follows_it_u
 
 async def test_the_informer_source_lists_then_watches_nodes_pods_and_namespaces(server):
     async with Client(server.url) as c:
-        await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team",
-                                                                             "labels": {"tier": "a"}}})
-        await c.create(node("n1"))
-        await c.create(pod("bound") | {"spec": {**pod("bound")["spec"], "nodeName": "n1"}}, raw=True)
-        await c.create(pod("waiting"))
+        await seed(c)
         h = Harness()
         source = InformerSource(h.scheduler, c)
         await source.start()
@@ -219,11 +224,7 @@ async def test_the_informer_source_lists_then_watches_nodes_pods_and_namespaces(
             assert set(cache.table.row_of) == {"n1"} and set(cache.pods) == {"default/bound"}
             assert "default/waiting" in h.scheduler.queue and cache.namespace_labels["team"] == {"tier": "a"}
 
-            await c.create(node("n2"))
-            await c.create(pod("later"))
-            await c.patch("namespaces", "team", {"metadata": {"labels": {"tier": "b"}}})
-            await c.delete("pods", "bound", "default", grace_period_seconds=0)
-            await c.delete("nodes", "n1")
+            await change(c)
 
             async def caught_up() -> bool:
                 return (set(cache.table.row_of) == {"n2"} and "default/bound" not in cache.pods
