@@ -37,9 +37,14 @@ class RecordingWriter:
         self.double_binds = 0
         self.conditions: dict[str, dict[str, Any]] = {}
         self.status_patches: list[tuple[str, dict[str, Any]]] = []  # (pod key, patch), every one
-        self.events: list[tuple[str, str, str]] = []  # (pod key, reason, message)
         self.event_objects: list[dict[str, Any]] = []  # the events as created
         self.event_patches: list[tuple[str, str, dict[str, Any]]] = []  # (namespace, name, patch)
+
+    @property
+    def events(self) -> list[tuple[str, str, str]]:
+        """(pod key, reason, message) of each event created."""
+        return [(f"{e['involvedObject']['namespace']}/{e['involvedObject']['name']}", e["reason"], e["message"])
+                for e in self.event_objects]
 
     async def bind(self, pod: PodInfo, node: str) -> Status:
         self.bind_attempts += 1
@@ -60,8 +65,6 @@ class RecordingWriter:
                 self.conditions[pod.key] = c
 
     async def create_event(self, namespace: str, event: dict[str, Any]) -> None:
-        io = event["involvedObject"]
-        self.events.append((f"{io['namespace']}/{io['name']}", event["reason"], event["message"]))
         self.event_objects.append(copy.deepcopy(event))
 
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
