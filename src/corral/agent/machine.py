@@ -18,17 +18,14 @@ Every transition is appended to :attr:`PodMachine.history`, for ``corral describ
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
 from typing import Any, Union
+
+from corral.api.defaults import rfc3339
 
 __all__ = [
     "PodMachine", "Sync", "Started", "StartFailed", "Exited", "Stopped", "Tick", "Removed",
     "Start", "Stop", "Report", "Emit", "Forget", "Transition", "BackoffPolicy",
 ]
-
-
-def _rfc3339(t: float) -> str:
-    return datetime.fromtimestamp(t, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 # --- events -------------------------------------------------------------------------------------------
@@ -270,7 +267,7 @@ class PodMachine:
             back = "ImagePullBackOff" if event.reason == "ErrImagePull" else "CrashLoopBackOff"
             c.state, c.reason, c.message = "waiting", back, event.message
             c.last = {"terminated": {"exitCode": 128, "reason": event.reason, "message": event.message,
-                                     "finishedAt": _rfc3339(event.now)}}
+                                     "finishedAt": rfc3339(event.now)}}
             return [emit, Emit("Warning", "BackOff", f"Back-off restarting failed container {c.name}"),
                     self._report(event.now)]
         c.state, c.reason, c.message, c.exit_code = "terminated", event.reason, event.message, 128
@@ -287,8 +284,8 @@ class PodMachine:
         c.message = "the container used more memory than its limit" if event.oom_killed else ""
         if self._restarts(failed=event.exit_code != 0):
             c.last = {"terminated": {"exitCode": event.exit_code, "reason": reason,
-                                     "startedAt": _rfc3339(c.started_at or event.now),
-                                     "finishedAt": _rfc3339(event.now)}}
+                                     "startedAt": rfc3339(c.started_at or event.now),
+                                     "finishedAt": rfc3339(event.now)}}
             c.restart_count += 1
             c.restart_at = event.now + self.backoff.delay(c.restart_count)
             c.state, c.reason = "waiting", "CrashLoopBackOff"
@@ -367,10 +364,10 @@ class PodMachine:
         statuses = []
         for c in self.containers.values():
             if c.state == "running":
-                state = {"running": {"startedAt": _rfc3339(c.started_at or now)}}
+                state = {"running": {"startedAt": rfc3339(c.started_at or now)}}
             elif c.state == "terminated":
                 state = {"terminated": {"exitCode": c.exit_code, "reason": c.reason,
-                                        "finishedAt": _rfc3339(c.finished_at or now)}}
+                                        "finishedAt": rfc3339(c.finished_at or now)}}
                 if c.message:
                     state["terminated"]["message"] = c.message
             else:
@@ -383,7 +380,7 @@ class PodMachine:
                 status["lastState"] = c.last
             statuses.append(status)
         ready = "True" if self.phase == "Running" and all(c.state == "running" for c in self.containers.values()) else "False"
-        ts = _rfc3339(now)
+        ts = rfc3339(now)
         scheduled = next((c for c in ((self.pod.get("status") or {}).get("conditions") or ())
                           if c.get("type") == "PodScheduled"), {"type": "PodScheduled", "status": "True",
                                                                  "lastTransitionTime": ts})
@@ -402,7 +399,7 @@ class PodMachine:
             status["hostIP"] = status["podIP"] = self.host_ip
             status["podIPs"] = [{"ip": self.host_ip}]
         if self.start_time is not None:
-            status["startTime"] = _rfc3339(self.start_time)
+            status["startTime"] = rfc3339(self.start_time)
         if self.reason:
             status["reason"] = self.reason
         if self.message:

@@ -37,7 +37,7 @@ def now_rfc3339() -> str:
     global _last_stamp
     second = int(time.time())
     if _last_stamp[0] != second:  # formatted once per second: it is on every write's path
-        _last_stamp = (second, datetime.fromtimestamp(second, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"))
+        _last_stamp = (second, rfc3339(second))
     return _last_stamp[1]
 
 
