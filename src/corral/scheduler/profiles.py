@@ -185,7 +185,7 @@ def build_frameworks(config: SchedulerConfig, *, cache: Any, clock: Callable[[],
                 raise ConfigError(f"profile {profile.scheduler_name}: plugin {name} does not implement {point}")
             return plugin
 
-        plugins = {point: [instance(n, point) for n in names] for point, names in profile.plugins.items()}
+        plugins = {point: [instance(n, point) for n in profile.plugins.get(point, ())] for point in _POINT_METHODS}
         out[profile.scheduler_name] = Framework(
             scheduler_name=profile.scheduler_name, plugins=plugins, weights=dict(profile.weights),
             percentage_of_nodes_to_score=config.percentage_of_nodes_to_score,

@@ -80,19 +80,20 @@ class Framework:
     """One profile: its plugins per extension point, their weights and the cycle's settings."""
 
     def __init__(self, *, scheduler_name: str, plugins: dict[str, list[Plugin]],
-                 weights: dict[str, int], percentage_of_nodes_to_score: int = 100,
-                 tie_break: str = "random", seed: int = 0) -> None:
+                 weights: dict[str, int], percentage_of_nodes_to_score: int,
+                 tie_break: str, seed: int) -> None:
+        """``plugins`` has every extension point, each with its plugins in order (queueSort: one)."""
         self.scheduler_name = scheduler_name
-        self.queue_sort = (plugins.get("queueSort") or [None])[0]
-        self.pre_enqueue = plugins.get("preEnqueue", [])
-        self.pre_filters = plugins.get("preFilter", [])
-        self.filters = plugins.get("filter", [])
-        self.post_filters = plugins.get("postFilter", [])
-        self.pre_scores = plugins.get("preScore", [])
-        self.scorers = plugins.get("score", [])
-        self.reservers = plugins.get("reserve", [])
-        self.permits = plugins.get("permit", [])
-        self.binders = plugins.get("bind", [])
+        self.queue_sort = plugins["queueSort"][0]
+        self.pre_enqueue = plugins["preEnqueue"]
+        self.pre_filters = plugins["preFilter"]
+        self.filters = plugins["filter"]
+        self.post_filters = plugins["postFilter"]
+        self.pre_scores = plugins["preScore"]
+        self.scorers = plugins["score"]
+        self.reservers = plugins["reserve"]
+        self.permits = plugins["permit"]
+        self.binders = plugins["bind"]
         self.weights = weights
         self.percentage = percentage_of_nodes_to_score
         self.tie_break = tie_break
@@ -107,8 +108,7 @@ class Framework:
                       self.pre_scores, self.scorers, self.reservers, self.permits, self.binders):
             for p in group:
                 seen.setdefault(id(p), p)
-        if self.queue_sort is not None:
-            seen.setdefault(id(self.queue_sort), self.queue_sort)
+        seen.setdefault(id(self.queue_sort), self.queue_sort)
         return list(seen.values())
 
     # --- filtering --------------------------------------------------------------------------------------
