@@ -22,11 +22,17 @@ HOST = "kubernetes.io/hostname"
 
 
 def node_obj(name: str, cpu: int, gpu: int, zone: str, taint: bool) -> dict:
+    """A node; a tainted one is also cordoned and reports an image and its throughput."""
     alloc = {"cpu": f"{cpu}m", "memory": "8Gi", "pods": "20", **({"example.com/gpu": str(gpu)} if gpu else {})}
+    status = {"allocatable": alloc, "conditions": [{"type": "Ready", "status": "True",
+                                                    "lastHeartbeatTime": "2026-01-01T00:00:00Z"}]}
+    if taint:
+        status |= {"images": [{"names": ["app:1"], "sizeBytes": 10 * Mi}],
+                   "network": {"throughput": {"download": "900Mbps"}}}
     return {"metadata": {"name": name, "labels": {"zone": zone}},
-            "spec": {"taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}] if taint else []},
-            "status": {"allocatable": alloc,
-                       "conditions": [{"type": "Ready", "status": "True"}]}}
+            "spec": {"taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}] if taint else [],
+                     "unschedulable": taint},
+            "status": status}
 
 
 def term(app: str) -> dict:
@@ -194,14 +200,23 @@ def check(cache: Cache, model: Model) -> None:
             assert (table.free["example.com/gpu"][row] if "example.com/gpu" in table.free else 0) == gpu_alloc - gpu
             assert table.node_labels(row) == {"zone": node["metadata"]["labels"]["zone"], HOST: name}
             assert bool(table.taints[row].any()) == bool(node["spec"]["taints"])
-            assert table.ready[row]
+            assert table.ready[row] and table.unschedulable[row] == node["spec"]["unschedulable"]
+            image = table.images.get("app:1")
+            assert (image is not None and bool(image[row])) == node["spec"]["unschedulable"]
     if model.nodes:
         assert table.offered_everywhere("example.com/gpu") == all(
             "example.com/gpu" in n["status"]["allocatable"] for n in model.nodes.values())
     for row in range(table.size):  # rows no node and no pod holds are blank, ready for reuse
         if table.names[row] is None:
-            assert not table.valid[row] and table.requested["pods"][row] == 0 and table.allocatable["cpu"][row] == 0
-            assert np.isnan(table.download_bps[row]) and table.alloc_safe_f["cpu"][row] == 1.0
+            assert not table.valid[row] and not table.ready[row] and not table.unschedulable[row]
+            assert table.heartbeat[row] == 0.0 and np.isnan(table.download_bps[row])
+            for columns in (table.allocatable, table.requested, table.free, table.ports):
+                assert not any(col[row] for col in columns.values())
+            assert not any(col[row] for col in table.images.values())
+            assert (table.nonzero_cpu[row], table.nonzero_memory[row]) == (0, 0)
+            for res in ("cpu", "memory"):
+                assert table.alloc_f[res][row] == table.nonzero_f[res][row] == table.requested_f[res][row] == 0.0
+                assert table.alloc_safe_f[res][row] == 1.0
 
     for ns in ("default", "team"):
         for app in ("web", "db"):
@@ -282,3 +297,25 @@ def test_the_first_request_of_an_extended_resource_is_counted_once_in_free():
     cache.set_pod(pod_obj("p", "default", "web", 0, 0, False, 1, False, 0, False, False, node="n"))
     row = cache.table.row_of["n"]
     assert cache.table.free["example.com/gpu"][row] == -1
+
+
+def test_a_reused_row_keeps_nothing_of_the_node_that_had_it():
+    cache = Cache()
+    old = node_obj("old", 4000, 2, "a", True)
+    old["spec"]["unschedulable"] = True
+    old["status"]["images"] = [{"names": ["app:1"], "sizeBytes": 10 * Mi}]
+    old["status"]["network"] = {"throughput": {"download": "900Mbps"}}
+    cache.set_node(old)
+    row = cache.table.row_of["old"]
+    cache.remove_node("old")
+    new = node_obj("new", 1000, 0, "b", False)
+    new["metadata"]["labels"] = {"disk": "ssd"}
+    cache.set_node(new)
+    table = cache.table
+    assert table.row_of == {"new": row} and table.size == 1
+    assert table.allocatable["example.com/gpu"][row] == 0 and table.free["example.com/gpu"][row] == 0
+    assert table.free["cpu"][row] == 1000 and table.alloc_f["cpu"][row] == 1000.0
+    assert not table.taints[row].any() and not table.unschedulable[row] and table.ready[row]
+    assert not table.images["app:1"][row] and np.isnan(table.download_bps[row])
+    assert table.labels.column("zone")[row] == 0
+    assert table.labels.value("disk", int(table.labels.column("disk")[row])) == "ssd"
