@@ -3,9 +3,12 @@ update, patch, delete, bind and evict keep, change, refuse and answer."""
 
 from __future__ import annotations
 
+import asyncio
+
 import aiohttp
 import pytest
 
+from corral.api.resources import by_kind
 from corral.client import AlreadyExists, Client, Conflict, Invalid, NotFound
 from corral.client.rest import ApiError
 
@@ -342,3 +345,303 @@ async def test_eviction_returns_a_bound_pod_to_pending_and_leaves_others_alone(s
     again = await server.api.evict("default", "ev", "NodeLost", "twice")
     assert again.code == 200 and _decoded(again.body)["status"]["message"].startswith("the node stopped")
     assert created["metadata"]["uid"] == moved["metadata"]["uid"]
+
+
+# --- answers, exactly -------------------------------------------------------------------------------------
+
+async def send(http, method: str, path: str, body=None, content_type: str = "application/json",
+               **params) -> tuple[int, dict]:
+    """(HTTP status, decoded body) of one request."""
+    import json
+
+    data = None if body is None else json.dumps(body)
+    async with http.request(method, path, data=data, params=params,
+                            headers={"Content-Type": content_type}) as r:
+        return r.status, await r.json()
+
+
+def status_of(code: int, reason: str, message: str, kind: str | None = None, name: str | None = None) -> dict:
+    body = {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
+            "reason": reason, "code": code}
+    if kind:
+        body["details"] = {"name": name, "kind": kind}
+    return body
+
+
+PODS = "/api/v1/namespaces/default/pods"
+
+
+async def test_each_verb_answers_with_kubernetes_status_codes(http):
+    assert (await send(http, "POST", PODS, pod("s")))[0] == 201
+    assert (await send(http, "POST", PODS, pod("dry"), dryRun="All"))[0] == 201
+    code, got = await send(http, "GET", f"{PODS}/s")
+    assert code == 200
+    code, current = await send(http, "PUT", f"{PODS}/s", {**got, "metadata": {**got["metadata"], "labels": {"a": "1"}}})
+    assert code == 200 and current["metadata"]["labels"] == {"a": "1"}
+    assert (await send(http, "PUT", f"{PODS}/s", current))[0] == 200  # unchanged
+    assert (await send(http, "PUT", f"{PODS}/s", {**current, "metadata": {**current["metadata"], "labels": {}}},
+                       dryRun="All"))[0] == 200
+    assert (await send(http, "PATCH", f"{PODS}/s", {"metadata": {"labels": {"b": "2"}}},
+                       "application/merge-patch+json"))[0] == 200
+    code, bound = await send(http, "POST", f"{PODS}/s/binding", {"apiVersion": "v1", "kind": "Binding",
+                                                                  "metadata": {"name": "s"}, "target": {"name": "n1"}})
+    assert (code, bound) == (201, {"kind": "Binding", "apiVersion": "v1",
+                                   "metadata": {"name": "s", "namespace": "default"},
+                                   "target": {"kind": "Node", "apiVersion": "v1", "name": "n1"}})
+    assert (await send(http, "DELETE", f"{PODS}/s", dryRun="All"))[0] == 200
+    code, terminating = await send(http, "DELETE", f"{PODS}/s")
+    assert code == 200 and terminating["status"]["phase"] == "Terminating"
+    assert (await send(http, "DELETE", f"{PODS}/s"))[0] == 200  # already terminating
+    assert (await send(http, "POST", PODS, pod("t")))[0] == 201
+    assert (await send(http, "DELETE", PODS, fieldSelector="metadata.name=t"))[0] == 200
+    code, body = await send(http, "GET", PODS, limit="1")
+    assert code == 200 and [p["metadata"]["name"] for p in body["items"]] == ["s"]
+
+
+async def test_refusals_carry_the_full_status_with_the_objects_kind_and_name(http):
+    await send(http, "POST", PODS, pod("r"))
+    _, created = await send(http, "GET", f"{PODS}/r")
+    stale = {**created, "metadata": {**created["metadata"], "labels": {"x": "1"}}}
+    await send(http, "PATCH", f"{PODS}/r", {"metadata": {"labels": {"y": "1"}}}, "application/merge-patch+json")
+    assert await send(http, "PUT", f"{PODS}/r", stale) == (409, status_of(
+        409, "Conflict", 'Operation cannot be fulfilled on pods "r": the object has been modified; please apply '
+        "your changes to the latest version and try again", "pods", "r"))
+    rv = created["metadata"]["resourceVersion"]
+    assert await send(http, "DELETE", f"{PODS}/r", {"preconditions": {"resourceVersion": rv}}) == (409, status_of(
+        409, "Conflict", 'Operation cannot be fulfilled on pods "r": the resourceVersion in the precondition does '
+        "not match the object", "pods", "r"))
+    assert await send(http, "DELETE", f"{PODS}/r", {"preconditions": {"resourceVersion": "not-a-number"}}) == (
+        409, status_of(409, "Conflict", 'Operation cannot be fulfilled on pods "r": the resourceVersion in the '
+                       "precondition does not match the object", "pods", "r"))
+    assert await send(http, "DELETE", f"{PODS}/r", {"preconditions": {"uid": "other"}}) == (409, status_of(
+        409, "Conflict", 'Operation cannot be fulfilled on pods "r": the UID in the precondition does not match '
+        "the object", "pods", "r"))
+    assert await send(http, "DELETE", "/api/v1/namespaces/default") == (403, status_of(
+        403, "Forbidden", 'namespaces "default" is forbidden: this namespace may not be deleted', "namespaces",
+        "default"))
+    assert await send(http, "DELETE", f"{PODS}/absent") == (404, status_of(
+        404, "NotFound", 'pods "absent" not found', "pods", "absent"))
+    assert await send(http, "PATCH", f"{PODS}/absent", {}, "application/merge-patch+json") == (404, status_of(
+        404, "NotFound", 'pods "absent" not found', "pods", "absent"))
+    await send(http, "POST", f"{PODS}/r/binding", {"metadata": {"name": "r"}, "target": {"name": "n1"}})
+    assert await send(http, "POST", f"{PODS}/r/binding", {"metadata": {"name": "r"}, "target": {"name": "n2"}}) == (
+        409, status_of(409, "Conflict", 'Operation cannot be fulfilled on pods "r": pod r is already assigned to '
+                       'node "n1"', "pods", "r"))
+    code, invalid = await send(http, "POST", f"{PODS}/r/binding", {"metadata": {"name": "r"}, "target": {}})
+    assert code == 422 and invalid["details"]["name"] == "r" and invalid["details"]["kind"] == "Binding"
+    assert invalid["details"]["causes"][0]["field"] == "target.name"
+    code, unnamed = await send(http, "POST", "/api/v1/namespaces/default/bindings", {"target": {"name": "n1"}})
+    assert code == 422 and unnamed["details"]["causes"] == [
+        {"reason": "FieldValueRequired", "message": "Required value", "field": "metadata.name"}]
+
+
+async def test_a_refused_pod_spec_change_names_the_pod_and_what_may_change(http):
+    await send(http, "POST", PODS, pod("fixed"))
+    code, body = await send(http, "PATCH", f"{PODS}/fixed", {"spec": {"restartPolicy": "Never"}},
+                            "application/merge-patch+json")
+    assert code == 422 and body["details"] == {"name": "fixed", "kind": "Pod", "causes": [{
+        "reason": "FieldValueForbidden", "field": "spec", "message":
+        "Forbidden: pod updates may not change fields other than `spec.containers[*].image`, "
+        "`spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` "
+        "(only additions to existing tolerations) or `spec.terminationGracePeriodSeconds`"}]}
+    with_init = pod("init")
+    with_init["spec"]["initContainers"] = [{"name": "i", "image": "busybox", "imagePullPolicy": "IfNotPresent"}]
+    await send(http, "POST", PODS, with_init)
+    code, changed = await send(http, "PATCH", f"{PODS}/init", {"spec": {"initContainers": [
+        {"name": "i", "image": "busybox:2", "imagePullPolicy": "Always"}]}}, "application/merge-patch+json")
+    assert code == 200 and changed["spec"]["initContainers"][0]["image"] == "busybox:2"
+    code, _ = await send(http, "PATCH", f"{PODS}/init", {"spec": {"initContainers": [
+        {"name": "renamed", "image": "busybox:2"}]}}, "application/merge-patch+json")
+    assert code == 422
+
+
+async def test_an_invalid_update_names_the_object_and_field(http):
+    await send(http, "POST", PODS, pod("typed"))
+    code, body = await send(http, "PATCH", f"{PODS}/typed", {"metadata": {"labels": "oops"}},
+                            "application/merge-patch+json")
+    assert code == 422 and body["details"]["name"] == "typed" and body["details"]["kind"] == "Pod"
+    assert body["details"]["causes"][0]["field"] == "metadata.labels"
+
+
+async def test_a_dry_run_binding_leaves_the_pod_unbound_everywhere(c):
+    await c.create(pod("maybe"), "default")
+    await c.request("POST", f"{PODS}/maybe/binding", params={"dryRun": "All"},
+                    body={"metadata": {"name": "maybe"}, "target": {"name": "n1"}})
+    assert await names(c, field_selector="spec.nodeName=n1") == []
+    assert await names(c, field_selector="status.phase=Scheduled") == []
+    assert await names(c, field_selector="status.phase=Pending") == ["maybe"]
+
+
+async def test_a_graceful_delete_sets_its_deadline_from_now(c):
+    import datetime
+
+    await c.create(pod("grace", node="n1"), "default")
+    before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    deleting = await c.delete("pods", "grace", "default", raw=True)
+    after = datetime.datetime.now(datetime.timezone.utc)
+    deadline = datetime.datetime.strptime(deleting["metadata"]["deletionTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=datetime.timezone.utc)
+    assert deleting["metadata"]["deletionGracePeriodSeconds"] == 30
+    assert before + datetime.timedelta(seconds=30) <= deadline <= after + datetime.timedelta(seconds=30)
+
+
+async def test_an_eviction_leaves_a_pod_being_deleted_or_unbound_alone(server, c):
+    await c.create(pod("leaving", node="n1"), "default")
+    deleting = await c.delete("pods", "leaving", "default", raw=True)
+    reply = await server.api.evict("default", "leaving", "NodeLost", "gone")
+    assert reply.code == 200 and _decoded(reply.body) == deleting
+    unbound = await c.create(pod("free"), "default", raw=True)
+    reply = await server.api.evict("default", "free", "NodeLost", "gone")
+    assert reply.code == 200 and _decoded(reply.body) == unbound
+
+
+async def test_an_evicted_pod_keeps_no_trace_of_where_it_ran(server, c):
+    await c.create(pod("trace", node="n1"), "default")
+    await c.patch("pods", "trace", {"status": {"phase": "Running", "podIPs": [{"ip": "10.1.0.1"}],
+                                               "conditions": [{"type": "Ready", "status": "True"}]}},
+                  "default", subresource="status")
+    reply = await server.api.evict("default", "trace", "NodeLost", "lost")
+    status = _decoded(reply.body)["status"]
+    assert "podIPs" not in status
+    (condition,) = status["conditions"]
+    assert condition.keys() == {"type", "status", "reason", "message", "lastTransitionTime"}
+    assert condition["message"] == "lost (was on node n1)" and condition["lastTransitionTime"].endswith("Z")
+
+
+async def test_a_collection_delete_skips_what_another_client_deleted_meanwhile(server, c, monkeypatch):
+    for name in ("a", "b", "c"):
+        await c.create(pod(name), "default")
+    api, original = server.api, server.api.delete
+
+    async def racing(resource, namespace, name, *args):
+        if name == "a":  # someone else deletes b while the collection is being deleted
+            await server.store.delete(resource.key("default", "b"))
+        return await original(resource, namespace, name, *args)
+
+    monkeypatch.setattr(api, "delete", racing)
+    from corral.server.rest import ListOptions
+
+    reply = await api.delete_collection(by_kind("Pod"), "default", ListOptions(), None)
+    assert reply.code == 200
+    body = _decoded(reply.body)
+    assert [p["metadata"]["name"] for p in body["items"]] == ["a", "c"]
+    assert body["metadata"] == {"resourceVersion": str(server.store.revision)}
+    assert await names(c) == []
+
+
+# --- writes that race with other servers and clients ------------------------------------------------------
+
+async def written_elsewhere(server, name: str, labels: dict) -> str:
+    """Change pod ``name`` in the store directly, as another API server would; its new resourceVersion."""
+    await server.cache.wait_consistent()  # this server has seen everything so far
+    key = by_kind("Pod").key("default", name)
+    record = await server.store.get(key)
+    obj = {**record.obj, "metadata": {**record.obj["metadata"], "labels": labels}}
+    return str((await server.store.update(key, obj, record.revision)).revision)
+
+
+@pytest.fixture
+async def lagging_cache(server, monkeypatch):
+    """The watch cache applies each change from the store 0.1 s late, as it can behind etcd's watch."""
+    cache, apply = server.cache, server.cache._apply
+    loop = asyncio.get_running_loop()
+    monkeypatch.setattr(cache, "_apply", lambda batch: loop.call_later(0.1, apply, batch))
+
+
+async def test_reads_and_pinned_writes_right_after_another_servers_write_see_it(server, c, lagging_cache):
+    await c.create(pod("w"), "default")
+    await written_elsewhere(server, "w", {"by": "other"})
+    assert (await c.get("pods", "w", "default", raw=True))["metadata"]["labels"] == {"by": "other"}
+    rv = await written_elsewhere(server, "w", {"by": "other-again"})
+    done = await c.patch("pods", "w", {"metadata": {"resourceVersion": rv, "labels": {"by": "me"}}}, "default",
+                         raw=True)
+    assert done["metadata"]["labels"] == {"by": "me"}
+    rv = await written_elsewhere(server, "w", {"by": "other-3"})
+    current = {**done, "metadata": {**done["metadata"], "resourceVersion": rv, "labels": {"by": "me-2"}}}
+    assert (await c.update(current, raw=True))["metadata"]["labels"] == {"by": "me-2"}
+    rv = await written_elsewhere(server, "w", {"by": "other-4"})
+    await c.delete("pods", "w", "default", resource_version=rv)
+    assert await names(c) == []
+
+
+@pytest.fixture
+def race(server, monkeypatch):
+    """Makes the next compare-and-swap of a pod lose to a write that lands just before it."""
+    store, original = server.store, server.store.update
+    armed = []
+
+    async def update(key, obj, expected_revision, **kw):
+        if armed:
+            labels = armed.pop()
+            current = await store.get(key)
+            sneaked = {**current.obj, "metadata": {**current.obj["metadata"], "labels": labels}}
+            await original(key, sneaked, current.revision)
+        return await original(key, obj, expected_revision, **kw)
+
+    monkeypatch.setattr(store, "update", update)
+    return armed
+
+
+async def test_an_unpinned_write_that_loses_a_race_is_applied_again_to_the_newest(c, race, lagging_cache):
+    await c.create(pod("r1"), "default")
+    race.append({"sneaked": "in"})
+    patched = await c.patch("pods", "r1", {"metadata": {"annotations": {"mine": "yes"}}}, "default", raw=True)
+    assert patched["metadata"]["labels"] == {"sneaked": "in"} and patched["metadata"]["annotations"] == {"mine": "yes"}
+    race.append({"sneaked": "again"})
+    await c.bind("default", "r1", "n1")
+    bound = await c.get("pods", "r1", "default", raw=True)
+    assert bound["spec"]["nodeName"] == "n1" and bound["metadata"]["labels"] == {"sneaked": "again"}
+
+
+async def test_a_pinned_update_that_loses_a_race_is_a_conflict(c, race):
+    created = await c.create(pod("r2"), "default", raw=True)
+    race.append({"sneaked": "in"})
+    with pytest.raises(Conflict) as err:
+        await c.update({**created, "metadata": {**created["metadata"], "labels": {"mine": "yes"}}})
+    assert err.value.status["details"] == {"name": "r2", "kind": "pods"}
+    assert (await c.get("pods", "r2", "default", raw=True))["metadata"]["labels"] == {"sneaked": "in"}
+
+
+async def test_a_dry_run_update_answers_the_result_and_changes_nothing(http):
+    await send(http, "POST", PODS, pod("d"))
+    _, got = await send(http, "GET", f"{PODS}/d")
+    code, answered = await send(http, "PUT", f"{PODS}/d", {**got, "metadata": {**got["metadata"], "labels": {"x": "1"}}},
+                                dryRun="All")
+    assert code == 200 and answered["metadata"]["labels"] == {"x": "1"}
+    assert (await send(http, "GET", f"{PODS}/d"))[1] == got
+
+
+async def test_updating_a_terminating_pod_keeps_its_deletion(c):
+    await c.create(pod("t", node="n1"), "default")
+    terminating = await c.delete("pods", "t", "default", raw=True)
+    meta = {k: v for k, v in terminating["metadata"].items() if not k.startswith("deletion")}
+    updated = await c.update({**terminating, "metadata": {**meta, "labels": {"x": "1"}}}, raw=True)
+    assert updated["metadata"]["deletionTimestamp"] == terminating["metadata"]["deletionTimestamp"]
+    assert updated["metadata"]["deletionGracePeriodSeconds"] == 30 and updated["metadata"]["labels"] == {"x": "1"}
+
+
+async def test_a_paged_list_of_one_namespace_shows_only_that_namespace(c):
+    await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a-team"}})
+    await c.create(pod("mine"), "default")
+    await c.create(pod("theirs"), "a-team")
+    page = await c.list("pods", "default", limit=5, raw=True)
+    assert [p["metadata"]["name"] for p in page.items] == ["mine"]
+
+
+async def test_an_expired_continue_token_says_to_start_again(server, c):
+    for i in range(3):
+        await c.create(pod(f"e{i}"), "default")
+    first = await c.list("pods", "default", limit=1, raw=True)
+    await c.create(pod("later"), "default")
+    await server.compact(server.store.revision)
+    err = await failure(c.list("pods", "default", limit=1, continue_token=first.continue_token))
+    assert (err.code, err.reason) == (410, "Expired")
+    assert err.message == ("The provided continue parameter is too old to display a consistent list result. "
+                           "You can start a new list without the continue parameter.")
+
+
+async def test_an_update_with_an_empty_resource_version_applies_to_the_newest(c):
+    created = await c.create(pod("empty-rv"), "default", raw=True)
+    await c.patch("pods", "empty-rv", {"metadata": {"labels": {"first": "1"}}}, "default")
+    body = {**created, "metadata": {**created["metadata"], "resourceVersion": "", "labels": {"second": "2"}}}
+    assert (await c.update(body, raw=True))["metadata"]["labels"] == {"second": "2"}

@@ -12,7 +12,7 @@ import base64
 import binascii
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import msgspec
 
@@ -117,18 +117,19 @@ class ResourceAPI:
                 continue
             records.append(record)
         records.sort(key=lambda r: r.key)
-        return Reply(200, self._list_body(resource, records, self.cache.revision, ""))
+        return Reply(200, self._list_body(resource, (r.value for r in records), self.cache.revision, ""))
 
-    def _list_body(self, resource: ResourceType, records: list[Record], revision: int, cont: str) -> bytes:
+    def _list_body(self, resource: ResourceType, items: Iterable[bytes], revision: int, cont: str) -> bytes:
+        """A list's JSON from its items' JSON, without decoding them."""
         meta: dict[str, Any] = {"resourceVersion": str(revision)}
         if cont:
             meta["continue"] = cont
         head = _encode({"kind": resource.list_kind, "apiVersion": resource.api_version, "metadata": meta})
-        return head[:-1] + b',"items":[' + b",".join(r.value for r in records) + b"]}"
+        return head[:-1] + b',"items":[' + b",".join(items) + b"]}"
 
     async def _list_paged(self, resource: ResourceType, namespace: str | None, opts: ListOptions) -> Reply:
         prefix = self._key_prefix(resource, namespace)
-        revision, start = 0, ""
+        start = ""
         if opts.continue_token:
             try:
                 token = _decode(base64.urlsafe_b64decode(opts.continue_token.encode()))
@@ -160,10 +161,9 @@ class ResourceAPI:
                 "The provided continue parameter is too old to display a consistent list result. "
                 "You can start a new list without the continue parameter."
             ) from None
-        cont = ""
-        if more and found:
-            cont = base64.urlsafe_b64encode(_encode({"rv": revision, "start": found[-1].key})).decode()
-        return Reply(200, self._list_body(resource, found, revision, cont))
+        token = {"rv": revision, "start": found[-1].key} if more and found else None
+        cont = base64.urlsafe_b64encode(_encode(token)).decode() if token else ""
+        return Reply(200, self._list_body(resource, (r.value for r in found), revision, cont))
 
     # --- create ------------------------------------------------------------------------------------------
 
@@ -504,7 +504,7 @@ class ResourceAPI:
                 if exc.code == 404:
                     continue
                 raise
-            deleted.append(Record(record.key, 0, reply.body))
+            deleted.append(reply.body)
         return Reply(200, self._list_body(resource, deleted, self.store.revision, ""))
 
     # --- binding -----------------------------------------------------------------------------------------
