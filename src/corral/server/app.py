@@ -90,6 +90,8 @@ class _Metrics:
                                  buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
         self.revision = Gauge("corral_store_revision", "Newest store revision", registry=self.registry)
         self.watchers = Gauge("corral_apiserver_watchers", "Open client watches", registry=self.registry)
+        self.cached_events = Gauge("corral_watch_cache_events", "Changes the watch cache keeps for watches "
+                                   "from a past revision", registry=self.registry)
         self.objects = Gauge("corral_apiserver_objects", "Objects held by the watch cache",
                              ["resource"], registry=self.registry)
         self.leader = Gauge("corral_leader", "1 while this server runs the scheduler and controllers",
@@ -395,6 +397,7 @@ class Server:
         assert self.store is not None and self.cache is not None
         self.metrics.revision.set(self.store.revision)
         self.metrics.watchers.set(self.cache.watcher_count())
+        self.metrics.cached_events.set(self.cache.event_count())
         self.metrics.leader.set(1 if self.elector is None or self.elector.leading else 0)
         from corral.api.resources import RESOURCES
 

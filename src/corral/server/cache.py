@@ -23,7 +23,7 @@ import asyncio
 import bisect
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 from corral.aio import cancel_and_wait
 from corral.api.selectors import FieldSelector, LabelSelector
@@ -286,5 +286,6 @@ class WatchCache:
     def watcher_count(self) -> int:
         return sum(len(ws) for ws in self._watchers.values())
 
-    def stats(self) -> dict[str, Any]:
-        return {"revision": self.revision, "events": len(self._events), "oldest": self._oldest}
+    def event_count(self) -> int:
+        """Changes kept for watches from a past revision (the window; trimmed by compaction)."""
+        return len(self._events)

@@ -242,7 +242,7 @@ class ResourceRoutes:
         except TooOld as exc:
             # Kubernetes answers an expired watch with 200 and a single ERROR event.
             await resp.prepare(request)
-            status = errors.gone(f"too old resource version: {exc.requested} ({exc.oldest})").body()
+            status = errors.gone(str(exc)).body()
             await resp.write(b'{"type":"ERROR","object":' + status + b"}\n")
             return resp
         try:

@@ -1,0 +1,106 @@
+"""Watches as clients see them: what a selector lets through and how, expiry, bookmarks, and the
+watch cache's window after compaction."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import aiohttp
+import pytest
+
+from corral.client import Client, Gone
+
+
+def pod(name: str, **labels) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": labels},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+
+
+@pytest.fixture
+async def c(server):
+    async with Client(server.url) as client:
+        yield client
+
+
+async def events(watch, count: int) -> list[tuple[str, str]]:
+    """The first ``count`` (type, name) pairs of ``watch``, bookmarks left out; fails after 10 s."""
+    seen = []
+    async with asyncio.timeout(10):
+        async for event in watch:
+            if event.type != "BOOKMARK":
+                seen.append((event.type, event.object["metadata"]["name"]))
+            if len(seen) == count:
+                return seen
+    return seen
+
+
+async def test_a_watch_by_name_sees_only_that_object(c):
+    start = (await c.list("pods", "default")).resource_version
+    await c.create(pod("other"))
+    await c.create(pod("mine"))
+    await c.patch("pods", "other", {"metadata": {"labels": {"x": "1"}}}, "default")
+    await c.patch("pods", "mine", {"metadata": {"labels": {"x": "1"}}}, "default")
+    replay = c.watch("pods", "default", resource_version=start, field_selector="metadata.name=mine", raw=True)
+    assert await events(replay, 2) == [("ADDED", "mine"), ("MODIFIED", "mine")]
+    live = c.watch("pods", "default", field_selector="metadata.name=mine", raw=True)
+    assert await events(live, 1) == [("ADDED", "mine")]
+
+
+async def test_a_selected_object_that_changes_and_stays_selected_is_modified(c):
+    start = (await c.list("pods", "default")).resource_version
+    await c.create(pod("p", app="web"))
+    await c.patch("pods", "p", {"metadata": {"labels": {"tier": "front"}}}, "default")
+    await c.delete("pods", "p", "default")
+    watch = c.watch("pods", "default", resource_version=start, label_selector="app=web", raw=True)
+    assert await events(watch, 3) == [("ADDED", "p"), ("MODIFIED", "p"), ("DELETED", "p")]
+
+
+async def test_a_watch_from_now_in_a_namespace_lists_only_that_namespace(c):
+    await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+    await c.create(pod("b-here"))
+    await c.create(pod("a-here"))
+    await c.create(pod("elsewhere"), "team")
+    watch = c.watch("pods", "default", raw=True)
+    first = asyncio.create_task(events(watch, 3))
+    await asyncio.sleep(0.2)
+    await c.create(pod("later"))
+    assert await first == [("ADDED", "a-here"), ("ADDED", "b-here"), ("ADDED", "later")]
+
+
+async def test_an_expired_watch_says_which_revision_is_too_old(server, c):
+    start = (await c.list("pods", "default")).resource_version
+    for i in range(3):
+        await c.create(pod(f"e{i}"))
+    mark = server.store.revision
+    await server.compact(mark)
+    with pytest.raises(Gone) as err:
+        await events(c.watch("pods", "default", resource_version=start, raw=True), 1)
+    assert err.value.message == f"too old resource version: {start} ({mark})"
+    assert err.value.reason == "Expired"
+
+
+async def test_a_watch_from_now_bookmarks_the_current_revision(server, c, monkeypatch):
+    from corral.server import http as http_module
+
+    monkeypatch.setattr(http_module, "BOOKMARK_INTERVAL", 0.2)
+    await c.create(pod("b"))
+    revision = str(server.store.revision)
+    async with asyncio.timeout(10):
+        async for event in c.watch("pods", "default", raw=True):
+            if event.type == "BOOKMARK":
+                assert event.resource_version == revision
+                break
+
+
+async def test_compaction_trims_the_watch_caches_window(server, c):
+    async def cached_events() -> int:
+        async with aiohttp.ClientSession(server.url) as http, http.get("/metrics") as r:
+            return int(float(re.search(r"^corral_watch_cache_events (\S+)$", await r.text(), re.M).group(1)))
+
+    for i in range(5):
+        await c.create(pod(f"w{i}"))
+    before = await cached_events()
+    assert before >= 5
+    await server.compact(server.store.revision - 2)
+    assert await cached_events() == 2
