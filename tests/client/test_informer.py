@@ -171,3 +171,27 @@ async def test_a_watch_cut_mid_chunk_is_a_connection_failure_and_the_informer_su
         finished.set()
         server.close()
         await server.wait_closed()
+
+
+async def test_indexes_keep_the_other_objects_of_a_value_and_deletes_hand_over_the_final_state(server):
+    async with Client(server.url) as c:
+        for name in ("a", "b"):
+            await c.create(pod(name, node="n1"))
+        informer = Informer(c, "pods", raw=True,
+                            indexers={"node": lambda p: [p["spec"]["nodeName"]] if p["spec"].get("nodeName") else []})
+        deleted: list[dict] = []
+        informer.on_delete(deleted.append)
+        informer.start()
+        try:
+            await informer.wait_synced(5)
+            assert sorted(p["metadata"]["name"] for p in informer.list()) == ["a", "b"]
+            updated = await c.patch("pods", "a", {"metadata": {"labels": {"last": "words"}}}, "default", raw=True)
+            final = await c.delete("pods", "a", "default", grace_period_seconds=0, raw=True)
+            await eventually(lambda: len(deleted) == 1)
+            assert deleted[0]["metadata"]["resourceVersion"] != updated["metadata"]["resourceVersion"]
+            assert deleted[0]["metadata"]["labels"] == {"last": "words"}
+            assert [p["metadata"]["name"] for p in informer.by_index("node", "n1")] == ["b"]
+            assert [p["metadata"]["name"] for p in informer.list()] == ["b"]
+            assert final["metadata"]["name"] == "a"
+        finally:
+            await informer.stop()
