@@ -43,3 +43,34 @@ async def test_revisions_continue_after_everything_was_compacted_and_the_file_re
         assert (await s.create("/k/new", obj("new"))).revision == last + 1
     finally:
         await s.close()
+
+
+async def test_compaction_leaves_one_row_per_live_key_and_is_remembered(tmp_path):
+    import sqlite3
+
+    from corral.store import Compacted
+
+    path = f"sqlite://{tmp_path}/state.db"
+    s = await open_store(path)
+    a = await s.create("/k/a", obj("a"))
+    for i in range(3):
+        a = await s.update("/k/a", obj("a", v=i), a.revision)
+    await s.create("/k/b", obj("b"))
+    await s.delete("/k/b")
+    middle = s.revision
+    await s.create("/k/c", obj("c"))
+    await s.compact(middle)
+    await s.compact(middle - 2)  # behind the compaction point: nothing changes
+    assert s.compacted_revision == middle
+    await s.close()
+    with sqlite3.connect(f"{tmp_path}/state.db") as db:
+        rows = db.execute("SELECT key, rev FROM log ORDER BY rev").fetchall()
+    assert rows == [("/k/a", a.revision), ("/k/c", middle + 1)]
+    s = await open_store(path)
+    try:
+        assert s.compacted_revision == middle
+        with pytest.raises(Compacted):
+            await s.list("/k/", revision=middle - 1)
+        assert [r.key for r in (await s.list("/k/", revision=middle)).items] == ["/k/a"]
+    finally:
+        await s.close()
