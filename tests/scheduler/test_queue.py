@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.queue.scheduling_queue import ClusterEvent, SchedulingQueue
 from corral.testing.builders import make_pod
@@ -80,5 +82,30 @@ def test_updating_an_unschedulable_pod_in_a_way_that_matters_retries_it():
     q.add(info("p"))  # same spec: stays
     assert q.pop_nowait() is None
     q.add(PodInfo.from_object(make_pod("p").requests(cpu="10m").obj))
+    clock.advance(1)
+    assert q.pop_nowait().info.name == "p"
+
+
+@pytest.mark.parametrize("change", [
+    pytest.param(lambda b: b.requests(cpu="10m"), id="requests"),
+    pytest.param(lambda b: b.node_selector(disk="ssd"), id="node selector"),
+    pytest.param(lambda b: b.require_node("zone", "In", "a"), id="required node affinity"),
+    pytest.param(lambda b: b.toleration("k", "v", "NoSchedule"), id="tolerations"),
+    pytest.param(lambda b: b.labels(app="web"), id="labels"),
+    pytest.param(lambda b: b.spread(1, "zone"), id="topology spread"),
+    pytest.param(lambda b: b.affinity("zone", app="db"), id="pod affinity"),
+    pytest.param(lambda b: b.anti_affinity("zone", app="db"), id="pod anti-affinity"),
+    pytest.param(lambda b: b.priority(5), id="priority"),
+])
+def test_each_change_that_can_make_a_pod_fit_retries_it_and_others_do_not(change):
+    q, clock = queue()
+    q.add(info("p"))
+    q.requeue_unschedulable(q.pop_nowait(), frozenset({"NodeResourcesFit"}))
+    annotated = make_pod("p")
+    annotated.obj["metadata"]["annotations"] = {"note": "irrelevant"}
+    q.add(PodInfo.from_object(annotated.obj))
+    clock.advance(1)
+    assert q.pop_nowait() is None
+    q.add(PodInfo.from_object(change(make_pod("p")).obj))
     clock.advance(1)
     assert q.pop_nowait().info.name == "p"
