@@ -242,3 +242,34 @@ async def test_score_weights_from_the_configuration_decide_between_nodes(weights
     await h.run()
     assert h.placements()["default/p"] == chosen
     await h.scheduler.events.stop()
+
+
+@pytest.mark.parametrize("zones, expected", [
+    pytest.param(["b", "a", "b", "b", "a", "c"], [0, 1, 5, 2, 4, 3], id="round-robin over zones in order of first appearance"),
+    pytest.param([None, None, None], [0, 1, 2], id="no zone labels: row order"),
+    pytest.param(["a", None, "a", None], [0, 1, 2, 3], id="nodes without a zone form a zone of their own"),
+])
+def test_the_node_order_takes_one_node_per_zone_in_turn(zones, expected):
+    from corral.scheduler.cache.cache import Cache
+    from corral.scheduler.schedule_one import zone_interleaved_order
+
+    nodes = []
+    for i, zone in enumerate(zones):
+        builder = make_node(f"n{i}")
+        nodes.append((builder.zone(zone) if zone else builder).obj)
+    cache = Cache.from_objects(nodes, [], [])
+    assert list(zone_interleaved_order(cache.table)) == expected
+
+
+def test_the_node_order_reads_the_legacy_zone_label_and_skips_removed_nodes():
+    from corral.scheduler.cache.cache import Cache
+    from corral.scheduler.schedule_one import zone_interleaved_order
+
+    legacy = "failure-domain.beta.kubernetes.io/zone"
+    cache = Cache.from_objects([make_node(f"n{i}").label(legacy, z).obj for i, z in enumerate("xxyy")], [], [])
+    assert list(zone_interleaved_order(cache.table)) == [0, 2, 1, 3]
+    cache.remove_node("n0")
+    assert list(zone_interleaved_order(cache.table)) == [1, 2, 3]
+    for name in ("n1", "n2", "n3"):
+        cache.remove_node(name)
+    assert list(zone_interleaved_order(cache.table)) == []
