@@ -237,34 +237,6 @@ async def test_discovery_version_openapi_health_and_metrics_answer(http):
         assert "corral_apiserver_requests_total" in text and "corral_store_revision" in text
 
 
-async def first_events(watch, count: int, timeout: float = 10.0) -> list:
-    """The first ``count`` events of ``watch``, or fail after ``timeout`` seconds."""
-    seen = []
-    async with asyncio.timeout(timeout):
-        async for event in watch:
-            if event.type != "BOOKMARK":
-                seen.append((event.type, event.object["metadata"]["name"]))
-            if len(seen) == count:
-                return seen
-    return seen
-
-
-@pytest.mark.parametrize("from_start", [pytest.param(True, id="a watch from a revision replays only matching events"),
-                                        pytest.param(False, id="a watch from now lists and follows only matching pods")])
-async def test_a_watch_with_a_field_selector_sees_only_the_pods_it_selects(server, from_start):
-    async with Client(server.url) as c:
-        start = (await c.list("pods", "default")).resource_version
-        for name, node in (("on-n1", "n1"), ("on-n2", "n2")):
-            await c.create({**pod(name), "spec": {**pod(name)["spec"], "nodeName": node}})
-        watch = c.watch("pods", "default", resource_version=start if from_start else None,
-                        field_selector="spec.nodeName=n1", raw=True)
-        task = asyncio.create_task(first_events(watch, 2))
-        await asyncio.sleep(0.1)
-        for name, node in (("late-n2", "n2"), ("late-n1", "n1")):
-            await c.create({**pod(name), "spec": {**pod(name)["spec"], "nodeName": node}})
-        assert await task == [("ADDED", "on-n1"), ("ADDED", "late-n1")]
-
-
 async def test_a_patch_that_pins_a_stale_resource_version_is_a_conflict_and_changes_nothing(server):
     async with Client(server.url) as c:
         created = await c.create(pod("pinned"), raw=True)

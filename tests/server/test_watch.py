@@ -23,16 +23,32 @@ async def c(server):
         yield client
 
 
-async def events(watch, count: int) -> list[tuple[str, str]]:
-    """The first ``count`` (type, name) pairs of ``watch``, bookmarks left out; fails after 10 s."""
+async def first_events(watch, count: int, timeout: float = 10.0) -> list:
+    """The first ``count`` events of ``watch``, or fail after ``timeout`` seconds."""
     seen = []
-    async with asyncio.timeout(10):
+    async with asyncio.timeout(timeout):
         async for event in watch:
             if event.type != "BOOKMARK":
                 seen.append((event.type, event.object["metadata"]["name"]))
             if len(seen) == count:
                 return seen
     return seen
+
+
+@pytest.mark.parametrize("from_start", [pytest.param(True, id="a watch from a revision replays only matching events"),
+                                        pytest.param(False, id="a watch from now lists and follows only matching pods")])
+async def test_a_watch_with_a_field_selector_sees_only_the_pods_it_selects(server, from_start):
+    async with Client(server.url) as c:
+        start = (await c.list("pods", "default")).resource_version
+        for name, node in (("on-n1", "n1"), ("on-n2", "n2")):
+            await c.create({**pod(name), "spec": {**pod(name)["spec"], "nodeName": node}})
+        watch = c.watch("pods", "default", resource_version=start if from_start else None,
+                        field_selector="spec.nodeName=n1", raw=True)
+        task = asyncio.create_task(first_events(watch, 2))
+        await asyncio.sleep(0.1)
+        for name, node in (("late-n2", "n2"), ("late-n1", "n1")):
+            await c.create({**pod(name), "spec": {**pod(name)["spec"], "nodeName": node}})
+        assert await task == [("ADDED", "on-n1"), ("ADDED", "late-n1")]
 
 
 async def test_a_watch_by_name_sees_only_that_object(c):
@@ -42,9 +58,9 @@ async def test_a_watch_by_name_sees_only_that_object(c):
     await c.patch("pods", "other", {"metadata": {"labels": {"x": "1"}}}, "default")
     await c.patch("pods", "mine", {"metadata": {"labels": {"x": "1"}}}, "default")
     replay = c.watch("pods", "default", resource_version=start, field_selector="metadata.name=mine", raw=True)
-    assert await events(replay, 2) == [("ADDED", "mine"), ("MODIFIED", "mine")]
+    assert await first_events(replay, 2) == [("ADDED", "mine"), ("MODIFIED", "mine")]
     live = c.watch("pods", "default", field_selector="metadata.name=mine", raw=True)
-    assert await events(live, 1) == [("ADDED", "mine")]
+    assert await first_events(live, 1) == [("ADDED", "mine")]
 
 
 async def test_a_selected_object_that_changes_and_stays_selected_is_modified(c):
@@ -53,7 +69,7 @@ async def test_a_selected_object_that_changes_and_stays_selected_is_modified(c):
     await c.patch("pods", "p", {"metadata": {"labels": {"tier": "front"}}}, "default")
     await c.delete("pods", "p", "default")
     watch = c.watch("pods", "default", resource_version=start, label_selector="app=web", raw=True)
-    assert await events(watch, 3) == [("ADDED", "p"), ("MODIFIED", "p"), ("DELETED", "p")]
+    assert await first_events(watch, 3) == [("ADDED", "p"), ("MODIFIED", "p"), ("DELETED", "p")]
 
 
 async def test_a_watch_from_now_in_a_namespace_lists_only_that_namespace(c):
@@ -62,7 +78,7 @@ async def test_a_watch_from_now_in_a_namespace_lists_only_that_namespace(c):
     await c.create(pod("a-here"))
     await c.create(pod("elsewhere"), "team")
     watch = c.watch("pods", "default", raw=True)
-    first = asyncio.create_task(events(watch, 3))
+    first = asyncio.create_task(first_events(watch, 3))
     await asyncio.sleep(0.2)
     await c.create(pod("later"))
     assert await first == [("ADDED", "a-here"), ("ADDED", "b-here"), ("ADDED", "later")]
@@ -75,7 +91,7 @@ async def test_an_expired_watch_says_which_revision_is_too_old(server, c):
     mark = server.store.revision
     await server.compact(mark)
     with pytest.raises(Gone) as err:
-        await events(c.watch("pods", "default", resource_version=start, raw=True), 1)
+        await first_events(c.watch("pods", "default", resource_version=start, raw=True), 1)
     assert err.value.message == f"too old resource version: {start} ({mark})"
     assert err.value.reason == "Expired"
 
