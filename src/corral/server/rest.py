@@ -161,8 +161,8 @@ class ResourceAPI:
                 "The provided continue parameter is too old to display a consistent list result. "
                 "You can start a new list without the continue parameter."
             ) from None
-        token = {"rv": revision, "start": found[-1].key} if more and found else None
-        cont = base64.urlsafe_b64encode(_encode(token)).decode() if token else ""
+        next_page = {"rv": revision, "start": found[-1].key} if more and found else None
+        cont = base64.urlsafe_b64encode(_encode(next_page)).decode() if next_page else ""
         return Reply(200, self._list_body(resource, (r.value for r in found), revision, cont))
 
     # --- create ------------------------------------------------------------------------------------------
