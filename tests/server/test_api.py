@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import json
 
-import aiohttp
 import pytest
 
 from corral.client import Client, Conflict, Gone, Invalid, NotFound
@@ -14,12 +13,6 @@ from corral.client import Client, Conflict, Gone, Invalid, NotFound
 def pod(name: str, **meta) -> dict:
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **meta},
             "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
-
-
-@pytest.fixture
-async def http(server):
-    async with aiohttp.ClientSession(server.url) as session:
-        yield session
 
 
 async def pod_count(http) -> int:

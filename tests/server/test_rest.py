@@ -4,8 +4,9 @@ update, patch, delete, bind and evict keep, change, refuse and answer."""
 from __future__ import annotations
 
 import asyncio
+import datetime
+import json
 
-import aiohttp
 import pytest
 
 from corral.api.resources import by_kind
@@ -18,18 +19,6 @@ def pod(name: str, node: str | None = None, **meta) -> dict:
     if node:
         spec["nodeName"] = node
     return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, **meta}, "spec": spec}
-
-
-@pytest.fixture
-async def c(server):
-    async with Client(server.url) as client:
-        yield client
-
-
-@pytest.fixture
-async def http(server):
-    async with aiohttp.ClientSession(server.url) as session:
-        yield session
 
 
 async def names(c: Client, namespace: str | None = "default", **selectors) -> list[str]:
@@ -60,19 +49,13 @@ async def test_create_fills_in_the_namespace_and_refuses_a_mismatch_a_missing_na
 
 
 async def test_a_pod_posted_without_a_namespace_in_url_or_body_lands_in_default(c):
-    created = _decoded(await c.request("POST", "/api/v1/pods", body=pod("nowhere-said")))
+    created = json.loads(await c.request("POST", "/api/v1/pods", body=pod("nowhere-said")))
     assert created["metadata"]["namespace"] == "default"
     assert await names(c) == ["nowhere-said"]
 
 
-def _decoded(payload: bytes) -> dict:
-    import json
-
-    return json.loads(payload)
-
-
 async def test_a_dry_run_create_answers_the_object_and_stores_nothing(c):
-    answered = _decoded(await c.request("POST", "/api/v1/namespaces/default/pods", params={"dryRun": "All"},
+    answered = json.loads(await c.request("POST", "/api/v1/namespaces/default/pods", params={"dryRun": "All"},
                                         body=pod("dry")))
     assert answered["metadata"]["name"] == "dry" and answered["metadata"]["namespace"] == "default"
     assert answered["spec"]["priority"] == 0
@@ -228,7 +211,7 @@ async def test_a_bound_pod_is_deleted_gracefully_and_an_unbound_or_zero_grace_on
 
 async def test_a_dry_run_delete_answers_the_object_and_deletes_nothing(c):
     await c.create(pod("kept"), "default")
-    answered = _decoded(await c.request("DELETE", "/api/v1/namespaces/default/pods/kept", params={"dryRun": "All"}))
+    answered = json.loads(await c.request("DELETE", "/api/v1/namespaces/default/pods/kept", params={"dryRun": "All"}))
     assert answered["metadata"]["name"] == "kept"
     assert await names(c) == ["kept"]
     err = await failure(c.delete("pods", "absent", "default"))
@@ -248,7 +231,7 @@ async def test_deleting_a_collection_deletes_only_what_the_selectors_pick_in_tha
         await c.create(pod(name, labels=labels), "default")
     await c.create(pod("elsewhere", labels={"tier": "web"}), "other")
     await c.create(pod("bound", node="n1", labels={"tier": "web"}), "default")
-    deleted = _decoded(await c.request("DELETE", "/api/v1/namespaces/default/pods",
+    deleted = json.loads(await c.request("DELETE", "/api/v1/namespaces/default/pods",
                                        params={"labelSelector": "tier=web", "fieldSelector": "metadata.name!=c"}))
     assert deleted["kind"] == "PodList"
     assert sorted(p["metadata"]["name"] for p in deleted["items"]) == ["a", "bound"]
@@ -343,7 +326,7 @@ async def test_eviction_returns_a_bound_pod_to_pending_and_leaves_others_alone(s
     assert [(x["type"], x["status"], x["reason"]) for x in status["conditions"]] == [
         ("PodScheduled", "False", "NodeLost")]
     again = await server.api.evict("default", "ev", "NodeLost", "twice")
-    assert again.code == 200 and _decoded(again.body)["status"]["message"].startswith("the node stopped")
+    assert again.code == 200 and json.loads(again.body)["status"]["message"].startswith("the node stopped")
     assert created["metadata"]["uid"] == moved["metadata"]["uid"]
 
 
@@ -352,8 +335,6 @@ async def test_eviction_returns_a_bound_pod_to_pending_and_leaves_others_alone(s
 async def send(http, method: str, path: str, body=None, content_type: str = "application/json",
                **params) -> tuple[int, dict]:
     """(HTTP status, decoded body) of one request."""
-    import json
-
     data = None if body is None else json.dumps(body)
     async with http.request(method, path, data=data, params=params,
                             headers={"Content-Type": content_type}) as r:
@@ -473,8 +454,6 @@ async def test_a_dry_run_binding_leaves_the_pod_unbound_everywhere(c):
 
 
 async def test_a_graceful_delete_sets_its_deadline_from_now(c):
-    import datetime
-
     await c.create(pod("grace", node="n1"), "default")
     before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     deleting = await c.delete("pods", "grace", "default", raw=True)
@@ -489,10 +468,10 @@ async def test_an_eviction_leaves_a_pod_being_deleted_or_unbound_alone(server, c
     await c.create(pod("leaving", node="n1"), "default")
     deleting = await c.delete("pods", "leaving", "default", raw=True)
     reply = await server.api.evict("default", "leaving", "NodeLost", "gone")
-    assert reply.code == 200 and _decoded(reply.body) == deleting
+    assert reply.code == 200 and json.loads(reply.body) == deleting
     unbound = await c.create(pod("free"), "default", raw=True)
     reply = await server.api.evict("default", "free", "NodeLost", "gone")
-    assert reply.code == 200 and _decoded(reply.body) == unbound
+    assert reply.code == 200 and json.loads(reply.body) == unbound
 
 
 async def test_an_evicted_pod_keeps_no_trace_of_where_it_ran(server, c):
@@ -501,7 +480,7 @@ async def test_an_evicted_pod_keeps_no_trace_of_where_it_ran(server, c):
                                                "conditions": [{"type": "Ready", "status": "True"}]}},
                   "default", subresource="status")
     reply = await server.api.evict("default", "trace", "NodeLost", "lost")
-    status = _decoded(reply.body)["status"]
+    status = json.loads(reply.body)["status"]
     assert "podIPs" not in status
     (condition,) = status["conditions"]
     assert condition.keys() == {"type", "status", "reason", "message", "lastTransitionTime"}
@@ -523,7 +502,7 @@ async def test_a_collection_delete_skips_what_another_client_deleted_meanwhile(s
 
     reply = await api.delete_collection(by_kind("Pod"), "default", ListOptions(), None)
     assert reply.code == 200
-    body = _decoded(reply.body)
+    body = json.loads(reply.body)
     assert [p["metadata"]["name"] for p in body["items"]] == ["a", "c"]
     assert body["metadata"] == {"resourceVersion": str(server.store.revision)}
     assert await names(c) == []

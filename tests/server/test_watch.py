@@ -17,12 +17,6 @@ def pod(name: str, **labels) -> dict:
             "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
 
 
-@pytest.fixture
-async def c(server):
-    async with Client(server.url) as client:
-        yield client
-
-
 async def first_events(watch, count: int, timeout: float = 10.0) -> list:
     """The first ``count`` events of ``watch``, or fail after ``timeout`` seconds."""
     seen = []

@@ -1,0 +1,22 @@
+"""Clients of the in-process server (the ``server`` fixture of tests/conftest.py)."""
+
+from __future__ import annotations
+
+import aiohttp
+import pytest
+
+from corral.client import Client
+
+
+@pytest.fixture
+async def c(server):
+    """corral's API client."""
+    async with Client(server.url) as client:
+        yield client
+
+
+@pytest.fixture
+async def http(server):
+    """Plain HTTP, for what a client would hide: status codes, raw bodies, headers."""
+    async with aiohttp.ClientSession(server.url) as session:
+        yield session
