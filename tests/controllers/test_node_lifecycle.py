@@ -201,4 +201,82 @@ async def test_the_loop_runs_rounds_at_its_interval_and_survives_a_failing_round
         finally:
             await controller.stop()
     assert "node lifecycle round failed" in caplog.messages
-    assert controller._task.done()
+    assert controller._task.done() and controller._task.get_name() == "node-lifecycle"
+
+
+@pytest.mark.parametrize("silent_for, tainted", [
+    pytest.param(40.0, False, id="silent exactly the 40 s grace period: still Ready"),
+    pytest.param(40.001, True, id="a millisecond more: NotReady"),
+])
+async def test_kubernetes_default_grace_period_and_its_boundary(cluster, silent_for, tainted):
+    api, clock, _ = cluster
+    controller = NodeLifecycleController(api, clock=clock)  # the defaults, as kube-controller-manager's
+    assert controller.interval == 2.0
+    clock.advance(silent_for)
+    await controller.reconcile()
+    assert (await state(api))[0] is tainted
+
+
+@pytest.mark.parametrize("after_taint, evicted", [
+    pytest.param(300.0, False, id="tainted exactly the 300 s eviction timeout: the pod stays"),
+    pytest.param(300.001, True, id="a millisecond more: evicted"),
+])
+async def test_kubernetes_default_eviction_timeout_and_its_boundary(cluster, after_taint, evicted):
+    api, clock, _ = cluster
+    controller = NodeLifecycleController(api, clock=clock)
+    clock.advance(41)
+    await controller.reconcile()
+    clock.advance(after_taint)
+    await controller.reconcile()
+    assert await state(api) == ((True, None, "Pending") if evicted else (True, "n1", "Running"))
+
+
+async def test_not_ready_keeps_the_other_conditions_and_replaces_a_stale_pod_condition(cluster):
+    api, clock, controller = cluster
+    pressure = {"type": "MemoryPressure", "status": "False", "reason": "KubeletHasSufficientMemory"}
+    node = (await api.current(NODES, None, "n1", consistent=True)).obj
+    await api.patch(NODES, None, "n1", {"status": {"conditions": [pressure, *node["status"]["conditions"]]}},
+                    "merge", OPTS, "status")
+    scheduled = {"type": "PodScheduled", "status": "True"}
+    stale = {"type": "NotReadyAt", "status": "True", "reason": "NodeNotReady", "message": "an earlier outage"}
+    await api.patch(PODS, "default", "web", {"status": {"conditions": [scheduled, stale]}}, "merge", OPTS, "status")
+    clock.advance(GRACE + 1)
+    await controller.reconcile()
+    node = (await api.current(NODES, None, "n1", consistent=True)).obj
+    assert [c["type"] for c in node["status"]["conditions"]] == ["MemoryPressure", "Ready"]
+    assert node["status"]["conditions"][0] == pressure
+    pod = (await api.current(PODS, "default", "web", consistent=True)).obj
+    assert [c["type"] for c in pod["status"]["conditions"]] == ["PodScheduled", "NotReadyAt"]
+    assert pod["status"]["conditions"][1]["message"] != stale["message"]
+
+
+async def test_a_node_that_never_reported_a_heartbeat_gets_no_invented_one(server):
+    clock = FakeClock(1_800_000_000.0)
+    node = make_node("mute").obj
+    node["status"]["conditions"] = []
+    await server.api.create(NODES, None, node, OPTS)
+    created = (await server.api.current(NODES, None, "mute", consistent=True)).obj["metadata"]["creationTimestamp"]
+    from corral.scheduler.cache.node_table import parse_timestamp
+
+    clock = FakeClock(parse_timestamp(created) + GRACE + 1)
+    await NodeLifecycleController(server.api, clock=clock).reconcile()
+    (ready,) = (await server.api.current(NODES, None, "mute", consistent=True)).obj["status"]["conditions"]
+    assert ready["status"] == "Unknown" and "lastHeartbeatTime" not in ready
+
+
+async def test_eviction_goes_on_past_a_pod_that_was_being_deleted(cluster):
+    api, clock, controller = cluster
+    for name in ("doomed", "later"):
+        pod = make_pod(name).node("n1").obj
+        pod["metadata"].pop("uid")
+        await api.create(PODS, "default", pod, OPTS)
+    await api.delete(PODS, "default", "doomed", 30, None, None)
+    clock.advance(GRACE + 1)
+    await controller.reconcile()
+    clock.advance(EVICTION + 1)
+    await controller.reconcile()
+    later = (await api.current(PODS, "default", "later", consistent=True)).obj
+    assert (later["spec"].get("nodeName"), later["status"]["phase"]) == (None, "Pending")
+    events = [e for e in await events_of(api) if e["reason"] == "NodeLost"]
+    assert sorted(e["involvedObject"]["name"] for e in events) == ["later", "web"]
+    assert all((e["apiVersion"], e["kind"]) == ("v1", "Event") for e in events)

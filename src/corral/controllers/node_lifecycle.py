@@ -100,40 +100,43 @@ class NodeLifecycleController:
         name, now = node["metadata"]["name"], rfc3339(self.clock())
         message = f"the agent stopped renewing its lease {silent_for:.0f}s ago"
         log.warning("node %s is NotReady: %s", name, message)
-        taints = [t for t in (node.get("spec") or {}).get("taints") or () if t.get("key") != UNREACHABLE_TAINT]
-        taints.append({"key": UNREACHABLE_TAINT, "effect": "NoExecute", "timeAdded": now})
+        # Called only when the node has no unreachable taint yet: the others stay as they are.
+        taints = [*((node.get("spec") or {}).get("taints") or ()),
+                  {"key": UNREACHABLE_TAINT, "effect": "NoExecute", "timeAdded": now}]
         await self._patch(self._nodes, None, name, {"spec": {"taints": taints}})
         conditions = [c for c in (node.get("status") or {}).get("conditions") or () if c.get("type") != "Ready"]
-        conditions.append({"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": message,
-                           "lastHeartbeatTime": self._last_beat(node), "lastTransitionTime": now})
+        ready = {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": message,
+                 "lastHeartbeatTime": self._last_beat(node), "lastTransitionTime": now}
+        conditions.append({k: v for k, v in ready.items() if v is not None})
         await self._patch(self._nodes, None, name, {"status": {"conditions": conditions}}, "status")
         for pod in self._pods_on(name):
             meta = pod["metadata"]
             conditions = [c for c in (pod.get("status") or {}).get("conditions") or () if c.get("type") != "NotReadyAt"]
             conditions.append({"type": "NotReadyAt", "status": "True", "reason": "NodeNotReady",
                                "message": f"node {name} is not ready: {message}", "lastTransitionTime": now})
-            await self._patch(self._pods, meta.get("namespace"), meta["name"], {"status": {"conditions": conditions}},
+            await self._patch(self._pods, meta["namespace"], meta["name"], {"status": {"conditions": conditions}},
                               "status")
             await self._event(pod, "Warning", "NodeNotReady", f"Node {name} is not ready: {message}")
 
     @staticmethod
-    def _last_beat(node: dict[str, Any]) -> str:
+    def _last_beat(node: dict[str, Any]) -> str | None:
+        """The last heartbeat the node itself reported, None if it never reported one."""
         for cond in (node.get("status") or {}).get("conditions") or ():
             if cond.get("type") == "Ready":
-                return cond.get("lastHeartbeatTime", "")
-        return ""
+                return cond.get("lastHeartbeatTime")
+        return None
 
     async def _evict_pods(self, node: str) -> None:
         for pod in self._pods_on(node):
             meta = pod["metadata"]
             if meta.get("deletionTimestamp"):
                 # Its agent is gone and will not report Terminated: finish the deletion here.
-                await self._delete_now(meta.get("namespace"), meta["name"])
+                await self._delete_now(meta["namespace"], meta["name"])
                 continue
             message = f"node {node} was unreachable for more than {self.eviction:.0f}s"
-            await self.api.evict(meta.get("namespace", "default"), meta["name"], "NodeLost", message)
+            await self.api.evict(meta["namespace"], meta["name"], "NodeLost", message)
             await self._event(pod, "Warning", "NodeLost", f"Evicted: {message}; returned to Pending to be placed again")
-            log.warning("evicted %s/%s from lost node %s", meta.get("namespace"), meta["name"], node)
+            log.warning("evicted %s/%s from lost node %s", meta["namespace"], meta["name"], node)
 
     async def _mark_reachable(self, node: dict[str, Any]) -> None:
         name = node["metadata"]["name"]
@@ -156,13 +159,12 @@ class NodeLifecycleController:
     async def _event(self, pod: dict[str, Any], etype: str, reason: str, message: str) -> None:
         meta = pod["metadata"]
         now = rfc3339(self.clock())
-        event = {"apiVersion": "v1", "kind": "Event",
-                 "metadata": {"generateName": f"{meta['name']}.", "namespace": meta.get("namespace", "default")},
-                 "involvedObject": {"kind": "Pod", "name": meta["name"], "namespace": meta.get("namespace", "default"),
-                                    "uid": meta.get("uid", "")},
+        event = {"metadata": {"generateName": f"{meta['name']}.", "namespace": meta["namespace"]},
+                 "involvedObject": {"kind": "Pod", "name": meta["name"], "namespace": meta["namespace"],
+                                    "uid": meta["uid"]},
                  "reason": reason, "message": message, "type": etype, "count": 1,
                  "firstTimestamp": now, "lastTimestamp": now, "source": {"component": "node-lifecycle-controller"}}
         try:
-            await self.api.create(self._events, meta.get("namespace", "default"), event, self._opts)
+            await self.api.create(self._events, meta["namespace"], event, self._opts)
         except errors.ApiError as exc:
             log.debug("event not written: %s", exc.message)

@@ -376,6 +376,8 @@ class ResourceAPI:
             try:
                 if patch_type == "json":
                     patched = json_patch(_decode(current.value), patch)
+                elif patch_type != "merge":
+                    raise ValueError(f"unknown patch type {patch_type!r}")  # a caller's mistake, not a client's
                 else:
                     if not isinstance(patch, dict):
                         raise PatchError("a merge patch must be a JSON object")
