@@ -174,18 +174,24 @@ async def test_a_node_update_that_changes_what_fits_gives_waiting_pods_another_t
     assert h.placements() == {"default/p": "n"}
 
 
-@pytest.mark.parametrize("change", ["labels", "allocatable", "unschedulable", "ready"])
+@pytest.mark.parametrize("change", ["labels", "allocatable", "capacity without allocatable", "unschedulable",
+                                    "ready"])
 async def test_each_node_change_the_filters_read_counts_as_an_update(change):
     before = make_node("n").capacity(cpu=1, memory="4Gi", pods=10)
     after = make_node("n").capacity(cpu=1, memory="4Gi", pods=10)
     if change == "labels":
         after.label("disk", "ssd")
     elif change == "allocatable":
+        after.allocatable(cpu=2)  # the capacity stays
+    elif change == "capacity without allocatable":
         after.capacity(cpu=2, memory="4Gi", pods=10)
     elif change == "unschedulable":
         after.unschedulable()
     else:
         after.not_ready()
+    before, after = before.obj, after.obj
+    if change == "capacity without allocatable":
+        del before["status"]["allocatable"], after["status"]["allocatable"]
     h = Harness()
     h.add_node(before)
     h.add_pod(make_pod("p").requests(cpu="100"))
@@ -508,3 +514,17 @@ async def test_a_node_that_stops_being_ready_within_the_same_second_takes_no_mor
     h.add_pod(make_pod("p2"))
     await h.run()
     assert "default/p2" not in h.placements()
+
+
+async def test_metrics_go_to_the_registry_the_server_gives_and_a_scheduler_never_started_stops_cleanly():
+    from prometheus_client import CollectorRegistry
+
+    from corral.scheduler.profiles import parse_config
+    from corral.scheduler.scheduler import Scheduler
+    from corral.testing.scheduler_harness import RecordingWriter
+
+    registry = CollectorRegistry()
+    scheduler = Scheduler(parse_config({}), RecordingWriter(None), registry=registry)
+    scheduler.update_gauges()
+    assert 'corral_scheduler_pending_pods{queue="active"} 0.0' in generate_latest(registry).decode()
+    await scheduler.stop()

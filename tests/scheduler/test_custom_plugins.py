@@ -105,3 +105,135 @@ async def test_a_pre_enqueue_plugin_keeps_a_pod_out_of_the_queue():
     h.add_pod(make_pod("held").labels(gated="true"))
     await h.run()
     assert h.placements() == {} and "default/held" not in h.scheduler.queue
+
+
+# --- the order of the points, and the cycle state carried through them ---------------------------------
+
+TRACE: list[tuple] = []
+
+
+class Tracer(Plugin):
+    """Records each call it gets: (point, plugin, pod, node, what its PreFilter left in the cycle state).
+    A pod labelled ``refuse: <plugin>.<point>`` is refused there."""
+
+    def _note(self, point, state, pod, node) -> Status:
+        TRACE.append((point, self.NAME, pod.name, node, state.get(self.NAME)))
+        return Status.unschedulable("refused") if pod.labels.get("refuse") == f"{self.NAME}.{point}" else SUCCESS
+
+    def pre_filter(self, state, pod) -> Status:
+        state[self.NAME] = f"cycle of {pod.name}"
+        return SUCCESS
+
+    def reserve(self, state, pod, node) -> Status:
+        return self._note("reserve", state, pod, node)
+
+    def unreserve(self, state, pod, node) -> None:
+        self._note("unreserve", state, pod, node)
+
+    async def permit(self, state, pod, node) -> Status:
+        return self._note("permit", state, pod, node)
+
+    def post_filter(self, state, pod, diagnosis) -> Status:
+        return self._note("post_filter", state, pod, diagnosis.node_count)
+
+
+class First(Tracer):
+    NAME = "First"
+
+
+class Second(Tracer):
+    NAME = "Second"
+
+
+class TracingBinder(Plugin):
+    NAME = "TracingBinder"
+
+    async def bind(self, state, pod, node) -> Status:
+        TRACE.append(("bind", self.NAME, pod.name, node, state.get("First")))
+        if pod.labels.get("refuse") == "bind":
+            raise RuntimeError("the store is read-only")
+        return await self.handle.binder.bind(pod, node)
+
+
+TRACED = {"profiles": [{"plugins": {
+    point: {"enabled": [{"name": "First"}, {"name": "Second"}]}
+    for point in ("preFilter", "reserve", "permit", "postFilter")} | {
+    "bind": {"enabled": [{"name": "TracingBinder"}], "disabled": [{"name": "*"}]}}}]}
+
+
+@pytest.fixture
+def traced():
+    for plugin in (First, Second, TracingBinder):
+        register(plugin)
+    TRACE.clear()
+    yield
+    for plugin in (First, Second, TracingBinder):
+        REGISTRY.pop(plugin.NAME)
+
+
+async def one_round(h: Harness) -> None:
+    import asyncio
+
+    s = h.scheduler
+    while (qp := s.queue.pop_nowait()) is not None:
+        s.schedule_one(qp)
+    while s._inflight:
+        await asyncio.gather(*list(s._inflight))
+
+
+def calls(pod: str) -> list[tuple]:
+    return [(point, plugin, node) for point, plugin, p, node, seen in TRACE if p == pod]
+
+
+@pytest.mark.parametrize("refuse, expected", [
+    pytest.param(None, [("reserve", "First"), ("reserve", "Second"), ("permit", "First"), ("permit", "Second"),
+                        ("bind", "TracingBinder")], id="each point in profile order, then the binder"),
+    pytest.param("First.reserve", [("reserve", "First"), ("unreserve", "First")],
+                 id="a refused Reserve stops there and unreserves only what reserved"),
+    pytest.param("Second.reserve", [("reserve", "First"), ("reserve", "Second"), ("unreserve", "Second"),
+                                    ("unreserve", "First")], id="unreserve runs in reverse order"),
+    pytest.param("First.permit", [("reserve", "First"), ("reserve", "Second"), ("permit", "First"),
+                                  ("unreserve", "Second"), ("unreserve", "First")],
+                 id="a refused Permit stops the later ones and unreserves every reservation"),
+    pytest.param("Second.permit", [("reserve", "First"), ("reserve", "Second"), ("permit", "First"),
+                                   ("permit", "Second"), ("unreserve", "Second"), ("unreserve", "First")],
+                 id="the last Permit's refusal counts too"),
+    pytest.param("bind", [("reserve", "First"), ("reserve", "Second"), ("permit", "First"), ("permit", "Second"),
+                          ("bind", "TracingBinder"), ("unreserve", "Second"), ("unreserve", "First")],
+                 id="a binder that raises is a failed binding"),
+])
+async def test_the_points_run_in_order_with_the_pod_the_node_and_one_cycle_state(traced, refuse, expected):
+    h = Harness(TRACED)
+    h.add_node(make_node("n0"))
+    pod = make_pod("p")
+    if refuse:
+        pod.labels(refuse=refuse)
+    h.add_pod(pod)
+    await one_round(h)
+    assert calls("p") == [(point, plugin, "n0") for point, plugin in expected]
+    # Every call saw the state its plugin's PreFilter wrote in this pod's cycle.
+    assert {seen for *_, p, node, seen in TRACE} == {"cycle of p"}
+    assert h.placements() == ({} if refuse else {"default/p": "n0"})
+    if refuse:
+        assert not h.scheduler.cache.is_assumed("default/p")
+        assert h.scheduler.queue.get("default/p").where == "backoff"
+
+
+async def test_failed_bindings_are_counted_and_logged_with_their_cause(traced, caplog):
+    h = Harness(TRACED)
+    h.add_node(make_node("n0"))
+    for name in ("a", "b"):
+        h.add_pod(make_pod(name).labels(refuse="bind"))
+    await one_round(h)
+    assert h.scheduler.bind_failures == 2 and h.scheduler.scheduled == 0
+    assert "binding default/a to n0 failed: the store is read-only; retrying after backoff" in caplog.messages
+
+
+async def test_post_filter_gets_the_cycle_state_and_the_diagnosis_of_a_pod_that_fits_nowhere(traced):
+    h = Harness(TRACED)
+    h.add_node(make_node("n0"))
+    h.add_node(make_node("n1"))
+    h.add_pod(make_pod("huge").requests(cpu="64"))
+    await one_round(h)
+    assert [(point, plugin, count, seen) for point, plugin, _, count, seen in TRACE] == [
+        ("post_filter", "First", 2, "cycle of huge"), ("post_filter", "Second", 2, "cycle of huge")]

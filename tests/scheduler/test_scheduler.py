@@ -202,6 +202,23 @@ async def test_sampling_a_percentage_of_nodes_still_places_every_pod():
     assert len(h.placements()) == 50
 
 
+async def test_the_scheduler_samples_in_zone_order_and_sees_nodes_added_since():
+    h = Harness({"percentageOfNodesToScore": 10})
+    for i in range(300):
+        h.add_node(make_node(f"n{i:03d}").zone(f"z{i % 3}"))
+
+    def attempt(name: str, nodes: int) -> set[str]:
+        h.add_pod(make_pod(name).requests(cpu="100m"))
+        result = h.scheduler.schedule_one(h.scheduler.queue.pop_nowait())
+        assert (result.feasible, len(result.scores.rows)) == (nodes, 100)  # 10 %, but never under 100 scored
+        return {h.scheduler.cache.table.node_labels(int(r))["topology.kubernetes.io/zone"] for r in result.scores.rows}
+
+    assert attempt("a", 300) == {"z0", "z1", "z2"}
+    for i in range(100):
+        h.add_node(make_node(f"new{i:03d}").zone("z3"))
+    assert attempt("b", 400) == {"z0", "z1", "z2", "z3"}
+
+
 @pytest.mark.parametrize(
     "config, message",
     [

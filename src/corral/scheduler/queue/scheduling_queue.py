@@ -195,7 +195,7 @@ class SchedulingQueue:
 
     def on_event(self, event: str) -> int:
         """A cluster event: move the unschedulable pods it could help. Returns how many moved."""
-        plugins = EVENT_PLUGINS.get(event, frozenset({"*"}))
+        plugins = EVENT_PLUGINS[event]
         moved = [qp for qp in self._unschedulable.values()
                  if "*" in plugins or not qp.unschedulable_plugins or qp.unschedulable_plugins & plugins]
         for qp in moved:
