@@ -33,7 +33,7 @@ def parse_timestamp(value: str | None) -> float:
     if not value:
         return 0.0
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+        return datetime.fromisoformat(value).timestamp()  # Python 3.11 reads the "Z" suffix
     except ValueError:
         return 0.0
 
