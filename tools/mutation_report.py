@@ -1,8 +1,8 @@
 """The mutation score per module, from a `mutmut run` (called by `make mutation`).
 
 Reads mutmut's results (mutants/**/*.py.meta) and the reviewed list of equivalent mutants
-(tools/mutation_equivalents.toml: mutant name → why no test can tell it from the original), and
-writes mutants/report.md and mutants/report.json, printing the table. A mutant a test turned red
+(tools/mutation_equivalents.toml: mutant name → why no test can tell it from the original), applies
+the few RULES below that recognise a harmless mutation from the changed line alone, and writes mutants/report.md and mutants/report.json, printing the table. A mutant a test turned red
 counts as killed, and so does one that made a test hang past its timeout (the hang is what a test
 caught). The score is killed / (mutants checked − equivalent): survivors and mutants no test reaches
 both count against it; mutants a partial run has not checked yet are counted apart ("unchecked").
@@ -14,10 +14,14 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import functools
 import json
+import os
+import re
 import sys
 import tomllib
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 from mutmut.stats import status_by_exit_code
@@ -26,6 +30,39 @@ ROOT = Path(__file__).resolve().parent.parent
 # mutmut's statuses, in the report's terms: a type checker's catch is a kill like a test's.
 CAUGHT = {"killed": "killed", "caught by type check": "killed", "timeout": "timeout"}
 UNCHECKED = {"not checked", "skipped", "suspicious", "segfault", "check was interrupted by user"}
+
+
+_LOG_CALL = re.compile(r"^\s*log\.(debug|info|warning|error|exception)\(")
+
+# A surviving mutant that changes one line in one of these ways is not counted: (reason, test on the
+# original line and the mutant's line).
+RULES: list[tuple[str, Callable[[str, str], bool]]] = [
+    ("a log line's text or arguments: for operators, not a contract (PIT skips logging calls too)",
+     lambda old, new: bool(_LOG_CALL.match(old)) and new.lstrip().startswith("log.")),
+    ("numpy's default dtype is float64",
+     lambda old, new: "dtype=np.float64" in old
+     and new in (old.replace("dtype=np.float64", "dtype=None"), old.replace(", dtype=np.float64", ", "))),
+    ('float() reads "nan" in any case',
+     lambda old, new: 'float("nan")' in old and new == old.replace('float("nan")', 'float("NAN")')),
+]
+
+
+def rule_for(name: str) -> str | None:
+    """The reason a rule gives for this (surviving) mutant, or None. Reads mutmut's mutated sources."""
+    from mutmut.mutation import diff_apply
+
+    module = name.split(".x", 1)[0]
+    path = Path("src") / (module.replace(".", "/") + ".py")
+    try:
+        diff = diff_apply.get_diff_for_mutant(name, path=path)
+    except (FileNotFoundError, ValueError):
+        return None
+    lines = diff.splitlines()
+    old = [line[1:] for line in lines if line.startswith("-") and not line.startswith("---")]
+    new = [line[1:] for line in lines if line.startswith("+") and not line.startswith("+++")]
+    if len(old) != 1 or len(new) != 1:
+        return None
+    return next((reason for reason, applies in RULES if applies(old[0], new[0])), None)
 
 
 def status(exit_code: int | None) -> str:
@@ -57,6 +94,14 @@ def main() -> int:
         print("no mutmut results in mutants/: run `make mutation` first", file=sys.stderr)
         return 1
     equivalents = tomllib.loads((ROOT / "tools" / "mutation_equivalents.toml").read_text()).get("equivalent", {})
+    os.chdir(ROOT)  # mutmut reads its mutated sources from ./mutants
+    from mutmut.mutation import diff_apply
+
+    # Each mutated module is read once, not once per mutant.
+    diff_apply.read_mutants_module = functools.lru_cache(maxsize=None)(diff_apply.read_mutants_module)
+    by_rule = {name: reason for statuses in results.values() for name, s in statuses.items()
+               if s in ("survived", "no tests") and name not in equivalents and (reason := rule_for(name))}
+    equivalents = {**by_rule, **equivalents}
     rows, survivors, total = [], [], Counter()
     for module, statuses in results.items():
         counts = Counter("equivalent" if name in equivalents else s for name, s in statuses.items())
@@ -88,6 +133,8 @@ def main() -> int:
          "score": None if p is None else round(p, 1)} for m, n, k, s, nt, e, u, p in rows],
         "survivors": survivors}, indent=1))
     print(report)
+    for reason, count in Counter(by_rule.values()).most_common():
+        print(f"equivalent by rule ({count}): {reason}")
     if args.survivors:
         print("\n".join(survivors))
     print(f"{len(survivors)} survivors; `.venv/bin/mutmut show NAME` shows one; report in mutants/report.md")
