@@ -11,15 +11,6 @@ import pytest
 from corral.store import Compacted, Conflict, EventType, Fenced, KeyExists, KeyNotFound, open_store
 
 
-@pytest.fixture(scope="module")
-def etcd(tmp_path_factory):
-    from corral.testing.etcd import EtcdProcess
-
-    proc = EtcdProcess(str(tmp_path_factory.mktemp("etcd"))).start()
-    yield proc
-    proc.stop()
-
-
 @pytest.fixture(params=["sqlite", "etcd"])
 def opener(request, tmp_path):
     """Opens the backend under test; calling it again opens the same state anew."""

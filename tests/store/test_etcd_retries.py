@@ -1,0 +1,84 @@
+"""The etcd store's writes when a reply is lost in transit: the write reached etcd, the client saw an
+error and retried. A create, update or delete must then report what happened (success, with the
+revision it got), not a conflict with itself."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+from aetcd.exceptions import ConnectionFailedError
+
+from corral.store import Conflict, KeyExists, open_store
+
+
+@pytest.fixture
+async def store(etcd):
+    s = await open_store(etcd.url, root=f"/test-{uuid.uuid4().hex[:12]}")
+    yield s
+    await s.close()
+
+
+def lose_next_reply(store, monkeypatch) -> list[int]:
+    """The next transaction reaches etcd, but its reply is lost; returns the list of calls made."""
+    stub = store._client.kvstub
+    real, calls = stub.Txn, []
+
+    async def txn(*args, **kwargs):
+        reply = await real(*args, **kwargs)
+        calls.append(1)
+        if len(calls) == 1:
+            raise ConnectionFailedError("the reply was lost")
+        return reply
+
+    monkeypatch.setattr(stub, "Txn", txn)
+    return calls
+
+
+def obj(name: str, **extra) -> dict:
+    return {"metadata": {"name": name, "uid": uuid.uuid4().hex}, **extra}
+
+
+async def test_a_create_whose_reply_was_lost_reports_its_own_success(store, monkeypatch):
+    calls = lose_next_reply(store, monkeypatch)
+    record = await store.create("/core/pods/default/a", obj("a"))
+    assert len(calls) == 2  # retried, refused as existing, recognised as ours
+    stored = await store.get("/core/pods/default/a")
+    assert (record.revision, record.value) == (stored.revision, stored.value)
+    assert record.obj["metadata"]["resourceVersion"] == str(stored.revision)
+
+
+async def test_a_create_retried_into_a_strangers_object_is_refused(store, monkeypatch):
+    await store.create("/core/pods/default/a", obj("a"))
+    lose_next_reply(store, monkeypatch)
+    with pytest.raises(KeyExists):
+        await store.create("/core/pods/default/a", obj("a"))  # another uid: not ours
+
+
+async def test_an_update_whose_reply_was_lost_reports_its_own_success(store, monkeypatch):
+    first = await store.create("/core/pods/default/a", obj("a"))
+    calls = lose_next_reply(store, monkeypatch)
+    changed = {**first.obj, "spec": {"x": 1}}
+    record = await store.update("/core/pods/default/a", changed, first.revision)
+    assert len(calls) == 2
+    stored = await store.get("/core/pods/default/a")
+    assert (record.revision, record.value) == (stored.revision, stored.value)
+    assert stored.revision > first.revision
+
+
+async def test_an_update_retried_after_someone_elses_change_is_a_conflict(store, monkeypatch):
+    first = await store.create("/core/pods/default/a", obj("a"))
+    await store.update("/core/pods/default/a", {**first.obj, "spec": {"x": 2}}, first.revision)
+    lose_next_reply(store, monkeypatch)
+    with pytest.raises(Conflict):
+        await store.update("/core/pods/default/a", {**first.obj, "spec": {"x": 1}}, first.revision)
+
+
+async def test_a_delete_whose_reply_was_lost_returns_the_last_state(store, monkeypatch):
+    first = await store.create("/core/pods/default/a", obj("a", spec={"x": 1}))
+    calls = lose_next_reply(store, monkeypatch)
+    record = await store.delete("/core/pods/default/a", first.revision)
+    assert len(calls) == 2  # the retry was refused, and the key is gone: our delete went through
+    assert record.revision > first.revision
+    assert record.obj["spec"] == {"x": 1} and record.obj["metadata"]["resourceVersion"] == str(record.revision)
+    assert await store.get("/core/pods/default/a") is None
