@@ -280,3 +280,7 @@ async def test_eviction_goes_on_past_a_pod_that_was_being_deleted(cluster):
     events = [e for e in await events_of(api) if e["reason"] == "NodeLost"]
     assert sorted(e["involvedObject"]["name"] for e in events) == ["later", "web"]
     assert all((e["apiVersion"], e["kind"]) == ("v1", "Event") for e in events)
+
+
+async def test_a_controller_never_started_stops_cleanly(server):
+    await NodeLifecycleController(server.api).stop()

@@ -27,6 +27,7 @@ TAINT = "node.kubernetes.io/unschedulable"
 @pytest.mark.parametrize("toleration, tolerates", [
     pytest.param({"key": TAINT, "operator": "Exists"}, True, id="the taint's key, Exists"),
     pytest.param({"key": TAINT, "operator": "Exists", "effect": "NoSchedule"}, True, id="with its effect"),
+    pytest.param({"key": TAINT, "operator": "Exists", "value": "x"}, True, id="Exists ignores a value"),
     pytest.param({"key": TAINT}, True, id="the key alone: Equal to the taint's empty value"),
     pytest.param({"key": TAINT, "operator": "Equal", "value": ""}, True, id="Equal to the empty value"),
     pytest.param({"key": TAINT, "operator": "Equal", "value": "yes"}, False, id="Equal to another value"),
