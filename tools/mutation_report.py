@@ -2,9 +2,10 @@
 
 Reads mutmut's results (mutants/**/*.py.meta) and the reviewed list of equivalent mutants
 (tools/mutation_equivalents.toml: mutant name → why no test can tell it from the original), applies
-the few RULES below that recognise a harmless mutation from the changed line alone, and writes mutants/report.md and mutants/report.json, printing the table. A mutant a test turned red
-counts as killed, and so does one that made a test hang past its timeout (the hang is what a test
-caught). The score is killed / (mutants checked − equivalent): survivors and mutants no test reaches
+the few RULES below that recognise a harmless mutation from the changed line alone, and writes
+mutants/report.md and mutants/report.json, printing the table. A mutant a test turned red counts
+as killed, and so does one that made a test hang past its timeout (the hang is what a test caught).
+The score is killed / (mutants checked − equivalent): survivors and mutants no test reaches
 both count against it; mutants a partial run has not checked yet are counted apart ("unchecked").
 
     .venv/bin/python tools/mutation_report.py [--survivors]   # --survivors: list each one
@@ -24,6 +25,7 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
+from mutmut.mutation import diff_apply
 from mutmut.stats import status_by_exit_code
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,8 +51,6 @@ RULES: list[tuple[str, Callable[[str, str], bool]]] = [
 
 def rule_for(name: str) -> str | None:
     """The reason a rule gives for this (surviving) mutant, or None. Reads mutmut's mutated sources."""
-    from mutmut.mutation import diff_apply
-
     module = name.split(".x", 1)[0]
     path = Path("src") / (module.replace(".", "/") + ".py")
     try:
@@ -95,8 +95,6 @@ def main() -> int:
         return 1
     equivalents = tomllib.loads((ROOT / "tools" / "mutation_equivalents.toml").read_text()).get("equivalent", {})
     os.chdir(ROOT)  # mutmut reads its mutated sources from ./mutants
-    from mutmut.mutation import diff_apply
-
     # Each mutated module is read once, not once per mutant.
     diff_apply.read_mutants_module = functools.lru_cache(maxsize=None)(diff_apply.read_mutants_module)
     by_rule = {name: reason for statuses in results.values() for name, s in statuses.items()
