@@ -237,3 +237,23 @@ async def test_post_filter_gets_the_cycle_state_and_the_diagnosis_of_a_pod_that_
     await one_round(h)
     assert [(point, plugin, count, seen) for point, plugin, _, count, seen in TRACE] == [
         ("post_filter", "First", 2, "cycle of huge"), ("post_filter", "Second", 2, "cycle of huge")]
+
+
+@pytest.mark.parametrize("base", [object, Plugin], ids=["no NAME at all", "Plugin's empty NAME"])
+def test_a_plugin_class_without_a_name_is_refused_by_name(base):
+    class Nameless(base):
+        pass
+
+    with pytest.raises(ValueError, match="^Nameless has no NAME$"):
+        register(Nameless)
+
+
+async def test_the_default_binder_without_a_binder_fails_the_binding_and_says_why():
+    from corral.scheduler.cache.cache import Cache
+    from corral.scheduler.framework.interface import CycleState
+    from corral.scheduler.framework.podinfo import PodInfo
+    from corral.scheduler.profiles import build_frameworks, parse_config
+
+    fwk = build_frameworks(parse_config({}), cache=Cache(), clock=lambda: 0.0)["default-scheduler"]
+    status = await fwk.binders[0].bind(CycleState(), PodInfo.from_object(make_pod("p").obj), "n0")
+    assert (status.ok, status.message()) == (False, "no binder configured")

@@ -1,3 +1,5 @@
+import pytest
+
 from corral.testing.builders import make_node, make_pod
 from corral.testing.scheduler_harness import run_score
 
@@ -39,3 +41,28 @@ async def test_a_slow_link_never_keeps_a_pod_off_the_only_node_that_can_take_it(
     await h.run()
     assert h.placements() == {"default/p": "slow"}
     await h.scheduler.events.stop()
+
+
+def test_network_throughput_scores_are_the_seconds_to_pull_what_is_missing_then_kubernetes_style_0_to_100():
+    nodes = [make_node("holder").image("registry.local/app:1", 500 * MB).download("100Mbps"),
+             make_node("fast").download("1Gbps"), make_node("slow").download("50Mbps"), make_node("unmeasured")]
+    pod = make_pod("p").image("registry.local/app:1")
+    raw = run_score("NetworkThroughput", nodes, pod, raw=True)
+    bits = 500 * MB * 8
+    assert {n: raw[n] for n in ("holder", "fast", "slow")} == {
+        "holder": 0.0, "fast": pytest.approx(bits / 1e9), "slow": pytest.approx(bits / 50e6)}
+    # 100 × (1 − seconds / slowest), rounded down; unmeasured links score the neutral 50.
+    assert run_score("NetworkThroughput", nodes, pod) == {"holder": 100.0, "fast": 95.0, "slow": 0.0,
+                                                          "unmeasured": 50.0}
+    # Two images: the missing bits add up.
+    nodes[0].image("registry.local/lib:1", 100 * MB)
+    two = make_pod("p").image("registry.local/app:1").container("lib", "registry.local/lib:1")
+    assert run_score("NetworkThroughput", nodes, two, raw=True)["fast"] == pytest.approx(600 * MB * 8 / 1e9)
+
+
+def test_network_throughput_when_every_node_holds_the_image_or_no_node_knows_its_size():
+    nodes = [make_node("a").image("registry.local/app:1", 500 * MB).download("1Gbps"),
+             make_node("b").image("registry.local/app:1", 500 * MB).download("50Mbps")]
+    assert run_score("NetworkThroughput", nodes, make_pod("p").image("registry.local/app:1")) == {"a": 100.0,
+                                                                                                 "b": 100.0}
+    assert run_score("NetworkThroughput", nodes, make_pod("p").image("registry.local/unknown:1")) == {}

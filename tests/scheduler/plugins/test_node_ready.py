@@ -34,3 +34,14 @@ def test_freshness_is_configurable():
 
 def test_the_reason_says_not_ready():
     assert run_filter("NodeReady", [make_node("n").not_ready()], make_pod("p")) == {"n": [NOT_READY]}
+
+
+@pytest.mark.parametrize("age, rejected", [
+    pytest.param(90.0, False, id="exactly the 90 s freshness: still fresh"),
+    pytest.param(90.001, True, id="a millisecond more: stale"),
+])
+def test_the_freshness_boundary(age, rejected):
+    now = parse_timestamp(BEAT) + age
+    node = make_node("n").heartbeat_at(BEAT)
+    assert run_filter("NodeReady", [node], make_pod("p"), clock=lambda: now)["n"] == (
+        ["node(s) had no heartbeat for more than 90s"] if rejected else [])
