@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from corral.scheduler.framework.interface import NodeFilterAdapter, Plugin
@@ -62,6 +64,15 @@ CONFIG = {"profiles": [{"plugins": {
 }}]}
 
 
+async def one_round(h: Harness) -> None:
+    """Each queued pod tried once by hand, its binding awaited."""
+    s = h.scheduler
+    while (qp := s.queue.pop_nowait()) is not None:
+        s.schedule_one(qp)
+    while s._inflight:
+        await asyncio.gather(*list(s._inflight))
+
+
 async def test_a_node_by_node_plugin_filters_and_explains_like_a_column_plugin():
     h = Harness(CONFIG)
     for i in range(4):
@@ -85,13 +96,8 @@ async def test_reserve_and_permit_run_around_binding_and_a_refusal_unreserves():
     h.add_node(make_node("n0"))
     h.add_pod(make_pod("ok"))
     h.add_pod(make_pod("no").labels(refuse="permit"))
-    s = h.scheduler  # one round by hand: the refused pod must stay in backoff, not be retried
-    while (qp := s.queue.pop_nowait()) is not None:
-        s.schedule_one(qp)
-    import asyncio
-
-    while s._inflight:
-        await asyncio.gather(*list(s._inflight))
+    s = h.scheduler
+    await one_round(h)  # not h.run(): the refused pod must stay in backoff, not be retried
     assert h.placements() == {"default/ok": "n0"}
     assert [c for c in CALLS if c[1] == "ok"] == [("reserve", "ok"), ("permit", "ok")]
     assert [c for c in CALLS if c[1] == "no"] == [("reserve", "no"), ("permit", "no"), ("unreserve", "no")]
@@ -169,16 +175,6 @@ def traced():
     yield
     for plugin in (First, Second, TracingBinder):
         REGISTRY.pop(plugin.NAME)
-
-
-async def one_round(h: Harness) -> None:
-    import asyncio
-
-    s = h.scheduler
-    while (qp := s.queue.pop_nowait()) is not None:
-        s.schedule_one(qp)
-    while s._inflight:
-        await asyncio.gather(*list(s._inflight))
 
 
 def calls(pod: str) -> list[tuple]:
