@@ -64,11 +64,11 @@ def pod_obj(name: str, ns: str, app: str, cpu: int, mem_mi: int, port: bool, gpu
 
 pods_st = st.builds(pod_obj, st.sampled_from(PODS), st.sampled_from(["default", "team"]),
                     st.sampled_from(["web", "db"]), st.sampled_from([0, 100, 250]), st.sampled_from([0, 64]),
-                    st.booleans(), st.sampled_from([0, 0, 1]), st.booleans(), st.sampled_from([0, 10, 20]),
+                    st.booleans(), st.sampled_from([0, 0, 1, 2]), st.booleans(), st.sampled_from([0, 10, 20]),
                     st.booleans(), st.booleans())
 ops_st = st.lists(st.one_of(
-    st.tuples(st.just("node"), st.builds(node_obj, st.sampled_from(NODES), st.sampled_from([500, 2000]),
-                                         st.sampled_from([0, 2]), st.sampled_from(["a", "b"]), st.booleans())),
+    st.tuples(st.just("node"), st.builds(node_obj, st.sampled_from(NODES), st.sampled_from([1, 500, 2000]),
+                                         st.sampled_from([0, 1, 2]), st.sampled_from(["a", "b"]), st.booleans())),
     st.tuples(st.just("remove node"), st.sampled_from(NODES)),
     st.tuples(st.just("bind"), pods_st, st.sampled_from(NODES)),
     st.tuples(st.just("finish"), st.sampled_from(PODS), st.sampled_from(["Succeeded", "Failed"])),
@@ -157,8 +157,10 @@ def check(cache: Cache, model: Model) -> None:
     assert set(table.row_of) == model.rows(cache)
     assert {table.names[r] for r in table.valid_rows()} == set(model.nodes)
     assert table.node_count == len(model.nodes)
-    for name, row in table.row_of.items():
-        assert table.names[row] == name
+    # names and objects mirror row_of and the valid rows; nothing is left behind in freed rows
+    assert {r: n for r, n in enumerate(table.names) if n is not None} == {r: n for n, r in table.row_of.items()}
+    assert [r for r, o in enumerate(table.objects) if o is not None] == table.valid_rows().tolist()
+    assert len(table.names) == len(table.objects) == table.capacity
     assert set(cache.pods) == set(model.pods)
     assert {k for k, c in cache.pods.items() if c.assumed} == {k for k, (_, _, a) in model.pods.items() if a}
 
@@ -199,6 +201,8 @@ def check(cache: Cache, model: Model) -> None:
             assert table.free["pods"][row] == 20 - len(on[name])
             assert (table.free["example.com/gpu"][row] if "example.com/gpu" in table.free else 0) == gpu_alloc - gpu
             assert table.node_labels(row) == {"zone": node["metadata"]["labels"]["zone"], HOST: name}
+            for key, value in table.node_labels(row).items():  # the columns say the same as the dict
+                assert table.labels.value(key, int(table.labels.column(key)[row])) == value
             assert bool(table.taints[row].any()) == bool(node["spec"]["taints"])
             assert table.ready[row] and table.unschedulable[row] == node["spec"]["unschedulable"]
             image = table.images.get("app:1")

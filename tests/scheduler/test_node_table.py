@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from corral.scheduler.cache.node_table import NodeTable, parse_bandwidth, parse_timestamp
-from corral.testing.builders import make_node
+from corral.scheduler.framework.podinfo import PodInfo
+from corral.testing.builders import make_node, make_pod
 
 
 @pytest.mark.parametrize("value, seconds", [
@@ -68,9 +70,68 @@ def test_image_sizes_keep_the_largest_report_and_ignore_images_without_a_size():
     assert bool(table.images["mystery:1"][table.row_of["c"]])
 
 
-def test_a_taint_with_a_null_value_is_the_taint_without_one():
+def test_a_taint_with_a_null_or_missing_field_is_the_taint_with_that_field_empty():
     table = NodeTable()
     node = make_node("a").obj
-    node["spec"]["taints"] = [{"key": "dedicated", "value": None, "effect": "NoSchedule"}]
+    node["spec"]["taints"] = [{"key": "dedicated", "value": None, "effect": "NoSchedule"},
+                              {"key": "gpu", "effect": "NoExecute"}, {"effect": "NoSchedule"}, {"key": "bare"}]
     table.set_node(node)
-    assert table.taint_list == [("", "", ""), ("dedicated", "", "NoSchedule")]
+    assert table.taint_list == [("", "", ""), ("dedicated", "", "NoSchedule"), ("gpu", "", "NoExecute"),
+                                ("", "", "NoSchedule"), ("bare", "", "")]
+    assert table.taints[table.row_of["a"]].tolist() == [1, 2, 3, 4]
+
+
+def test_quantities_are_counted_exactly_to_the_byte_even_at_exabytes():
+    """kube-scheduler counts in int64: a float column would round 4Ei − 1 up to 4Ei."""
+    table = NodeTable()
+    row = table.set_node(make_node("big").capacity(cpu="4", memory="4Ei", pods="110",
+                                                   ephemeral_storage="4Ei").obj)
+    pod = make_pod("p").requests(memory="1", ephemeral_storage="1").obj
+    requests = PodInfo.from_object(pod).requests
+    table.add_requests(row, requests, (), +1)
+    assert int(table.free["memory"][row]) == 2**62 - 1 == int(table.free["ephemeral-storage"][row])
+    assert int(table.requested["memory"][row]) == 1
+    huge = make_pod("q").requests(memory=str(2**62 - 3)).obj  # 2 bytes short of what is left...
+    table.add_requests(row, PodInfo.from_object(huge).requests, (), +1)
+    assert int(table.free["memory"][row]) == 2 and int(table.nonzero_memory[row]) == 2**62 - 2
+    table.add_requests(row, requests, (), -1)  # ...and the first pod's byte comes back exactly
+    assert int(table.free["memory"][row]) == 3 and int(table.requested["memory"][row]) == 2**62 - 3
+
+
+def test_a_node_reporting_only_capacity_offers_its_capacity():
+    table = NodeTable()
+    node = make_node("a").obj
+    del node["status"]["allocatable"]
+    row = table.set_node(node)
+    assert (int(table.allocatable["cpu"][row]), int(table.free["pods"][row])) == (4000, 110)
+
+
+def test_a_malformed_quantity_is_skipped_and_the_rest_still_read():
+    table = NodeTable()
+    node = make_node("a").obj
+    node["status"]["allocatable"] = {"cpu": "lots", "memory": "1Gi", "pods": "10"}
+    row = table.set_node(node)
+    assert [int(table.allocatable[r][row]) for r in ("cpu", "memory", "pods")] == [0, 2**30, 10]
+
+
+def test_a_tiny_node_divides_by_its_own_allocatable():
+    table = NodeTable()
+    row = table.set_node(make_node("tiny").capacity(cpu="1m", memory="0", pods="1").obj)
+    assert (table.alloc_safe_f["cpu"][row], table.alloc_safe_f["memory"][row]) == (1.0, 1.0)
+
+
+def test_columns_grow_past_their_first_capacity_keeping_every_row():
+    table = NodeTable(capacity=2)
+    assert np.isnan(table.labels.numeric("no-such-key")).all()
+    for i in range(5):
+        table.set_node(make_node(f"n{i}").label("rank", str(i)).taint("t", str(i)).image(f"img:{i}", 10).obj)
+    assert table.capacity == 8 and len(table.names) == len(table.objects) == 8
+    for i in range(5):
+        row = table.row_of[f"n{i}"]
+        assert table.labels.value("rank", int(table.labels.column("rank")[row])) == str(i)
+        assert table.taint_list[int(table.taints[row, 0])] == ("t", str(i), "NoSchedule")
+        assert bool(table.images[f"img:{i}"][row])
+    assert table.labels.numeric("rank")[:5].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    absent = table.labels.numeric("no-such-key")  # a key no node has: NaN on every row, after growth too
+    assert len(absent) == 8 and np.isnan(absent).all()
+    assert table.labels.codes("rank", ["3", "9", "1"]).tolist() == [4, 2]

@@ -165,7 +165,6 @@ class NodeTable:
         # Results derived from node state alone, kept by plugins as key → (version, size, value).
         self.memo: dict = {}
         self.version = 0  # bumped on every node change (for caches keyed on node state)
-        self.taint_version = 0
 
     # --- rows ----------------------------------------------------------------------------------------
 
@@ -214,8 +213,6 @@ class NodeTable:
         col = columns.get(name)
         if col is None:
             col = columns[name] = np.zeros(self.capacity, dtype=np.int64)
-            if columns is self.free and name in self.requested:  # a new resource: free = 0 − requested
-                col -= self.requested[name]
         return col
 
     def set_node(self, node: dict[str, Any]) -> int:
@@ -270,14 +267,11 @@ class NodeTable:
             if code is None:
                 code = self.taint_vocab[triple] = len(self.taint_list)
                 self.taint_list.append(triple)
-                self.taint_version += 1
             codes.append(code)
         if len(codes) > self.taints.shape[1]:
             wider = np.zeros((self.capacity, len(codes)), dtype=np.int32)
             wider[:, : self.taints.shape[1]] = self.taints
             self.taints = wider
-        if not np.array_equal(self.taints[row, : len(codes)], codes) or self.taints[row, len(codes):].any():
-            self.taint_version += 1
         self.taints[row] = 0
         self.taints[row, : len(codes)] = codes
 
@@ -304,7 +298,6 @@ class NodeTable:
         self._labels_of[row] = {}
         self.taints[row] = 0
         self.version += 1
-        self.taint_version += 1
         self.release_if_empty(row)
 
     def release_if_empty(self, row: int) -> None:
@@ -345,12 +338,10 @@ class NodeTable:
         self.nonzero_f["memory"][row] = float(self.nonzero_memory[row])
         self.requested_f["cpu"][row] = float(req["cpu"][row])
         self.requested_f["memory"][row] = float(req["memory"][row])
-        for name, amount in requests.extended:
-            # free first: a new column starts as 0 − what is requested so far, before this pod.
-            free_col = self._resource_column(self.free, name)
+        for name, amount in requests.extended:  # a resource no node offers yet gets its columns here
             self._resource_column(self.allocatable, name)
             self._resource_column(self.requested, name)[row] += sign * amount
-            free_col[row] -= sign * amount
+            self._resource_column(self.free, name)[row] -= sign * amount
         for port in ports:
             key = (port.protocol, port.port)
             col = self.ports.get(key)
