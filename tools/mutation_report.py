@@ -36,14 +36,33 @@ UNCHECKED = {"not checked", "skipped", "suspicious", "segfault", "check was inte
 
 _LOG_CALL = re.compile(r"^\s*log\.(debug|info|warning|error|exception)\(")
 
+_OUT = re.compile(r"out=(\w+)")
+_ASSIGNED = re.compile(r"^\s*(\w+) = ")
+
+
+def _result_kept(line: str) -> bool:
+    """Whether a line's numpy result is returned, or assigned to the array every out= names."""
+    if line.lstrip().startswith("return "):
+        return True
+    target = _ASSIGNED.match(line)
+    outs = {m.group(1) for m in _OUT.finditer(line)}
+    return target is not None and outs == {target.group(1)}
+
+
 # A surviving mutant that changes one line in one of these ways is not counted: (reason, test on the
 # original line and the mutant's line).
 RULES: list[tuple[str, Callable[[str, str], bool]]] = [
     ("a log line's text or arguments: for operators, not a contract (PIT skips logging calls too)",
      lambda old, new: bool(_LOG_CALL.match(old)) and new.lstrip().startswith("log.")),
     ("numpy's default dtype is float64",
-     lambda old, new: "dtype=np.float64" in old
-     and new in (old.replace("dtype=np.float64", "dtype=None"), old.replace(", dtype=np.float64", ", "))),
+     lambda old, new: ("dtype=np.float64" in old
+                       and new in (old.replace("dtype=np.float64", "dtype=None"), old.replace(", dtype=np.float64", ", ")))
+     or (".astype(np.float64)" in old and new == old.replace(".astype(np.float64)", ".astype(None)"))),
+    ("out= only chooses which array numpy writes into; the line returns the result, or assigns it to that array",
+     lambda old, new: _result_kept(old) and any(new == old[: m.start()] + replacement + old[m.end():]
+                                                for m in _OUT.finditer(old) for replacement in ("out=None", ""))),
+    ("np.errstate only silences numpy's floating-point warnings",
+     lambda old, new: old.lstrip().startswith("with np.errstate(") and new.lstrip().startswith("with np.errstate(")),
     ('float() reads "nan" in any case',
      lambda old, new: 'float("nan")' in old and new == old.replace('float("nan")', 'float("NAN")')),
 ]

@@ -5,7 +5,7 @@ from corral.testing.scheduler_harness import run_filter, run_score
 
 
 def small(name="n"):
-    return make_node(name).capacity(cpu=2, memory="4Gi", pods=3)
+    return make_node(name).capacity(cpu=2, memory="4Gi", pods=3, ephemeral_storage="10Gi")
 
 
 @pytest.mark.parametrize(
@@ -25,6 +25,11 @@ def small(name="n"):
                      id="an extended resource the node lacks is refused"),
         pytest.param(make_pod("p").requests(cpu="1"), [make_pod("done").requests(cpu="2").node("n").phase("Succeeded")],
                      [], id="finished pods free their resources"),
+        pytest.param(make_pod("p").requests(cpu="1"), [make_pod("big").requests(memory="6Gi").node("n")], [],
+                     id="a resource overcommitted by a bound pod does not refuse a pod that asks for none of it"),
+        pytest.param(make_pod("p").requests(ephemeral_storage="11Gi"), [], ["Insufficient ephemeral-storage"],
+                     id="ephemeral storage is a resource too"),
+        pytest.param(make_pod("p").requests(ephemeral_storage="10Gi"), [], [], id="ephemeral storage that fits passes"),
     ],
 )
 def test_filter(pod, existing, reasons):
@@ -79,3 +84,32 @@ def test_extended_resources_can_be_scored_when_configured():
     args = {"scoringStrategy": {"type": "LeastAllocated", "resources": [{"name": "example.com/gpu", "weight": 1}]}}
     scores = run_score("NodeResourcesFit", nodes, make_pod("p").requests(**{"example.com/gpu": 1}), existing, args=args)
     assert scores == {"busy": 0.0, "idle": 75.0}  # (4-4)*100/4 and (4-1)*100/4
+
+
+@pytest.mark.parametrize("shape, message", [
+    pytest.param(None, "requestedToCapacityRatio.shape: at least one point must be specified", id="no shape"),
+    pytest.param([{"utilization": 0, "score": 0}, {"utilization": 101, "score": 10}],
+                 "shape[1].utilization must be an integer from 0 to 100, not 101", id="utilisation over 100"),
+    pytest.param([{"utilization": 50, "score": 0}, {"utilization": 50, "score": 10}],
+                 "shape[1].utilization values must be sorted in increasing order", id="not increasing"),
+    pytest.param([{"utilization": 0, "score": 11}], "shape[0].score must be an integer from 0 to 10, not 11",
+                 id="score over 10"),
+    pytest.param([{"utilization": 0, "score": -1}], "shape[0].score must be an integer from 0 to 10, not -1",
+                 id="negative score"),
+    pytest.param([{"utilization": "0", "score": 1}], "shape[0].utilization must be an integer from 0 to 100, not '0'",
+                 id="utilisation as text"),
+])
+def test_a_requested_to_capacity_ratio_shape_kube_scheduler_refuses_is_refused(shape, message):
+    ratio = {"shape": shape} if shape is not None else {}
+    args = {"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": ratio}}
+    with pytest.raises(ValueError) as err:
+        run_score("NodeResourcesFit", [small()], make_pod("p"), args=args)
+    assert str(err.value) == "NodeResourcesFit: requestedToCapacityRatio." + message.removeprefix(
+        "requestedToCapacityRatio.")
+
+
+@pytest.mark.parametrize("weight", [-1, 101])
+def test_a_resource_weight_outside_1_to_100_is_refused(weight):
+    args = {"scoringStrategy": {"resources": [{"name": "cpu", "weight": weight}]}}
+    with pytest.raises(ValueError, match=r"^NodeResourcesFit: resource weight of cpu not in valid range \[1, 100\]$"):
+        run_score("NodeResourcesFit", [small()], make_pod("p"), args=args)

@@ -49,6 +49,17 @@ DOWN = {"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapa
                  48, id="least allocated gives 0 for an overcommitted resource: (0 + 96) / 2 = 48"),
     pytest.param({"scoringStrategy": {"resources": [{"name": "cpu", "weight": 3}, {"name": "memory", "weight": 1}]}},
                  make_node("n"), [], pod("1", "1Gi"), 80, id="resource weights: (75*3 + 96*1) / 4 = 80"),
+    pytest.param({"scoringStrategy": {"resources": [{"name": "cpu"}, {"name": "memory", "weight": 3}]}},
+                 make_node("n"), [], pod("1", "1Gi"), 90, id="a weight left out is 1: (75*1 + 96*3) / 4 = 90"),
+    pytest.param({"scoringStrategy": {"resources": [{"name": "ephemeral-storage"}]}},
+                 make_node("n").allocatable(ephemeral_storage="100Gi"), [],
+                 make_pod("p").requests(ephemeral_storage="25Gi"), 75,
+                 id="ephemeral storage scored when configured: 75Gi*100/100Gi = 75"),
+    pytest.param({"scoringStrategy": {"resources": [{"name": "ephemeral-storage"}, {"name": "cpu"}]}},
+                 make_node("n").allocatable(ephemeral_storage="100Gi"),
+                 [on("n", "1") | {"spec": {"containers": [{"name": "c", "image": "i", "resources": {
+                     "requests": {"cpu": "1", "ephemeral-storage": "60Gi"}}}], "nodeName": "n"}}],
+                 pod("1"), 45, id="ephemeral storage counts even when the pod asks for none: (40 + 50) / 2 = 45"),
     pytest.param(MOST, make_node("n"), [on("n", "3", "24Gi")], pod("500m", "1Gi"), 82,
                  id="most allocated: (3500*100/4000=87 + 25Gi*100/32Gi=78) / 2 = 82"),
     pytest.param(MOST, make_node("n"), [], pod("500m", "1Gi"), 7,
@@ -61,6 +72,23 @@ DOWN = {"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapa
                  id="requested to capacity ratio on an idle node: utilisation 25 and 3, round(28 / 2) = 14"),
     pytest.param(DOWN, make_node("n"), [], pod("1", "1Gi"), 91,
                  id="a falling line truncates toward zero (100-17=83, 100-2=98) and the mean rounds half up: 91"),
+    pytest.param(UP, make_node("n").capacity(cpu=1, memory="32Gi", pods=110), [on("n", "2")], pod("100m", "1Gi"), 52,
+                 id="requested to capacity ratio: over capacity is utilisation 100, round((100 + 3) / 2) = 52"),
+    pytest.param({"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {
+        "shape": [{"utilization": 0, "score": 2}, {"utilization": 50, "score": 8}, {"utilization": 80, "score": 9}]}}},
+                 make_node("n"), [on("n", "2", "27Gi")], pod("1", "1Gi"), 89,
+                 id="a three-point shape, flat past its last point: cpu 75 → 80 + 10*25/30 = 88, "
+                    "memory 87 → 90: round((88 + 90) / 2) = 89"),
+    pytest.param({"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {
+        "shape": [{"utilization": 0, "score": 2}, {"utilization": 50, "score": 8}, {"utilization": 80, "score": 9}]}}},
+                 make_node("n"), [], pod("1", "1Gi"), 37,
+                 id="a three-point shape on its first segment: cpu 25 → 20 + 60*25/50 = 50, "
+                    "memory 3 → 20 + 60*3/50 = 23: round(73 / 2) = 37"),
+    pytest.param({"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapacityRatio": {
+        "shape": [{"utilization": 50, "score": 2}, {"utilization": 80, "score": 8},
+                  {"utilization": 100, "score": 10}]}}},
+                 make_node("n"), [], pod("1", "1Gi"), 20,
+                 id="below a shape's first point the score is the first point's: 20 for cpu 25 and memory 3"),
     pytest.param(UP, make_node("n"), [], pod("1"), 25,
                  id="requested to capacity ratio leaves a zero resource score out of the mean: 25, not 12"),
 ])
@@ -71,8 +99,41 @@ def test_node_resources_fit_scores_equal_kube_scheduler(args, node, existing, in
 def test_an_extended_resource_the_pod_does_not_request_is_left_out_of_the_score():
     # Kubernetes returns (0, 0) for it, so the node's score is cpu's alone: 3000*100/4000 = 75.
     nodes = [make_node("gpu").capacity(cpu=4, memory="32Gi", pods=110, **{"example.com/gpu": 4}), make_node("plain")]
-    args = {"scoringStrategy": {"resources": [{"name": "cpu", "weight": 1}, {"name": "example.com/gpu", "weight": 1}]}}
+    args = {"scoringStrategy": {"resources": [{"name": "example.com/gpu", "weight": 1}, {"name": "cpu", "weight": 1}]}}
     assert run_score("NodeResourcesFit", nodes, pod("1"), args=args) == {"gpu": 75, "plain": 75}
+    only_gpu = {"scoringStrategy": {"resources": [{"name": "example.com/gpu", "weight": 1}]}}
+    assert run_score("NodeResourcesFit", nodes, pod("1"), args=only_gpu) == {"gpu": 0, "plain": 0}
+
+
+GPU = {"example.com/gpu": 1}
+
+
+@pytest.mark.parametrize("args, expected", [
+    pytest.param({"type": "MostAllocated", "resources": [{"name": "example.com/gpu"}, {"name": "cpu"}]},
+                 {"one": 62, "none": 25},
+                 id="most allocated, a node with one gpu: (100 + 25) / 2 = 62 (truncated); without: cpu's 25"),
+    pytest.param({"type": "MostAllocated", "resources": [{"name": "example.com/gpu"}]}, {"one": 100, "none": 0},
+                 id="a node offering none of the scored resources scores 0"),
+    pytest.param({"type": "RequestedToCapacityRatio", "resources": [{"name": "example.com/gpu"},
+                                                                    {"name": "cpu", "weight": 2}],
+                  "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 10},
+                                                         {"utilization": 100, "score": 3}]}},
+                 {"one": 65, "none": 83},
+                 id="ratio on a falling line: a gpu it does not offer is left out even though utilisation 0 "
+                    "would score 100 there; one: round((30 + 83*2) / 3) = 65"),
+])
+def test_scores_where_only_some_nodes_offer_a_scored_resource(args, expected):
+    nodes = [make_node("one").capacity(cpu=4, memory="32Gi", pods=110, **GPU), make_node("none")]
+    incoming = make_pod("p").requests(cpu="1", **GPU)
+    assert run_score("NodeResourcesFit", nodes, incoming, args={"scoringStrategy": args}) == expected
+
+
+def test_requested_to_capacity_ratio_counts_a_resource_score_of_1():
+    args = {"scoringStrategy": {"type": "RequestedToCapacityRatio", "resources": [{"name": "cpu"}],
+                                "requestedToCapacityRatio": {"shape": [{"utilization": 0, "score": 0},
+                                                                       {"utilization": 100, "score": 10}]}}}
+    node = make_node("n").capacity(cpu=100, memory="32Gi", pods=110)
+    assert run_score("NodeResourcesFit", [node], pod("1"), args=args) == {"n": 1}  # utilisation 1 → 1
 
 
 def test_a_node_that_does_not_offer_a_scored_resource_is_scored_on_the_others():

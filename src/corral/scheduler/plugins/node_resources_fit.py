@@ -38,6 +38,26 @@ def cpu_memory_usage(state: CycleState, table, pod, rows) -> dict[str, tuple[np.
     return usage
 
 
+def _check_shape(shape: list[dict]) -> None:
+    """The shape kube-scheduler accepts: at least one point, utilisation 0–100 strictly increasing,
+    scores 0–10."""
+    if not shape:
+        raise ValueError("NodeResourcesFit: requestedToCapacityRatio.shape: at least one point must be specified")
+    last = -1
+    for i, point in enumerate(shape):
+        utilization, score = point.get("utilization"), point.get("score")
+        if not isinstance(utilization, int) or not 0 <= utilization <= 100:
+            raise ValueError(f"NodeResourcesFit: requestedToCapacityRatio.shape[{i}].utilization "
+                             f"must be an integer from 0 to 100, not {utilization!r}")
+        if utilization <= last:
+            raise ValueError(f"NodeResourcesFit: requestedToCapacityRatio.shape[{i}].utilization "
+                             "values must be sorted in increasing order")
+        if not isinstance(score, int) or not 0 <= score <= 10:
+            raise ValueError(f"NodeResourcesFit: requestedToCapacityRatio.shape[{i}].score "
+                             f"must be an integer from 0 to 10, not {score!r}")
+        last = utilization
+
+
 class NodeResourcesFit(Plugin):
     NAME = NAME
 
@@ -47,10 +67,14 @@ class NodeResourcesFit(Plugin):
         self.strategy = strategy.get("type", "LeastAllocated")
         if self.strategy not in ("LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"):
             raise ValueError(f"NodeResourcesFit: unknown scoringStrategy.type {self.strategy!r}")
-        self.resources = [(r["name"], int(r.get("weight", 1)))
+        self.resources = [(r["name"], int(r.get("weight") or 1))
                           for r in strategy.get("resources") or [{"name": "cpu"}, {"name": "memory"}]]
-        shape = (strategy.get("requestedToCapacityRatio") or {}).get("shape") or [
-            {"utilization": 0, "score": 10}, {"utilization": 100, "score": 0}]
+        for name, weight in self.resources:
+            if not 1 <= weight <= 100:
+                raise ValueError(f"NodeResourcesFit: resource weight of {name} not in valid range [1, 100]")
+        shape = (strategy.get("requestedToCapacityRatio") or {}).get("shape") or []
+        if self.strategy == "RequestedToCapacityRatio":
+            _check_shape(shape)
         self.shape_x = np.array([float(p["utilization"]) for p in shape])
         self.shape_y = np.array([float(p["score"]) * 10 for p in shape])  # 0-10 → 0-100
 
@@ -113,9 +137,8 @@ class NodeResourcesFit(Plugin):
             return np.floor(s, out=s)
         # RequestedToCapacityRatio: utilisation in whole percent (100 when over capacity), then the
         # shape's broken line with Go's integer division, which truncates toward zero.
+        # Capping at allocatable gives 100 when over it; rows offering none are left out by score().
         utilization = np.floor(np.minimum(requested, allocatable) * 100.0 / safe)
-        utilization[requested <= 0] = 0.0
-        utilization[(requested > allocatable) | (allocatable == 0)] = 100.0
         return self._broken_line(utilization)
 
     def _broken_line(self, p: np.ndarray) -> np.ndarray:
