@@ -73,6 +73,7 @@ ops_st = st.lists(st.one_of(
     st.tuples(st.just("bind"), pods_st, st.sampled_from(NODES)),
     st.tuples(st.just("finish"), st.sampled_from(PODS), st.sampled_from(["Succeeded", "Failed"])),
     st.tuples(st.just("unbind"), st.sampled_from(PODS)),
+    st.tuples(st.just("relabel"), st.sampled_from(PODS), st.sampled_from(["web", "db", "cache"])),
     st.tuples(st.just("delete"), st.sampled_from(PODS)),
     st.tuples(st.just("assume"), pods_st, st.sampled_from(NODES)),
     st.tuples(st.just("forget"), st.sampled_from(PODS)),
@@ -117,7 +118,7 @@ def apply(cache: Cache, model: Model, op: tuple) -> None:
             obj["metadata"]["uid"] = held[0]["metadata"]["uid"]
         cache.set_pod(obj)
         model.pods[key] = (obj, node, False)
-    elif kind in ("finish", "unbind", "delete", "forget", "confirm"):
+    elif kind in ("finish", "unbind", "delete", "forget", "confirm", "relabel"):
         matches = [k for k in model.pods if k.endswith("/" + op[1])]
         if not matches:
             return
@@ -136,6 +137,10 @@ def apply(cache: Cache, model: Model, op: tuple) -> None:
                 model.pods[key] = (obj, node, False)
         elif assumed:
             return  # informer news about a pod whose binding is on its way does not come before it
+        elif kind == "relabel":  # labels may change on a running pod; the uid and spec stay
+            obj = {**obj, "metadata": {**obj["metadata"], "labels": {"app": op[2]}}}
+            cache.set_pod(obj)
+            model.pods[key] = (obj, node, False)
         elif kind == "finish":
             cache.set_pod({**obj, "status": {"phase": op[2]}})
             del model.pods[key]
@@ -251,6 +256,7 @@ def check(cache: Cache, model: Model) -> None:
 @given(ops_st)
 def test_any_sequence_of_changes_leaves_the_cache_equal_to_a_recount(ops):
     cache, model = Cache(capacity=2), Model()
+    assert cache.table.capacity == 2  # so that the columns grow within a few nodes
     for op in ops:
         apply(cache, model, op)
         check(cache, model)
@@ -323,3 +329,34 @@ def test_a_reused_row_keeps_nothing_of_the_node_that_had_it():
     assert not table.images["app:1"][row] and np.isnan(table.download_bps[row])
     assert table.labels.column("zone")[row] == 0
     assert table.labels.value("disk", int(table.labels.column("disk")[row])) == "ssd"
+
+
+def test_counts_add_up_every_label_group_a_selector_matches():
+    cache = Cache()
+    for name in ("n0", "n1"):
+        cache.set_node(node_obj(name, 2000, 0, "a", False))
+    for i, (version, node) in enumerate([("1", "n0"), ("2", "n0"), ("3", "n1"), ("3", "n0")]):
+        pod = pod_obj(f"p{i}", "default", "web", 100, 0, False, 0, False, 0, False, False, node=node)
+        pod["metadata"]["labels"]["version"] = version  # three label groups, all app=web
+        cache.set_pod(pod)
+    counts = cache.count_selected("default", LabelSelector((Requirement("app", "=", frozenset({"web"})),)))
+    rows = cache.table.row_of
+    assert (counts[rows["n0"]], counts[rows["n1"]]) == (3, 1)
+
+
+def test_a_term_selecting_namespaces_by_label_sees_a_namespace_labelled_later():
+    cache = Cache()
+    cache.set_node(node_obj("n0", 2000, 0, "a", False))
+    cache.set_namespace({"metadata": {"name": "team"}})
+    cache.set_pod(pod_obj("db", "team", "db", 100, 0, False, 0, False, 0, False, False, node="n0"))
+    incoming = pod_obj("p", "default", "web", 100, 0, False, 0, False, 0, False, False)
+    term = {"topologyKey": HOST, "labelSelector": {"matchLabels": {"app": "db"}},
+            "namespaceSelector": {"matchLabels": {"env": "prod"}}}
+    incoming["spec"]["affinity"] = {"podAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+    (affinity,) = PodInfo.from_object(incoming).affinity
+    row = cache.table.row_of["n0"]
+    assert cache.count_matching(affinity)[row] == 0
+    cache.set_namespace({"metadata": {"name": "team", "labels": {"env": "prod"}}})
+    assert cache.count_matching(affinity)[row] == 1
+    cache.remove_namespace("team")
+    assert cache.count_matching(affinity)[row] == 0

@@ -29,7 +29,7 @@ def test_a_pod_that_says_nothing_gets_kubernetes_defaults():
         requests=Requests(0, 0, 0, (), 0, 0), node_name="", node_selector={}, required_node_terms=(),
         preferred_node_terms=(), tolerations=(), host_ports=(), images=(), init_images=(), spread=(),
         affinity=(), anti_affinity=(), preferred_affinity=(), preferred_anti_affinity=(), has_controller=False,
-        preemption_policy="PreemptLowerPriority", resource_version="", obj=pod)
+        preemption_policy="PreemptLowerPriority", obj=pod)
     assert PodInfo.from_object({}).key == "default/"
 
 
@@ -44,9 +44,9 @@ def test_the_fields_a_pod_sets_are_read_as_written():
                  "initContainers": [container("i", "init:1"), {"name": "j"}]},
     }
     info = PodInfo.from_object(pod)
-    assert (info.key, info.uid, info.resource_version, info.labels, info.priority, info.scheduler_name,
+    assert (info.key, info.uid, info.labels, info.priority, info.scheduler_name,
             info.node_name, info.node_selector, info.preemption_policy, info.has_controller) == (
-        "team/p", "u-1", "42", {"app": "web"}, 7, "packer", "n1", {"disk": "ssd"}, "Never", True)
+        "team/p", "u-1", {"app": "web"}, 7, "packer", "n1", {"disk": "ssd"}, "Never", True)
     assert info.tolerations == ({"key": "k", "operator": "Exists"},)
     assert info.images == ("app:1", "side:2") and info.init_images == ("init:1",)
     owned_by_other = {"metadata": {"name": "p", "ownerReferences": [{"kind": "X", "name": "x"}]}}

@@ -149,8 +149,8 @@ class Cache:
         self.table.remove_node(name)
 
     def set_namespace(self, ns: dict[str, Any]) -> None:
-        meta = ns.get("metadata") or {}
-        self.namespace_labels[meta.get("name", "")] = dict(meta.get("labels") or {})
+        meta = ns["metadata"]
+        self.namespace_labels[meta["name"]] = dict(meta.get("labels") or {})
 
     def remove_namespace(self, name: str) -> None:
         self.namespace_labels.pop(name, None)
@@ -192,8 +192,8 @@ class Cache:
 
     def set_pod(self, pod: dict[str, Any]) -> None:
         """A pod from the informer. Bound, non-terminal pods are counted on their node."""
-        meta = pod.get("metadata") or {}
-        key = f"{meta.get('namespace') or 'default'}/{meta.get('name', '')}"
+        meta = pod["metadata"]  # a stored pod always has its namespace, name and uid
+        key = f"{meta['namespace']}/{meta['name']}"
         node = (pod.get("spec") or {}).get("nodeName")
         phase = (pod.get("status") or {}).get("phase")
         cached = self.pods.get(key)
@@ -204,13 +204,12 @@ class Cache:
         if cached is not None:
             row = self.table.row_for_pods(node)
             if (cached.row == row and cached.info.labels == (meta.get("labels") or {})
-                    and cached.info.uid == meta.get("uid", "")):
+                    and cached.info.uid == meta["uid"]):
                 # The same pod on the same node with the same labels: what the cache counts is
                 # unchanged (a pod's requests, ports and affinity are fixed once it is created; a pod
                 # recreated under its name, as a relist can show it, has another uid). A binding we
                 # assumed is now confirmed.
                 cached.assumed = False
-                cached.info.resource_version = meta.get("resourceVersion", "")
                 return
             self._account(cached.info, cached.row, -1)
             del self.pods[key]

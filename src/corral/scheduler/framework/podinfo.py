@@ -176,7 +176,6 @@ class PodInfo:
     preferred_anti_affinity: tuple[WeightedTerm, ...] = ()
     has_controller: bool = False
     preemption_policy: str = "PreemptLowerPriority"
-    resource_version: str = ""
     obj: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @property
@@ -244,6 +243,5 @@ class PodInfo:
             preferred_anti_affinity=weighted(anti.get(pref_key)),
             has_controller=any(o.get("controller") for o in meta.get("ownerReferences") or ()),
             preemption_policy=spec.get("preemptionPolicy") or "PreemptLowerPriority",
-            resource_version=meta.get("resourceVersion", ""),
             obj=pod,
         )
