@@ -22,8 +22,8 @@ from corral.testing.scheduler_harness import Harness, RecordingWriter
 GONE = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ("the pod was deleted or bound elsewhere",), "DefaultBinder")
 
 
-def pod(name: str, **labels: str) -> dict:
-    obj = make_pod(name).labels(**labels).obj
+def pod(name: str, namespace: str = "default", **labels: str) -> dict:
+    obj = make_pod(name, namespace).labels(**labels).obj
     obj["metadata"].pop("uid")
     obj.pop("status")
     return obj
@@ -33,8 +33,8 @@ def node(name: str) -> dict:
     return make_node(name).obj
 
 
-async def created_info(c: Client, name: str) -> PodInfo:
-    return PodInfo.from_object(await c.create(pod(name), raw=True))
+async def created_info(c: Client, name: str, namespace: str = "default") -> PodInfo:
+    return PodInfo.from_object(await c.create(pod(name, namespace), namespace, raw=True))
 
 
 @pytest.fixture(params=["in-process", "http"])
@@ -64,27 +64,46 @@ async def test_binding_a_pod_that_is_bound_elsewhere_or_gone_is_unresolvable(wri
                         "n1") == GONE
 
 
-async def test_the_condition_patch_changes_only_the_pods_status(writer):
+async def test_a_binding_in_another_namespace_binds_that_pod(writer):
     w, c = writer
-    info = await created_info(c, "p")
+    await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+    twin = await created_info(c, "p")  # the same name in default stays unbound
+    info = await created_info(c, "p", "team")
+    assert await w.bind(info, "n1") == SUCCESS
+    assert (await c.get("pods", "p", "team", raw=True))["spec"]["nodeName"] == "n1"
+    assert "nodeName" not in (await c.get("pods", twin.name, "default", raw=True))["spec"]
+
+
+@pytest.mark.parametrize("namespace", ["default", "team"])
+async def test_the_condition_patch_changes_only_the_pods_status(writer, namespace):
+    w, c = writer
+    if namespace != "default":
+        await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        await created_info(c, "p")  # a pod of the same name elsewhere is left alone
+    info = await created_info(c, "p", namespace)
     condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/0 nodes"}
     await w.patch_status(info, {"status": {"conditions": [condition]}})
-    got = await c.get("pods", "p", "default", raw=True)
+    got = await c.get("pods", "p", namespace, raw=True)
     assert got["status"]["conditions"] == [condition]
     assert "nodeName" not in got["spec"]
+    if namespace != "default":
+        assert "conditions" not in ((await c.get("pods", "p", "default", raw=True)).get("status") or {})
 
 
-async def test_events_are_created_with_defaults_and_their_count_patched(writer):
+@pytest.mark.parametrize("namespace", ["default", "team"])
+async def test_events_are_created_with_defaults_and_their_count_patched(writer, namespace):
     w, c = writer
-    event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "p.abc", "namespace": "default"},
-             "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"},
+    if namespace != "default":
+        await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+    event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "p.abc", "namespace": namespace},
+             "involvedObject": {"kind": "Pod", "name": "p", "namespace": namespace},
              "reason": "FailedScheduling", "message": "no", "type": "Warning", "count": 1}
-    await w.create_event("default", event)
-    got = await c.get("events", "p.abc", "default", raw=True)
+    await w.create_event(namespace, event)
+    got = await c.get("events", "p.abc", namespace, raw=True)
     assert got["reason"] == "FailedScheduling" and got["count"] == 1
     assert got["metadata"]["uid"] and got["metadata"]["creationTimestamp"]
-    await w.patch_event("default", "p.abc", {"count": 4})
-    assert (await c.get("events", "p.abc", "default", raw=True))["count"] == 4
+    await w.patch_event(namespace, "p.abc", {"count": 4})
+    assert (await c.get("events", "p.abc", namespace, raw=True))["count"] == 4
 
 
 async def test_a_server_that_lost_the_leader_lease_binds_nothing(server):
