@@ -68,8 +68,9 @@ RULES: list[tuple[str, Callable[[str, str], bool]]] = [
 ]
 
 
-def rule_for(name: str) -> str | None:
-    """The reason a rule gives for this (surviving) mutant, or None. Reads mutmut's mutated sources."""
+def changed_line(name: str) -> tuple[str, str] | None:
+    """(original line, mutated line) of a mutant that changes one line; None otherwise. Reads
+    mutmut's mutated sources under ./mutants."""
     module = name.split(".x", 1)[0]
     path = Path("src") / (module.replace(".", "/") + ".py")
     try:
@@ -79,9 +80,23 @@ def rule_for(name: str) -> str | None:
     lines = diff.splitlines()
     old = [line[1:] for line in lines if line.startswith("-") and not line.startswith("---")]
     new = [line[1:] for line in lines if line.startswith("+") and not line.startswith("+++")]
-    if len(old) != 1 or len(new) != 1:
+    return (old[0], new[0]) if len(old) == 1 and len(new) == 1 else None
+
+
+def rule_for(old: str, new: str) -> str | None:
+    """The reason a rule gives for a mutant that turns line ``old`` into ``new``, or None."""
+    return next((reason for reason, applies in RULES if applies(old, new)), None)
+
+
+def reviewed(entries: dict[str, dict[str, str]], name: str) -> str | None:
+    """The reason a hand-reviewed entry gives for this mutant, or None when there is no entry or the
+    entry is stale: mutmut numbers mutants within a function, so once the function changes, a name
+    can stand for another mutation; the entry's ``mutant`` line must still be what the name mutates."""
+    entry = entries.get(name)
+    if entry is None:
         return None
-    return next((reason for reason, applies in RULES if applies(old[0], new[0])), None)
+    changed = changed_line(name)
+    return entry["reason"] if changed is not None and changed[1].strip() == entry["mutant"] else None
 
 
 def status(exit_code: int | None) -> str:
@@ -112,13 +127,22 @@ def main() -> int:
     if not results:
         print("no mutmut results in mutants/: run `make mutation` first", file=sys.stderr)
         return 1
-    equivalents = tomllib.loads((ROOT / "tools" / "mutation_equivalents.toml").read_text()).get("equivalent", {})
+    entries = tomllib.loads((ROOT / "tools" / "mutation_equivalents.toml").read_text()).get("equivalent", {})
     os.chdir(ROOT)  # mutmut reads its mutated sources from ./mutants
     # Each mutated module is read once, not once per mutant.
     diff_apply.read_mutants_module = functools.lru_cache(maxsize=None)(diff_apply.read_mutants_module)
-    by_rule = {name: reason for statuses in results.values() for name, s in statuses.items()
-               if s in ("survived", "no tests") and name not in equivalents and (reason := rule_for(name))}
-    equivalents = {**by_rule, **equivalents}
+    equivalents, by_rule, stale = {}, {}, []
+    for statuses in results.values():
+        for name, s in statuses.items():
+            if s not in ("survived", "no tests"):
+                continue
+            if (reason := reviewed(entries, name)) is not None:
+                equivalents[name] = reason
+                continue
+            if name in entries:
+                stale.append(name)
+            if (changed := changed_line(name)) is not None and (reason := rule_for(*changed)) is not None:
+                equivalents[name] = by_rule[name] = reason
     rows, survivors, total = [], [], Counter()
     for module, statuses in results.items():
         counts = Counter("equivalent" if name in equivalents else s for name, s in statuses.items())
@@ -152,6 +176,8 @@ def main() -> int:
     print(report)
     for reason, count in Counter(by_rule.values()).most_common():
         print(f"equivalent by rule ({count}): {reason}")
+    for name in stale:
+        print(f"stale entry in tools/mutation_equivalents.toml (its function changed; review it again): {name}")
     if args.survivors:
         print("\n".join(survivors))
     print(f"{len(survivors)} survivors; `.venv/bin/mutmut show NAME` shows one; report in mutants/report.md")

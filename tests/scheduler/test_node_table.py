@@ -54,6 +54,8 @@ def test_label_values_are_read_back_by_code_and_as_numbers_after_new_values_arri
     labels = table.labels
     assert [labels.value("generation", c) for c in range(4)] == [None, "3", "v2", None]
     assert labels.value("no-such-key", 1) is None
+    assert (labels.code("no-such-key", "3"), labels.code("generation", "9")) == (-1, -1)  # matches no node
+    assert labels.codes("no-such-key", ["3"]).tolist() == [] and labels.codes("generation", ["v2"]).tolist() == [2]
     assert labels.numeric("generation")[:2].tolist() == [3.0, pytest.approx(math.nan, nan_ok=True)]
     table.set_node(make_node("c").label("generation", "-7").obj)  # a new value: the numbers are read again
     assert labels.numeric("generation")[2] == -7.0

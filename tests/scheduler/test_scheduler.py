@@ -290,3 +290,19 @@ def test_the_node_order_reads_the_legacy_zone_label_and_skips_removed_nodes():
     for name in ("n1", "n2", "n3"):
         cache.remove_node(name)
     assert list(zone_interleaved_order(cache.table)) == []
+
+
+async def test_news_of_a_pod_whose_binding_is_on_its_way_neither_requeues_nor_uncounts_it():
+    h = Harness()
+    h.add_node(make_node("only").capacity(cpu=1, memory="4Gi", pods=10))
+    key = h.add_pod(make_pod("p").requests(cpu="800m"))
+    s = h.scheduler
+    s.events.start()
+    s.schedule_one(s.queue.pop_nowait())  # assumed on "only"; the binding is written in the background
+    relabelled = make_pod("p").requests(cpu="800m").label("seen", "yes").obj  # e.g. a label added meanwhile
+    s.pod_changed(key, relabelled)
+    assert s.cache.is_assumed(key) and s.queue.counts()["active"] == 0
+    h.add_pod(make_pod("q").requests(cpu="800m"))  # no room left beside the assumed pod
+    await h.run()
+    assert h.placements() == {key: "only"} and h.writer.bind_attempts == 1 and h.writer.double_binds == 0
+    assert h.pending() == ["default/q"]
