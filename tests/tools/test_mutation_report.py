@@ -1,0 +1,52 @@
+"""The mutation report's judgement of equivalent mutants: the rules recognise only the harmless
+changes they name, and a reviewed entry stops counting once its name stands for another mutation."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+import mutation_report  # noqa: E402
+
+
+@pytest.mark.parametrize("old, new, reason", [
+    ('        log.info("bound %s", key)', '        log.info("XXbound %sXX", key)', "a log line"),
+    ("    x = np.zeros(n, dtype=np.float64)", "    x = np.zeros(n, dtype=None)", "numpy's default dtype"),
+    ("    x = np.zeros(n, dtype=np.float64)", "    x = np.zeros(n, )", "numpy's default dtype"),
+    ("    return a[rows].astype(np.float64)", "    return a[rows].astype(None)", "numpy's default dtype"),
+    ('    v = float("nan")', '    v = float("NAN")', 'float() reads "nan"'),
+    ("        return np.floor(s, out=s)", "        return np.floor(s, out=None)", "out= only chooses"),
+    ("        return np.floor(s, out=s)", "        return np.floor(s, )", "out= only chooses"),
+    ("    t = np.floor(t + 0.5, out=t) if r else np.floor(t, out=t)",
+     "    t = np.floor(t + 0.5, out=t) if r else np.floor(t, )", "out= only chooses"),
+    ('    with np.errstate(divide="ignore", invalid="ignore"):', '    with np.errstate(invalid="ignore"):',
+     "np.errstate only silences"),
+])
+def test_the_rules_recognise_the_harmless_mutations_they_name(old, new, reason):
+    assert mutation_report.rule_for(old, new).startswith(reason)
+
+
+@pytest.mark.parametrize("old, new", [
+    pytest.param("    x = np.zeros(n, dtype=np.int64)", "    x = np.zeros(n, dtype=None)", id="int64 is not the default"),
+    pytest.param("    y = np.floor(s, out=s)", "    y = np.floor(s, out=None)",
+                 id="out= naming an array the line does not assign: s is no longer floored"),
+    pytest.param("    np.floor(s, out=s)", "    np.floor(s, )", id="a result thrown away: only out= kept it"),
+    pytest.param('    log.info("bound %s", key)', '    print("bound %s", key)', id="no longer a log call"),
+    pytest.param('    v = float("nan")', '    v = float("XXnanXX")', id="not a spelling of nan"),
+    pytest.param("    x = np.zeros(n, dtype=np.float64)", "    x = np.ones(n, dtype=np.float64)", id="another value"),
+])
+def test_the_rules_leave_every_other_mutation_counted(old, new):
+    assert mutation_report.rule_for(old, new) is None
+
+
+def test_a_reviewed_entry_counts_only_while_its_name_stands_for_the_mutation_reviewed(monkeypatch):
+    entries = {"m.x_f__mutmut_3": {"reason": "a memo", "mutant": "hit = None"}}
+    lines = {"m.x_f__mutmut_3": ("    hit = self.memo.get(key)", "    hit = None")}
+    monkeypatch.setattr(mutation_report, "changed_line", lines.get)
+    assert mutation_report.reviewed(entries, "m.x_f__mutmut_3") == "a memo"
+    assert mutation_report.reviewed(entries, "m.x_f__mutmut_4") is None  # not reviewed
+    lines["m.x_f__mutmut_3"] = ("    n = self.size", "    n = None")  # the function changed: another mutant
+    assert mutation_report.reviewed(entries, "m.x_f__mutmut_3") is None
