@@ -4,6 +4,7 @@ from corral.testing.builders import make_node, make_pod
 from corral.testing.scheduler_harness import run_filter, run_score
 
 ZONE = "topology.kubernetes.io/zone"
+HOST = "kubernetes.io/hostname"
 NODES = [make_node("a").zone("z1"), make_node("b").zone("z2"), make_node("c").zone("z3")]
 
 
@@ -87,3 +88,15 @@ def test_node_taints_policy_honor_leaves_tainted_domains_out_of_the_count():
     # A pod that tolerates the taint counts z3 again: its minimum is 0, so only c fits.
     pod.toleration("dedicated", "x", "NoSchedule")
     assert {n for n, r in run_filter("PodTopologySpread", nodes, pod, existing).items() if not r} == {"c"}
+
+
+def test_every_hard_constraint_applies_and_a_soft_one_before_them_changes_nothing():
+    """Zone and hostname, both hard, after a soft one: a and b break the zone skew (z1 holds 2 web pods,
+    z2 none), a also the hostname skew; c lacks the zone label; only d passes."""
+    nodes = [make_node("a").zone("z1"), make_node("b").zone("z1"), make_node("c"), make_node("d").zone("z2")]
+    existing = [make_pod(f"e{i}").labels(app="web").node("a") for i in range(2)]
+    pod = (make_pod("p").labels(app="web").spread(1, HOST, hard=False, app="web")
+           .spread(1, ZONE, app="web").spread(1, HOST, app="web"))
+    skew = "node(s) didn't match pod topology spread constraints"
+    assert run_filter("PodTopologySpread", nodes, pod, existing) == {
+        "a": [skew], "b": [skew], "c": [skew + " (missing required label)"], "d": []}
