@@ -88,14 +88,14 @@ def rule_for(old: str, new: str) -> str | None:
     return next((reason for reason, applies in RULES if applies(old, new)), None)
 
 
-def reviewed(entries: dict[str, dict[str, str]], name: str) -> str | None:
-    """The reason a hand-reviewed entry gives for this mutant, or None when there is no entry or the
-    entry is stale: mutmut numbers mutants within a function, so once the function changes, a name
-    can stand for another mutation; the entry's ``mutant`` line must still be what the name mutates."""
+def reviewed(entries: dict[str, dict[str, str]], name: str, changed: tuple[str, str] | None) -> str | None:
+    """The reason a hand-reviewed entry gives for mutant ``name`` (whose ``changed`` line is as
+    :func:`changed_line` reads it), or None when there is no entry or the entry is stale: mutmut
+    numbers mutants within a function, so once the function changes, a name can stand for another
+    mutation; the entry's ``mutant`` line must still be what the name mutates."""
     entry = entries.get(name)
     if entry is None:
         return None
-    changed = changed_line(name)
     return entry["reason"] if changed is not None and changed[1].strip() == entry["mutant"] else None
 
 
@@ -136,12 +136,13 @@ def main() -> int:
         for name, s in statuses.items():
             if s not in ("survived", "no tests"):
                 continue
-            if (reason := reviewed(entries, name)) is not None:
+            changed = changed_line(name)
+            if (reason := reviewed(entries, name, changed)) is not None:
                 equivalents[name] = reason
                 continue
             if name in entries:
                 stale.append(name)
-            if (changed := changed_line(name)) is not None and (reason := rule_for(*changed)) is not None:
+            if changed is not None and (reason := rule_for(*changed)) is not None:
                 equivalents[name] = by_rule[name] = reason
     rows, survivors, total = [], [], Counter()
     for module, statuses in results.items():

@@ -33,6 +33,10 @@ def node(name: str) -> dict:
     return make_node(name).obj
 
 
+async def create_namespace(c: Client, name: str) -> None:
+    await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+
+
 async def created_info(c: Client, name: str, namespace: str = "default") -> PodInfo:
     return PodInfo.from_object(await c.create(pod(name, namespace), namespace, raw=True))
 
@@ -66,7 +70,7 @@ async def test_binding_a_pod_that_is_bound_elsewhere_or_gone_is_unresolvable(wri
 
 async def test_a_binding_in_another_namespace_binds_that_pod(writer):
     w, c = writer
-    await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+    await create_namespace(c, "team")
     twin = await created_info(c, "p")  # the same name in default stays unbound
     info = await created_info(c, "p", "team")
     assert await w.bind(info, "n1") == SUCCESS
@@ -78,7 +82,7 @@ async def test_a_binding_in_another_namespace_binds_that_pod(writer):
 async def test_the_condition_patch_changes_only_the_pods_status(writer, namespace):
     w, c = writer
     if namespace != "default":
-        await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        await create_namespace(c, namespace)
         await created_info(c, "p")  # a pod of the same name elsewhere is left alone
     info = await created_info(c, "p", namespace)
     condition = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "message": "0/0 nodes"}
@@ -94,7 +98,7 @@ async def test_the_condition_patch_changes_only_the_pods_status(writer, namespac
 async def test_events_are_created_with_defaults_and_their_count_patched(writer, namespace):
     w, c = writer
     if namespace != "default":
-        await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}})
+        await create_namespace(c, namespace)
     event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "p.abc", "namespace": namespace},
              "involvedObject": {"kind": "Pod", "name": "p", "namespace": namespace},
              "reason": "FailedScheduling", "message": "no", "type": "Warning", "count": 1}

@@ -42,11 +42,11 @@ def test_the_rules_leave_every_other_mutation_counted(old, new):
     assert mutation_report.rule_for(old, new) is None
 
 
-def test_a_reviewed_entry_counts_only_while_its_name_stands_for_the_mutation_reviewed(monkeypatch):
+def test_a_reviewed_entry_counts_only_while_its_name_stands_for_the_mutation_reviewed():
     entries = {"m.x_f__mutmut_3": {"reason": "a memo", "mutant": "hit = None"}}
-    lines = {"m.x_f__mutmut_3": ("    hit = self.memo.get(key)", "    hit = None")}
-    monkeypatch.setattr(mutation_report, "changed_line", lines.get)
-    assert mutation_report.reviewed(entries, "m.x_f__mutmut_3") == "a memo"
-    assert mutation_report.reviewed(entries, "m.x_f__mutmut_4") is None  # not reviewed
-    lines["m.x_f__mutmut_3"] = ("    n = self.size", "    n = None")  # the function changed: another mutant
-    assert mutation_report.reviewed(entries, "m.x_f__mutmut_3") is None
+    reviewed_line = ("    hit = self.memo.get(key)", "    hit = None")
+    assert mutation_report.reviewed(entries, "m.x_f__mutmut_3", reviewed_line) == "a memo"
+    assert mutation_report.reviewed(entries, "m.x_f__mutmut_4", reviewed_line) is None  # not reviewed
+    another = ("    n = self.size", "    n = None")  # the function changed: the name is another mutant
+    assert mutation_report.reviewed(entries, "m.x_f__mutmut_3", another) is None
+    assert mutation_report.reviewed(entries, "m.x_f__mutmut_3", None) is None  # no longer one line

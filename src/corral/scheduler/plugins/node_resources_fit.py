@@ -135,9 +135,9 @@ class NodeResourcesFit(Plugin):
             s *= 100.0
             s /= safe
             return np.floor(s, out=s)
-        # RequestedToCapacityRatio: utilisation in whole percent (100 when over capacity), then the
-        # shape's broken line with Go's integer division, which truncates toward zero.
-        # Capping at allocatable gives 100 when over it; rows offering none are left out by score().
+        # RequestedToCapacityRatio: utilisation in whole percent (capped at allocatable, so 100 when
+        # over it; rows offering none are left out by score()), then the shape's broken line with
+        # Go's integer division, which truncates toward zero.
         utilization = np.floor(np.minimum(requested, allocatable) * 100.0 / safe)
         return self._broken_line(utilization)
 
