@@ -11,12 +11,14 @@ import textwrap
 
 import pytest
 
+from corral.testing.process import child_env
+
 CORRAL = shutil.which("corral", path=os.path.dirname(sys.executable)) or "corral"
 
 
 def corral(*args: str, server: str | None = None, stdin: str | None = None, env: dict | None = None,
            check: bool = True) -> subprocess.CompletedProcess:
-    full_env = {**os.environ, **(env or {})}
+    full_env = child_env(env)
     if server:
         full_env["CORRAL_SERVER"] = server
     proc = subprocess.run([CORRAL, *args], input=stdin, capture_output=True, text=True, env=full_env, timeout=60)
@@ -171,7 +173,7 @@ def test_unknown_resource_types_are_refused():
 
 def test_get_watch_prints_the_table_then_each_change(server_url, manifests):
     corral("apply", "-f", str(manifests / "node.yaml"), server=server_url)
-    env = {**os.environ, "CORRAL_SERVER": server_url}
+    env = child_env({"CORRAL_SERVER": server_url})
     watcher = subprocess.Popen([CORRAL, "get", "pods", "--watch"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=env)
     try:

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import time
 
 
 from corral.testing import ServerProcess
 from corral.testing.builders import make_node, make_pod
+from corral.testing.process import child_env
 from tests.cli.test_cli import CORRAL, corral
 
 
@@ -99,7 +99,7 @@ def test_the_scheduler_also_runs_as_its_own_process_over_http(tmp_path):
     with ServerProcess(str(tmp_path / "api"), "--no-scheduler") as api:
         corral("apply", "-f", manifests(tmp_path, node("n1")), server=api.url)
         corral("apply", "-f", manifests(tmp_path, pod("p1", "100m")), server=api.url)
-        env = {**os.environ, "CORRAL_SERVER": api.url}
+        env = child_env({"CORRAL_SERVER": api.url})
         proc = subprocess.Popen([CORRAL, "scheduler"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=env)
         try:
@@ -116,6 +116,6 @@ def test_a_bad_scheduler_config_stops_the_server_with_the_setting_named(tmp_path
     bad = tmp_path / "sched.yaml"
     bad.write_text("profiles:\n- plugins:\n    score:\n      enabled: [{name: NoSuchPlugin}]\n")
     proc = subprocess.run([CORRAL, "server", "--data-dir", str(tmp_path / "d"), "--address", "127.0.0.1:0",
-                           "--scheduler-config", str(bad)], capture_output=True, text=True, timeout=30)
+                           "--scheduler-config", str(bad)], capture_output=True, text=True, timeout=30, env=child_env())
     assert proc.returncode == 1
     assert "unknown plugin 'NoSuchPlugin'" in proc.stderr and str(bad) in proc.stderr

@@ -19,6 +19,7 @@ from corral.client import Client
 from corral.client.rest import Conflict
 from corral.testing import ServerProcess
 from corral.testing.etcd import EtcdCluster, EtcdProcess
+from corral.testing.process import child_env
 
 LEASE = ("kube-system", "corral-control-plane")
 
@@ -116,7 +117,7 @@ async def test_two_replicas_share_reads_watches_and_optimistic_concurrency(tmp_p
             holder = await eventually(lambda: leader_of(cb), 20, "a leader is elected")
             assert holder in ("server-0", "server-1")
             out = subprocess.run([sys.executable, "-m", "corral", "get", "leases", "-A", "--server", f"{a.url},{b.url}"],
-                                 capture_output=True, text=True, timeout=30)
+                                 capture_output=True, text=True, timeout=30, env=child_env())
             assert out.returncode == 0, out.stderr
             row = next(line for line in out.stdout.splitlines() if "corral-control-plane" in line)
             assert "kube-system" in row and holder in row
@@ -147,7 +148,7 @@ async def test_a_killed_leader_is_replaced_within_20s_and_every_pod_is_bound_exa
             sim_log = open(tmp_path / "sim.log", "wb")
             sim = subprocess.Popen([sys.executable, "-m", "corral", "sim", "--nodes", "40", "--server", sim_servers,
                                     "--capacity", "cpu=64,memory=256Gi,pods=110", "--run-delay", "0.2"],
-                                   stdout=sim_log, stderr=subprocess.STDOUT)
+                                   stdout=sim_log, stderr=subprocess.STDOUT, env=child_env())
             sim_log.close()
 
             async with Client([f.url for f in followers]) as c:

@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 
 from corral.testing.cluster import wait_for
+from corral.testing.process import child_env
 from tests.cli.test_cli import CORRAL, corral
 
 
 def test_hollow_nodes_register_stay_ready_and_run_pods_through_the_agent_state_machine(cluster_process, tmp_path):
     url = cluster_process.url
-    env = {**os.environ, "CORRAL_SERVER": url}
+    env = child_env({"CORRAL_SERVER": url})
     sim = subprocess.Popen([CORRAL, "sim", "--nodes", "20", "--server", url, "--zones", "2", "--run-delay", "0.2"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:

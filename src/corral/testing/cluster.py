@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 
+from corral.testing.process import child_env
 from corral.testing.server import ServerProcess
 
 __all__ = ["LocalCluster", "wait_for"]
@@ -47,7 +48,8 @@ class LocalCluster:
         if self.docker_host:
             args += ["--docker-host", self.docker_host]
         log = open(os.path.join(data, "agent.log"), "ab")
-        self.agents[name] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.agents[name] = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                             env=child_env())
         log.close()
 
     def kill_agent(self, i: int) -> None:

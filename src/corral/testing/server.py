@@ -13,6 +13,7 @@ import urllib.request
 from typing import AsyncIterator
 
 from corral.server.app import Server, ServerConfig
+from corral.testing.process import child_env
 
 __all__ = ["ServerProcess", "running_server"]
 
@@ -34,7 +35,7 @@ class ServerProcess:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "corral", "server", "--data-dir", self.data_dir,
              "--address", self.address, *self.extra_args],
-            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=child_env(),
         )
         log.close()
         deadline = time.monotonic() + timeout
