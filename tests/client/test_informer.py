@@ -76,6 +76,7 @@ async def test_a_running_informer_whose_watch_revision_expires_relists_and_sees_
         informer.start()
         try:
             await informer.wait_synced(5)
+            assert informer.relists == 1
             # A write elsewhere moves the store on; compacting there expires the informer's version,
             # so its next watch (after the 1 s timeout) is answered 410 Gone.
             await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "elsewhere"}})
