@@ -6,6 +6,7 @@ import asyncio
 import random
 import uuid
 
+import msgspec
 import pytest
 
 from corral.store import Compacted, Conflict, EventType, Fenced, KeyExists, KeyNotFound, open_store
@@ -59,17 +60,43 @@ async def test_every_write_gets_the_next_revision_and_it_is_the_resource_version
 async def test_creating_an_existing_key_fails_and_writes_nothing(store):
     await store.create("/k/a", obj("a"))
     rev = store.revision
-    with pytest.raises(KeyExists):
+    with pytest.raises(KeyExists) as refused:
         await store.create("/k/a", obj("a"))
+    assert refused.value.key == "/k/a"
     assert store.revision == rev
 
 
 async def test_update_with_a_stale_revision_is_a_conflict(store):
     a = await store.create("/k/a", obj("a"))
-    await store.update("/k/a", obj("a", v=1), a.revision)
-    with pytest.raises(Conflict):
+    b = await store.update("/k/a", obj("a", v=1), a.revision)
+    with pytest.raises(Conflict) as refused:
         await store.update("/k/a", obj("a", v=2), a.revision)
+    assert (refused.value.key, refused.value.expected, refused.value.actual) == ("/k/a", a.revision, b.revision)
     assert (await store.get("/k/a")).obj["v"] == 1
+
+
+async def test_an_update_without_a_revision_needs_the_key_to_exist(store):
+    with pytest.raises(KeyNotFound) as refused:
+        await store.update("/k/a", obj("a"), 0)
+    assert refused.value.key == "/k/a" and await store.get("/k/a") is None
+    a = await store.create("/k/a", obj("a"))
+    b = await store.update("/k/a", obj("a", v=1), 0)
+    assert (b.key, b.revision, b.obj["v"]) == ("/k/a", a.revision + 1, 1)
+
+
+async def test_what_is_stored_names_its_own_revision_whatever_the_writer_sent(store):
+    # A stale resourceVersion in the written object, or no metadata at all: the record read back
+    # carries its revision, and the rest of the object exactly as written.
+    written = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a", "resourceVersion": "999"},
+               "spec": {"template": {"metadata": {"labels": {"x": "1"}}}}}
+    a = await store.create("/k/a", dict(written, metadata=dict(written["metadata"])))
+    got = await store.get("/k/a")
+    expected = dict(written, metadata={"name": "a", "resourceVersion": str(a.revision)})
+    assert got.obj == expected and a.obj == expected and msgspec.json.decode(a.value) == expected
+    bare = await store.create("/k/bare", {"kind": "Thing", "data": 1})
+    assert (await store.get("/k/bare")).obj == {"kind": "Thing", "data": 1,
+                                                "metadata": {"resourceVersion": str(bare.revision)}}
+    assert msgspec.json.decode(bare.value) == bare.obj
 
 
 async def test_of_concurrent_writers_from_one_revision_exactly_one_wins(store):
@@ -88,19 +115,24 @@ async def test_delete_returns_the_last_state_and_missing_keys_are_not_found(stor
     gone = await store.delete("/k/a")
     assert gone.revision == a.revision + 1 and gone.obj["v"] == 7
     assert await store.get("/k/a") is None
-    with pytest.raises(KeyNotFound):
+    assert gone.key == "/k/a" and msgspec.json.decode(gone.value)["metadata"]["resourceVersion"] == str(gone.revision)
+    with pytest.raises(KeyNotFound) as refused:
         await store.delete("/k/a")
-    with pytest.raises(KeyNotFound):
+    assert refused.value.key == "/k/a"
+    with pytest.raises(KeyNotFound) as refused:
         await store.update("/k/a", obj("a"), gone.revision)
+    assert refused.value.key == "/k/a"
     again = await store.create("/k/a", obj("a", v=8))
     assert again.obj["v"] == 8
 
 
 async def test_delete_with_a_stale_revision_is_a_conflict(store):
     a = await store.create("/k/a", obj("a"))
-    await store.update("/k/a", obj("a", v=1), a.revision)
-    with pytest.raises(Conflict):
+    b = await store.update("/k/a", obj("a", v=1), a.revision)
+    with pytest.raises(Conflict) as refused:
         await store.delete("/k/a", a.revision)
+    assert (refused.value.key, refused.value.expected, refused.value.actual) == ("/k/a", a.revision, b.revision)
+    assert (await store.get("/k/a")).revision == b.revision
 
 
 async def test_list_is_in_key_order_under_a_prefix_and_pages_at_one_revision(store):
@@ -124,12 +156,27 @@ async def test_list_is_in_key_order_under_a_prefix_and_pages_at_one_revision(sto
     assert "/core/pods/ns/p99" in [r.key for r in now.items]
 
 
+async def test_pages_end_exactly_and_keep_keys_that_extend_the_last_key_seen(store):
+    for key in ("/k/p1", "/k/p1A", "/k/p10", "/k/p2"):
+        await store.create(key, obj(key))
+    await store.create("/l/after", obj("after"))  # sorts after the prefix: never listed
+    keys, page = [], await store.list("/k/", limit=1)
+    keys += [r.key for r in page.items]
+    while page.more:
+        page = await store.list("/k/", revision=page.revision, limit=1, start_after=keys[-1])
+        keys += [r.key for r in page.items]
+    assert keys == ["/k/p1", "/k/p10", "/k/p1A", "/k/p2"]
+    whole = await store.list("/k/", limit=4)  # exactly the limit: nothing more to fetch
+    assert [r.key for r in whole.items] == keys and not whole.more
+
+
 async def test_watch_from_a_past_revision_replays_history_then_follows_live(store):
     start = store.revision
     a = await store.create("/w/a", obj("a"))
     await store.update("/w/a", obj("a", v=1), a.revision)
     await store.create("/other/x", obj("x"))
-    await store.delete("/w/a")
+    await store.create("/x/after", obj("after"))  # both sides of the prefix: not watched
+    gone = await store.delete("/w/a")
     task = asyncio.create_task(collect(store, "/w/", start, 4))
     await asyncio.sleep(0.05)
     await store.create("/w/b", obj("b"))
@@ -138,6 +185,8 @@ async def test_watch_from_a_past_revision_replays_history_then_follows_live(stor
         (EventType.ADDED, "/w/a"), (EventType.MODIFIED, "/w/a"),
         (EventType.DELETED, "/w/a"), (EventType.ADDED, "/w/b"),
     ]
+    # A deletion hands over the last state, at the deletion's revision.
+    assert events[2].record.obj == {"metadata": {"name": "a", "resourceVersion": str(gone.revision)}, "v": 1}
 
 
 async def test_watch_under_concurrent_writers_has_no_gap_and_no_duplicate(store):
@@ -184,12 +233,14 @@ async def test_compaction_keeps_current_state_and_makes_old_revisions_fail_disti
     with pytest.raises(Compacted):
         await store.list("/k/", revision=b.revision)
     # The boundary, exactly: one revision before the compaction point is gone; the point itself is readable.
-    with pytest.raises(Compacted):
+    with pytest.raises(Compacted) as refused:
         await store.list("/k/", revision=mark - 1)
-    with pytest.raises(Compacted):
+    assert (refused.value.requested, refused.value.compacted) == (mark - 1, mark)
+    with pytest.raises(Compacted) as refused:
         async with asyncio.timeout(10):
             async for _ in store.watch("/k/", mark - 1):
                 pass
+    assert (refused.value.requested, refused.value.compacted) == (mark - 1, mark)
     assert [r.key for r in (await store.list("/k/", revision=mark)).items] == ["/k/a"]
     listed = await store.list("/k/")
     assert [(r.key, r.obj.get("v")) for r in listed.items] == [("/k/a", 4)]
@@ -235,8 +286,9 @@ async def test_a_fenced_update_lands_only_while_the_fence_key_is_where_the_write
     assert (await store.get(pod.key)).obj["spec"]["nodeName"] == "n1"  # nothing written
 
     await store.delete(lease.key)
-    with pytest.raises(Fenced):
+    with pytest.raises(Fenced) as refused:
         await store.update(pod.key, obj("p", spec={"nodeName": "n3"}), bound.revision, fence=(lease.key, taken.revision))
+    assert (refused.value.fence_key, refused.value.expected, refused.value.actual) == (lease.key, taken.revision, 0)
 
 
 async def test_current_revision_includes_every_acknowledged_write(store):

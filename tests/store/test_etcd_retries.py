@@ -79,6 +79,6 @@ async def test_a_delete_whose_reply_was_lost_returns_the_last_state(store, monke
     calls = lose_next_reply(store, monkeypatch)
     record = await store.delete("/core/pods/default/a", first.revision)
     assert len(calls) == 2  # the retry was refused, and the key is gone: our delete went through
-    assert record.revision > first.revision
+    assert record.key == "/core/pods/default/a" and record.revision > first.revision
     assert record.obj["spec"] == {"x": 1} and record.obj["metadata"]["resourceVersion"] == str(record.revision)
     assert await store.get("/core/pods/default/a") is None

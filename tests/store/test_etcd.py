@@ -1,0 +1,108 @@
+"""What only the etcd backend has: endpoint parsing, values other writers put under its root, PROGRESS
+events for a shared etcd, and a delete that keeps losing races."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from corral.store import Conflict, EventType, KeyNotFound, open_store
+from corral.store.etcd import grpc_target, parse_endpoints
+
+
+def test_endpoints_are_host_port_pairs_with_or_without_the_scheme():
+    assert parse_endpoints("etcd://127.0.0.1:2379, etcd-2.internal:2380") == [("127.0.0.1", 2379),
+                                                                                ("etcd-2.internal", 2380)]
+    assert parse_endpoints("10.0.0.1:2379") == [("10.0.0.1", 2379)]
+    assert parse_endpoints("etcd://[::1]:2379") == [("[::1]", 2379)]  # the port is after the last colon
+
+
+@pytest.mark.parametrize("url, part", [("etcd://h1", "h1"), ("etcd://h1:", "h1:"), ("etcd://:2379", ":2379"),
+                                       ("etcd://h1:2379,", ""), ("etcd://h1:port", "h1:port"), ("", "")])
+def test_a_malformed_endpoint_is_refused_with_the_part_and_the_url_named(url, part):
+    with pytest.raises(ValueError) as refused:
+        parse_endpoints(url)
+    assert str(refused.value) == f"etcd endpoint must be HOST:PORT, got {part!r} in {url!r}"
+
+
+def test_one_grpc_target_names_every_member_by_address():
+    assert grpc_target([("etcd-1.internal", 2379)]) == "etcd-1.internal:2379"  # one member: as given
+    assert grpc_target([("127.0.0.1", 2379), ("127.0.0.2", 2380)]) == "ipv4:127.0.0.1:2379,127.0.0.2:2380"
+    assert grpc_target([("::1", 2379), ("::1", 2380)]) == "ipv6:[::1]:2379,[::1]:2380"
+    with pytest.raises(ValueError, match="mix IPv4 and IPv6"):
+        grpc_target([("127.0.0.1", 2379), ("::1", 2380)])
+
+
+@pytest.fixture
+async def pair(etcd):
+    """Two stores sharing one etcd under different roots, as two clusters (or a cluster and etcdctl) would."""
+    a = await open_store(etcd.url, root=f"/a-{uuid.uuid4().hex[:12]}")
+    b = await open_store(etcd.url, root=f"/b-{uuid.uuid4().hex[:12]}")
+    yield a, b
+    await a.close()
+    await b.close()
+
+
+async def test_values_another_writer_put_under_the_root_read_back_with_their_revision(pair):
+    store, _ = pair
+    put = await store._client.put(store._k("/k/raw"), b'{"a":1}')
+    await store._client.put(store._k("/k/empty"), b"")
+    raw, empty = await store.get("/k/raw"), await store.get("/k/empty")
+    assert raw.obj == {"a": 1, "metadata": {"resourceVersion": str(raw.revision)}}
+    assert empty.obj == {"metadata": {"resourceVersion": str(empty.revision)}}
+    assert raw.revision == put.header.revision
+
+
+async def next_batch(watch) -> list:
+    return await asyncio.wait_for(anext(watch), 10)
+
+
+async def test_a_watch_of_everything_with_progress_sees_other_roots_writes_as_progress_only(pair):
+    store, other = pair
+    start = await store.current_revision()
+    with_progress = store.watch("/", start, progress=True)
+    without = store.watch("/", start)
+    first = asyncio.ensure_future(next_batch(with_progress))
+    plain = asyncio.ensure_future(next_batch(without))
+    await asyncio.sleep(0.2)  # both watches are open before the writes
+    foreign = await other.create("/core/pods/default/x", {"metadata": {"name": "x"}})
+    mine = await store.create("/core/pods/default/a", {"metadata": {"name": "a"}})
+    progress = await first
+    assert [(e.type, e.key, e.revision, e.record.value) for e in progress] == [
+        (EventType.PROGRESS, "", foreign.revision, b"")]
+    assert [(e.type, e.key) for e in await next_batch(with_progress)] == [(EventType.ADDED, "/core/pods/default/a")]
+    # Without progress, the other root's write is not there at all.
+    assert [(e.type, e.key, e.revision) for e in await plain] == [
+        (EventType.ADDED, "/core/pods/default/a", mine.revision)]
+    await with_progress.aclose()
+    await without.aclose()
+
+
+async def test_a_delete_that_keeps_losing_races_gives_up_with_a_conflict_and_one_that_loses_the_key_is_not_found(
+        pair, monkeypatch):
+    store, _ = pair
+    a = await store.create("/k/a", {"metadata": {"name": "a"}})
+    tries: list[int] = []
+
+    async def losing_txn(compare, success):  # someone else always writes in between
+        tries.append(1)
+        return False, store.revision, False
+
+    monkeypatch.setattr(store, "_txn", losing_txn)
+    with pytest.raises(Conflict) as refused:
+        await store.delete("/k/a")
+    assert len(tries) == 8
+    assert (refused.value.key, refused.value.expected, refused.value.actual) == ("/k/a", 0, -1)
+    with pytest.raises(Conflict) as refused:
+        await store.delete("/k/a", a.revision)
+    assert (refused.value.key, refused.value.expected, refused.value.actual) == ("/k/a", a.revision, -1)
+
+    async def deleted_meanwhile(compare, success):  # the other writer deleted it: not our delete
+        await store._client.delete(store._k("/k/a"))
+        return False, store.revision, False
+
+    monkeypatch.setattr(store, "_txn", deleted_meanwhile)
+    with pytest.raises(KeyNotFound):
+        await store.delete("/k/a")
