@@ -12,6 +12,7 @@ import pytest
 from corral.api.resources import by_kind
 from corral.client import AlreadyExists, Client, Conflict, Invalid, NotFound
 from corral.client.rest import ApiError
+from corral.server.rest import WriteOptions
 
 
 def pod(name: str, node: str | None = None, **meta) -> dict:
@@ -111,7 +112,8 @@ async def test_an_update_refuses_another_name_namespace_or_a_malformed_resource_
     assert err.code == 400 and err.message == "the name of the object (v) does not match the name on the URL (u)"
     err = await failure(c.request("PUT", path, body={**created, "metadata": {**created["metadata"],
                                                                               "namespace": "kube-system"}}))
-    assert err.code == 400 and "does not match the namespace sent on the request" in err.message
+    assert err.code == 400
+    assert err.message == "the namespace of the provided object does not match the namespace sent on the request"
     err = await failure(c.request("PUT", path, body={**created, "metadata": {**created["metadata"],
                                                                               "resourceVersion": "x1"}}))
     assert err.code == 400 and err.message == "invalid resourceVersion 'x1'"
@@ -175,7 +177,8 @@ async def test_a_status_update_without_status_clears_it_and_keeps_the_rest(c):
 @pytest.mark.parametrize("patch, patch_type, code, message", [
     pytest.param([{"op": "remove", "path": "/metadata/nothing"}], "json", 422, "the patch could not be applied",
                  id="a JSON patch that cannot apply is invalid"),
-    pytest.param(["not", "an", "object"], "merge", 422, "a merge patch must be a JSON object",
+    pytest.param(["not", "an", "object"], "merge", 422,
+                 "the patch could not be applied: a merge patch must be a JSON object",
                  id="a merge patch that is no object is invalid"),
     pytest.param([{"op": "replace", "path": "", "value": [1]}], "json", 400, "the patched object is not a JSON object",
                  id="a patch may not turn the object into a list"),
@@ -185,7 +188,8 @@ async def test_a_status_update_without_status_clears_it_and_keeps_the_rest(c):
 async def test_a_patch_that_cannot_apply_is_refused_and_changes_nothing(c, patch, patch_type, code, message):
     created = await c.create(pod("pt"), "default", raw=True)
     err = await failure(c.patch("pods", "pt", patch, "default", patch_type=patch_type))
-    assert err.code == code and message in err.message
+    assert err.code == code and err.message.startswith(message)
+    assert err.reason == ("Invalid" if code == 422 else "BadRequest")
     assert (await c.get("pods", "pt", "default", raw=True)) == created
 
 
@@ -375,6 +379,8 @@ async def test_each_verb_answers_with_kubernetes_status_codes(http):
     assert (await send(http, "DELETE", f"{PODS}/s"))[0] == 200  # already terminating
     assert (await send(http, "POST", PODS, pod("t")))[0] == 201
     assert (await send(http, "DELETE", PODS, fieldSelector="metadata.name=t"))[0] == 200
+    assert (await send(http, "POST", PODS, pod("u")))[0] == 201
+    assert (await send(http, "DELETE", f"{PODS}/u"))[0] == 200  # an unbound pod: deleted at once
     code, body = await send(http, "GET", PODS, limit="1")
     assert code == 200 and [p["metadata"]["name"] for p in body["items"]] == ["s"]
 
@@ -624,3 +630,246 @@ async def test_an_update_with_an_empty_resource_version_applies_to_the_newest(c)
     await c.patch("pods", "empty-rv", {"metadata": {"labels": {"first": "1"}}}, "default")
     body = {**created, "metadata": {**created["metadata"], "resourceVersion": "", "labels": {"second": "2"}}}
     assert (await c.update(body, raw=True))["metadata"]["labels"] == {"second": "2"}
+    patched = await c.patch("pods", "empty-rv", {"metadata": {"resourceVersion": "", "labels": {"third": "3"}}},
+                            "default", raw=True)
+    assert patched["metadata"]["labels"] == {"second": "2", "third": "3"}
+
+
+async def test_a_patch_pinned_to_an_old_version_is_a_conflict_naming_the_object(c):
+    created = await c.create(pod("old-pin"), "default", raw=True)
+    await c.patch("pods", "old-pin", {"metadata": {"labels": {"first": "1"}}}, "default")
+    with pytest.raises(Conflict) as err:
+        await c.patch("pods", "old-pin", {"metadata": {"resourceVersion": created["metadata"]["resourceVersion"],
+                                                       "labels": {"late": "1"}}}, "default")
+    assert err.value.status["details"] == {"name": "old-pin", "kind": "pods"}
+
+
+# --- what each verb keeps, drops and names ----------------------------------------------------------------
+
+async def test_a_binding_keeps_the_pods_other_status_and_conditions_and_clears_its_nomination(c):
+    await c.create(pod("nominated"), "default")
+    await c.patch("pods", "nominated", {"status": {
+        "nominatedNodeName": "n9", "message": "waiting for n9",
+        "conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"},
+                       {"type": "Custom", "status": "True"}]}}, "default", subresource="status")
+    before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    await c.bind("default", "nominated", "n1")
+    bound = await c.get("pods", "nominated", "default", raw=True)
+    assert bound.keys() == {"apiVersion", "kind", "metadata", "spec", "status"}
+    status = bound["status"]
+    assert "nominatedNodeName" not in status and status["message"] == "waiting for n9"
+    custom, scheduled = status["conditions"]
+    assert custom == {"type": "Custom", "status": "True"}
+    assert scheduled.keys() == {"type", "status", "lastTransitionTime"}
+    assert (scheduled["type"], scheduled["status"]) == ("PodScheduled", "True")
+    assert datetime.datetime.strptime(scheduled["lastTransitionTime"], "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=datetime.timezone.utc) >= before
+
+
+async def test_a_pod_marked_for_deletion_is_never_bound(server, c):
+    # Unreachable through this server's own verbs (only a bound pod waits out a grace period), but a
+    # record written so, by another version or by hand, must still not be bound.
+    await c.create(pod("doomed"), "default")
+    key = by_kind("Pod").key("default", "doomed")
+    record = await server.store.get(key)
+    doomed = {**record.obj, "metadata": {**record.obj["metadata"], "deletionTimestamp": "2030-01-01T00:00:00Z"}}
+    await server.store.update(key, doomed, record.revision)
+    with pytest.raises(Conflict) as err:
+        await c.bind("default", "doomed", "n1")
+    assert err.value.message == ('Operation cannot be fulfilled on pods "doomed": '
+                                 'pod doomed is being deleted, cannot be assigned to a host')
+    assert err.value.status["details"] == {"name": "doomed", "kind": "pods"}
+    assert "nodeName" not in (await c.get("pods", "doomed", "default", raw=True))["spec"]
+
+
+async def test_a_binding_body_may_leave_the_name_to_the_url(c):
+    await c.create(pod("by-url"), "default")
+    await c.request("POST", f"{PODS}/by-url/binding", body={"apiVersion": "v1", "kind": "Binding",
+                                                            "target": {"name": "n1"}})
+    assert (await c.get("pods", "by-url", "default", raw=True))["spec"]["nodeName"] == "n1"
+
+
+async def test_a_put_keeps_the_identity_it_leaves_out_and_drops_deletion_fields_it_forges(c):
+    created = await c.create(pod("ident"), "default", raw=True)
+    path = f"{PODS}/ident"
+    forged = {"apiVersion": "v1", "kind": "Pod", "spec": created["spec"],
+              "metadata": {"labels": {"x": "1"}, "deletionTimestamp": "2030-01-01T00:00:00Z",
+                           "deletionGracePeriodSeconds": 5}}
+    updated = json.loads(await c.request("PUT", path, body=forged))
+    meta = updated["metadata"]
+    assert (meta["name"], meta["namespace"], meta["uid"], meta["labels"]) == (
+        "ident", "default", created["metadata"]["uid"], {"x": "1"})
+    assert "deletionTimestamp" not in meta and "deletionGracePeriodSeconds" not in meta
+    bare = json.loads(await c.request("PUT", path, body={"apiVersion": "v1", "kind": "Pod", "spec": created["spec"]}))
+    assert (bare["metadata"]["name"], bare["metadata"]["namespace"]) == ("ident", "default")
+    assert "labels" not in bare["metadata"]
+
+
+async def test_generation_counts_every_spec_change_even_of_an_object_stored_without_one(server, c):
+    node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "g1"}, "spec": {}}
+    created = await c.create(node, raw=True)
+    assert created["metadata"]["generation"] == 1
+    for generation, taints in ((2, [{"key": "a", "effect": "NoSchedule"}]), (3, [])):
+        updated = await c.update({**created, "metadata": {"name": "g1"}, "spec": {"taints": taints}}, raw=True)
+        assert updated["metadata"]["generation"] == generation
+    key = by_kind("Node").key(None, "g1")
+    record = await server.store.get(key)
+    await server.store.update(key, {**record.obj, "metadata": {k: v for k, v in record.obj["metadata"].items()
+                                                                  if k != "generation"}}, record.revision)
+    updated = await c.update({**created, "metadata": {"name": "g1"}, "spec": {"unschedulable": True}}, raw=True)
+    assert updated["metadata"]["generation"] == 2  # a missing generation counts as 1
+
+
+async def test_status_is_left_out_of_a_main_put_and_a_status_put_of_nothing_to_nothing_is_fine(c):
+    created = await c.create({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "s1"}, "spec": {}}, raw=True)
+    assert "status" not in created
+    updated = await c.update({**created, "status": {"capacity": {"cpu": "64"}}}, raw=True)
+    assert "status" not in updated
+    again = await c.update({k: v for k, v in updated.items() if k != "metadata"} | {"metadata": {"name": "s1"}},
+                           subresource="status", raw=True)
+    assert "status" not in again
+
+
+async def test_warnings_about_unknown_fields_come_back_from_every_kind_of_put(server, http):
+    await send(http, "POST", PODS, pod("warned"))
+    _, got = await send(http, "GET", f"{PODS}/warned")
+    odd = {**got, "bogus": 1}
+    warning = '299 - "unknown field \'bogus\': corral keeps it as written but does not act on it"'
+
+    async def put(path: str, body: dict, **params) -> tuple[int, list[str]]:
+        async with http.put(path, data=json.dumps(body), params=params,
+                            headers={"Content-Type": "application/json"}) as r:
+            return r.status, r.headers.getall("Warning", [])
+
+    assert await put(f"{PODS}/warned", odd, dryRun="All") == (200, [warning])  # a dry run
+    assert await put(f"{PODS}/warned", odd) == (200, [warning])  # a write
+    _, got = await send(http, "GET", f"{PODS}/warned")
+    assert await put(f"{PODS}/warned", got) == (200, [warning])  # no change at all
+    # A pod whose deletion began, reported terminated: removed, and still warned about.
+    await send(http, "POST", PODS, pod("ending", node="n1"))
+    _, ending = await send(http, "DELETE", f"{PODS}/ending")
+    ending["status"] = {"phase": "Terminated", "bogus": 1}
+    code, warnings = await put(f"{PODS}/ending/status", ending)
+    assert code == 200 and warnings == ['299 - "unknown field \'status.bogus\': corral keeps it as written but '
+                                        'does not act on it"']
+    assert (await send(http, "GET", f"{PODS}/ending"))[0] == 404
+
+
+@pytest.fixture
+def always_losing(server, monkeypatch):
+    """Every compare-and-swap write of the store loses to a write that came first (or the key went)."""
+    from corral.store import Conflict as StoreConflict, KeyNotFound
+
+    mode = ["conflict"]
+
+    async def update(key, obj, expected_revision, **kw):
+        if mode[0] == "conflict":
+            raise StoreConflict(key, expected_revision, server.store.revision)
+        raise KeyNotFound(key)
+
+    monkeypatch.setattr(server.store, "update", update)
+    return mode
+
+
+async def test_a_write_that_keeps_losing_races_gives_up_with_a_conflict_naming_the_object(c, always_losing):
+    created = await c.create(pod("contested"), "default", raw=True)
+    unpinned = {**created, "metadata": {"name": "contested", "labels": {"x": "1"}}}
+    message = ('Operation cannot be fulfilled on pods "contested": the object has been modified; '
+               'please apply your changes to the latest version and try again')
+    for call in (c.update(unpinned), c.patch("pods", "contested", {"metadata": {"labels": {"x": "1"}}}, "default"),
+                 c.bind("default", "contested", "n1")):
+        with pytest.raises(Conflict) as err:
+            await call
+        assert err.value.message == message and err.value.status["details"] == {"name": "contested", "kind": "pods"}
+    always_losing[0] = "gone"
+    for call in (c.update(unpinned), c.bind("default", "contested", "n1")):
+        with pytest.raises(NotFound) as err:
+            await call
+        assert err.value.message == 'pods "contested" not found'
+        assert err.value.status["details"] == {"name": "contested", "kind": "pods"}
+
+
+async def test_a_delete_racing_another_writer_honours_its_precondition_in_the_store(server, c, monkeypatch):
+    api, original = server.api, server.api.current
+    racer: list = []
+
+    async def current(resource, namespace, name, **kw):
+        record = await original(resource, namespace, name, **kw)
+        if racer:  # another server writes between this server's read and its delete
+            await racer.pop()(record)
+        return record
+
+    monkeypatch.setattr(api, "current", current)
+
+    async def relabel(record):
+        await server.store.update(record.key, {**record.obj, "metadata": {**record.obj["metadata"],
+                                                                           "labels": {"by": "other"}}}, record.revision)
+
+    async def delete(record):
+        await server.store.delete(record.key)
+
+    created = await c.create(pod("raced"), "default", raw=True)
+    racer.append(relabel)
+    with pytest.raises(Conflict) as err:
+        await c.delete("pods", "raced", "default", resource_version=created["metadata"]["resourceVersion"])
+    assert err.value.message == ('Operation cannot be fulfilled on pods "raced": the resourceVersion in the '
+                                 'precondition does not match the object')
+    assert err.value.status["details"] == {"name": "raced", "kind": "pods"}
+    assert (await c.get("pods", "raced", "default", raw=True))["metadata"]["labels"] == {"by": "other"}
+    racer.append(delete)
+    with pytest.raises(NotFound) as err:
+        await c.delete("pods", "raced", "default")
+    assert err.value.status["details"] == {"name": "raced", "kind": "pods"}
+
+
+async def test_deleting_a_namespace_deletes_its_contents_only(c):
+    await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "leaving"}})
+    await c.create(pod("inside"), "leaving")
+    await c.create(pod("outside"), "default")
+    await c.delete("namespaces", "leaving")
+    assert await names(c, None) == ["outside"]
+
+
+async def test_deleting_a_collection_with_zero_grace_removes_bound_pods_at_once(c):
+    await c.create(pod("b1", node="n1"), "default")
+    await c.create(pod("b2", node="n1"), "default")
+    await c.request("DELETE", PODS, params={"gracePeriodSeconds": "0"})
+    assert await names(c) == []
+
+
+@pytest.fixture
+def far_from_utc(monkeypatch):
+    """The server's machine keeps local time in a zone far from UTC."""
+    import time
+
+    monkeypatch.setenv("TZ", "Asia/Kolkata")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+async def test_a_deletion_deadline_is_utc_whatever_the_machines_zone(c, far_from_utc):
+    await c.create(pod("zoned", node="n1"), "default")
+    before = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    deleting = await c.delete("pods", "zoned", "default", raw=True)
+    deadline = datetime.datetime.strptime(deleting["metadata"]["deletionTimestamp"], "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=datetime.timezone.utc)
+    assert before + datetime.timedelta(seconds=30) <= deadline <= before + datetime.timedelta(seconds=32)
+
+
+async def test_a_continue_token_without_a_limit_pages_by_500(server, c):
+    for i in range(502):
+        obj = pod(f"p{i:03d}", namespace="default")
+        await server.store.create(by_kind("Pod").key("default", obj["metadata"]["name"]), obj)
+    first = await c.list("pods", "default", limit=1, raw=True)
+    second = await c.list("pods", "default", continue_token=first.continue_token, raw=True)
+    assert [p["metadata"]["name"] for p in second.items] == [f"p{i:03d}" for i in range(1, 501)]
+    third = await c.list("pods", "default", continue_token=second.continue_token, raw=True)
+    assert [p["metadata"]["name"] for p in third.items] == ["p501"] and not third.continue_token
+
+
+async def test_an_unknown_patch_type_is_a_callers_mistake(server, c):
+    await c.create(pod("typed-patch"), "default")
+    with pytest.raises(ValueError, match="unknown patch type 'strategic'"):
+        await server.api.patch(by_kind("Pod"), "default", "typed-patch", {}, "strategic", WriteOptions())
