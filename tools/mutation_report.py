@@ -118,6 +118,31 @@ def load(mutants: Path) -> dict[str, dict[str, str]]:
     return out
 
 
+def area_of(module: str, source_paths: list[str]) -> str:
+    """The configured source path (``[tool.mutmut] source_paths``: a package or a file) holding ``module``."""
+    path = "src/" + module.replace(".", "/")
+    for area in source_paths:
+        if area.endswith("/") and path.startswith(area) or path + ".py" == area:
+            return area
+    return path + ".py"
+
+
+def score_row(label: str, counts: Counter) -> tuple:
+    """(label, mutants, killed, survived, no tests, equivalent, unchecked, score or None) of a status count."""
+    unchecked = counts["not checked"]
+    counted = counts["all"] - counts["equivalent"] - unchecked
+    caught = counts["killed"] + counts["timeout"]
+    return (label, counts["all"], caught, counts["survived"], counts["no tests"], counts["equivalent"], unchecked,
+            100.0 * caught / counted if counted else None)
+
+
+def table(first: str, rows: list[tuple]) -> list[str]:
+    lines = [f"| {first} | mutants | killed | survived | no test reaches | equivalent | unchecked | score |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    return lines + [f"| {m} | {n} | {k} | {s} | {nt} | {e} | {u} | {'—' if p is None else f'{p:.1f}%'} |"
+                    for m, n, k, s, nt, e, u, p in rows]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--survivors", action="store_true", help="list every surviving mutant")
@@ -144,36 +169,33 @@ def main() -> int:
                 stale.append(name)
             if changed is not None and (reason := rule_for(*changed)) is not None:
                 equivalents[name] = by_rule[name] = reason
-    rows, survivors, total = [], [], Counter()
+    source_paths = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]["source_paths"]
+    rows, survivors, total, by_area = [], [], Counter(), {}
     for module, statuses in results.items():
         counts = Counter("equivalent" if name in equivalents else s for name, s in statuses.items())
-        unchecked = counts["not checked"]
-        counted = len(statuses) - counts["equivalent"] - unchecked
-        caught = counts["killed"] + counts["timeout"]
-        rows.append((module, len(statuses), caught, counts["survived"], counts["no tests"], counts["equivalent"],
-                     unchecked, 100.0 * caught / counted if counted else None))
+        counts["all"] = len(statuses)
+        rows.append(score_row(module, counts))
         total.update(counts)
-        total["all"] += len(statuses)
+        by_area.setdefault(area_of(module, source_paths), Counter()).update(counts)
         survivors += [n for n, s in statuses.items() if s in ("survived", "no tests") and n not in equivalents]
-    unchecked = total["not checked"]
-    counted = total["all"] - total["equivalent"] - unchecked
-    score = 100.0 * (total["killed"] + total["timeout"]) / counted if counted else 0.0
+    *_, unchecked, score = score_row("all", total)
+    score = score or 0.0
     day = datetime.date.today().isoformat()
     head = f"# Mutation score {score:.1f}% ({day})" + (f", {unchecked} mutants not checked yet" if unchecked else "")
-    lines = [head, "",
-             "| module | mutants | killed | survived | no test reaches | equivalent | unchecked | score |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    lines += [f"| {m} | {n} | {k} | {s} | {nt} | {e} | {u} | {'—' if p is None else f'{p:.1f}%'} |"
-              for m, n, k, s, nt, e, u, p in rows]
+    areas = [score_row(area, by_area[area]) for area in source_paths if area in by_area]
+    lines = [head, "", *table("source path", areas), "", *table("module", rows)]
     lines.append(f"| **all** | {total['all']} | {total['killed'] + total['timeout']} | {total['survived']} | "
                  f"{total['no tests']} | {total['equivalent']} | "
                  f"{unchecked} | **{score:.1f}%** |")
     report = "\n".join(lines) + "\n"
     (mutants / "report.md").write_text(report + "\n## Survivors\n\n" + "".join(f"- {n}\n" for n in survivors))
-    (mutants / "report.json").write_text(json.dumps({"date": day, "score": round(score, 1), "modules": [
-        {"module": m, "mutants": n, "killed": k, "survived": s, "noTests": nt, "equivalent": e, "unchecked": u,
-         "score": None if p is None else round(p, 1)} for m, n, k, s, nt, e, u, p in rows],
-        "survivors": survivors}, indent=1))
+    def as_json(key: str, rows: list[tuple]) -> list[dict]:
+        return [{key: m, "mutants": n, "killed": k, "survived": s, "noTests": nt, "equivalent": e, "unchecked": u,
+                 "score": None if p is None else round(p, 1)} for m, n, k, s, nt, e, u, p in rows]
+
+    (mutants / "report.json").write_text(json.dumps({
+        "date": day, "score": round(score, 1), "sourcePaths": as_json("sourcePath", areas),
+        "modules": as_json("module", rows), "survivors": survivors}, indent=1))
     print(report)
     for reason, count in Counter(by_rule.values()).most_common():
         print(f"equivalent by rule ({count}): {reason}")

@@ -50,3 +50,18 @@ def test_a_reviewed_entry_counts_only_while_its_name_stands_for_the_mutation_rev
     another = ("    n = self.size", "    n = None")  # the function changed: the name is another mutant
     assert mutation_report.reviewed(entries, "m.x_f__mutmut_3", another) is None
     assert mutation_report.reviewed(entries, "m.x_f__mutmut_3", None) is None  # no longer one line
+
+
+def test_each_module_is_counted_under_the_configured_source_path_that_holds_it():
+    paths = ["src/corral/scheduler/", "src/corral/server/rest.py", "src/corral/agent/machine.py"]
+    assert mutation_report.area_of("corral.scheduler.plugins.node_affinity", paths) == "src/corral/scheduler/"
+    assert mutation_report.area_of("corral.server.rest", paths) == "src/corral/server/rest.py"
+    assert mutation_report.area_of("corral.agent.machine", paths) == "src/corral/agent/machine.py"
+    assert mutation_report.area_of("corral.agent.machinery", paths) == "src/corral/agent/machinery.py"
+
+
+def test_a_score_counts_timeouts_as_caught_and_leaves_equivalent_and_unchecked_mutants_out():
+    counts = mutation_report.Counter({"all": 20, "killed": 12, "timeout": 2, "survived": 3, "no tests": 1,
+                                      "equivalent": 1, "not checked": 1})
+    assert mutation_report.score_row("x", counts) == ("x", 20, 14, 3, 1, 1, 1, 100.0 * 14 / 18)
+    assert mutation_report.score_row("none", mutation_report.Counter({"all": 2, "not checked": 2}))[-1] is None
