@@ -114,3 +114,41 @@ async def test_compaction_trims_the_watch_caches_window(server, c):
     assert before >= 5
     await server.compact(server.store.revision - 2)
     assert await cached_events() == 2
+
+
+async def test_a_watch_a_client_leaves_is_no_longer_counted_or_fed(server, c):
+    async def open_watches() -> int:
+        async with aiohttp.ClientSession(server.url) as http, http.get("/metrics") as r:
+            return int(float(re.search(r"^corral_apiserver_watchers (\S+)$", await r.text(), re.M).group(1)))
+
+    assert await open_watches() == 0
+    watch = c.watch("pods", "default", raw=True)
+    task = asyncio.create_task(first_events(watch, 1))
+    await c.create(pod("seen"))
+    assert await task == [("ADDED", "seen")]
+    assert await open_watches() == 1
+    await watch.aclose()  # the client goes away; the server finds out at its next write
+    async with asyncio.timeout(10):
+        for i in range(1000):
+            await c.create(pod(f"unseen-{i}"))
+            if await open_watches() == 0:
+                break
+            await asyncio.sleep(0.05)
+    assert server.cache.watcher_count() == 0
+
+
+def test_a_watcher_is_closed_only_once_more_lines_wait_than_it_may_hold(monkeypatch):
+    from corral.api.selectors import parse_field_selector, parse_label_selector
+    from corral.server import cache as cache_module
+    from corral.store.base import EventType, Record
+
+    monkeypatch.setattr(cache_module, "MAX_PENDING_LINES", 3)
+    watcher = cache_module.CacheWatcher("/core/pods/", None, parse_label_selector(""),
+                                      parse_field_selector("", ()))
+    for revision in (1, 2, 3):
+        record = Record(f"/core/pods/default/p{revision}", revision, b'{"metadata":{}}', {"metadata": {}})
+        watcher.offer(cache_module._CachedEvent(EventType.ADDED, revision, "/core/pods/", record, None))
+    assert not watcher.closed and len(watcher.lines) == 3  # exactly as many as it may hold
+    record = Record("/core/pods/default/p4", 4, b'{"metadata":{}}', {"metadata": {}})
+    watcher.offer(cache_module._CachedEvent(EventType.ADDED, 4, "/core/pods/", record, None))
+    assert watcher.closed and watcher.last_revision == 4
