@@ -49,6 +49,19 @@ def _result_kept(line: str) -> bool:
     return target is not None and outs == {target.group(1)}
 
 
+_SQL = re.compile(r"\b(SELECT|INSERT|DELETE|UPDATE|WHERE|FROM|INTO|ORDER BY)\b", re.IGNORECASE)
+_SQL_LITERAL = re.compile(r"'[^']*'")
+
+
+def _sql_case_only(old: str, new: str) -> bool:
+    """Whether ``new`` is ``old`` with SQL in another case: SQLite reads keywords and names in any
+    case, but not the text of a quoted literal, so those must be unchanged. SQL is a line that
+    executes one, or that holds two of its keywords (a statement split over lines)."""
+    is_sql = ".execute(" in old or len({k.upper() for k in _SQL.findall(old)}) >= 2
+    return (old != new and old.lower() == new.lower() and is_sql
+            and _SQL_LITERAL.findall(old) == _SQL_LITERAL.findall(new))
+
+
 # A surviving mutant that changes one line in one of these ways is not counted: (reason, test on the
 # original line and the mutant's line).
 RULES: list[tuple[str, Callable[[str, str], bool]]] = [
@@ -65,6 +78,7 @@ RULES: list[tuple[str, Callable[[str, str], bool]]] = [
      lambda old, new: old.lstrip().startswith("with np.errstate(") and new.lstrip().startswith("with np.errstate(")),
     ('float() reads "nan" in any case',
      lambda old, new: 'float("nan")' in old and new == old.replace('float("nan")', 'float("NAN")')),
+    ("SQLite reads SQL keywords and names in any case", _sql_case_only),
 ]
 
 

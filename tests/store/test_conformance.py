@@ -244,11 +244,12 @@ async def test_compaction_keeps_current_state_and_makes_old_revisions_fail_disti
     assert [r.key for r in (await store.list("/k/", revision=mark)).items] == ["/k/a"]
     listed = await store.list("/k/")
     assert [(r.key, r.obj.get("v")) for r in listed.items] == [("/k/a", 4)]
-    # Watching from the compaction point itself still works.
-    task = asyncio.create_task(collect(store, "/k/", mark, 1))
+    # Watching from the compaction point itself still works, replaying what came after it.
+    a = await store.update("/k/a", obj("a", v=8), a.revision)
+    task = asyncio.create_task(collect(store, "/k/", mark, 2))
     await asyncio.sleep(0.05)
     await store.update("/k/a", obj("a", v=9), a.revision)
-    assert [e.type for e in await task] == [EventType.MODIFIED]
+    assert [(e.type, e.record.obj["v"]) for e in await task] == [(EventType.MODIFIED, 8), (EventType.MODIFIED, 9)]
 
 
 async def test_state_and_revisions_survive_reopening(opener):

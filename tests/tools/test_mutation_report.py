@@ -24,6 +24,12 @@ import mutation_report  # noqa: E402
      "    t = np.floor(t + 0.5, out=t) if r else np.floor(t, )", "out= only chooses"),
     ('    with np.errstate(divide="ignore", invalid="ignore"):', '    with np.errstate(invalid="ignore"):',
      "np.errstate only silences"),
+    ('        conn.execute("BEGIN")', '        conn.execute("begin")', "SQLite reads SQL"),
+    ('        "(SELECT prev_rev FROM log WHERE rev <= ?1 AND prev_rev > 0))",',
+     '        "(SELECT PREV_REV FROM LOG WHERE REV <= ?1 AND PREV_REV > 0))",', "SQLite reads SQL"),
+    ("""    conn.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('compact_rev', ?)", (revision,))""",
+     """    conn.execute("insert or replace into meta (name, value) values ('compact_rev', ?)", (revision,))""",
+     "SQLite reads SQL"),
 ])
 def test_the_rules_recognise_the_harmless_mutations_they_name(old, new, reason):
     assert mutation_report.rule_for(old, new).startswith(reason)
@@ -37,6 +43,11 @@ def test_the_rules_recognise_the_harmless_mutations_they_name(old, new, reason):
     pytest.param('    log.info("bound %s", key)', '    print("bound %s", key)', id="no longer a log call"),
     pytest.param('    v = float("nan")', '    v = float("XXnanXX")', id="not a spelling of nan"),
     pytest.param("    x = np.zeros(n, dtype=np.float64)", "    x = np.ones(n, dtype=np.float64)", id="another value"),
+    pytest.param("""    row = conn.execute("SELECT value FROM meta WHERE name = 'compact_rev'").fetchone()""",
+                 """    row = conn.execute("SELECT VALUE FROM META WHERE NAME = 'COMPACT_REV'").fetchone()""",
+                 id="a quoted SQL literal is text: its case matters"),
+    pytest.param('    label = "Select a node"', '    label = "SELECT A NODE"', id="prose, not a statement"),
+    pytest.param('    conn.execute("BEGIN")', '    conn.execute("XXBEGINXX")', id="not the same statement"),
 ])
 def test_the_rules_leave_every_other_mutation_counted(old, new):
     assert mutation_report.rule_for(old, new) is None
