@@ -62,7 +62,7 @@ async def test_creating_an_existing_key_fails_and_writes_nothing(store):
     rev = store.revision
     with pytest.raises(KeyExists) as refused:
         await store.create("/k/a", obj("a"))
-    assert refused.value.key == "/k/a"
+    assert refused.value.key == "/k/a" and str(refused.value) == "key /k/a already exists"
     assert store.revision == rev
 
 
@@ -72,13 +72,16 @@ async def test_update_with_a_stale_revision_is_a_conflict(store):
     with pytest.raises(Conflict) as refused:
         await store.update("/k/a", obj("a", v=2), a.revision)
     assert (refused.value.key, refused.value.expected, refused.value.actual) == ("/k/a", a.revision, b.revision)
-    assert (await store.get("/k/a")).obj["v"] == 1
+    assert str(refused.value) == f"key /k/a is at revision {b.revision}, not {a.revision}"
+    got = await store.get("/k/a")
+    assert (got.key, got.revision, got.obj["v"]) == ("/k/a", b.revision, 1)
 
 
 async def test_an_update_without_a_revision_needs_the_key_to_exist(store):
     with pytest.raises(KeyNotFound) as refused:
         await store.update("/k/a", obj("a"), 0)
-    assert refused.value.key == "/k/a" and await store.get("/k/a") is None
+    assert refused.value.key == "/k/a" and str(refused.value) == "key /k/a not found"
+    assert await store.get("/k/a") is None
     a = await store.create("/k/a", obj("a"))
     b = await store.update("/k/a", obj("a", v=1), 0)
     assert (b.key, b.revision, b.obj["v"]) == ("/k/a", a.revision + 1, 1)
@@ -236,6 +239,7 @@ async def test_compaction_keeps_current_state_and_makes_old_revisions_fail_disti
     with pytest.raises(Compacted) as refused:
         await store.list("/k/", revision=mark - 1)
     assert (refused.value.requested, refused.value.compacted) == (mark - 1, mark)
+    assert str(refused.value) == f"revision {mark - 1} has been compacted (oldest available is {mark + 1})"
     with pytest.raises(Compacted) as refused:
         async with asyncio.timeout(10):
             async for _ in store.watch("/k/", mark - 1):
@@ -267,6 +271,8 @@ async def test_state_and_revisions_survive_reopening(opener):
         )
         nxt = await s.create("/k/new", obj("new"))
         assert nxt.revision > last
+        again = await s.create("/k/9", obj("9"))  # deleted before the store was closed: free again
+        assert again.revision == nxt.revision + 1
     finally:
         await s.close()
 
@@ -290,9 +296,27 @@ async def test_a_fenced_update_lands_only_while_the_fence_key_is_where_the_write
     with pytest.raises(Fenced) as refused:
         await store.update(pod.key, obj("p", spec={"nodeName": "n3"}), bound.revision, fence=(lease.key, taken.revision))
     assert (refused.value.fence_key, refused.value.expected, refused.value.actual) == (lease.key, taken.revision, 0)
+    assert str(refused.value) == f"fence {lease.key} is at revision 0, not {taken.revision}: the lease was lost"
 
 
 async def test_current_revision_includes_every_acknowledged_write(store):
     before = await store.current_revision()
     a = await store.create("/core/pods/default/a", obj("a"))
     assert before < a.revision <= await store.current_revision()
+
+
+async def test_a_watch_from_a_revision_not_reached_yet_starts_after_it(store):
+    start = store.revision
+    task = asyncio.create_task(collect(store, "/f/", start + 1, 1))
+    await asyncio.sleep(0.05)
+    await store.create("/f/at-the-revision", obj("a"))  # start + 1: not after it
+    later = await store.create("/f/after-it", obj("b"))
+    assert [(e.key, e.revision) for e in await task] == [("/f/after-it", later.revision)]
+
+
+def test_a_prefix_ends_just_past_its_last_character_and_no_prefix_at_the_top():
+    from corral.store.base import prefix_end
+
+    assert prefix_end("/core/pods/") == "/core/pods0"
+    assert prefix_end("/k/p1") == "/k/p2"
+    assert prefix_end("") == "\U0010ffff"

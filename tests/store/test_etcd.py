@@ -106,3 +106,19 @@ async def test_a_delete_that_keeps_losing_races_gives_up_with_a_conflict_and_one
     monkeypatch.setattr(store, "_txn", deleted_meanwhile)
     with pytest.raises(KeyNotFound):
         await store.delete("/k/a")
+
+
+async def test_keys_live_under_the_root_corral_by_default_and_a_trailing_slash_changes_nothing(etcd):
+    store = await open_store(etcd.url)
+    slashed = await open_store(etcd.url, root=f"/r-{uuid.uuid4().hex[:8]}/")
+    try:
+        key = f"/k/{uuid.uuid4().hex[:8]}"
+        await store.create(key, {"metadata": {"name": "a"}})
+        assert await store._client.get(f"/corral{key}".encode()) is not None
+        await store.delete(key)
+        await slashed.create("/k/b", {"metadata": {"name": "b"}})
+        assert await slashed._client.get(f"{slashed.root}/k/b".encode()) is not None
+        assert not slashed.root.endswith("/") and (await slashed.get("/k/b")).key == "/k/b"
+    finally:
+        await store.close()
+        await slashed.close()

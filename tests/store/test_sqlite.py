@@ -74,3 +74,28 @@ async def test_compaction_leaves_one_row_per_live_key_and_is_remembered(tmp_path
         assert [r.key for r in (await s.list("/k/", revision=middle)).items] == ["/k/a"]
     finally:
         await s.close()
+
+
+async def test_a_closed_store_refuses_writes_with_a_clear_error(tmp_path):
+    from corral.store import StoreError
+
+    store = await open_store(f"sqlite://{tmp_path}/closed.db")
+    await store.create("/k/a", obj("a"))
+    await store.close()
+    with pytest.raises(StoreError) as refused:
+        await store.create("/k/b", obj("b"))
+    assert str(refused.value) == "the store is closed"
+
+
+async def test_a_store_url_may_be_a_plain_or_home_relative_path_and_other_schemes_are_refused(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    for url, path in (("~/home.db", tmp_path / "home.db"), (str(tmp_path / "plain.db"), tmp_path / "plain.db"),
+                      (f"sqlite://{tmp_path}/url.db", tmp_path / "url.db")):
+        store = await open_store(url)
+        await store.create("/k/a", obj("a"))
+        await store.close()
+        assert path.is_file(), url
+    with pytest.raises(ValueError) as refused:
+        await open_store("postgres://db:5432/corral")
+    assert str(refused.value) == "unsupported store 'postgres': use sqlite:///path or etcd://host:port"
+    assert not (tmp_path / "postgres:").exists()
