@@ -140,15 +140,53 @@ async def test_a_watch_a_client_leaves_is_no_longer_counted_or_fed(server, c):
 def test_a_watcher_is_closed_only_once_more_lines_wait_than_it_may_hold(monkeypatch):
     from corral.api.selectors import parse_field_selector, parse_label_selector
     from corral.server import cache as cache_module
-    from corral.store.base import EventType, Record
+    from corral.store.base import Record
 
     monkeypatch.setattr(cache_module, "MAX_PENDING_LINES", 3)
     watcher = cache_module.CacheWatcher("/core/pods/", None, parse_label_selector(""),
                                       parse_field_selector("", ()))
     for revision in (1, 2, 3):
         record = Record(f"/core/pods/default/p{revision}", revision, b'{"metadata":{}}', {"metadata": {}})
-        watcher.offer(cache_module._CachedEvent(EventType.ADDED, revision, "/core/pods/", record, None))
+        watcher.offer(cache_module._CachedEvent(revision, "/core/pods/", record, None))
     assert not watcher.closed and len(watcher.lines) == 3  # exactly as many as it may hold
     record = Record("/core/pods/default/p4", 4, b'{"metadata":{}}', {"metadata": {}})
-    watcher.offer(cache_module._CachedEvent(EventType.ADDED, 4, "/core/pods/", record, None))
+    watcher.offer(cache_module._CachedEvent(4, "/core/pods/", record, None))
     assert watcher.closed and watcher.last_revision == 4
+
+
+async def test_the_event_window_keeps_the_newest_changes_and_refuses_watches_from_before_them(tmp_path):
+    from corral.server.cache import CacheWatcher, TooOld, WatchCache
+    from corral.api.selectors import parse_field_selector, parse_label_selector
+    from corral.store import open_store
+
+    store = await open_store(f"sqlite://{tmp_path}/window.db")
+    cache = WatchCache(store, window=3)
+    await cache.start()
+    try:
+        revisions = [(await store.create(f"/core/pods/default/p{i}", pod(f"p{i}"))).revision for i in range(7)]
+        await cache.wait_fresh(revisions[-1])
+        # Seven changes are more than twice the window of three: the oldest four go.
+        assert cache.event_count() == 3
+
+        def watcher():
+            return CacheWatcher("/core/pods/", None, parse_label_selector(""), parse_field_selector("", ()))
+
+        with pytest.raises(TooOld) as refused:
+            cache.watch("/core/pods/", watcher(), revisions[2])
+        assert (refused.value.requested, refused.value.oldest) == (revisions[2], revisions[3])
+        replay = watcher()
+        cache.watch("/core/pods/", replay, revisions[3])  # the oldest revision still served
+        assert [line.split(b'"name":"')[1].split(b'"')[0] for line in replay.take()] == [b"p4", b"p5", b"p6"]
+        cache.unwatch("/core/pods/", replay)
+        six = (await store.create("/core/pods/default/p7", pod("p7"))).revision
+        await cache.wait_fresh(six)
+        assert cache.event_count() == 4  # trimmed again only past twice the window
+    finally:
+        await cache.stop()
+        await store.close()
+
+
+async def test_waiting_for_a_revision_the_cache_never_reaches_gives_up_after_the_timeout(server):
+    waiting = asyncio.ensure_future(server.cache.wait_fresh(server.cache.revision + 100, timeout=0.05))
+    await asyncio.wait({waiting}, timeout=3)
+    assert waiting.done() and isinstance(waiting.exception(), asyncio.TimeoutError)

@@ -53,7 +53,6 @@ def resource_prefix(key: str) -> str:
 
 @dataclass(slots=True)
 class _CachedEvent:
-    type: EventType
     revision: int
     prefix: str
     new: Record | None  # None for DELETED
@@ -189,10 +188,10 @@ class WatchCache:
             old = objects.get(record.key)
             if event.type is EventType.DELETED:
                 objects.pop(record.key, None)
-                cached = _CachedEvent(event.type, record.revision, prefix, None, record)
+                cached = _CachedEvent(record.revision, prefix, None, record)
             else:
                 objects[record.key] = record
-                cached = _CachedEvent(event.type, record.revision, prefix, record, old)
+                cached = _CachedEvent(record.revision, prefix, record, old)
             self._events.append(cached)
             self._event_revs.append(record.revision)
             for w in self._watchers.get(prefix, ()):
