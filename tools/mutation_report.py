@@ -150,11 +150,20 @@ def score_row(label: str, counts: Counter) -> tuple:
             100.0 * caught / counted if counted else None)
 
 
+def row_line(row: tuple, bold: bool = False) -> str:
+    m, n, k, s, nt, e, u, p = row
+    score = "—" if p is None else f"**{p:.1f}%**" if bold else f"{p:.1f}%"
+    return f"| {m} | {n} | {k} | {s} | {nt} | {e} | {u} | {score} |"
+
+
 def table(first: str, rows: list[tuple]) -> list[str]:
-    lines = [f"| {first} | mutants | killed | survived | no test reaches | equivalent | unchecked | score |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|"]
-    return lines + [f"| {m} | {n} | {k} | {s} | {nt} | {e} | {u} | {'—' if p is None else f'{p:.1f}%'} |"
-                    for m, n, k, s, nt, e, u, p in rows]
+    return [f"| {first} | mutants | killed | survived | no test reaches | equivalent | unchecked | score |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|", *(row_line(row) for row in rows)]
+
+
+def rows_json(key: str, rows: list[tuple]) -> list[dict]:
+    return [{key: m, "mutants": n, "killed": k, "survived": s, "noTests": nt, "equivalent": e, "unchecked": u,
+             "score": None if p is None else round(p, 1)} for m, n, k, s, nt, e, u, p in rows]
 
 
 def main() -> int:
@@ -192,24 +201,18 @@ def main() -> int:
         total.update(counts)
         by_area.setdefault(area_of(module, source_paths), Counter()).update(counts)
         survivors += [n for n, s in statuses.items() if s in ("survived", "no tests") and n not in equivalents]
-    *_, unchecked, score = score_row("all", total)
+    total_row = score_row("**all**", total)
+    *_, unchecked, score = total_row
     score = score or 0.0
     day = datetime.date.today().isoformat()
     head = f"# Mutation score {score:.1f}% ({day})" + (f", {unchecked} mutants not checked yet" if unchecked else "")
     areas = [score_row(area, by_area[area]) for area in source_paths if area in by_area]
-    lines = [head, "", *table("source path", areas), "", *table("module", rows)]
-    lines.append(f"| **all** | {total['all']} | {total['killed'] + total['timeout']} | {total['survived']} | "
-                 f"{total['no tests']} | {total['equivalent']} | "
-                 f"{unchecked} | **{score:.1f}%** |")
+    lines = [head, "", *table("source path", areas), "", *table("module", rows), row_line(total_row, bold=True)]
     report = "\n".join(lines) + "\n"
     (mutants / "report.md").write_text(report + "\n## Survivors\n\n" + "".join(f"- {n}\n" for n in survivors))
-    def as_json(key: str, rows: list[tuple]) -> list[dict]:
-        return [{key: m, "mutants": n, "killed": k, "survived": s, "noTests": nt, "equivalent": e, "unchecked": u,
-                 "score": None if p is None else round(p, 1)} for m, n, k, s, nt, e, u, p in rows]
-
     (mutants / "report.json").write_text(json.dumps({
-        "date": day, "score": round(score, 1), "sourcePaths": as_json("sourcePath", areas),
-        "modules": as_json("module", rows), "survivors": survivors}, indent=1))
+        "date": day, "score": round(score, 1), "sourcePaths": rows_json("sourcePath", areas),
+        "modules": rows_json("module", rows), "survivors": survivors}, indent=1))
     print(report)
     for reason, count in Counter(by_rule.values()).most_common():
         print(f"equivalent by rule ({count}): {reason}")
