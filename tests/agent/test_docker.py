@@ -12,6 +12,7 @@ from corral.agent.runtimes.base import StartError
 from corral.agent.runtimes.docker import DockerRuntime
 from corral.testing.cluster import LocalCluster, wait_for
 from corral.testing.dockerd import BUSYBOX_IMAGE, Dockerd
+from corral.testing.process import free_port
 from tests.agent.test_end_to_end import apply, phase, pods
 from tests.cli.test_cli import corral
 
@@ -41,12 +42,13 @@ async def test_a_container_runs_publishes_its_host_port_logs_and_stops(dockerd, 
     rt = DockerRuntime(str(tmp_path), base_url=dockerd.url)
     p = pod("web", "uid-web-0001")
     c = p["spec"]["containers"][0]
+    port = free_port()
     c.update(command=["sh", "-c", "echo serving; exec httpd -f -p 8080 -h /www"],
-             ports=[{"containerPort": 8080, "hostPort": 18931}],
+             ports=[{"containerPort": 8080, "hostPort": port}],
              resources={"limits": {"cpu": "200m", "memory": "32Mi"}})
     ref = await rt.start(p, c)
-    assert await asyncio.to_thread(wait_for, lambda: http("http://127.0.0.1:18931/") is not None or
-                                   _is_404("http://127.0.0.1:18931/"), 15)
+    assert await asyncio.to_thread(wait_for, lambda: http(f"http://127.0.0.1:{port}/") is not None or
+                                   _is_404(f"http://127.0.0.1:{port}/"), 15)
     logs = b"".join([chunk async for chunk in rt.logs("uid-web-0001", "main", tail=None, follow=False)])
     assert b"serving" in logs
     attrs = rt.client.containers.get(ref.id.removeprefix("docker://")).attrs

@@ -13,6 +13,8 @@ import socket
 import subprocess
 import time
 
+from corral.testing.process import free_port
+
 __all__ = ["EtcdProcess", "EtcdCluster", "EtcdMissing"]
 
 
@@ -20,18 +22,12 @@ class EtcdMissing(RuntimeError):
     """etcd is not installed; `make test` installs Debian's etcd-server."""
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 class EtcdProcess:
     def __init__(self, data_dir: str, name: str = "corral-test") -> None:
         self.data_dir = data_dir
         self.name = name
-        self.client_port = _free_port()
-        self.peer_port = _free_port()
+        self.client_port = free_port()
+        self.peer_port = free_port()
         self.initial_cluster = f"{name}={self.peer_url}"
         self.proc: subprocess.Popen | None = None
 

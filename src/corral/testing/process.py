@@ -1,12 +1,13 @@
-"""The environment for corral child processes that tests start (server, agents, CLI, sim)."""
+"""What child processes that tests start need: the environment to import corral, and a free port."""
 
 from __future__ import annotations
 
 import os
+import socket
 
 import corral
 
-__all__ = ["child_env"]
+__all__ = ["child_env", "free_port"]
 
 # The directory this process imported ``corral`` from: src/ of a checkout, or a mutation tool's
 # copy of it. Children import the same code, so a mutant under test runs in the child too.
@@ -19,3 +20,10 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     rest = env.get("PYTHONPATH")
     env["PYTHONPATH"] = SOURCE_ROOT + (os.pathsep + rest if rest else "")
     return env
+
+
+def free_port() -> int:
+    """A loopback TCP port nothing listens on now (so two test runs on one machine do not collide)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
