@@ -26,9 +26,10 @@ system-deps:
 	fi
 
 up: $(STAMP)
-	@echo "Starting corral on http://127.0.0.1:7443: API server, scheduler, and this machine as a node"
-	@echo "(process runtime; data in ~/.local/share/corral). In another terminal:"
-	@echo "  export PATH=$(CURDIR)/$(BIN):\$$PATH"
+	@echo "Starting corral on https://127.0.0.1:7443: API server, scheduler, and this machine as a node"
+	@echo "(process runtime; data, the cluster CA and the admin kubeconfig in ~/.local/share/corral)."
+	@echo "In another terminal, the one line for corral and kubectl alike:"
+	@echo "  export PATH=$(CURDIR)/$(BIN):\$$PATH KUBECONFIG=$${XDG_DATA_HOME:-$$HOME/.local/share}/corral/admin.kubeconfig"
 	@echo "  corral apply -f examples/ && corral get pods -o wide && curl localhost:8080"
 	@echo "Stop with Ctrl-C."
 	$(BIN)/corral server --local-agent

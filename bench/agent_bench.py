@@ -22,7 +22,6 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
-from corral.client import Client  # noqa: E402
 from corral.testing.cluster import LocalCluster, wait_for  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -48,8 +47,8 @@ def pod(i: int) -> dict:
                                      "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}
 
 
-async def measure(url: str, n: int) -> dict:
-    async with Client(url) as client:
+async def measure(cluster, n: int) -> dict:
+    async with cluster.server.client() as client:
         rv = (await client.list("pods", "default")).resource_version
         created: dict[str, float] = {}
         running: dict[str, float] = {}
@@ -95,8 +94,8 @@ def main() -> None:
         cluster = LocalCluster(root, agents=args.agents, heartbeat=10, agent_args=("--log-level", "warning"))
         cluster.start()
         try:
-            wait_for(lambda: _ready_nodes(cluster.url) == args.agents, what="agents registered")
-            result = asyncio.run(measure(cluster.url, args.pods))
+            wait_for(lambda: _ready_nodes(cluster) == args.agents, what="agents registered")
+            result = asyncio.run(measure(cluster, args.pods))
             pids = {name: p.pid for name, p in cluster.agents.items()}
             before = {name: cpu_seconds(pid) for name, pid in pids.items()}
             time.sleep(args.idle)
@@ -116,9 +115,9 @@ def main() -> None:
         print(f"  {name} idle with ~{args.pods // args.agents} pods: CPU {v['cpuPercent']}% of a core, RSS {v['rssMiB']} MiB")
 
 
-def _ready_nodes(url: str) -> int:
+def _ready_nodes(cluster) -> int:
     async def count() -> int:
-        async with Client(url) as c:
+        async with cluster.server.client() as c:
             nodes = (await c.list("nodes", raw=True)).items
         return sum(1 for n in nodes for cond in n["status"].get("conditions", ())
                    if cond["type"] == "Ready" and cond["status"] == "True")

@@ -43,20 +43,25 @@ def pod_body(name: str) -> bytes:
     }).encode()
 
 
-async def bench_creates(url: str, pods: int, clients: int, prefix: str) -> dict:
+def session(creds, **kwargs) -> aiohttp.ClientSession:
+    """HTTPS with the admin credential, as every client of the server."""
+    connector = aiohttp.TCPConnector(ssl=creds.ssl_context(), limit=kwargs.pop("limit", 100))
+    return aiohttp.ClientSession(creds.server, connector=connector, headers=creds.headers(), **kwargs)
+
+
+async def bench_creates(creds, pods: int, clients: int, prefix: str) -> dict:
     bodies = [pod_body(f"{prefix}-{i}") for i in range(pods)]
     latencies: list[float] = []
     next_index = 0
-    connector = aiohttp.TCPConnector(limit=clients)
-    async with aiohttp.ClientSession(url, connector=connector) as session:
+    async with session(creds, limit=clients) as http:
         async def worker() -> None:
             nonlocal next_index
             while next_index < len(bodies):
                 body = bodies[next_index]
                 next_index += 1
                 t0 = time.perf_counter()
-                async with session.post("/api/v1/namespaces/default/pods", data=body,
-                                        headers={"Content-Type": "application/json"}) as r:
+                async with http.post("/api/v1/namespaces/default/pods", data=body,
+                                     headers={"Content-Type": "application/json"}) as r:
                     await r.read()
                     if r.status != 201:
                         raise RuntimeError(f"create failed: {r.status} {await r.text()}")
@@ -74,10 +79,9 @@ async def bench_creates(url: str, pods: int, clients: int, prefix: str) -> dict:
     }
 
 
-async def bench_fanout(url: str, watchers: int, pods: int) -> dict:
-    async with aiohttp.ClientSession(url, connector=aiohttp.TCPConnector(limit=watchers + 8),
-                                     read_bufsize=4 * 2**20) as session:
-        async with session.get("/api/v1/namespaces/default/pods", params={"limit": "1"}) as r:
+async def bench_fanout(creds, watchers: int, pods: int) -> dict:
+    async with session(creds, limit=watchers + 8, read_bufsize=4 * 2**20) as http:
+        async with http.get("/api/v1/namespaces/default/pods", params={"limit": "1"}) as r:
             start_rv = (await r.json())["metadata"]["resourceVersion"]
         counts = [0] * watchers
         finished: list[float] = []
@@ -87,8 +91,8 @@ async def bench_fanout(url: str, watchers: int, pods: int) -> dict:
         async def watch(i: int) -> None:
             nonlocal opened
             params = {"watch": "true", "resourceVersion": start_rv, "labelSelector": "app=fanout"}
-            async with session.get("/api/v1/namespaces/default/pods", params=params,
-                                   timeout=aiohttp.ClientTimeout(total=None)) as resp:
+            async with http.get("/api/v1/namespaces/default/pods", params=params,
+                                timeout=aiohttp.ClientTimeout(total=None)) as resp:
                 opened += 1
                 if opened == watchers:
                     ready.set()
@@ -106,8 +110,8 @@ async def bench_fanout(url: str, watchers: int, pods: int) -> dict:
 
         async def create(body: bytes) -> None:
             async with sem:
-                async with session.post("/api/v1/namespaces/default/pods", data=body,
-                                        headers={"Content-Type": "application/json"}) as r:
+                async with http.post("/api/v1/namespaces/default/pods", data=body,
+                                     headers={"Content-Type": "application/json"}) as r:
                     await r.read()
 
         start = time.perf_counter()
@@ -124,13 +128,13 @@ async def bench_fanout(url: str, watchers: int, pods: int) -> dict:
     }
 
 
-async def bench_list(url: str, repeats: int) -> dict:
+async def bench_list(creds, repeats: int) -> dict:
     times = []
-    async with aiohttp.ClientSession(url) as session:
+    async with session(creds) as http:
         count = 0
         for _ in range(repeats):
             t0 = time.perf_counter()
-            async with session.get("/api/v1/namespaces/default/pods") as r:
+            async with http.get("/api/v1/namespaces/default/pods") as r:
                 body = await r.read()
             times.append(time.perf_counter() - t0)
             count = body.count(b'"kind":"Pod"')
@@ -156,11 +160,12 @@ async def main() -> None:
         url = proc.start()
         try:
             print(f"server {url}, data in {data_dir}", file=sys.stderr)
-            creates = await bench_creates(url, args.pods, args.clients, "bench")
+            creds = proc.credentials()
+            creates = await bench_creates(creds, args.pods, args.clients, "bench")
             print(f"creates: {creates}", file=sys.stderr)
-            fanout = await bench_fanout(url, args.watchers, args.fanout_pods)
+            fanout = await bench_fanout(creds, args.watchers, args.fanout_pods)
             print(f"fan-out: {fanout}", file=sys.stderr)
-            listing = await bench_list(url, args.list_repeats)
+            listing = await bench_list(creds, args.list_repeats)
             print(f"list:    {listing}", file=sys.stderr)
             rss = _rss_bytes(proc.proc.pid)
         finally:

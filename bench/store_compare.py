@@ -56,8 +56,8 @@ async def creates(kind: str, pods: int, clients: int) -> float:
     store = Store(kind)
     proc = ServerProcess(os.path.join(store.dir, "server"), "--no-scheduler", "--store", store.url)
     try:
-        url = proc.start(timeout=30)
-        result = await bench_creates(url, pods, clients, "bench")
+        proc.start(timeout=30)
+        result = await bench_creates(proc.credentials(), pods, clients, "bench")
         return result["createsPerSecond"]
     finally:
         proc.stop()

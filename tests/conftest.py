@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import tempfile
 
 import pytest
 from hypothesis import Phase, settings
@@ -12,6 +13,12 @@ settings.register_profile("mutation", phases=[Phase.explicit, Phase.reuse, Phase
 
 from corral.testing import ServerProcess, running_server
 
+# Servers write ~/.config/corral/kubeconfig when there is none: never the developer's own. Nor do a
+# developer's KUBECONFIG or CORRAL_SERVER reach the commands the tests run.
+_CONFIG_HOME = os.environ["XDG_CONFIG_HOME"] = tempfile.mkdtemp(prefix="corral-tests-config-")
+for _name in ("KUBECONFIG", "CORRAL_SERVER", "CORRAL_JOIN_TOKEN"):
+    os.environ.pop(_name, None)
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _temporary_files_gone_after_a_mutation_run_session(tmp_path_factory):
@@ -19,6 +26,7 @@ def _temporary_files_gone_after_a_mutation_run_session(tmp_path_factory):
     os._exit, so pytest never frees its temporary directories (etcd alone preallocates 64 MB of
     WAL in each): ten thousand sessions filled a disk. Such a session removes its own."""
     yield
+    shutil.rmtree(_CONFIG_HOME, ignore_errors=True)
     if "MUTANT_UNDER_TEST" in os.environ:
         shutil.rmtree(tmp_path_factory.getbasetemp(), ignore_errors=True)
 
@@ -39,8 +47,9 @@ def cluster_process(tmp_path):
 
 
 @pytest.fixture
-def server_url(server_process) -> str:
-    return server_process.url
+def kubeconfig(server_process) -> str:
+    """The admin kubeconfig of ``server_process``, as a user would point a client at it."""
+    return server_process.kubeconfig
 
 
 @pytest.fixture

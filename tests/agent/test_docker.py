@@ -102,11 +102,11 @@ async def test_exit_codes_oom_kills_missing_commands_and_missing_images_are_told
 
 def test_a_cluster_on_the_docker_runtime_runs_logs_reports_oom_and_cleans_up(dockerd, tmp_path):
     with LocalCluster(str(tmp_path / "c"), agents=1, runtime="docker", docker_host=dockerd.url) as cluster:
-        url = cluster.url
-        wait_for(lambda: "Ready" in corral("get", "nodes", server=url).stdout, what="the docker node")
-        images = json.loads(corral("get", "node", "node-0", "-o", "json", server=url).stdout)["status"]["images"]
+        kc = cluster.kubeconfig
+        wait_for(lambda: "Ready" in corral("get", "nodes", kubeconfig=kc).stdout, what="the docker node")
+        images = json.loads(corral("get", "node", "node-0", "-o", "json", kubeconfig=kc).stdout)["status"]["images"]
         assert any(BUSYBOX_IMAGE in i["names"] for i in images)
-        apply(url, tmp_path, f"""apiVersion: v1
+        apply(kc, tmp_path, f"""apiVersion: v1
 kind: Pod
 metadata: {{name: hello}}
 spec:
@@ -115,7 +115,7 @@ spec:
     image: {BUSYBOX_IMAGE}
     command: [sh, -c, "echo hello from docker; exec sleep 600"]
 """)
-        apply(url, tmp_path, f"""apiVersion: v1
+        apply(kc, tmp_path, f"""apiVersion: v1
 kind: Pod
 metadata: {{name: hog}}
 spec:
@@ -126,13 +126,13 @@ spec:
     command: [sh, -c, "a=$(yes | head -c 200000000)"]
     resources: {{limits: {{memory: 16Mi}}}}
 """)
-        wait_for(lambda: phase(url, "hello") == "Running", what="hello Running")
-        assert wait_for(lambda: "hello from docker" in corral("logs", "hello", server=url).stdout)
-        wait_for(lambda: phase(url, "hog") == "Failed", what="the memory hog to fail")
-        assert pods(url)["hog"]["status"]["reason"] == "OOMKilled"
-        assert "OOMKilled" in corral("describe", "pod", "hog", server=url).stdout
-        corral("delete", "pod", "hello", "hog", "--grace-period", "2", server=url)  # sleep as PID 1 ignores SIGTERM
-        wait_for(lambda: not pods(url), what="records removed")
+        wait_for(lambda: phase(kc, "hello") == "Running", what="hello Running")
+        assert wait_for(lambda: "hello from docker" in corral("logs", "hello", kubeconfig=kc).stdout)
+        wait_for(lambda: phase(kc, "hog") == "Failed", what="the memory hog to fail")
+        assert pods(kc)["hog"]["status"]["reason"] == "OOMKilled"
+        assert "OOMKilled" in corral("describe", "pod", "hog", kubeconfig=kc).stdout
+        corral("delete", "pod", "hello", "hog", "--grace-period", "2", kubeconfig=kc)  # sleep as PID 1 ignores SIGTERM
+        wait_for(lambda: not pods(kc), what="records removed")
         import docker
 
         client = docker.DockerClient(base_url=dockerd.url)

@@ -46,7 +46,7 @@ def test_every_shipped_workload_runs_at_500_nodes_and_keeps_its_invariants(workl
 
 def test_bench_runs_against_a_running_server_over_http(cluster_process):
     result = json.loads(corral("bench", "SchedulingBasic/500Nodes", "--small", "-o", "json",
-                               "--server", cluster_process.url).stdout)
+                               "--server", cluster_process.url, "--kubeconfig", cluster_process.kubeconfig).stdout)
     assert result["mode"] == "http"
     check_invariants(result)
 

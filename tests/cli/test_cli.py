@@ -11,16 +11,17 @@ import textwrap
 
 import pytest
 
+from corral.pki.kubeconfig import build_kubeconfig
 from corral.testing.process import child_env
 
 CORRAL = shutil.which("corral", path=os.path.dirname(sys.executable)) or "corral"
 
 
-def corral(*args: str, server: str | None = None, stdin: str | None = None, env: dict | None = None,
+def corral(*args: str, kubeconfig: str | None = None, stdin: str | None = None, env: dict | None = None,
            check: bool = True) -> subprocess.CompletedProcess:
     full_env = child_env(env)
-    if server:
-        full_env["CORRAL_SERVER"] = server
+    if kubeconfig:
+        full_env["KUBECONFIG"] = kubeconfig
     proc = subprocess.run([CORRAL, *args], input=stdin, capture_output=True, text=True, env=full_env, timeout=60)
     if check and proc.returncode != 0:
         raise AssertionError(f"corral {' '.join(args)} failed ({proc.returncode}): {proc.stderr}")
@@ -57,81 +58,108 @@ def manifests(tmp_path):
     return d
 
 
-def test_apply_creates_then_reports_unchanged_then_configured(server_url, manifests):
-    out = corral("apply", "-f", str(manifests), server=server_url).stdout
+def test_apply_creates_then_reports_unchanged_then_configured(kubeconfig, manifests):
+    out = corral("apply", "-f", str(manifests), kubeconfig=kubeconfig).stdout
     assert out.splitlines() == ["node/node-1 created", "pod/web created"]
-    assert corral("apply", "-f", str(manifests / "pod.yaml"), server=server_url).stdout == "pod/web unchanged\n"
+    assert corral("apply", "-f", str(manifests / "pod.yaml"), kubeconfig=kubeconfig).stdout == "pod/web unchanged\n"
     (manifests / "pod.yaml").write_text(POD.replace("app: web", "app: web, tier: front"))
-    assert corral("apply", "-f", str(manifests / "pod.yaml"), server=server_url).stdout == "pod/web configured\n"
+    assert corral("apply", "-f", str(manifests / "pod.yaml"), kubeconfig=kubeconfig).stdout == "pod/web configured\n"
 
 
-def test_apply_reads_multi_document_yaml_and_json_from_stdin(server_url):
-    out = corral("apply", "-f", "-", server=server_url, stdin=POD + "---\n" + NODE).stdout
+def test_apply_reads_multi_document_yaml_and_json_from_stdin(kubeconfig):
+    out = corral("apply", "-f", "-", kubeconfig=kubeconfig, stdin=POD + "---\n" + NODE).stdout
     assert out.splitlines() == ["pod/web created", "node/node-1 created"]
     as_json = json.dumps({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}})
-    assert corral("apply", "-f", "-", server=server_url, stdin=as_json).stdout == "namespace/team-a created\n"
+    assert corral("apply", "-f", "-", kubeconfig=kubeconfig, stdin=as_json).stdout == "namespace/team-a created\n"
 
 
-def test_get_shows_kubectl_columns_and_every_output_format(server_url, manifests):
-    corral("apply", "-f", str(manifests), server=server_url)
-    pods = corral("get", "pods", server=server_url).stdout.splitlines()
+def test_get_shows_kubectl_columns_and_every_output_format(kubeconfig, manifests):
+    corral("apply", "-f", str(manifests), kubeconfig=kubeconfig)
+    pods = corral("get", "pods", kubeconfig=kubeconfig).stdout.splitlines()
     assert pods[0].split() == ["NAME", "READY", "STATUS", "RESTARTS", "NODE", "AGE"]
     assert pods[1].split()[:5] == ["web", "0/1", "Pending", "0", "<none>"]
-    nodes = corral("get", "nodes", server=server_url).stdout.splitlines()
+    nodes = corral("get", "nodes", kubeconfig=kubeconfig).stdout.splitlines()
     assert nodes[0].split() == ["NAME", "STATUS", "CPU", "MEMORY", "AGE"]
     assert nodes[1].split()[2:4] == ["4", "32Gi"]
-    as_json = json.loads(corral("get", "pod", "web", "-o", "json", server=server_url).stdout)
+    as_json = json.loads(corral("get", "pod", "web", "-o", "json", kubeconfig=kubeconfig).stdout)
     assert as_json["metadata"]["labels"] == {"app": "web"}
-    assert "kind: List" in corral("get", "po", "-o", "yaml", server=server_url).stdout
-    assert corral("get", "pods", "-o", "name", server=server_url).stdout == "pod/web\n"
-    assert "web" in corral("get", "pods", "-l", "app=web", server=server_url).stdout
-    assert corral("get", "pods", "-l", "app=db", server=server_url).stdout == ""
-    all_ns = corral("get", "pods", "-A", server=server_url).stdout.splitlines()
+    assert "kind: List" in corral("get", "po", "-o", "yaml", kubeconfig=kubeconfig).stdout
+    assert corral("get", "pods", "-o", "name", kubeconfig=kubeconfig).stdout == "pod/web\n"
+    assert "web" in corral("get", "pods", "-l", "app=web", kubeconfig=kubeconfig).stdout
+    assert corral("get", "pods", "-l", "app=db", kubeconfig=kubeconfig).stdout == ""
+    all_ns = corral("get", "pods", "-A", kubeconfig=kubeconfig).stdout.splitlines()
     assert all_ns[0].split()[0] == "NAMESPACE" and all_ns[1].split()[:2] == ["default", "web"]
 
 
-def test_cordon_shows_scheduling_disabled_and_uncordon_clears_it(server_url, manifests):
-    corral("apply", "-f", str(manifests / "node.yaml"), server=server_url)
-    assert corral("cordon", "node-1", server=server_url).stdout == "node/node-1 cordoned\n"
-    assert "SchedulingDisabled" in corral("get", "nodes", server=server_url).stdout
-    assert corral("cordon", "node-1", server=server_url).stdout == "node/node-1 already cordoned\n"
-    assert corral("uncordon", "node-1", server=server_url).stdout == "node/node-1 uncordoned\n"
-    assert "SchedulingDisabled" not in corral("get", "nodes", server=server_url).stdout
+def test_cordon_shows_scheduling_disabled_and_uncordon_clears_it(kubeconfig, manifests):
+    corral("apply", "-f", str(manifests / "node.yaml"), kubeconfig=kubeconfig)
+    assert corral("cordon", "node-1", kubeconfig=kubeconfig).stdout == "node/node-1 cordoned\n"
+    assert "SchedulingDisabled" in corral("get", "nodes", kubeconfig=kubeconfig).stdout
+    assert corral("cordon", "node-1", kubeconfig=kubeconfig).stdout == "node/node-1 already cordoned\n"
+    assert corral("uncordon", "node-1", kubeconfig=kubeconfig).stdout == "node/node-1 uncordoned\n"
+    assert "SchedulingDisabled" not in corral("get", "nodes", kubeconfig=kubeconfig).stdout
 
 
-def test_describe_shows_the_object_and_its_events(server_url, manifests):
-    corral("apply", "-f", str(manifests / "pod.yaml"), server=server_url)
+def test_describe_shows_the_object_and_its_events(kubeconfig, manifests):
+    corral("apply", "-f", str(manifests / "pod.yaml"), kubeconfig=kubeconfig)
     event = {
         "apiVersion": "v1", "kind": "Event", "metadata": {"name": "web.1", "namespace": "default"},
         "involvedObject": {"kind": "Pod", "name": "web", "namespace": "default"},
         "reason": "FailedScheduling", "message": "0/1 nodes are available: 1 Insufficient cpu.",
         "type": "Warning", "lastTimestamp": "2026-01-01T00:00:00Z", "source": {"component": "default-scheduler"},
     }
-    corral("apply", "-f", "-", server=server_url, stdin=json.dumps(event))
-    out = corral("describe", "pod", "web", server=server_url).stdout
+    corral("apply", "-f", "-", kubeconfig=kubeconfig, stdin=json.dumps(event))
+    out = corral("describe", "pod", "web", kubeconfig=kubeconfig).stdout
     assert "Name:             web" in out and "Image:        busybox" in out
     assert "FailedScheduling" in out and "0/1 nodes are available: 1 Insufficient cpu." in out
-    events = corral("events", "--for", "pod/web", server=server_url).stdout
+    events = corral("events", "--for", "pod/web", kubeconfig=kubeconfig).stdout
     assert "FailedScheduling" in events
 
 
-def test_delete_by_name_and_by_file(server_url, manifests):
-    corral("apply", "-f", str(manifests), server=server_url)
-    assert corral("delete", "pod", "web", server=server_url).stdout == 'pod "web" deleted\n'
-    assert corral("delete", "-f", str(manifests / "node.yaml"), server=server_url).stdout == 'node "node-1" deleted\n'
-    missing = corral("delete", "pod", "web", server=server_url, check=False)
+def test_delete_by_name_and_by_file(kubeconfig, manifests):
+    corral("apply", "-f", str(manifests), kubeconfig=kubeconfig)
+    assert corral("delete", "pod", "web", kubeconfig=kubeconfig).stdout == 'pod "web" deleted\n'
+    assert corral("delete", "-f", str(manifests / "node.yaml"), kubeconfig=kubeconfig).stdout == 'node "node-1" deleted\n'
+    missing = corral("delete", "pod", "web", kubeconfig=kubeconfig, check=False)
     assert missing.returncode == 1 and missing.stderr == 'error: pods "web" not found\n'
 
 
-def test_the_server_address_comes_from_flag_then_environment_then_config_file(server_url, manifests, tmp_path):
-    config_home = tmp_path / "config"
-    (config_home / "corral").mkdir(parents=True)
-    (config_home / "corral" / "config.yaml").write_text(f"server: {server_url}\n")
-    env = {"XDG_CONFIG_HOME": str(config_home), "CORRAL_SERVER": ""}
-    assert corral("version", env=env).stdout.endswith("Server Version: v0.1.0\n")
-    wrong = {**env, "CORRAL_SERVER": "http://127.0.0.1:1"}
+def test_credentials_come_from_flag_then_environment_then_the_default_kubeconfig(server_process, tmp_path):
+    home = tmp_path / "config"
+    default = home / "corral" / "kubeconfig"
+    default.parent.mkdir(parents=True)
+    shutil.copy(server_process.kubeconfig, default)
+    env = {"XDG_CONFIG_HOME": str(home)}
+    assert corral("version", env=env).stdout.endswith("Server Version: v0.1.0\n")  # the default file
+    broken = tmp_path / "broken.kubeconfig"
+    broken.write_text("apiVersion: v1\nkind: Config\ncurrent-context: nowhere\n")
+    refused = corral("version", env={**env, "KUBECONFIG": str(broken)}, check=False)  # $KUBECONFIG before the default
+    assert refused.returncode == 1 and refused.stderr == f'error: {broken}: context "nowhere" is not defined\n'
+    flagged = corral("version", "--kubeconfig", server_process.kubeconfig, env={**env, "KUBECONFIG": str(broken)})
+    assert flagged.stdout.endswith("Server Version: v0.1.0\n")  # --kubeconfig before $KUBECONFIG
+    # --server and CORRAL_SERVER replace only the URL; the kubeconfig's credentials still go with it.
+    wrong = {**env, "CORRAL_SERVER": "127.0.0.1:1"}
     assert corral("version", env=wrong, check=False).returncode == 1
-    assert corral("version", "--server", server_url, env=wrong).returncode == 0
+    assert corral("version", "--server", server_process.url, env=wrong).returncode == 0
+
+
+def test_no_credentials_is_one_line_that_says_where_they_are_looked_for(server_process, tmp_path):
+    env = {"XDG_CONFIG_HOME": str(tmp_path / "empty"), "CORRAL_SERVER": server_process.url}
+    proc = corral("get", "pods", env=env, check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("error: the server's certificate is not signed by a CA this client trusts: "
+                                  "no kubeconfig found (looked for $KUBECONFIG, then ")
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_a_wrong_token_is_refused_with_one_line_naming_the_kubeconfig(server_process, tmp_path):
+    creds = server_process.credentials()
+    forged = tmp_path / "forged.kubeconfig"
+    forged.write_text(build_kubeconfig(creds.server, creds.ca_pem, user="admin",
+                                       token=creds.token[:7] + "x" * (len(creds.token) - 7)))
+    proc = corral("get", "pods", "--kubeconfig", str(forged), check=False)
+    assert proc.returncode == 1
+    assert proc.stderr == f"error: Unauthorized: is {forged} the kubeconfig of this server, with a valid credential?\n"
 
 
 @pytest.mark.parametrize(
@@ -149,39 +177,39 @@ def test_the_server_address_comes_from_flag_then_environment_then_config_file(se
                      "metadata.name: Too long", id="an over-long name is refused"),
     ],
 )
-def test_bad_manifests_get_one_clear_line_and_change_nothing(server_url, tmp_path, content, expected):
+def test_bad_manifests_get_one_clear_line_and_change_nothing(kubeconfig, tmp_path, content, expected):
     path = tmp_path / "bad.yaml"
     path.write_text(content)
-    proc = corral("apply", "-f", str(path), server=server_url, check=False)
+    proc = corral("apply", "-f", str(path), kubeconfig=kubeconfig, check=False)
     assert proc.returncode == 1
     assert expected in proc.stderr and str(path) in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert corral("get", "pods", "-o", "name", server=server_url).stdout == ""
+    assert corral("get", "pods", "-o", "name", kubeconfig=kubeconfig).stdout == ""
 
 
 def test_an_unreachable_server_is_one_clear_line():
-    proc = corral("get", "pods", server="http://127.0.0.1:1", check=False)
+    proc = corral("get", "pods", env={"CORRAL_SERVER": "127.0.0.1:1"}, check=False)
     assert proc.returncode == 1
-    assert proc.stderr.startswith("error: cannot reach the corral server at http://127.0.0.1:1")
+    assert proc.stderr.startswith("error: cannot reach the corral server at https://127.0.0.1:1")
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
 def test_unknown_resource_types_are_refused():
-    proc = corral("get", "deployments", server="http://127.0.0.1:1", check=False)
+    proc = corral("get", "deployments", env={"CORRAL_SERVER": "127.0.0.1:1"}, check=False)
     assert proc.returncode == 1 and 'doesn\'t have a resource type "deployments"' in proc.stderr
 
 
-def test_get_watch_prints_the_table_then_each_change(server_url, manifests):
-    corral("apply", "-f", str(manifests / "node.yaml"), server=server_url)
-    env = child_env({"CORRAL_SERVER": server_url})
+def test_get_watch_prints_the_table_then_each_change(kubeconfig, manifests):
+    corral("apply", "-f", str(manifests / "node.yaml"), kubeconfig=kubeconfig)
+    env = child_env({"KUBECONFIG": kubeconfig})
     watcher = subprocess.Popen([CORRAL, "get", "pods", "--watch"], stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, env=env)
     try:
         header = watcher.stdout.readline()
         assert header.split()[:3] == ["NAME", "READY", "STATUS"]
-        corral("apply", "-f", str(manifests / "pod.yaml"), server=server_url)
+        corral("apply", "-f", str(manifests / "pod.yaml"), kubeconfig=kubeconfig)
         assert watcher.stdout.readline().split()[:3] == ["web", "0/1", "Pending"]
-        corral("delete", "pod", "web", server=server_url)
+        corral("delete", "pod", "web", kubeconfig=kubeconfig)
         # The scheduler may report on the pod (PodScheduled=False) before the deletion shows.
         lines = [watcher.stdout.readline().rstrip() for _ in range(1)]
         while not lines[-1].endswith("(deleted)") and len(lines) < 5:

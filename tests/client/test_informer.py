@@ -23,7 +23,7 @@ async def eventually(predicate, timeout: float = 10.0) -> None:
 
 
 async def test_an_informer_lists_then_follows_changes_with_handlers_and_indexes(server):
-    async with Client(server.url) as c:
+    async with server.client() as c:
         await c.create(pod("a", node="n1"))
         by_node = {"node": lambda p: [p.spec.node_name] if p.spec and p.spec.node_name else []}
         informer = Informer(c, "pods", indexers=by_node)
@@ -47,7 +47,7 @@ async def test_an_informer_lists_then_follows_changes_with_handlers_and_indexes(
 
 
 async def test_after_compaction_the_informer_relists_and_converges(server):
-    async with Client(server.url) as c:
+    async with server.client() as c:
         informer = Informer(c, "pods", raw=True)
         deleted: list[str] = []
         informer.on_delete(lambda p: deleted.append(p["metadata"]["name"]))
@@ -70,7 +70,7 @@ async def test_after_compaction_the_informer_relists_and_converges(server):
 
 
 async def test_a_running_informer_whose_watch_revision_expires_relists_and_sees_later_changes(server):
-    async with Client(server.url) as c:
+    async with server.client() as c:
         await c.create(pod("before"))
         informer = Informer(c, "pods", raw=True, watch_timeout=1)
         informer.start()
@@ -95,7 +95,7 @@ async def test_an_informer_reconnects_when_the_server_comes_back(tmp_path):
     proc = ServerProcess(str(tmp_path / "data"), "--no-scheduler")
     url = proc.start()
     port = url.rsplit(":", 1)[1]
-    async with Client(url) as c:
+    async with proc.client() as c:
         informer = Informer(c, "pods", raw=True, backoff_initial=0.05, backoff_max=0.2)
         informer.start()
         try:
@@ -175,7 +175,7 @@ async def test_a_watch_cut_mid_chunk_is_a_connection_failure_and_the_informer_su
 
 
 async def test_indexes_keep_the_other_objects_of_a_value_and_deletes_hand_over_the_final_state(server):
-    async with Client(server.url) as c:
+    async with server.client() as c:
         for name in ("a", "b"):
             await c.create(pod(name, node="n1"))
         informer = Informer(c, "pods", raw=True,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import time
@@ -42,70 +43,72 @@ def wait_for(predicate, timeout: float = 15.0, what: str = "condition"):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def pod_nodes(url: str) -> dict[str, str]:
-    out = corral("get", "pods", "-o", "wide", server=url).stdout.splitlines()
+async def _metrics(proc: ServerProcess) -> str:
+    async with proc.client() as admin:
+        return (await admin.request("GET", "/metrics")).decode()
+
+
+def pod_nodes(kc: str) -> dict[str, str]:
+    out = corral("get", "pods", "-o", "wide", kubeconfig=kc).stdout.splitlines()
     header = out[0].split()
     rows = [line.split() for line in out[1:]]
     return {r[0]: r[header.index("NODE")] for r in rows}
 
 
 def test_pods_applied_with_the_cli_are_placed_and_a_pod_too_big_is_explained(cluster_process, tmp_path):
-    url = cluster_process.url
-    corral("apply", "-f", manifests(tmp_path, node("node-a"), node("node-b")), server=url)
+    kc = cluster_process.kubeconfig
+    corral("apply", "-f", manifests(tmp_path, node("node-a"), node("node-b")), kubeconfig=kc)
     corral("apply", "-f", manifests(tmp_path, *[pod(f"web-{i}", "500m") for i in range(4)], pod("huge", "8")),
-           server=url)
+           kubeconfig=kc)
 
     placed = wait_for(lambda: (lambda m: m if all(m[f"web-{i}"] != "<none>" for i in range(4)) else None)(
-        pod_nodes(url)), what="web pods to be placed")
+        pod_nodes(kc)), what="web pods to be placed")
     assert sorted(placed[f"web-{i}"] for i in range(4)) == ["node-a", "node-a", "node-b", "node-b"]
     assert placed["huge"] == "<none>"
-    statuses = {line.split()[0]: line.split()[2] for line in corral("get", "pods", server=url).stdout.splitlines()[1:]}
+    statuses = {line.split()[0]: line.split()[2] for line in corral("get", "pods", kubeconfig=kc).stdout.splitlines()[1:]}
     assert statuses["web-0"] == "Scheduled" and statuses["huge"] == "Pending"
 
     message = "0/2 nodes are available: 2 Insufficient cpu."
     described = wait_for(lambda: (lambda out: out if message in out else None)(
-        corral("describe", "pod", "huge", server=url).stdout), what="the FailedScheduling condition")
+        corral("describe", "pod", "huge", kubeconfig=kc).stdout), what="the FailedScheduling condition")
     assert "FailedScheduling" in described and "Unschedulable" in described
 
-    explained = corral("explain", "pod", "huge", server=url).stdout
+    explained = corral("explain", "pod", "huge", kubeconfig=kc).stdout
     assert message in explained
     assert "node-a   rejected" in explained and "NodeResourcesFit: Insufficient cpu" in explained
-    report = json.loads(corral("explain", "pod", "web-0", "-o", "json", server=url).stdout)
+    report = json.loads(corral("explain", "pod", "web-0", "-o", "json", kubeconfig=kc).stdout)
     assert {n["node"] for n in report["nodes"]} == {"node-a", "node-b"}
     assert all(n["feasible"] and "NodeResourcesFit" in n["scores"] for n in report["nodes"])
-    events = corral("events", server=url).stdout
+    events = corral("events", kubeconfig=kc).stdout
     assert "Scheduled" in events and "Successfully assigned default/web-0 to" in events
-    import urllib.request
-
-    with urllib.request.urlopen(url + "/metrics") as resp:
-        metrics = resp.read().decode()
+    metrics = asyncio.run(_metrics(cluster_process))
     assert 'corral_scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 4.0' in metrics
     assert 'corral_scheduler_pending_pods{queue="unschedulable"} 1.0' in metrics
     assert "corral_scheduler_scheduling_attempt_duration_seconds_bucket" in metrics
 
 
 def test_a_node_added_later_takes_the_pod_that_was_waiting(cluster_process, tmp_path):
-    url = cluster_process.url
-    corral("apply", "-f", manifests(tmp_path, node("small")), server=url)
-    corral("apply", "-f", manifests(tmp_path, pod("needs-3", "3")), server=url)
-    wait_for(lambda: "Insufficient cpu" in corral("describe", "pod", "needs-3", server=url).stdout)
+    kc = cluster_process.kubeconfig
+    corral("apply", "-f", manifests(tmp_path, node("small")), kubeconfig=kc)
+    corral("apply", "-f", manifests(tmp_path, pod("needs-3", "3")), kubeconfig=kc)
+    wait_for(lambda: "Insufficient cpu" in corral("describe", "pod", "needs-3", kubeconfig=kc).stdout)
     big = node("big")
     big["status"]["capacity"] = big["status"]["allocatable"] = {"cpu": "4", "memory": "8Gi", "pods": "20"}
-    corral("apply", "-f", manifests(tmp_path, big), server=url)
-    assert wait_for(lambda: pod_nodes(url)["needs-3"] == "big" or None, what="the pod on the new node")
+    corral("apply", "-f", manifests(tmp_path, big), kubeconfig=kc)
+    assert wait_for(lambda: pod_nodes(kc)["needs-3"] == "big" or None, what="the pod on the new node")
 
 
 def test_the_scheduler_also_runs_as_its_own_process_over_http(tmp_path):
     with ServerProcess(str(tmp_path / "api"), "--no-scheduler") as api:
-        corral("apply", "-f", manifests(tmp_path, node("n1")), server=api.url)
-        corral("apply", "-f", manifests(tmp_path, pod("p1", "100m")), server=api.url)
-        env = child_env({"CORRAL_SERVER": api.url})
+        corral("apply", "-f", manifests(tmp_path, node("n1")), kubeconfig=api.kubeconfig)
+        corral("apply", "-f", manifests(tmp_path, pod("p1", "100m")), kubeconfig=api.kubeconfig)
+        env = child_env({"KUBECONFIG": api.kubeconfig})
         proc = subprocess.Popen([CORRAL, "scheduler"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=env)
         try:
-            assert wait_for(lambda: pod_nodes(api.url)["p1"] == "n1" or None, what="p1 bound by the scheduler")
+            assert wait_for(lambda: pod_nodes(api.kubeconfig)["p1"] == "n1" or None, what="p1 bound by the scheduler")
             # Explain from the CLI works without an in-process scheduler, computed locally.
-            explained = corral("explain", "pod", "p1", server=api.url).stdout
+            explained = corral("explain", "pod", "p1", kubeconfig=api.kubeconfig).stdout
             assert "n1" in explained and "1/1 nodes are available" in explained
         finally:
             proc.terminate()

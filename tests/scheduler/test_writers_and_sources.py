@@ -44,7 +44,7 @@ async def created_info(c: Client, name: str, namespace: str = "default") -> PodI
 @pytest.fixture(params=["in-process", "http"])
 async def writer(request, server):
     """(writer, client) for each kind of writer, on one real server."""
-    async with Client(server.url) as c:
+    async with server.client() as c:
         yield (InProcessWriter(server.api) if request.param == "in-process" else HttpWriter(c)), c
 
 
@@ -111,7 +111,7 @@ async def test_events_are_created_with_defaults_and_their_count_patched(writer, 
 
 
 async def test_a_server_that_lost_the_leader_lease_binds_nothing(server):
-    async with Client(server.url) as c:
+    async with server.client() as c:
         info = await created_info(c, "p")
         status = await InProcessWriter(server.api, Fence()).bind(info, "n1")
         assert status == Status.error("not bound: this server is no longer the leader "
@@ -212,7 +212,7 @@ async def change(c: Client) -> None:
     await c.patch("namespaces", "team", {"metadata": {"labels": {"tier": "b"}}})
 
 async def test_the_in_process_source_loads_what_the_server_has_then_follows_it_until_detached(server):
-    async with Client(server.url) as c:
+    async with server.client() as c:
         await seed(c)
         h = Harness()
         detach = attach_in_process(h.scheduler, server.cache)
@@ -237,7 +237,7 @@ async def test_the_in_process_source_loads_what_the_server_has_then_follows_it_u
 
 
 async def test_the_informer_source_lists_then_watches_nodes_pods_and_namespaces(server):
-    async with Client(server.url) as c:
+    async with server.client() as c:
         await seed(c)
         h = Harness()
         source = InformerSource(h.scheduler, c)

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from corral.client import Client, Conflict, Gone, Invalid, NotFound
+from corral.client import Conflict, Gone, Invalid, NotFound
 
 
 def pod(name: str, **meta) -> dict:
@@ -77,7 +77,7 @@ async def test_fields_corral_does_not_act_on_are_kept_with_a_warning_and_strict_
 
 
 async def test_update_is_compare_and_swap_and_a_no_op_update_writes_nothing(server):
-    async with Client(server.url) as c:
+    async with server.client() as c:
         created = await c.create(pod("cas"))
         same = await c.update(created)
         assert same["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
@@ -87,7 +87,7 @@ async def test_update_is_compare_and_swap_and_a_no_op_update_writes_nothing(serv
 
 
 async def test_pod_spec_is_immutable_except_images(server):
-    async with Client(server.url) as c:
+    async with server.client() as c:
         await c.create(pod("imm"))
         await c.patch("pods", "imm", {"spec": {"containers": [{"name": "c", "image": "busybox:2"}]}}, "default")
         with pytest.raises(Invalid) as err:
@@ -96,7 +96,7 @@ async def test_pod_spec_is_immutable_except_images(server):
 
 
 async def test_the_status_subresource_changes_only_status_and_the_main_resource_never_does(server):
-    async with Client(server.url) as c:
+    async with server.client() as c:
         await c.create(pod("st"))
         await c.patch("pods", "st", {"status": {"phase": "Running"}, "metadata": {"labels": {"x": "y"}}},
                       "default", subresource="status")
@@ -107,7 +107,7 @@ async def test_the_status_subresource_changes_only_status_and_the_main_resource_
 
 
 async def test_priority_comes_from_the_priority_class(server):
-    async with Client(server.url) as c:
+    async with server.client() as c:
         await c.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                         "metadata": {"name": "high"}, "value": 1000})
         obj = pod("prio")
@@ -121,7 +121,7 @@ async def test_priority_comes_from_the_priority_class(server):
 
 
 async def test_lists_page_with_limit_and_continue_at_one_revision(server):
-    async with Client(server.url) as c:
+    async with server.client() as c:
         for i in range(25):
             await c.create(pod(f"p{i:02d}"))
         first = await c.list("pods", "default", limit=10, raw=True)
@@ -139,7 +139,7 @@ async def test_lists_page_with_limit_and_continue_at_one_revision(server):
 
 
 async def test_an_expired_continue_token_or_watch_revision_is_410_gone(server):
-    async with Client(server.url) as c:
+    async with server.client() as c:
         for i in range(5):
             await c.create(pod(f"g{i}"))
         first = await c.list("pods", "default", limit=2, raw=True)
@@ -158,7 +158,7 @@ async def test_a_watch_from_a_revision_filters_by_selector_and_sends_bookmarks(s
     from corral.server import http as http_module
 
     monkeypatch.setattr(http_module, "BOOKMARK_INTERVAL", 0.2)
-    async with Client(server.url) as c:
+    async with server.client() as c:
         start = (await c.list("pods", "default")).resource_version
         await c.create(pod("blue", labels={"color": "blue"}))
         await c.create(pod("red", labels={"color": "red"}))
@@ -176,7 +176,7 @@ async def test_a_watch_from_a_revision_filters_by_selector_and_sends_bookmarks(s
 
 
 async def test_many_watchers_all_see_every_event_in_order(server):
-    async with Client(server.url) as c:
+    async with server.client() as c:
         start = (await c.list("pods", "default")).resource_version
 
         async def watch() -> list[int]:
@@ -196,7 +196,7 @@ async def test_many_watchers_all_see_every_event_in_order(server):
 
 
 async def test_deleting_a_namespace_deletes_what_is_in_it_and_default_is_protected(server):
-    async with Client(server.url) as c:
+    async with server.client() as c:
         await c.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
         await c.create(pod("in-team"), "team")
         await c.delete("namespaces", "team")
@@ -213,7 +213,7 @@ async def test_discovery_version_openapi_health_and_metrics_answer(http):
         assert {"pods", "pods/status", "pods/binding", "nodes", "events", "namespaces"} <= names
     async with http.get("/apis") as r:
         groups = {g["name"] for g in (await r.json())["groups"]}
-        assert groups == {"coordination.k8s.io", "scheduling.k8s.io"}
+        assert groups == {"coordination.k8s.io", "scheduling.k8s.io", "auth.corral.dev"}
     async with http.get("/apis/coordination.k8s.io/v1") as r:
         assert [res["name"] for res in (await r.json())["resources"]] == ["leases"]
     async with http.get("/version") as r:
@@ -231,7 +231,7 @@ async def test_discovery_version_openapi_health_and_metrics_answer(http):
 
 
 async def test_a_patch_that_pins_a_stale_resource_version_is_a_conflict_and_changes_nothing(server):
-    async with Client(server.url) as c:
+    async with server.client() as c:
         created = await c.create(pod("pinned"), raw=True)
         stale = created["metadata"]["resourceVersion"]
         await c.patch("pods", "pinned", {"metadata": {"labels": {"by": "someone-else"}}}, "default")
@@ -249,7 +249,7 @@ async def test_a_patch_that_pins_a_stale_resource_version_is_a_conflict_and_chan
 
 
 async def test_delete_with_a_stale_resource_version_precondition_is_a_conflict_and_deletes_nothing(server):
-    async with Client(server.url) as c:
+    async with server.client() as c:
         created = await c.create(pod("guarded"), raw=True)
         await c.patch("pods", "guarded", {"metadata": {"labels": {"changed": "yes"}}}, "default")
         with pytest.raises(Conflict):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 
-from corral.client import Client
 from corral.testing import ServerProcess
 
 
@@ -18,7 +17,7 @@ async def test_every_acknowledged_create_survives_kill_9_with_its_resource_versi
     proc.start()
     acked: dict[str, str] = {}
     try:
-        async with Client(proc.url) as client:
+        async with proc.client() as client:
             async def create(i: int) -> None:
                 obj = await client.create(pod(f"p-{i}"))
                 acked[obj["metadata"]["name"]] = obj["metadata"]["resourceVersion"]
@@ -32,7 +31,7 @@ async def test_every_acknowledged_create_survives_kill_9_with_its_resource_versi
     restarted = ServerProcess(str(tmp_path / "data"), "--no-scheduler")
     restarted.start()
     try:
-        async with Client(restarted.url) as client:
+        async with restarted.client() as client:
             listing = await client.list("pods", "default", raw=True)
             found = {p["metadata"]["name"]: p["metadata"]["resourceVersion"] for p in listing.items}
             assert found == acked

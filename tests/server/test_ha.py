@@ -66,7 +66,12 @@ def etcd(tmp_path):
 async def test_two_replicas_share_reads_watches_and_optimistic_concurrency(tmp_path, etcd):
     a, b = replicas(tmp_path, etcd.url, 2, "--no-scheduler")
     try:
-        async with Client(a.url) as ca, Client(b.url) as cb:
+        # One CA for the cluster, kept in etcd: A's kubeconfig (its token, its CA) holds at B too.
+        with open(a.ca_file, "rb") as fa, open(b.ca_file, "rb") as fb:
+            assert fa.read() == fb.read()
+        async with Client(b.url, credentials=a.credentials()) as a_creds_at_b:
+            await a_creds_at_b.list("pods", "default")
+        async with a.client() as ca, b.client() as cb:
             seen: list[tuple[str, str]] = []
 
             start = (await cb.list("pods", "default", raw=True)).resource_version
@@ -116,7 +121,8 @@ async def test_two_replicas_share_reads_watches_and_optimistic_concurrency(tmp_p
             # One leader between them, named on the Lease; `corral get leases -A` shows it.
             holder = await eventually(lambda: leader_of(cb), 20, "a leader is elected")
             assert holder in ("server-0", "server-1")
-            out = subprocess.run([sys.executable, "-m", "corral", "get", "leases", "-A", "--server", f"{a.url},{b.url}"],
+            out = subprocess.run([sys.executable, "-m", "corral", "get", "leases", "-A", "--server", f"{a.url},{b.url}",
+                                  "--kubeconfig", a.kubeconfig],
                                  capture_output=True, text=True, timeout=30, env=child_env())
             assert out.returncode == 0, out.stderr
             row = next(line for line in out.stdout.splitlines() if "corral-control-plane" in line)
@@ -133,13 +139,17 @@ def metric(text: str, name: str) -> float:
     raise AssertionError(f"{name} not in /metrics")
 
 
+# Its own limit: ~25 s alone, but twice that on a loaded machine (a mutation run's first pass
+# fails on any test over PYTEST_TIMEOUT).
+@pytest.mark.timeout(120)
 async def test_a_killed_leader_is_replaced_within_20s_and_every_pod_is_bound_exactly_once(tmp_path):
     cluster = EtcdCluster(str(tmp_path / "etcd")).start()
     servers = replicas(tmp_path, cluster.url, 3)
     sim = None
     try:
         urls = [s.url for s in servers]
-        async with Client(urls) as any_server:
+        admin = servers[0].credentials()  # one store: its token and CA hold on every replica
+        async with Client(urls, credentials=admin) as any_server:
             leader = await eventually(lambda: leader_of(any_server), 30, "a leader is elected")
             leader_proc = servers[int(leader.rsplit("-", 1)[1])]
             followers = [s for s in servers if s is not leader_proc]
@@ -147,11 +157,12 @@ async def test_a_killed_leader_is_replaced_within_20s_and_every_pod_is_bound_exa
             sim_servers = ",".join([leader_proc.url] + [f.url for f in followers])
             sim_log = open(tmp_path / "sim.log", "wb")
             sim = subprocess.Popen([sys.executable, "-m", "corral", "sim", "--nodes", "40", "--server", sim_servers,
+                                    "--kubeconfig", servers[0].kubeconfig,
                                     "--capacity", "cpu=64,memory=256Gi,pods=110", "--run-delay", "0.2"],
                                    stdout=sim_log, stderr=subprocess.STDOUT, env=child_env())
             sim_log.close()
 
-            async with Client([f.url for f in followers]) as c:
+            async with Client([f.url for f in followers], credentials=admin) as c:
                 await eventually(lambda: _count_nodes(c, 40), 60, "40 hollow nodes registered")
                 nodes_of: dict[str, set[str]] = {}
                 markers: set[str] = set()  # values of the label "marker" the recorder has seen
@@ -211,7 +222,7 @@ async def test_a_killed_leader_is_replaced_within_20s_and_every_pod_is_bound_exa
                 await eventually(lambda: _all_running(c, total), 60, "every pod Running", interval=0.5)
                 leading = []
                 for f in followers:
-                    async with Client(f.url) as one:
+                    async with f.client() as one:
                         leading.append(metric((await one.request("GET", "/metrics")).decode(), "corral_leader"))
                 assert sorted(leading) == [0.0, 1.0]
     finally:
@@ -245,7 +256,7 @@ async def test_the_api_keeps_answering_and_writing_when_an_etcd_member_dies_and_
     cluster = EtcdCluster(str(tmp_path / "etcd")).start()
     (server,) = replicas(tmp_path, cluster.url, 1, "--no-scheduler")
     try:
-        async with Client(server.url) as c:
+        async with server.client() as c:
             await c.create(pod("before"))
             # The server's gRPC channel uses the first member that answers: kill that one.
             victim = cluster.members[0]

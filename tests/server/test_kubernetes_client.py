@@ -6,13 +6,16 @@ import threading
 
 import pytest
 from kubernetes import client as k8s
+from kubernetes import config as k8s_config
 from kubernetes import watch as k8s_watch
 from kubernetes.client.rest import ApiException
 
 
 @pytest.fixture
-def v1(server_url):
-    config = k8s.Configuration(host=server_url)
+def v1(kubeconfig):
+    """As the README shows: the admin kubeconfig the server wrote, loaded by the client itself."""
+    config = k8s.Configuration()
+    k8s_config.load_kube_config(config_file=kubeconfig, client_configuration=config)
     api_client = k8s.ApiClient(config)
     yield k8s.CoreV1Api(api_client)
     api_client.close()

@@ -6,10 +6,9 @@ from __future__ import annotations
 import asyncio
 import re
 
-import aiohttp
 import pytest
 
-from corral.client import Client, Gone
+from corral.client import Gone
 
 
 def pod(name: str, **labels) -> dict:
@@ -32,7 +31,7 @@ async def first_events(watch, count: int, timeout: float = 10.0) -> list:
 @pytest.mark.parametrize("from_start", [pytest.param(True, id="a watch from a revision replays only matching events"),
                                         pytest.param(False, id="a watch from now lists and follows only matching pods")])
 async def test_a_watch_with_a_field_selector_sees_only_the_pods_it_selects(server, from_start):
-    async with Client(server.url) as c:
+    async with server.client() as c:
         start = (await c.list("pods", "default")).resource_version
         for name, node in (("on-n1", "n1"), ("on-n2", "n2")):
             await c.create({**pod(name), "spec": {**pod(name)["spec"], "nodeName": node}})
@@ -105,8 +104,9 @@ async def test_a_watch_from_now_bookmarks_the_current_revision(server, c, monkey
 
 async def test_compaction_trims_the_watch_caches_window(server, c):
     async def cached_events() -> int:
-        async with aiohttp.ClientSession(server.url) as http, http.get("/metrics") as r:
-            return int(float(re.search(r"^corral_watch_cache_events (\S+)$", await r.text(), re.M).group(1)))
+        async with server.client() as admin:
+            text = (await admin.request("GET", "/metrics")).decode()
+        return int(float(re.search(r"^corral_watch_cache_events (\S+)$", text, re.M).group(1)))
 
     for i in range(5):
         await c.create(pod(f"w{i}"))
@@ -118,8 +118,9 @@ async def test_compaction_trims_the_watch_caches_window(server, c):
 
 async def test_a_watch_a_client_leaves_is_no_longer_counted_or_fed(server, c):
     async def open_watches() -> int:
-        async with aiohttp.ClientSession(server.url) as http, http.get("/metrics") as r:
-            return int(float(re.search(r"^corral_apiserver_watchers (\S+)$", await r.text(), re.M).group(1)))
+        async with server.client() as admin:
+            text = (await admin.request("GET", "/metrics")).decode()
+        return int(float(re.search(r"^corral_apiserver_watchers (\S+)$", text, re.M).group(1)))
 
     assert await open_watches() == 0
     watch = c.watch("pods", "default", raw=True)

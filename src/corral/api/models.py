@@ -431,6 +431,25 @@ class PriorityClass(Model, tag_field="kind", tag="PriorityClass"):
     description: str | None = None
 
 
+class TokenSpec(Model):
+    """A bearer token's owner and purpose; the secret itself is kept only as a hash."""
+
+    user: str | None = None
+    groups: list[str] | None = None
+    purpose: str | None = None  # "authentication" (a user's) or "join" (exchanged by an agent for its node credential)
+    expiration_timestamp: str | None = None  # RFC 3339; none: never expires
+    secret_hash: str | None = None  # "sha256:<hex>" of the secret part
+    description: str | None = None
+
+
+class Token(Model, tag_field="kind", tag="Token"):
+    """``auth.corral.dev/v1`` Token: named by the token's public id (``<id>.<secret>``)."""
+
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: TokenSpec | None = None
+
+
 class DeleteOptions(Model, tag_field="kind", tag="DeleteOptions"):
     api_version: str | None = None
     grace_period_seconds: int | None = None
@@ -466,4 +485,4 @@ class Status(Model, tag_field="kind", tag="Status"):
     code: int | None = None
 
 
-APIObject = Union[Pod, Node, Namespace, Binding, Event, Lease, PriorityClass]
+APIObject = Union[Pod, Node, Namespace, Binding, Event, Lease, PriorityClass, Token]

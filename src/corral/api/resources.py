@@ -101,6 +101,9 @@ RESOURCES: tuple[ResourceType, ...] = (
         "PriorityClass", "priorityclasses", "scheduling.k8s.io", "v1", False, models.PriorityClass,
         short_names=("pc",),
     ),
+    # Bearer tokens, stored hashed: every server sharing the store accepts them (corral token ...).
+    ResourceType("Token", "tokens", "auth.corral.dev", "v1", False, models.Token,
+                 verbs=("create", "delete", "get", "list", "watch")),
 )
 
 _BY_KIND = {r.kind: r for r in RESOURCES}

@@ -456,6 +456,37 @@ def _priority_class(pc: models.PriorityClass) -> list[Cause]:
     return causes
 
 
+TOKEN_ID = re.compile(r"^[a-z0-9]{6}$")
+TOKEN_PURPOSES = ("authentication", "join")
+_SECRET_HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def _token(token: models.Token) -> list[Cause]:
+    causes: list[Cause] = []
+    name = (token.metadata.name if token.metadata else None) or ""
+    if name and not TOKEN_ID.match(name):
+        causes.append(_invalid("metadata.name", name, "a token id is 6 characters, lowercase letters and digits"))
+    spec = token.spec or models.TokenSpec()
+    if not spec.user:
+        causes.append(Cause("spec.user", REQUIRED, "Required value"))
+    if spec.purpose not in TOKEN_PURPOSES:
+        causes.append(_not_supported("spec.purpose", spec.purpose, TOKEN_PURPOSES))
+    if not spec.secret_hash or not _SECRET_HASH.match(spec.secret_hash):
+        causes.append(_invalid("spec.secretHash", spec.secret_hash, "must be sha256: and 64 lowercase hex digits"))
+    if spec.expiration_timestamp is not None and _parse_time(spec.expiration_timestamp) is None:
+        causes.append(_invalid("spec.expirationTimestamp", spec.expiration_timestamp, "must be an RFC 3339 time"))
+    return causes
+
+
+def _parse_time(text: str):
+    import datetime as dt
+
+    try:
+        return dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 def _binding(b: models.Binding) -> list[Cause]:
     if b.target is None or not b.target.name:
         return [Cause("target.name", REQUIRED, "Required value")]
@@ -471,6 +502,7 @@ _KIND_CHECKS: dict[str, Callable[[Any], list[Cause]]] = {
     "Lease": _lease,
     "PriorityClass": _priority_class,
     "Binding": _binding,
+    "Token": _token,
 }
 
 _TYPE_ERROR = re.compile(r"^(?P<msg>.*?)(?: - at `\$\.?(?P<path>[^`]*)`)?$", re.S)

@@ -211,7 +211,11 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
     ops = workload.expand(size, small=small)
     tracker = _Tracker()
     target.on_bound = tracker.on_bound
-    await target.start()
+    try:
+        await target.start()
+    except BaseException:
+        await target.stop()  # its connections too, not only the run's
+        raise
     churn_stop, churn_task = asyncio.Event(), None
     samples: list[float] = []
     measure_start = measure_end = 0.0

@@ -12,7 +12,10 @@ import re
 import resource
 import tempfile
 import time
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
+
+if TYPE_CHECKING:
+    from corral.pki.kubeconfig import Credentials
 
 __all__ = ["InProcessTarget", "HttpTarget", "PodPlacement"]
 
@@ -46,6 +49,7 @@ class InProcessTarget:
 
         # One server, so no leader election: the scheduler starts at once.
         self.server = Server(ServerConfig(data_dir=self._tmp.name, store_url=self.store_url, address="127.0.0.1:0",
+                                          user_kubeconfig=False,
                                           controllers=False, leader_elect=False))
         await self.server.start()
         self._opts = WriteOptions(warn=False)
@@ -96,12 +100,12 @@ class HttpTarget:
 
     mode = "http"
 
-    def __init__(self, url: str, on_bound: Callable[[str, str, float], None]) -> None:
+    def __init__(self, credentials: Credentials, on_bound: Callable[[str, str, float], None]) -> None:
         from corral.client.rest import Client
 
-        self.url = url
+        self.url = credentials.server
         self.on_bound = on_bound
-        self.client = Client(url, user_agent="corral-bench")
+        self.client = Client(credentials=credentials, user_agent="corral-bench")
         self._tasks: list[asyncio.Task] = []
         self._peak_rss = 0
         self._hist_before: dict[float, float] = {}

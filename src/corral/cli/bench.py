@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from corral.cli.common import CliError, run
+from corral.cli.common import CliError, kubeconfig_option, run
 
 __all__ = ["bench"]
 
@@ -62,6 +62,7 @@ def _print_table(d: dict) -> None:
 @click.option("--list", "list_", is_flag=True, help="List the shipped workloads and their sizes.")
 @click.option("--output", "-o", type=click.Choice(["json"]), default=None, help="One JSON object, for tools.")
 @click.option("--server", "-s", default=None, help="Benchmark a running server over HTTP (default: in this process).")
+@kubeconfig_option
 @click.option("--store", "store_url", default=None, metavar="URL",
               help="In-process only: the store to run on, as for `corral server --store` (default: SQLite "
                    "in a temporary directory). An etcd must be empty: the benchmark's objects are not removed.")
@@ -94,9 +95,10 @@ async def bench(name, list_, output, server, store_url, small, timeout, plot) ->
     if server and store_url:
         raise CliError("--store is for in-process runs; a server given with --server has its own store")
     if server:
-        from corral.client.config import server_url
+        from corral.cli.common import kubeconfig_flag
+        from corral.client.config import client_credentials
 
-        target = HttpTarget(server_url(server), lambda *a: None)
+        target = HttpTarget(client_credentials(server, kubeconfig_flag()), lambda *a: None)
     else:
         target = InProcessTarget(lambda *a: None, store_url=store_url or "")
     progress = _BarProgress() if sys.stderr.isatty() else Progress()

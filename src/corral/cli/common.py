@@ -12,10 +12,12 @@ import click
 import corral
 
 __all__ = ["CliError", "run", "format_api_error", "make_client", "resolve_kind", "server_option",
-           "namespace_option"]
+           "namespace_option", "kubeconfig_option", "kubeconfig_flag"]
 
 SERVER_HELP = ("API server URL, or several separated by commas (the client fails over between them); default: "
-               "$CORRAL_SERVER, then the config file, then http://127.0.0.1:7443")
+               "$CORRAL_SERVER, then the kubeconfig's server")
+KUBECONFIG_HELP = ("kubeconfig file with the server and credentials (default: $KUBECONFIG, then "
+                   "~/.config/corral/kubeconfig, which `corral server` writes)")
 
 
 class CliError(click.ClickException):
@@ -38,10 +40,15 @@ def run(coro_fn: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
         except ManifestError as exc:
             raise CliError(str(exc)) from None
         except ConnectionFailed as exc:
+            if "CERTIFICATE_VERIFY_FAILED" in str(exc):
+                raise CliError(f"the server's certificate is not signed by a CA this client trusts: "
+                               f"{_credentials_hint()}") from None
             raise CliError(f"{exc} (is `corral server` running? set --server or CORRAL_SERVER)") from None
         except ApiError as exc:
+            if exc.code == 401:
+                raise CliError(f"{format_api_error(exc)}: {_credentials_hint()}") from None
             raise CliError(format_api_error(exc)) from None
-        except ValueError as exc:
+        except ValueError as exc:  # KubeconfigError among them: the file and the field
             raise CliError(str(exc)) from None
         except KeyboardInterrupt:
             sys.exit(130)
@@ -68,11 +75,29 @@ def format_api_error(exc: Any, where: str = "") -> str:
     return f"{prefix}{exc.message}"
 
 
-def make_client(server: str | None):
-    from corral.client.config import server_url
+def kubeconfig_flag() -> str | None:
+    ctx = click.get_current_context(silent=True)
+    return ctx.find_root().meta.get("corral.kubeconfig") if ctx is not None else None
+
+
+def _credentials_hint() -> str:
+    """What the user should check when the server and the client do not trust each other."""
+    from corral.pki.kubeconfig import candidate_files, default_kubeconfig_path
+
+    files = candidate_files(kubeconfig_flag())
+    if not files:
+        return (f"no kubeconfig found (looked for $KUBECONFIG, then {default_kubeconfig_path()}); "
+                f"use --kubeconfig or $KUBECONFIG with the server's <data-dir>/admin.kubeconfig")
+    return f"is {', '.join(files)} the kubeconfig of this server, with a valid credential?"
+
+
+def make_client(server: str | None, *, user_agent: str = ""):
+    """A client for the command's server and credentials (see :mod:`corral.client.config`)."""
+    from corral.client.config import client_credentials
     from corral.client.rest import Client
 
-    return Client(server_url(server), user_agent=f"corral-cli/{corral.__version__}")
+    creds = client_credentials(server, kubeconfig_flag())
+    return Client(credentials=creds, user_agent=user_agent or f"corral-cli/{corral.__version__}")
 
 
 def resolve_kind(kind: str):
@@ -84,5 +109,17 @@ def resolve_kind(kind: str):
         raise CliError(str(exc)) from None
 
 
-server_option = click.option("--server", "-s", envvar=None, default=None, help=SERVER_HELP)
+def _remember_kubeconfig(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value:
+        ctx.find_root().meta["corral.kubeconfig"] = value
+
+
+_server = click.option("--server", "-s", envvar=None, default=None, help=SERVER_HELP)
+kubeconfig_option = click.option("--kubeconfig", default=None, metavar="FILE", expose_value=False, is_eager=True,
+                           callback=_remember_kubeconfig, help=KUBECONFIG_HELP)
+
+
+def server_option(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``--server`` (passed to the command) and ``--kubeconfig`` (read by :func:`make_client`)."""
+    return _server(kubeconfig_option(fn))
 namespace_option = click.option("--namespace", "-n", default=None, help="Namespace (default: default).")

@@ -69,12 +69,16 @@ def cli() -> None:
               help="A leader that has not renewed for this long stops leading.")
 @click.option("--leader-elect-retry-period", "retry_period", default=2.0, show_default=True, metavar="SECONDS",
               help="How often the leader renews and the others try to acquire.")
+@click.option("--tls-san", "tls_sans", multiple=True, metavar="NAME|IP",
+              help="Another name or address clients reach this server by, for its certificate (repeatable).")
+@click.option("--write-kubeconfig/--no-write-kubeconfig", default=True, show_default=True,
+              help="Also write the admin kubeconfig to ~/.config/corral/kubeconfig when there is none there.")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def server(data_dir: str | None, address: str, store_url: str | None, run_scheduler: bool,
            scheduler_config: str | None, grace: float, eviction: float, local_agent: bool,
            leader_elect: bool | None, identity: str, advertise_url: str, lease_seconds: float, renew_deadline: float,
-           retry_period: float, log_level: str) -> None:
+           retry_period: float, tls_sans: tuple[str, ...], write_kubeconfig: bool, log_level: str) -> None:
     """Run the control plane in the foreground: API server, store and scheduler.
 
     \b
@@ -90,7 +94,8 @@ def server(data_dir: str | None, address: str, store_url: str | None, run_schedu
                           scheduler=run_scheduler, scheduler_config=scheduler_config, node_grace_seconds=grace,
                           eviction_seconds=eviction, local_agent=local_agent, leader_elect=leader_elect,
                           identity=identity, advertise_url=advertise_url, lease_seconds=lease_seconds, renew_deadline=renew_deadline,
-                          retry_period=retry_period)
+                          retry_period=retry_period, tls_sans=tuple(n for v in tls_sans for n in v.split(",") if n),
+                          user_kubeconfig=write_kubeconfig)
     try:
         import uvloop
 
@@ -399,8 +404,9 @@ def _register() -> None:
     from corral.cli.nodes import agent, drain, logs
     from corral.cli.scheduling import explain, scheduler
     from corral.cli.sim import sim
+    from corral.cli.tokens import token
 
-    for command in (scheduler, explain, agent, logs, drain, bench, sim):
+    for command in (scheduler, explain, agent, logs, drain, bench, sim, token):
         cli.add_command(command)
 
 

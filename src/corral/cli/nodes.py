@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
 
 import click
@@ -12,7 +13,15 @@ __all__ = ["agent", "logs", "drain"]
 
 
 @click.command()
-@server_option
+@click.option("--server", "-s", default=None, metavar="URL",
+              help="The API server (to join; later the one in <data-dir>/kubeconfig). Several: comma-separated.")
+@click.option("--token", default=None, envvar="CORRAL_JOIN_TOKEN", metavar="TOKEN",
+              help="Join token for the first start (`corral server` prints one; `corral token create --join`). "
+                   "Default: $CORRAL_JOIN_TOKEN.")
+@click.option("--ca-cert-hash", default=None, metavar="sha256:HEX",
+              help="The cluster CA's pin: joining stops unless the server's CA matches it.")
+@click.option("--kubeconfig", "kubeconfig", default=None, metavar="FILE",
+              help="Use this kubeconfig's credential instead of the node's own (<data-dir>/kubeconfig).")
 @click.option("--name", default=None, help="Node name (default: this machine's hostname).")
 @click.option("--runtime", type=click.Choice(["process", "docker"]), default="process", show_default=True,
               help="process: containers are local processes; docker: containers in the Docker engine.")
@@ -28,7 +37,7 @@ __all__ = ["agent", "logs", "drain"]
 @click.option("--restart-backoff", default=10.0, show_default=True, help="First crash-loop back-off in seconds (doubles to 5 min).")
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 @run
-async def agent(server, name, runtime, labels, taints, capacity, reserved, data_dir, address, port, docker_host,
+async def agent(server, token, ca_cert_hash, kubeconfig, name, runtime, labels, taints, capacity, reserved, data_dir, address, port, docker_host,
                 heartbeat, restart_backoff, log_level) -> None:
     """Run this machine as a node: register it, keep it alive, run the pods bound to it."""
     import logging
@@ -59,15 +68,49 @@ async def agent(server, name, runtime, labels, taints, capacity, reserved, data_
         from corral.agent.runtimes.process import ProcessRuntime
 
         rt = ProcessRuntime(data_dir)
-    async with make_client(server) as client:
+    from corral.agent.credentials import JoinError, node_credentials
+    from corral.client.config import client_credentials, server_url
+    from corral.client.rest import Client
+
+    try:
+        if kubeconfig:
+            creds = client_credentials(server, kubeconfig)
+        else:
+            creds = await node_credentials(data_dir, name, server=server_url(server) if server else None,
+                                           token=token, ca_cert_hash=ca_cert_hash)
+    except JoinError as exc:
+        raise CliError(str(exc)) from None
+    async with Client(credentials=creds, user_agent="corral-agent") as client:
         await client.request("GET", "/version")
         node = Agent(client, rt, config)
         await node.start()
         click.echo(f"corral agent {name} ({runtime} runtime) registered with {client.base_url}; logs on port {node.port}")
+        renewal = None if kubeconfig else asyncio.create_task(_keep_certificate_fresh(client, data_dir, name))
         try:
             await wait_for_termination()
         finally:
+            if renewal is not None:
+                renewal.cancel()
             await node.stop()
+
+
+async def _keep_certificate_fresh(client, data_dir: str, name: str) -> None:
+    """Renew the node's certificate while the agent runs (checked twice a day)."""
+    import logging
+
+    from corral.agent.credentials import JoinError, renew
+    from corral.pki.ca import needs_renewal
+
+    while True:
+        await asyncio.sleep(12 * 3600)
+        creds = client.credentials
+        if creds is None or not needs_renewal(creds.cert_pem):
+            continue
+        try:
+            client.credentials = await renew(creds, data_dir, name)
+            client.use_certificate(client.credentials.cert_pem, client.credentials.key_pem)
+        except JoinError:
+            logging.getLogger(__name__).exception("renewing the node certificate failed; retrying in 12 h")
 
 
 @click.command()

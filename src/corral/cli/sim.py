@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from corral.cli.common import CliError, make_client, run
+from corral.cli.common import CliError, kubeconfig_option, make_client, run
 
 __all__ = ["sim"]
 
@@ -14,6 +14,7 @@ __all__ = ["sim"]
 @click.option("--server", "-s", default=None,
               help="A running server to join, or several separated by commas (default: start one in this "
                    "process, on --address).")
+@kubeconfig_option
 @click.option("--address", default="127.0.0.1:7443", show_default=True, metavar="HOST:PORT",
               help="Where the in-process server listens when no --server is given.")
 @click.option("--prefix", default="hollow", show_default=True, help="Node names are PREFIX-0, PREFIX-1, ...")
@@ -51,13 +52,13 @@ async def sim(count, server, address, prefix, capacity, zones, labels, taints, r
         from corral.server.app import Server, ServerConfig, tune_gc_for_server
 
         data = tempfile.TemporaryDirectory(prefix="corral-sim-")
-        embedded = Server(ServerConfig(data_dir=data.name, address=address))
+        embedded = Server(ServerConfig(data_dir=data.name, address=address, user_kubeconfig=False))
         await embedded.start()
         tune_gc_for_server()
-        server = embedded.url
-        click.echo(f"corral server (in-process) listening on {server}")
+        click.echo(f"corral server (in-process) listening on {embedded.url}; admin kubeconfig: "
+                   f"{embedded.pki.admin_kubeconfig} (removed when sim stops)")
     try:
-        async with make_client(server) as client:
+        async with (embedded.client(user_agent="corral-sim") if embedded else make_client(server)) as client:
             nodes = HollowNodes(client, config)
             await nodes.start()
             click.echo(f"{count} hollow nodes ({prefix}-0 … {prefix}-{count - 1}) registered with {client.base_url}")

@@ -25,6 +25,7 @@ import aiohttp
 import msgspec
 
 from corral.api.resources import ResourceType, by_kind, lookup
+from corral.pki.kubeconfig import Credentials
 
 __all__ = [
     "Client", "ApiError", "NotFound", "AlreadyExists", "Conflict", "Invalid", "Gone", "ObjectList",
@@ -99,12 +100,18 @@ def resolve(resource: ResourceType | str) -> ResourceType:
 
 
 class Client:
-    """A connection pool to a server, or to one of several. Use ``async with Client(url) as c:``.
+    """A connection pool to a server, or to one of several. Use ``async with Client(url, credentials=c)``.
 
-    ``base_url``: one URL, several separated by commas, or a list of them."""
+    ``base_url``: one URL, several separated by commas, or a list of them (default: the credentials'
+    server). ``credentials`` (:class:`corral.pki.Credentials`, e.g. from a kubeconfig) give the CA
+    to trust and the token or client certificate to present."""
 
-    def __init__(self, base_url: str | Sequence[str], *, timeout: float = 30.0,
-                 user_agent: str = "corral-client") -> None:
+    def __init__(self, base_url: str | Sequence[str] | None = None, *, credentials: Credentials | None = None,
+                 timeout: float = 30.0, user_agent: str = "corral-client") -> None:
+        if base_url is None:
+            if credentials is None:
+                raise ValueError("no server URL given")
+            base_url = credentials.server
         urls = base_url.split(",") if isinstance(base_url, str) else list(base_url)
         self.urls = [u.strip().rstrip("/") for u in urls if u.strip()]
         if not self.urls:
@@ -112,7 +119,10 @@ class Client:
         self._current = 0
         self._timeout = timeout
         self._session: aiohttp.ClientSession | None = None
-        self._headers = {"User-Agent": user_agent, "Accept": JSON}
+        self.credentials = credentials
+        self._headers = {"User-Agent": user_agent, "Accept": JSON, **(credentials.headers() if credentials else {})}
+        self._ssl = credentials.ssl_context() if credentials is not None else None
+        self._tls_name = {"server_hostname": credentials.server_name} if credentials and credentials.server_name else {}
         self.warnings: list[str] = []  # Warning headers of the last write
 
     async def __aenter__(self) -> "Client":
@@ -126,7 +136,7 @@ class Client:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 headers=self._headers,
-                connector=aiohttp.TCPConnector(limit=64),
+                connector=aiohttp.TCPConnector(limit=64, ssl=self._ssl if self._ssl is not None else True),
                 read_bufsize=4 * 1024 * 1024,
             )
         return self._session
@@ -134,6 +144,14 @@ class Client:
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+
+    def use_certificate(self, cert_pem: bytes, key_pem: bytes) -> None:
+        """Present a new client certificate (a renewed one) on every connection opened from now on."""
+        from corral.pki.kubeconfig import load_cert_pair
+
+        if self._ssl is None:
+            raise ValueError("this client has no TLS context to present a certificate from")
+        load_cert_pair(self._ssl, cert_pem, key_pem)
 
     @property
     def base_url(self) -> str:
@@ -163,7 +181,8 @@ class Client:
             last = attempt == len(self.urls) - 1
             try:
                 async with self.session.request(method, url + path, params=params, data=data, headers=headers,
-                                                timeout=aiohttp.ClientTimeout(total=self._timeout)) as resp:
+                                                timeout=aiohttp.ClientTimeout(total=self._timeout),
+                                                **self._tls_name) as resp:
                     payload = await resp.read()
                     self.warnings = [_warning_text(w) for w in resp.headers.getall("Warning", [])]
                     if resp.status >= 400:
@@ -301,7 +320,8 @@ class Client:
             url = self.base_url
             try:
                 async with self.session.get(url + r.collection_path(namespace), params=params,
-                                            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._timeout)) as resp:
+                                            timeout=aiohttp.ClientTimeout(total=None, sock_connect=self._timeout),
+                                            **self._tls_name) as resp:
                     if resp.status >= 400:
                         raise _error(resp.status, await resp.read())
                     async for line in resp.content:

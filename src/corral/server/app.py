@@ -17,6 +17,7 @@ import os
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
@@ -30,7 +31,11 @@ from corral.server.cache import WatchCache
 from corral.agent.throughput import THROUGHPUT_PATH
 from corral.server.discovery import discovery_documents, openapi_documents
 from corral.server.http import MAX_BODY_BYTES, RESOURCE, VERB, add_resource_routes
+from corral.server.authn import ANONYMOUS_PATHS, BOOTSTRAPPERS, Authenticator
+from corral.server.certificates import ServerPKI, prepare_tls, write_first_credentials
+from corral.server.join import JOIN_PATH, join_handler
 from corral.server.rest import ResourceAPI
+from corral.pki.kubeconfig import Credentials
 from corral.store import KeyExists, Store, Unavailable, open_store
 
 __all__ = ["Server", "ServerConfig", "DEFAULT_ADDRESS", "default_data_dir"]
@@ -38,6 +43,8 @@ __all__ = ["Server", "ServerConfig", "DEFAULT_ADDRESS", "default_data_dir"]
 log = logging.getLogger(__name__)
 
 DEFAULT_ADDRESS = "127.0.0.1:7443"
+RENEW_CHECK_SECONDS = 12 * 3600.0
+USER = web.RequestKey("user", object)  # the authenticated UserInfo
 BOOTSTRAP_NAMESPACES = ("default", "kube-system", "kube-public", "corral-node-lease")
 SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
 
@@ -67,6 +74,8 @@ class ServerConfig:
     lease_seconds: float = 15.0
     renew_deadline: float = 10.0
     retry_period: float = 2.0
+    tls_sans: tuple[str, ...] = ()  # more names and addresses for the serving certificate
+    user_kubeconfig: bool = True  # also write ~/.config/corral/kubeconfig when there is none
 
     def elects_leader(self) -> bool:
         if self.leader_elect is not None:
@@ -123,6 +132,10 @@ class Server:
         self.url = ""
         self._scheduler_config = None
         self._detach_scheduler = None
+        self.pki: ServerPKI | None = None
+        self.authn: Authenticator | None = None
+        self.admin: Credentials | None = None
+        self._own_credentials: Credentials | None = None
         self._leader_tasks: list[asyncio.Task] = []
 
     async def start(self) -> None:
@@ -137,21 +150,31 @@ class Server:
 
             election = ElectionConfig(lease_seconds=self.config.lease_seconds, renew_deadline=self.config.renew_deadline,
                                       retry_period=self.config.retry_period)
+        host, port = _split_address(self.config.address)
         self.store = await open_store(self.config.resolved_store_url(),
                                       synchronous=self.config.sqlite_synchronous)
+        advertised = urlsplit(self.config.advertise_url).hostname if self.config.advertise_url else None
+        self.pki = await prepare_tls(self.store, self.data_dir, listen_host=host,
+                                     extra_hosts=(*self.config.tls_sans, *([advertised] if advertised else [])))
         self.cache = WatchCache(self.store)
         await self.cache.start()
+        self.authn = Authenticator(self.cache.get)
         self.api = ResourceAPI(self.store, self.cache)
         await self._bootstrap()
         app = self.build_app()
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        host, port = _split_address(self.config.address)
-        site = web.TCPSite(self._runner, host, port, backlog=1024, reuse_address=True)
+        site = web.TCPSite(self._runner, host, port, backlog=1024, reuse_address=True,
+                           ssl_context=self.pki.ssl_context)
         await site.start()
         sock = site._server.sockets[0]  # type: ignore[union-attr]
-        bound_host, bound_port = sock.getsockname()[:2]
-        self.url = f"http://{host if ':' not in host else f'[{host}]'}:{bound_port}"
+        bound_port = sock.getsockname()[1]
+        local = "127.0.0.1" if host in ("", "0.0.0.0") else "::1" if host == "::" else host
+        self.url = f"https://{local if ':' not in local else f'[{local}]'}:{bound_port}"
+        await write_first_credentials(self.pki, self.store, self.data_dir, self.url,
+                                      user_kubeconfig=self.config.user_kubeconfig)
+        self.admin = Credentials(self.url, self.pki.ca.cert_pem, self.pki.admin_token, source=self.pki.admin_kubeconfig)
+        self._tasks.append(asyncio.create_task(self._renew_loop(), name="certificate renewal"))
         self._scheduler_config = scheduler_config
         if election is not None:
             import socket
@@ -169,17 +192,48 @@ class Server:
         if self.config.local_agent:
             await self._start_local_agent()
 
+    @property
+    def data_dir(self) -> str:
+        return self.config.data_dir or default_data_dir()
+
+    def client(self, *, user_agent: str = "corral-client") -> Any:
+        """A client of this server with the admin credential (for tests and in-process tools)."""
+        from corral.client.rest import Client
+
+        return Client(credentials=self.admin, user_agent=user_agent)
+
+    def node_credentials(self, node_name: str) -> Credentials:
+        """A node's client certificate, issued directly (for the agent this process runs itself)."""
+        return self.issue_credentials(f"system:node:{node_name}", ["system:nodes"])
+
+    def issue_credentials(self, user: str, groups: list[str]) -> Credentials:
+        """A client certificate of the cluster CA for ``user``, issued in this process."""
+        issued = self.pki.ca.issue_client(user, groups)  # type: ignore[union-attr]
+        return Credentials(self.url, self.pki.ca.cert_pem, cert_pem=issued.cert_pem,  # type: ignore[union-attr]
+                           key_pem=issued.key_pem, source="issued in-process")
+
+    async def _renew_loop(self) -> None:
+        """The serving certificate is renewed while the server runs, long before it expires."""
+        while True:
+            await asyncio.sleep(RENEW_CHECK_SECONDS)
+            try:
+                if self.pki.renew_serving():
+                    log.info("renewed the serving certificate")
+            except OSError:  # pragma: no cover - logged, retried next round
+                log.exception("renewing the serving certificate failed")
+
     async def _start_local_agent(self) -> None:
-        """An agent for this machine, talking to this server over HTTP like any other agent."""
+        """An agent for this machine, talking to this server over HTTPS like any other agent."""
         from corral.agent.agent import Agent, AgentConfig
         from corral.agent.node_info import default_node_name, host_capacity
         from corral.agent.runtimes.process import ProcessRuntime
         from corral.client.rest import Client
 
-        data_dir = os.path.join(self.config.data_dir or default_data_dir(), "agent")
-        self._agent_client = Client(self.url, user_agent="corral-agent")
+        data_dir = os.path.join(self.data_dir, "agent")
+        name = default_node_name()
+        self._agent_client = Client(credentials=self.node_credentials(name), user_agent="corral-agent")
         self.agent = Agent(self._agent_client, ProcessRuntime(data_dir), AgentConfig(
-            name=default_node_name(), data_dir=data_dir, capacity=host_capacity(data_dir),
+            name=name, data_dir=data_dir, capacity=host_capacity(data_dir),
             address="127.0.0.1", port=0))
         await self.agent.start()
 
@@ -301,15 +355,30 @@ class Server:
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/corral/v1/namespaces/{namespace}/pods/{name}/explain", self._explain)
+        app.router.add_get("/corral/v1/ca.crt", self._ca_certificate)
+        app.router.add_post(JOIN_PATH, self._join)
         app.router.add_get(THROUGHPUT_PATH, self._throughput_download)
         app.router.add_post(THROUGHPUT_PATH, self._throughput_upload)
         add_resource_routes(app, self.api)  # type: ignore[arg-type]
         return app
 
+    def _authenticate(self, request: web.Request) -> None:
+        """Step one of every request: who is asking (401 for nobody, except the public paths)."""
+        if request.path in ANONYMOUS_PATHS:
+            return
+        user = self.authn.authenticate(request.headers.get("Authorization"),  # type: ignore[union-attr]
+                                       request.transport.get_extra_info("peercert") if request.transport else None)
+        if user is None:
+            raise errors.ApiError(401, "Unauthorized", "Unauthorized")
+        if user.in_group(BOOTSTRAPPERS) and request.path != JOIN_PATH:
+            raise errors.ApiError(403, "Forbidden", f'User "{user.name}" may only join a node with a join token')
+        request[USER] = user
+
     @web.middleware
     async def _middleware(self, request: web.Request, handler) -> web.StreamResponse:
         start = time.perf_counter()
         try:
+            self._authenticate(request)
             response = await handler(request)
         except errors.ApiError as exc:
             response = web.Response(body=exc.body(), status=exc.code, content_type="application/json")
@@ -352,7 +421,7 @@ class Server:
 
     async def _explain_at_leader(self, request: web.Request) -> web.Response:
         """A follower has no scheduler: the leader answers, at the URL it wrote on its Lease."""
-        import aiohttp
+        import msgspec
 
         from corral.server.leader import LEADER_URL_ANNOTATION
 
@@ -363,12 +432,28 @@ class Server:
         if not holder or not url or holder == self.elector.identity:  # type: ignore[union-attr]
             raise errors.ApiError(503, "ServiceUnavailable", "no server leads right now (an election is under "
                                   "way); try again in a few seconds")
+        from corral.client.rest import ApiError, Client, ConnectionFailed
+
+        # Asked as this server (a client certificate of the shared CA): the follower has already
+        # authenticated and authorised the user.
+        if self._own_credentials is None:
+            self._own_credentials = self.issue_credentials("system:apiserver", ["system:masters"])
+        own = self._own_credentials.with_server(url)
         try:
-            async with aiohttp.ClientSession() as session:
-                async with session.get(url + request.path_qs, timeout=aiohttp.ClientTimeout(total=30)) as resp:
-                    return web.Response(body=await resp.read(), status=resp.status, content_type="application/json")
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            async with Client(credentials=own, user_agent="corral-server") as leader:
+                body = await leader.request("GET", request.path_qs)
+                return web.Response(body=body, content_type="application/json")
+        except ApiError as exc:
+            return web.Response(body=msgspec.json.encode(exc.status), status=exc.code, content_type="application/json")
+        except ConnectionFailed as exc:
             raise errors.ApiError(503, "ServiceUnavailable", f"the leader {holder} at {url} did not answer: {exc}") from None
+
+    async def _join(self, request: web.Request) -> web.Response:
+        return await join_handler(request, self.pki.ca, request[USER])  # type: ignore[union-attr]
+
+    async def _ca_certificate(self, request: web.Request) -> web.Response:
+        """The cluster CA, for anyone: a joining agent checks it against its ``--ca-cert-hash``."""
+        return web.Response(body=self.pki.ca.cert_pem, content_type="application/x-pem-file")  # type: ignore[union-attr]
 
     async def _throughput_download(self, request: web.Request) -> web.Response:
         """Bytes for an agent to time its download with (at most 64 MiB)."""
@@ -427,6 +512,10 @@ async def serve_forever(config: ServerConfig, *, ready_message: bool = True) -> 
     tune_gc_for_server()
     if ready_message:
         print(f"corral server listening on {server.url} (store: {config.resolved_store_url()})", flush=True)
+        print(f"admin kubeconfig: {server.pki.admin_kubeconfig}  (export KUBECONFIG={server.pki.admin_kubeconfig})",
+              flush=True)
+        print(f"join a node: corral agent --server {config.advertise_url or server.url} --token "
+              f"{server.pki.join_token} --ca-cert-hash {server.pki.ca.pin}", flush=True)
     try:
         await wait_for_termination()
     finally:

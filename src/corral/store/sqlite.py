@@ -120,7 +120,11 @@ class SQLiteStore:
 
     async def _start(self) -> None:
         if self.path != ":memory:":
-            os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+            os.makedirs(os.path.dirname(os.path.abspath(self.path)), mode=0o700, exist_ok=True)
+            # The store holds every secret of the cluster (the CA key among them): only its owner
+            # reads it. SQLite gives the -wal and -shm files the database file's mode.
+            os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
+            os.chmod(self.path, 0o600)
         self._loop = asyncio.get_running_loop()
         conn = self._connect()
         conn.executescript(_SCHEMA)

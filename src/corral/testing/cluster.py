@@ -35,6 +35,11 @@ class LocalCluster:
     def url(self) -> str:
         return self.server.url
 
+    @property
+    def kubeconfig(self) -> str:
+        """The admin kubeconfig of the cluster's server."""
+        return self.server.kubeconfig
+
     def node_name(self, i: int) -> str:
         return f"node-{i}"
 
@@ -42,7 +47,7 @@ class LocalCluster:
         name = self.node_name(i)
         data = os.path.join(self.root, name)
         os.makedirs(data, exist_ok=True)
-        args = [sys.executable, "-m", "corral", "agent", "--server", self.url, "--name", name, "--data-dir", data,
+        args = [sys.executable, "-m", "corral", "agent", *self.server.join_args(), "--name", name, "--data-dir", data,
                 "--port", "0", "--address", "127.0.0.1", "--heartbeat", str(self.heartbeat), "--restart-backoff", "0.5",
                 "--runtime", self.runtime, "--log-level", "info", *self.agent_args]
         if self.docker_host:

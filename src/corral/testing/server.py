@@ -6,12 +6,16 @@ import contextlib
 import os
 import re
 import signal
+import ssl
 import subprocess
 import sys
 import time
 import urllib.request
 from typing import AsyncIterator
 
+from corral.client.rest import Client
+from corral.pki.ca import ca_pin
+from corral.pki.kubeconfig import Credentials, load_credentials
 from corral.server.app import Server, ServerConfig
 from corral.testing.process import child_env
 
@@ -24,10 +28,12 @@ class ServerProcess:
     def __init__(self, data_dir: str, *extra_args: str, address: str = "127.0.0.1:0") -> None:
         self.data_dir = data_dir
         self.address = address
-        self.extra_args = extra_args
+        # A test server never writes the user's ~/.config/corral/kubeconfig, unless the test asks.
+        self.extra_args = extra_args if "--write-kubeconfig" in extra_args else (*extra_args, "--no-write-kubeconfig")
         self.proc: subprocess.Popen | None = None
         self.url = ""
         self.log_path = os.path.join(data_dir, "server.log")
+        self.kubeconfig = os.path.join(data_dir, "admin.kubeconfig")  # written by the server at start
 
     def start(self, timeout: float = 20.0) -> str:
         os.makedirs(self.data_dir, exist_ok=True)
@@ -42,15 +48,40 @@ class ServerProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"corral server exited with {self.proc.returncode}: {self.log()}")
-            match = re.search(r"listening on (http://\S+)", self.log())
-            if match:
+            match = re.search(r"listening on (https://\S+)", self.log())
+            if match and os.path.exists(self.kubeconfig):
                 self.url = match.group(1)
-                with urllib.request.urlopen(self.url + "/readyz", timeout=5) as resp:
+                with urllib.request.urlopen(self.url + "/readyz", timeout=5, context=self.ssl_context()) as resp:
                     if resp.status == 200:
                         return self.url
             time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"corral server did not start in {timeout}s: {self.log()}")
+
+    @property
+    def ca_file(self) -> str:
+        return os.path.join(self.data_dir, "pki", "ca.crt")
+
+    def ssl_context(self) -> ssl.SSLContext:
+        """Trusts this server's CA (for plain urllib requests of public paths)."""
+        return ssl.create_default_context(cafile=self.ca_file)
+
+    def credentials(self) -> Credentials:
+        """The admin credential, from the kubeconfig the server wrote."""
+        creds = load_credentials(self.kubeconfig)
+        assert creds is not None, f"{self.kubeconfig} is missing"
+        return creds
+
+    def client(self, **kwargs: object) -> Client:
+        return Client(credentials=self.credentials(), **kwargs)  # type: ignore[arg-type]
+
+    def join_args(self) -> list[str]:
+        """``--server``, ``--token`` and ``--ca-cert-hash`` for an agent to join this server."""
+        with open(os.path.join(self.data_dir, "join-token"), encoding="utf-8") as f:
+            token = f.read().strip()
+        with open(self.ca_file, "rb") as f:
+            pin = ca_pin(f.read())
+        return ["--server", self.url, "--token", token, "--ca-cert-hash", pin]
 
     def log(self) -> str:
         try:
@@ -85,6 +116,7 @@ class ServerProcess:
 @contextlib.asynccontextmanager
 async def running_server(data_dir: str, **config: object) -> AsyncIterator[Server]:
     """A server inside the current event loop, on a free loopback port."""
+    config.setdefault("user_kubeconfig", False)
     server = Server(ServerConfig(data_dir=data_dir, address="127.0.0.1:0", **config))  # type: ignore[arg-type]
     await server.start()
     try:

@@ -1,0 +1,16 @@
+"""The cluster's certificates and credentials: a CA, the certificates it signs, kubeconfig files.
+
+``corral server`` creates the CA on first start (:mod:`corral.pki.bootstrap`) and keeps it in the
+cluster store, so every server sharing one etcd signs with the same CA; each server keeps its own
+serving certificate in its data directory. Clients read kubeconfig files (:mod:`corral.pki.kubeconfig`)
+the way kubectl does. No network I/O here: files and the store only.
+"""
+
+from corral.pki.ca import CertificateAuthority, IssuedCertificate, ca_pin, certificate_expiry
+from corral.pki.files import private_dir, write_private
+from corral.pki.kubeconfig import Credentials, KubeconfigError, build_kubeconfig, load_credentials
+
+__all__ = [
+    "CertificateAuthority", "Credentials", "IssuedCertificate", "KubeconfigError", "build_kubeconfig",
+    "ca_pin", "certificate_expiry", "load_credentials", "private_dir", "write_private",
+]

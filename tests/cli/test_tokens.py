@@ -1,0 +1,68 @@
+"""`corral token` as an administrator uses it, and a real kubectl with the kubeconfigs corral writes."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from tests.cli.test_cli import corral
+
+KUBECTL = shutil.which("kubectl", path=os.path.dirname(sys.executable))
+
+
+def test_a_user_token_is_printed_as_a_kubeconfig_listed_without_its_secret_and_revoked(kubeconfig, tmp_path):
+    printed = corral("token", "create", "--user", "alice", "--group", "dev", "--ttl", "7d",
+                     "--description", "alice's laptop", kubeconfig=kubeconfig).stdout
+    doc = yaml.safe_load(printed)
+    token = doc["users"][0]["user"]["token"]
+    path = tmp_path / "alice.kubeconfig"
+    path.write_text(printed)
+    assert corral("get", "pods", "--kubeconfig", str(path)).returncode == 0
+    listed = corral("token", "list", kubeconfig=kubeconfig).stdout
+    row = next(line for line in listed.splitlines() if line.startswith(token.split(".")[0]))
+    assert row.split()[1:4] == ["alice", "dev", "authentication"] and row.endswith("alice's laptop")
+    assert token.split(".")[1] not in listed
+    assert corral("token", "revoke", token, kubeconfig=kubeconfig).stdout == f"token/{token.split('.')[0]} revoked\n"
+    refused = corral("get", "pods", "--kubeconfig", str(path), check=False)
+    assert refused.returncode == 1 and refused.stderr.startswith("error: Unauthorized")
+    missing = corral("token", "revoke", "zzzzzz", kubeconfig=kubeconfig, check=False)
+    assert missing.returncode == 1 and missing.stderr == 'error: token "zzzzzz" not found\n'
+
+
+def test_a_join_token_prints_the_whole_join_command(server_process, kubeconfig):
+    line = corral("token", "create", "--join", kubeconfig=kubeconfig).stdout.strip()
+    with open(server_process.ca_file, "rb") as f:
+        from corral.pki.ca import ca_pin
+
+        pin = ca_pin(f.read())
+    assert line.startswith(f"corral agent --server {server_process.url} --token ")
+    assert line.endswith(f"--ca-cert-hash {pin}")
+    row = next(r for r in corral("token", "list", kubeconfig=kubeconfig).stdout.splitlines()
+               if r.startswith(line.split("--token ")[1][:6]))
+    assert " join " in row and "never" not in row  # join tokens expire (24 h by default)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--join", "--user", "x"], "--join makes a token for joining nodes"),
+    ([], "give --user NAME"),
+    (["--user", "x", "--ttl", "soon"], "--ttl must be a duration like 30m"),
+])
+def test_bad_token_requests_are_one_line(kubeconfig, args, message):
+    proc = corral("token", "create", *args, kubeconfig=kubeconfig, check=False)
+    assert proc.returncode == 1 and message in proc.stderr and len(proc.stderr.splitlines()) == 1
+
+
+def test_kubectl_works_with_the_admin_kubeconfig_the_server_wrote(server_process):
+    env = {**os.environ, "KUBECONFIG": server_process.kubeconfig}
+    run = lambda *a: subprocess.run([KUBECTL, *a], capture_output=True, text=True, env=env, timeout=60)  # noqa: E731
+    got = run("get", "namespaces", "-o", "name")
+    assert "namespace/default" in got.stdout, got.stderr
+    forged = subprocess.run([KUBECTL, "get", "pods", "--server", server_process.url, "--token", "abcdef." + "0" * 32,
+                             "--certificate-authority", server_process.ca_file],
+                            capture_output=True, text=True, env={**os.environ, "KUBECONFIG": "/nonexistent"}, timeout=60)
+    assert forged.returncode == 1 and "(Unauthorized)" in forged.stderr
