@@ -450,6 +450,54 @@ class Token(Model, tag_field="kind", tag="Token"):
     spec: TokenSpec | None = None
 
 
+class PolicyRule(Model):
+    verbs: list[str] | None = None
+    api_groups: list[str] | None = None
+    resources: list[str] | None = None
+    resource_names: list[str] | None = None
+    non_resource_urls: list[str] | None = msgspec.field(default=None, name="nonResourceURLs")
+
+
+class Role(Model, tag_field="kind", tag="Role"):
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    rules: list[PolicyRule] | None = None
+
+
+class ClusterRole(Model, tag_field="kind", tag="ClusterRole"):
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    rules: list[PolicyRule] | None = None
+    aggregation_rule: dict[str, Any] | None = None  # kept as written; corral does not aggregate
+
+
+class Subject(Model):
+    kind: str | None = None  # User | Group | ServiceAccount
+    api_group: str | None = None
+    name: str | None = None
+    namespace: str | None = None
+
+
+class RoleRef(Model):
+    api_group: str | None = None
+    kind: str | None = None  # Role | ClusterRole
+    name: str | None = None
+
+
+class RoleBinding(Model, tag_field="kind", tag="RoleBinding"):
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    subjects: list[Subject] | None = None
+    role_ref: RoleRef | None = None
+
+
+class ClusterRoleBinding(Model, tag_field="kind", tag="ClusterRoleBinding"):
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    subjects: list[Subject] | None = None
+    role_ref: RoleRef | None = None
+
+
 class DeleteOptions(Model, tag_field="kind", tag="DeleteOptions"):
     api_version: str | None = None
     grace_period_seconds: int | None = None
@@ -485,4 +533,5 @@ class Status(Model, tag_field="kind", tag="Status"):
     code: int | None = None
 
 
-APIObject = Union[Pod, Node, Namespace, Binding, Event, Lease, PriorityClass, Token]
+APIObject = Union[Pod, Node, Namespace, Binding, Event, Lease, PriorityClass, Token, Role, ClusterRole,
+                  RoleBinding, ClusterRoleBinding]

@@ -101,6 +101,11 @@ RESOURCES: tuple[ResourceType, ...] = (
         "PriorityClass", "priorityclasses", "scheduling.k8s.io", "v1", False, models.PriorityClass,
         short_names=("pc",),
     ),
+    ResourceType("Role", "roles", "rbac.authorization.k8s.io", "v1", True, models.Role),
+    ResourceType("ClusterRole", "clusterroles", "rbac.authorization.k8s.io", "v1", False, models.ClusterRole),
+    ResourceType("RoleBinding", "rolebindings", "rbac.authorization.k8s.io", "v1", True, models.RoleBinding),
+    ResourceType("ClusterRoleBinding", "clusterrolebindings", "rbac.authorization.k8s.io", "v1", False,
+                 models.ClusterRoleBinding),
     # Bearer tokens, stored hashed: every server sharing the store accepts them (corral token ...).
     ResourceType("Token", "tokens", "auth.corral.dev", "v1", False, models.Token,
                  verbs=("create", "delete", "get", "list", "watch")),

@@ -120,7 +120,22 @@ def validate_name(resource: ResourceType, name: str | None, path: str = "metadat
         return [Cause(path, REQUIRED, "Required value: name or generateName is required")]
     if resource.kind == "Namespace":
         return dns1123_label(path, name)
+    if resource.group == "rbac.authorization.k8s.io":
+        return path_segment_name(path, name)
     return dns1123_subdomain(path, name)
+
+
+def path_segment_name(path: str, value: str) -> list[Cause]:
+    """What RBAC objects may be called (``system:kube-scheduler``): anything a URL path segment can
+    hold, as Kubernetes' ValidatePathSegmentName."""
+    if value in (".", ".."):
+        return [_invalid(path, value, f"may not be '{value}'")]
+    for bad in ("/", "%"):
+        if bad in value:
+            return [_invalid(path, value, f"may not contain '{bad}'")]
+    if len(value) > 253:
+        return [Cause(path, TOO_LONG, f"Too long: may not be more than 253 bytes (got {len(value)})")]
+    return []
 
 
 # --- quantities ---------------------------------------------------------------------------------------
@@ -487,6 +502,48 @@ def _parse_time(text: str):
         return None
 
 
+_SUBJECT_KINDS = ("User", "Group", "ServiceAccount")
+
+
+def _rules(rules: list[models.PolicyRule] | None) -> list[Cause]:
+    causes: list[Cause] = []
+    for i, rule in enumerate(rules or ()):
+        p = f"rules[{i}]"
+        if not rule.verbs:
+            causes.append(Cause(f"{p}.verbs", REQUIRED, "Required value: verbs must contain at least one value"))
+        if rule.non_resource_urls and (rule.resources or rule.api_groups):
+            causes.append(_invalid(f"{p}.nonResourceURLs", rule.non_resource_urls,
+                                   "rules cannot apply to API resources and non-resource URLs at once"))
+        if not rule.non_resource_urls and not rule.resources:
+            causes.append(Cause(f"{p}.resources", REQUIRED, "Required value: resource rules must supply at least "
+                                                              "one resource"))
+    return causes
+
+
+def _role(role: models.Role | models.ClusterRole) -> list[Cause]:
+    return _rules(role.rules)
+
+
+def _role_binding(b: models.RoleBinding | models.ClusterRoleBinding) -> list[Cause]:
+    causes: list[Cause] = []
+    allowed_refs = ("ClusterRole",) if isinstance(b, models.ClusterRoleBinding) else ("Role", "ClusterRole")
+    ref = b.role_ref or models.RoleRef()
+    if not ref.name:
+        causes.append(Cause("roleRef.name", REQUIRED, "Required value"))
+    if ref.kind not in allowed_refs:
+        causes.append(_not_supported("roleRef.kind", ref.kind, allowed_refs))
+    if ref.api_group not in (None, "rbac.authorization.k8s.io"):
+        causes.append(_not_supported("roleRef.apiGroup", ref.api_group, ("rbac.authorization.k8s.io",)))
+    for i, subject in enumerate(b.subjects or ()):
+        if subject.kind not in _SUBJECT_KINDS:
+            causes.append(_not_supported(f"subjects[{i}].kind", subject.kind, _SUBJECT_KINDS))
+        if not subject.name:
+            causes.append(Cause(f"subjects[{i}].name", REQUIRED, "Required value"))
+        if subject.kind == "ServiceAccount" and not subject.namespace and isinstance(b, models.ClusterRoleBinding):
+            causes.append(Cause(f"subjects[{i}].namespace", REQUIRED, "Required value"))
+    return causes
+
+
 def _binding(b: models.Binding) -> list[Cause]:
     if b.target is None or not b.target.name:
         return [Cause("target.name", REQUIRED, "Required value")]
@@ -503,6 +560,10 @@ _KIND_CHECKS: dict[str, Callable[[Any], list[Cause]]] = {
     "PriorityClass": _priority_class,
     "Binding": _binding,
     "Token": _token,
+    "Role": _role,
+    "ClusterRole": _role,
+    "RoleBinding": _role_binding,
+    "ClusterRoleBinding": _role_binding,
 }
 
 _TYPE_ERROR = re.compile(r"^(?P<msg>.*?)(?: - at `\$\.?(?P<path>[^`]*)`)?$", re.S)

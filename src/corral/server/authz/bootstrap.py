@@ -1,0 +1,81 @@
+"""The roles every cluster starts with, as Kubernetes names them, and who holds them.
+
+``cluster-admin`` (everything), ``admin`` (everything in a namespace, bindings included), ``edit``
+(workloads and their configuration, not RBAC), ``view`` (read, not Secrets); and the system roles:
+``system:discovery`` and ``system:basic-user`` for every authenticated user (discovery, OpenAPI,
+version, ``kubectl auth can-i``), ``system:public-info-viewer`` (health, version), and
+``system:kube-scheduler`` for a scheduler running as its own process. Nodes are judged by the node
+authoriser, not by RBAC. The server recreates a missing default at start; it never overwrites one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["CLUSTER_ROLES", "CLUSTER_ROLE_BINDINGS"]
+
+READ = ["get", "list", "watch"]
+WRITE = ["create", "delete", "deletecollection", "patch", "update"]
+_WORKLOADS = ["pods", "pods/log", "pods/status", "pods/eviction", "pods/binding", "events", "configmaps",
+              "replicasets", "deployments", "deployments/scale", "replicasets/scale", "daemonsets", "jobs",
+              "cronjobs", "poddisruptionbudgets", "placements", "podgroups"]
+_GROUPS = ["", "apps", "batch", "policy", "placement.corral.dev", "scheduling.corral.dev"]
+
+
+def _rule(verbs: list[str], resources: list[str], groups: list[str] | None = None) -> dict[str, Any]:
+    return {"apiGroups": groups if groups is not None else [""], "resources": resources, "verbs": verbs}
+
+
+def _role(name: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}}, "rules": rules}
+
+
+CLUSTER_ROLES: list[dict[str, Any]] = [
+    _role("cluster-admin", [_rule(["*"], ["*"], ["*"]), {"nonResourceURLs": ["*"], "verbs": ["*"]}]),
+    _role("admin", [
+        _rule(READ + WRITE, _WORKLOADS + ["secrets", "leases"], _GROUPS + ["coordination.k8s.io"]),
+        _rule(READ + WRITE, ["roles", "rolebindings"], ["rbac.authorization.k8s.io"]),
+        _rule(READ, ["namespaces"]),
+    ]),
+    _role("edit", [
+        _rule(READ + WRITE, _WORKLOADS + ["secrets"], _GROUPS),
+        _rule(READ, ["namespaces"]),
+    ]),
+    _role("view", [
+        _rule(READ, [r for r in _WORKLOADS if r not in ("pods/binding", "pods/eviction")], _GROUPS),
+        _rule(READ, ["namespaces"]),
+    ]),
+    _role("system:discovery", [{"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*",
+                                                    "/version", "/version/"], "verbs": ["get"]}]),
+    _role("system:public-info-viewer", [{"nonResourceURLs": ["/healthz", "/livez", "/readyz", "/version",
+                                                             "/version/"], "verbs": ["get"]}]),
+    _role("system:basic-user", [_rule(["create"], ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
+                                      ["authorization.k8s.io"])]),
+    _role("system:kube-scheduler", [
+        _rule(READ, ["nodes", "namespaces", "pods"]),
+        _rule(["create"], ["pods/binding", "bindings"]),
+        _rule(["patch", "update"], ["pods/status"]),
+        _rule(["create", "patch", "update"], ["events"]),
+        _rule(READ, ["priorityclasses"], ["scheduling.k8s.io"]),
+        _rule(READ + ["create", "update", "patch"], ["leases"], ["coordination.k8s.io"]),
+        _rule(READ, ["podgroups"], ["scheduling.corral.dev"]),
+        _rule(READ, ["placements"], ["placement.corral.dev"]),
+    ]),
+]
+
+
+def _binding(name: str, role: str, kind: str, subject: str) -> dict[str, Any]:
+    return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": role},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": subject}]}
+
+
+CLUSTER_ROLE_BINDINGS: list[dict[str, Any]] = [
+    _binding("cluster-admin", "cluster-admin", "Group", "system:masters"),
+    _binding("system:discovery", "system:discovery", "Group", "system:authenticated"),
+    _binding("system:basic-user", "system:basic-user", "Group", "system:authenticated"),
+    _binding("system:public-info-viewer", "system:public-info-viewer", "Group", "system:authenticated"),
+    _binding("system:kube-scheduler", "system:kube-scheduler", "User", "system:kube-scheduler"),
+]
