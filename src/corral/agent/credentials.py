@@ -18,6 +18,7 @@ import ssl
 import aiohttp
 import msgspec
 
+from corral.pki import CA_PATH, JOIN_PATH
 from corral.pki.ca import ca_pin, make_csr, needs_renewal, new_key
 from corral.pki.files import private_dir, write_private
 from corral.pki.kubeconfig import Credentials, build_kubeconfig, load_credentials
@@ -26,8 +27,6 @@ __all__ = ["JoinError", "node_credentials", "renew", "kubeconfig_path"]
 
 log = logging.getLogger(__name__)
 
-JOIN_PATH = "/corral/v1/join"
-CA_PATH = "/corral/v1/ca.crt"
 _TIMEOUT = aiohttp.ClientTimeout(total=30)
 
 

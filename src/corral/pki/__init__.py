@@ -6,11 +6,15 @@ serving certificate in its data directory. Clients read kubeconfig files (:mod:`
 the way kubectl does. No network I/O here: files and the store only.
 """
 
+# The two requests a node makes before it has a credential of its own, served by the API server.
+CA_PATH = "/corral/v1/ca.crt"  # anyone: the cluster CA, to check against the pin
+JOIN_PATH = "/corral/v1/join"  # a join token (or a node's own certificate): a CSR in, a certificate out
+
 from corral.pki.ca import CertificateAuthority, IssuedCertificate, ca_pin, certificate_expiry
 from corral.pki.files import private_dir, write_private
 from corral.pki.kubeconfig import Credentials, KubeconfigError, build_kubeconfig, load_credentials
 
 __all__ = [
-    "CertificateAuthority", "Credentials", "IssuedCertificate", "KubeconfigError", "build_kubeconfig",
+    "CA_PATH", "JOIN_PATH", "CertificateAuthority", "Credentials", "IssuedCertificate", "KubeconfigError", "build_kubeconfig",
     "ca_pin", "certificate_expiry", "load_credentials", "private_dir", "write_private",
 ]

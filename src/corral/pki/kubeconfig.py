@@ -152,8 +152,18 @@ class _Merged:
             self.current = (current, path)
 
 
-def _data(fields: dict[str, Any], key: str, path: str, base: str) -> bytes:
-    """``key-data`` (base64) or ``key`` (a file, relative to the kubeconfig's directory)."""
+def _file(ref: str, key: str, path: str) -> bytes:
+    """A file a kubeconfig names, relative to the kubeconfig's own directory."""
+    full = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.expanduser(ref))
+    try:
+        with open(full, "rb") as f:
+            return f.read(MAX_KUBECONFIG_BYTES)
+    except OSError as exc:
+        raise KubeconfigError(f"{path}: {key} {full}: {exc.strerror}") from None
+
+
+def _data(fields: dict[str, Any], key: str, path: str) -> bytes:
+    """``key-data`` (base64) or ``key`` (a file)."""
     inline = fields.get(f"{key}-data")
     if inline:
         try:
@@ -161,14 +171,7 @@ def _data(fields: dict[str, Any], key: str, path: str, base: str) -> bytes:
         except ValueError:
             raise KubeconfigError(f"{path}: {key}-data is not valid base64") from None
     ref = fields.get(key)
-    if not ref:
-        return b""
-    full = os.path.join(os.path.dirname(os.path.abspath(base)), os.path.expanduser(str(ref)))
-    try:
-        with open(full, "rb") as f:
-            return f.read(MAX_KUBECONFIG_BYTES)
-    except OSError as exc:
-        raise KubeconfigError(f"{path}: {key} {full}: {exc.strerror}") from None
+    return _file(str(ref), key, path) if ref else b""
 
 
 def candidate_files(explicit: str | None = None) -> list[str]:
@@ -208,13 +211,13 @@ def load_credentials(explicit: str | None = None, *, context: str | None = None)
     user, user_file = merged.users.get(user_name, ({}, ctx_file)) if user_name else ({}, ctx_file)
     token = user.get("token") or ""
     if not token and user.get("tokenFile"):
-        token = _data({"tokenFile": user["tokenFile"]}, "tokenFile", user_file, user_file).decode().strip()
+        token = _file(str(user["tokenFile"]), "tokenFile", user_file).decode().strip()
     return Credentials(
         server=server,
-        ca_pem=_data(cluster, "certificate-authority", cluster_file, cluster_file),
+        ca_pem=_data(cluster, "certificate-authority", cluster_file),
         token=str(token),
-        cert_pem=_data(user, "client-certificate", user_file, user_file),
-        key_pem=_data(user, "client-key", user_file, user_file),
+        cert_pem=_data(user, "client-certificate", user_file),
+        key_pem=_data(user, "client-key", user_file),
         insecure=bool(cluster.get("insecure-skip-tls-verify")),
         server_name=str(cluster.get("tls-server-name") or ""),
         source=where,

@@ -33,8 +33,9 @@ from corral.server.discovery import discovery_documents, openapi_documents
 from corral.server.http import MAX_BODY_BYTES, RESOURCE, VERB, add_resource_routes
 from corral.server.authn import ANONYMOUS_PATHS, BOOTSTRAPPERS, Authenticator
 from corral.server.certificates import ServerPKI, prepare_tls, write_first_credentials
-from corral.server.join import JOIN_PATH, join_handler
+from corral.server.join import join_handler
 from corral.server.rest import ResourceAPI
+from corral.pki import CA_PATH, JOIN_PATH
 from corral.pki.kubeconfig import Credentials
 from corral.store import KeyExists, Store, Unavailable, open_store
 
@@ -355,7 +356,7 @@ class Server:
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/corral/v1/namespaces/{namespace}/pods/{name}/explain", self._explain)
-        app.router.add_get("/corral/v1/ca.crt", self._ca_certificate)
+        app.router.add_get(CA_PATH, self._ca_certificate)
         app.router.add_post(JOIN_PATH, self._join)
         app.router.add_get(THROUGHPUT_PATH, self._throughput_download)
         app.router.add_post(THROUGHPUT_PATH, self._throughput_upload)

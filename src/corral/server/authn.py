@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from corral.api.resources import by_kind
+from corral.pki import CA_PATH
 from corral.pki.tokens import AUTHENTICATION, JOIN, parse_token, secret_matches
 
 __all__ = ["UserInfo", "Authenticator", "ANONYMOUS_PATHS", "BOOTSTRAPPERS", "MASTERS", "AUTHENTICATED"]
@@ -30,7 +31,7 @@ BOOTSTRAPPERS = "system:bootstrappers"
 MASTERS = "system:masters"
 # What anyone may ask without credentials (kube-apiserver's system:public-info-viewer, and the CA
 # that a joining agent checks against its pin before it trusts the server).
-ANONYMOUS_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version", "/corral/v1/ca.crt"})
+ANONYMOUS_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version", CA_PATH})
 
 
 @dataclass(frozen=True, slots=True)

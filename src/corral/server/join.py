@@ -15,27 +15,23 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
+from corral.pki import JOIN_PATH
 from corral.pki.ca import CertificateAuthority, CertificateError, read_csr
 from corral.server import errors
 from corral.server.authn import BOOTSTRAPPERS, MASTERS
 
 __all__ = ["JOIN_PATH", "join_handler", "NODE_PREFIX", "NODES_GROUP"]
 
-JOIN_PATH = "/corral/v1/join"
 NODE_PREFIX = "system:node:"
 NODES_GROUP = "system:nodes"
 MAX_CSR_BYTES = 16 * 1024
 _NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
-def _status(code: int, reason: str, message: str) -> errors.ApiError:
-    return errors.ApiError(code, reason, message)
-
-
 async def join_handler(request: web.Request, ca: CertificateAuthority, user: Any) -> web.Response:
     may_join = user.in_group(BOOTSTRAPPERS) or user.in_group(MASTERS)
     if not may_join and not user.name.startswith(NODE_PREFIX):
-        raise _status(403, "Forbidden", f'User "{user.name}" cannot join nodes: it needs a join token')
+        raise errors.ApiError(403, "Forbidden", f'User "{user.name}" cannot join nodes: it needs a join token')
     raw = await request.content.read(MAX_CSR_BYTES + 1)
     if len(raw) > MAX_CSR_BYTES:
         raise errors.too_large(MAX_CSR_BYTES)
@@ -58,7 +54,7 @@ async def join_handler(request: web.Request, ca: CertificateAuthority, user: Any
         raise errors.bad_request(f"the subject's organizations must be exactly [{NODES_GROUP}], "
                                  f"got {list(request_.organizations)}")
     if not may_join and user.name != request_.common_name:
-        raise _status(403, "Forbidden", f'User "{user.name}" can renew only its own certificate, not '
+        raise errors.ApiError(403, "Forbidden", f'User "{user.name}" can renew only its own certificate, not '
                       f'"{request_.common_name}"')
     issued = ca.issue_client(request_.common_name, request_.organizations, public_key=request_.public_key)
     return web.json_response({"certificate": issued.cert_pem.decode(), "ca": ca.cert_pem.decode()})
