@@ -36,6 +36,8 @@ class Attributes:
     namespace: str = ""
     name: str = ""
     path: str = ""
+    # Exact field-selector requirements of a list or watch (``spec.nodeName`` → value).
+    fields: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_resource(self) -> bool:

@@ -1,0 +1,96 @@
+"""The node authoriser, table-driven: a node's credential reaches its own objects and nothing else."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pytest
+
+from corral.server.authz.node import NodeAuthorizer, node_name
+from corral.server.authz.rbac import Attributes
+
+NODE = ("system:node:n1", ("system:nodes", "system:authenticated"))
+
+
+@dataclass
+class FakeRecord:
+    obj: dict
+
+
+PODS = {
+    "/core/pods/default/here": FakeRecord({"spec": {"nodeName": "n1"}}),
+    "/core/pods/default/there": FakeRecord({"spec": {"nodeName": "n2"}}),
+    "/core/pods/default/pending": FakeRecord({"spec": {}}),
+}
+
+
+def decide(user=NODE, **attrs):
+    authz = NodeAuthorizer(PODS.get, lease_namespace="corral-node-lease",
+                           non_resource_paths=frozenset({"/version", "/corral/v1/throughput"}))
+    decision = authz.authorize(Attributes(user[0], user[1], **attrs))
+    return None if decision is None else decision.allowed
+
+
+@pytest.mark.parametrize("attrs, allowed", [
+    pytest.param(dict(verb="create", resource="nodes"), True, id="it registers a Node (its name is checked at admission)"),
+    pytest.param(dict(verb="update", resource="nodes", name="n1"), True, id="it updates its own Node"),
+    pytest.param(dict(verb="patch", resource="nodes", subresource="status", name="n1"), True,
+                 id="it writes its own Node's status"),
+    pytest.param(dict(verb="patch", resource="nodes", subresource="status", name="n2"), None,
+                 id="it cannot write another Node's status"),
+    pytest.param(dict(verb="update", resource="nodes", name="n2"), None, id="it cannot change another Node"),
+    pytest.param(dict(verb="delete", resource="nodes", name="n1"), None, id="it cannot delete even its own Node"),
+    pytest.param(dict(verb="list", resource="nodes"), True, id="it reads Nodes"),
+    pytest.param(dict(verb="patch", api_group="coordination.k8s.io", resource="leases", namespace="corral-node-lease",
+                      name="n1"), True, id="it renews its own Lease"),
+    pytest.param(dict(verb="patch", api_group="coordination.k8s.io", resource="leases", namespace="corral-node-lease",
+                      name="n2"), None, id="it cannot renew another node's Lease"),
+    pytest.param(dict(verb="patch", api_group="coordination.k8s.io", resource="leases", namespace="kube-system",
+                      name="corral-control-plane"), None, id="it cannot touch the leader's Lease"),
+    pytest.param(dict(verb="update", api_group="coordination.k8s.io", resource="leases", namespace="kube-system",
+                      name="n1"), None, id="its name does not open Leases outside the node-lease namespace"),
+    pytest.param(dict(verb="create", api_group="coordination.k8s.io", resource="leases", namespace="kube-system"),
+                 None, id="it creates Leases only in the node-lease namespace"),
+    pytest.param(dict(verb="watch", resource="pods", fields=(("spec.nodeName", "n1"),)), True,
+                 id="it watches the pods bound to it"),
+    pytest.param(dict(verb="list", resource="pods"), None, id="it cannot list every pod"),
+    pytest.param(dict(verb="list", resource="pods", fields=(("spec.nodeName", "n2"),)), None,
+                 id="it cannot list another node's pods"),
+    pytest.param(dict(verb="get", resource="pods", namespace="default", name="here"), True,
+                 id="it reads a pod bound to it"),
+    pytest.param(dict(verb="get", resource="pods", namespace="default", name="there"), None,
+                 id="it cannot read a pod bound elsewhere"),
+    pytest.param(dict(verb="get", resource="pods", namespace="default", name="pending"), None,
+                 id="it cannot read a pod bound nowhere"),
+    pytest.param(dict(verb="update", resource="pods", subresource="status", namespace="default", name="here"), True,
+                 id="it writes the status of a pod bound to it"),
+    pytest.param(dict(verb="update", resource="pods", subresource="status", namespace="default", name="there"), None,
+                 id="it cannot write the status of a pod bound elsewhere"),
+    pytest.param(dict(verb="create", resource="pods", namespace="default"), None, id="it cannot create pods"),
+    pytest.param(dict(verb="create", resource="pods", subresource="binding", namespace="default", name="pending"),
+                 None, id="it cannot bind pods"),
+    pytest.param(dict(verb="update", resource="pods", namespace="default", name="here"), None,
+                 id="it cannot change a pod's spec, even one bound to it"),
+    pytest.param(dict(verb="delete", resource="pods", namespace="default", name="here"), True,
+                 id="it removes a pod bound to it once stopped"),
+    pytest.param(dict(verb="create", resource="events", namespace="default"), True, id="it reports events"),
+    pytest.param(dict(verb="list", api_group="auth.corral.dev", resource="tokens"), None, id="it cannot read tokens"),
+    pytest.param(dict(verb="get", path="/corral/v1/throughput"), True, id="it measures its throughput"),
+    pytest.param(dict(verb="get", path="/metrics"), None, id="it cannot read the server's metrics"),
+])
+def test_a_node_reaches_its_own_objects_and_nothing_else(attrs, allowed):
+    assert decide(**attrs) is allowed
+
+
+@pytest.mark.parametrize("user, groups", [
+    ("system:node:n1", ("system:authenticated",)),  # the name without the group
+    ("alice", ("system:nodes",)),  # the group without a node name
+    ("system:node:", ("system:nodes",)),
+])
+def test_only_a_node_name_in_the_nodes_group_is_a_node(user, groups):
+    assert node_name(user, groups) is None
+    assert decide((user, groups), verb="get", resource="nodes", name="n1") is None
+
+
+def test_a_node_credential_names_its_node():
+    assert node_name(*NODE) == "n1"
