@@ -18,7 +18,7 @@ import ssl
 import aiohttp
 import msgspec
 
-from corral.pki import CA_PATH, JOIN_PATH
+from corral.pki import CA_PATH, JOIN_PATH, NODE_PREFIX, NODES_GROUP
 from corral.pki.ca import ca_pin, make_csr, needs_renewal, new_key
 from corral.pki.files import private_dir, write_private
 from corral.pki.kubeconfig import Credentials, build_kubeconfig, load_credentials
@@ -66,7 +66,7 @@ async def _sign(creds: Credentials, node_name: str) -> tuple[bytes, bytes, bytes
     from corral.client.rest import ApiError, Client, ConnectionFailed
 
     key = new_key()
-    csr = make_csr(key, f"system:node:{node_name}", ["system:nodes"])
+    csr = make_csr(key, NODE_PREFIX + node_name, [NODES_GROUP])
     try:
         async with Client(credentials=creds, user_agent="corral-agent") as client:
             answer = msgspec.json.decode(await client.request("POST", JOIN_PATH, body={"csr": csr.decode()}))
@@ -85,7 +85,7 @@ async def _sign(creds: Credentials, node_name: str) -> tuple[bytes, bytes, bytes
 def _save(data_dir: str, server: str, node_name: str, cert: bytes, key: bytes, ca: bytes) -> Credentials:
     private_dir(data_dir)
     path = kubeconfig_path(data_dir)
-    write_private(path, build_kubeconfig(server, ca, user=f"system:node:{node_name}", cert_pem=cert, key_pem=key))
+    write_private(path, build_kubeconfig(server, ca, user=NODE_PREFIX + node_name, cert_pem=cert, key_pem=key))
     return Credentials(server, ca, cert_pem=cert, key_pem=key, source=path)
 
 

@@ -10,11 +10,17 @@ the way kubectl does. No network I/O here: files and the store only.
 CA_PATH = "/corral/v1/ca.crt"  # anyone: the cluster CA, to check against the pin
 JOIN_PATH = "/corral/v1/join"  # a join token (or a node's own certificate): a CSR in, a certificate out
 
+# Identities, as Kubernetes names them: a node is user system:node:NAME in group system:nodes;
+# system:masters may do everything.
+NODE_PREFIX = "system:node:"
+NODES_GROUP = "system:nodes"
+MASTERS_GROUP = "system:masters"
+
 from corral.pki.ca import CertificateAuthority, IssuedCertificate, ca_pin, certificate_expiry
 from corral.pki.files import private_dir, write_private
 from corral.pki.kubeconfig import Credentials, KubeconfigError, build_kubeconfig, load_credentials
 
 __all__ = [
-    "CA_PATH", "JOIN_PATH", "CertificateAuthority", "Credentials", "IssuedCertificate", "KubeconfigError", "build_kubeconfig",
+    "CA_PATH", "JOIN_PATH", "MASTERS_GROUP", "NODES_GROUP", "NODE_PREFIX", "CertificateAuthority", "Credentials", "IssuedCertificate", "KubeconfigError", "build_kubeconfig",
     "ca_pin", "certificate_expiry", "load_credentials", "private_dir", "write_private",
 ]

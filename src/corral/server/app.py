@@ -35,7 +35,7 @@ from corral.server.authn import ANONYMOUS_PATHS, BOOTSTRAPPERS, Authenticator
 from corral.server.certificates import ServerPKI, prepare_tls, write_first_credentials
 from corral.server.join import join_handler
 from corral.server.rest import ResourceAPI
-from corral.pki import CA_PATH, JOIN_PATH
+from corral.pki import CA_PATH, JOIN_PATH, MASTERS_GROUP, NODE_PREFIX, NODES_GROUP
 from corral.pki.kubeconfig import Credentials
 from corral.store import KeyExists, Store, Unavailable, open_store
 
@@ -205,7 +205,7 @@ class Server:
 
     def node_credentials(self, node_name: str) -> Credentials:
         """A node's client certificate, issued directly (for the agent this process runs itself)."""
-        return self.issue_credentials(f"system:node:{node_name}", ["system:nodes"])
+        return self.issue_credentials(NODE_PREFIX + node_name, [NODES_GROUP])
 
     def issue_credentials(self, user: str, groups: list[str]) -> Credentials:
         """A client certificate of the cluster CA for ``user``, issued in this process."""
@@ -367,8 +367,10 @@ class Server:
         """Step one of every request: who is asking (401 for nobody, except the public paths)."""
         if request.path in ANONYMOUS_PATHS:
             return
-        user = self.authn.authenticate(request.headers.get("Authorization"),  # type: ignore[union-attr]
-                                       request.transport.get_extra_info("peercert") if request.transport else None)
+        transport = request.transport
+        user = self.authn.authenticate(  # type: ignore[union-attr]
+            request.headers.get("Authorization"),
+            lambda: transport.get_extra_info("peercert") if transport is not None else None)
         if user is None:
             raise errors.ApiError(401, "Unauthorized", "Unauthorized")
         if user.in_group(BOOTSTRAPPERS) and request.path != JOIN_PATH:
@@ -438,7 +440,7 @@ class Server:
         # Asked as this server (a client certificate of the shared CA): the follower has already
         # authenticated and authorised the user.
         if self._own_credentials is None:
-            self._own_credentials = self.issue_credentials("system:apiserver", ["system:masters"])
+            self._own_credentials = self.issue_credentials("system:apiserver", [MASTERS_GROUP])
         own = self._own_credentials.with_server(url)
         try:
             async with Client(credentials=own, user_agent="corral-server") as leader:

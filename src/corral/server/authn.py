@@ -24,11 +24,10 @@ from corral.api.resources import by_kind
 from corral.pki import CA_PATH
 from corral.pki.tokens import AUTHENTICATION, JOIN, parse_token, secret_matches
 
-__all__ = ["UserInfo", "Authenticator", "ANONYMOUS_PATHS", "BOOTSTRAPPERS", "MASTERS", "AUTHENTICATED"]
+__all__ = ["UserInfo", "Authenticator", "ANONYMOUS_PATHS", "BOOTSTRAPPERS", "AUTHENTICATED"]
 
 AUTHENTICATED = "system:authenticated"
 BOOTSTRAPPERS = "system:bootstrappers"
-MASTERS = "system:masters"
 # What anyone may ask without credentials (kube-apiserver's system:public-info-viewer, and the CA
 # that a joining agent checks against its pin before it trusts the server).
 ANONYMOUS_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version", CA_PATH})
@@ -65,14 +64,16 @@ class Authenticator:
         self._clock = clock
         self._tokens = by_kind("Token")
 
-    def authenticate(self, authorization: str | None, peercert: dict[str, Any] | None) -> UserInfo | None:
+    def authenticate(self, authorization: str | None,
+                     peercert: Callable[[], dict[str, Any] | None]) -> UserInfo | None:
+        """``peercert`` is asked only when no token is presented (reading the certificate on every
+        token-authenticated request would be wasted work on the hot path)."""
         if authorization:
             # A request that presents a token is judged by the token alone, as kube-apiserver's
             # union authenticator would find no other credential worth trying once it fails.
             return self.from_token(authorization)
-        if peercert:
-            return self.from_certificate(peercert)
-        return None
+        cert = peercert()
+        return self.from_certificate(cert) if cert else None
 
     def from_token(self, authorization: str) -> UserInfo | None:
         scheme, _, value = authorization.partition(" ")

@@ -24,6 +24,7 @@ from typing import Iterable
 
 from corral.api.defaults import apply_create_defaults
 from corral.api.resources import by_kind
+from corral.pki import MASTERS_GROUP
 from corral.pki.ca import CertificateAuthority, CertificateError, certificate_hosts, needs_renewal
 from corral.pki.files import private_dir, write_private
 from corral.pki.kubeconfig import KubeconfigError, build_kubeconfig, default_kubeconfig_path, load_credentials
@@ -37,7 +38,7 @@ log = logging.getLogger(__name__)
 
 CA_KEY = "/corral/pki/cluster-ca"
 ADMIN_USER = "admin"
-ADMIN_GROUPS = ("system:masters",)
+ADMIN_GROUPS = (MASTERS_GROUP,)
 USER_KUBECONFIG_MARK = "# written by corral server for the data directory "
 
 

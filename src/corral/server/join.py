@@ -15,21 +15,19 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from corral.pki import JOIN_PATH
+from corral.pki import JOIN_PATH, MASTERS_GROUP, NODE_PREFIX, NODES_GROUP
 from corral.pki.ca import CertificateAuthority, CertificateError, read_csr
 from corral.server import errors
-from corral.server.authn import BOOTSTRAPPERS, MASTERS
+from corral.server.authn import BOOTSTRAPPERS
 
-__all__ = ["JOIN_PATH", "join_handler", "NODE_PREFIX", "NODES_GROUP"]
+__all__ = ["JOIN_PATH", "join_handler"]
 
-NODE_PREFIX = "system:node:"
-NODES_GROUP = "system:nodes"
 MAX_CSR_BYTES = 16 * 1024
 _NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 
 async def join_handler(request: web.Request, ca: CertificateAuthority, user: Any) -> web.Response:
-    may_join = user.in_group(BOOTSTRAPPERS) or user.in_group(MASTERS)
+    may_join = user.in_group(BOOTSTRAPPERS) or user.in_group(MASTERS_GROUP)
     if not may_join and not user.name.startswith(NODE_PREFIX):
         raise errors.ApiError(403, "Forbidden", f'User "{user.name}" cannot join nodes: it needs a join token')
     raw = await request.content.read(MAX_CSR_BYTES + 1)

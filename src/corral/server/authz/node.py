@@ -14,12 +14,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from corral.pki import NODE_PREFIX, NODES_GROUP
 from corral.server.authz.rbac import Attributes, Decision
 
-__all__ = ["NodeAuthorizer", "NODE_PREFIX", "NODES_GROUP", "node_name"]
+__all__ = ["NodeAuthorizer", "node_name"]
 
-NODE_PREFIX = "system:node:"
-NODES_GROUP = "system:nodes"
 READ = frozenset({"get", "list", "watch"})
 
 

@@ -15,12 +15,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
+from corral.pki import MASTERS_GROUP
+
 __all__ = ["Attributes", "Decision", "RBACAuthorizer", "Rule", "RBAC_PREFIXES"]
 
 GROUP = "rbac.authorization.k8s.io"
 RBAC_PREFIXES = tuple(f"/{GROUP}/{plural}/" for plural in ("roles", "clusterroles", "rolebindings",
                                                           "clusterrolebindings"))
-MASTERS = "system:masters"
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,8 +120,8 @@ class RBACAuthorizer:
             self._rules.clear()
 
     def authorize(self, a: Attributes) -> Decision:
-        if MASTERS in a.groups:
-            return Decision(True, "system:masters")
+        if MASTERS_GROUP in a.groups:
+            return Decision(True, MASTERS_GROUP)
         cluster_rules, by_namespace = self._gather(a.user, a.groups)
         if any(rule.matches(a) for rule in cluster_rules):
             return Decision(True)
