@@ -22,7 +22,7 @@ async def test_joining_verifies_the_ca_pin_and_keeps_a_node_credential(server, t
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
     assert load_credentials(path) == creds.__class__(**{**_fields(creds), "source": path})
     async with Client(credentials=creds) as node:
-        await node.list("pods")
+        await node.list("pods", field_selector="spec.nodeName=worker-1")
     # Started again on the same directory: no token needed, the same credential.
     again = await node_credentials(data, "worker-1", server=None, token=None, ca_cert_hash=None)
     assert again.cert_pem == creds.cert_pem

@@ -22,7 +22,28 @@ def test_a_user_token_is_printed_as_a_kubeconfig_listed_without_its_secret_and_r
     token = doc["users"][0]["user"]["token"]
     path = tmp_path / "alice.kubeconfig"
     path.write_text(printed)
+    denied = corral("get", "pods", "--kubeconfig", str(path), check=False)  # authenticated, no role yet
+    assert denied.returncode == 1 and denied.stderr.startswith('error: pods is forbidden: User "alice" cannot list')
+    binding = tmp_path / "dev-view.yaml"
+    binding.write_text(yaml.safe_dump({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "dev-view", "namespace": "default"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "dev"}]}))
+    corral("apply", "-f", str(binding), kubeconfig=kubeconfig)
     assert corral("get", "pods", "--kubeconfig", str(path)).returncode == 0
+    # kubectl asks with a protobuf SelfSubjectAccessReview; the answer matches what the server then does.
+    can_i = [KUBECTL, "--kubeconfig", str(path), "auth", "can-i"]
+    assert subprocess.run([*can_i, "list", "pods"], capture_output=True, text=True).stdout == "yes\n"
+    no = subprocess.run([*can_i, "create", "pods"], capture_output=True, text=True)
+    assert no.returncode == 1 and no.stdout.startswith("no")
+    pod = tmp_path / "pod.yaml"
+    pod.write_text("apiVersion: v1\nkind: Pod\nmetadata: {name: web}\nspec: {containers: [{name: c, image: x}]}\n")
+    refused_write = corral("apply", "-f", str(pod), "--kubeconfig", str(path), check=False)
+    assert refused_write.returncode == 1
+    assert 'pods is forbidden: User "alice" cannot create resource "pods" in API group "" in the namespace ' \
+           '"default"' in refused_write.stderr
+    assert corral("get", "pods", "-o", "name", kubeconfig=kubeconfig).stdout == ""  # nothing was created
     listed = corral("token", "list", kubeconfig=kubeconfig).stdout
     row = next(line for line in listed.splitlines() if line.startswith(token.split(".")[0]))
     assert row.split()[1:4] == ["alice", "dev", "authentication"] and row.endswith("alice's laptop")

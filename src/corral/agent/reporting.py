@@ -7,12 +7,13 @@ import logging
 from typing import Any
 
 from corral.api.defaults import now_rfc3339
+from corral.api.resources import NODE_LEASE_NAMESPACE
 from corral.client.rest import ApiError, Client, ConnectionFailed, NotFound
 
 __all__ = ["LEASE_NAMESPACE", "renew_lease", "StatusReporter"]
 
 log = logging.getLogger(__name__)
-LEASE_NAMESPACE = "corral-node-lease"
+LEASE_NAMESPACE = NODE_LEASE_NAMESPACE
 
 
 async def renew_lease(client: Client, node: str, *, duration_seconds: int = 40) -> None:

@@ -450,6 +450,55 @@ class Token(Model, tag_field="kind", tag="Token"):
     spec: TokenSpec | None = None
 
 
+class ResourceAttributes(Model):
+    namespace: str | None = None
+    verb: str | None = None
+    group: str | None = None
+    version: str | None = None
+    resource: str | None = None
+    subresource: str | None = None
+    name: str | None = None
+
+
+class NonResourceAttributes(Model):
+    path: str | None = None
+    verb: str | None = None
+
+
+class SelfSubjectAccessReviewSpec(Model):
+    resource_attributes: ResourceAttributes | None = None
+    non_resource_attributes: NonResourceAttributes | None = None
+
+
+class SubjectAccessReviewStatus(Model):
+    allowed: bool | None = None
+    denied: bool | None = None
+    reason: str | None = None
+    evaluation_error: str | None = None
+
+
+class SelfSubjectAccessReview(Model, tag_field="kind", tag="SelfSubjectAccessReview"):
+    """``authorization.k8s.io/v1``: may I? (``kubectl auth can-i``). Answered, never stored."""
+
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: SelfSubjectAccessReviewSpec | None = None
+    status: SubjectAccessReviewStatus | None = None
+
+
+class SelfSubjectRulesReviewSpec(Model):
+    namespace: str | None = None
+
+
+class SelfSubjectRulesReview(Model, tag_field="kind", tag="SelfSubjectRulesReview"):
+    """``authorization.k8s.io/v1``: what may I do in a namespace? (``kubectl auth can-i --list``)."""
+
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: SelfSubjectRulesReviewSpec | None = None
+    status: dict[str, Any] | None = None
+
+
 class PolicyRule(Model):
     verbs: list[str] | None = None
     api_groups: list[str] | None = None

@@ -12,7 +12,12 @@ import msgspec
 
 from corral.api import models
 
-__all__ = ["ResourceType", "RESOURCES", "by_kind", "by_plural", "lookup", "UnknownResource"]
+__all__ = ["ResourceType", "RESOURCES", "by_kind", "by_plural", "lookup", "UnknownResource", "NODE_LEASE_NAMESPACE",
+           "SYSTEM_NAMESPACES", "SYSTEM_PRIORITY_CLASSES"]
+
+NODE_LEASE_NAMESPACE = "corral-node-lease"  # where each node's heartbeat Lease lives
+SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", NODE_LEASE_NAMESPACE)  # every cluster has them
+SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +74,7 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType(
         "Namespace", "namespaces", "", "v1", False, models.Namespace,
         short_names=("ns",), subresources=("status",), field_selectors=("status.phase",),
-        has_status=True,
+        has_status=True, verbs=("create", "delete", "get", "list", "patch", "update", "watch"),
     ),
     ResourceType(
         "Node", "nodes", "", "v1", False, models.Node,
@@ -106,6 +111,11 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType("RoleBinding", "rolebindings", "rbac.authorization.k8s.io", "v1", True, models.RoleBinding),
     ResourceType("ClusterRoleBinding", "clusterrolebindings", "rbac.authorization.k8s.io", "v1", False,
                  models.ClusterRoleBinding),
+    # Questions about the asker's own rights, answered and never stored (kubectl auth can-i).
+    ResourceType("SelfSubjectAccessReview", "selfsubjectaccessreviews", "authorization.k8s.io", "v1", False,
+                 models.SelfSubjectAccessReview, verbs=("create",)),
+    ResourceType("SelfSubjectRulesReview", "selfsubjectrulesreviews", "authorization.k8s.io", "v1", False,
+                 models.SelfSubjectRulesReview, verbs=("create",)),
     # Bearer tokens, stored hashed: every server sharing the store accepts them (corral token ...).
     ResourceType("Token", "tokens", "auth.corral.dev", "v1", False, models.Token,
                  verbs=("create", "delete", "get", "list", "watch")),

@@ -24,7 +24,7 @@ import time
 from typing import Any
 
 from corral.api.defaults import rfc3339
-from corral.api.resources import by_kind
+from corral.api.resources import NODE_LEASE_NAMESPACE, by_kind
 from corral.scheduler.cache.node_table import parse_timestamp
 from corral.server.rest import ResourceAPI, WriteOptions
 from corral.server import errors
@@ -33,7 +33,7 @@ __all__ = ["NodeLifecycleController", "UNREACHABLE_TAINT"]
 
 log = logging.getLogger(__name__)
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
-LEASE_PREFIX = "/coordination.k8s.io/leases/corral-node-lease/"
+LEASE_PREFIX = f"/coordination.k8s.io/leases/{NODE_LEASE_NAMESPACE}/"
 
 
 class NodeLifecycleController:

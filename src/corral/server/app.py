@@ -12,6 +12,7 @@ controllers and compaction. On SQLite there is one server, and it runs them all.
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import os
 import time
@@ -25,13 +26,17 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from corral.aio import cancel_and_wait, wait_for_termination
 from corral.api.defaults import apply_create_defaults
-from corral.api.resources import by_kind
+from corral.api.resources import NODE_LEASE_NAMESPACE, SYSTEM_NAMESPACES, SYSTEM_PRIORITY_CLASSES, by_kind
 from corral.server import errors
 from corral.server.cache import WatchCache
 from corral.agent.throughput import THROUGHPUT_PATH
 from corral.server.discovery import discovery_documents, openapi_documents
-from corral.server.http import MAX_BODY_BYTES, RESOURCE, VERB, add_resource_routes
+from corral.server.http import MAX_BODY_BYTES, RESOURCE, USER, VERB, add_resource_routes
+from corral.server.admission import Admission
 from corral.server.authn import ANONYMOUS_PATHS, BOOTSTRAPPERS, Authenticator
+from corral.server.authz import Attributes, Decision, NodeAuthorizer, RBACAuthorizer, forbidden, request_attributes
+from corral.server.authz.review import Reviews
+from corral.server.authz.bootstrap import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES
 from corral.server.certificates import ServerPKI, prepare_tls, write_first_credentials
 from corral.server.join import join_handler
 from corral.server.rest import ResourceAPI
@@ -45,9 +50,6 @@ log = logging.getLogger(__name__)
 
 DEFAULT_ADDRESS = "127.0.0.1:7443"
 RENEW_CHECK_SECONDS = 12 * 3600.0
-USER = web.RequestKey("user", object)  # the authenticated UserInfo
-BOOTSTRAP_NAMESPACES = ("default", "kube-system", "kube-public", "corral-node-lease")
-SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
 
 
 def default_data_dir() -> str:
@@ -135,6 +137,8 @@ class Server:
         self._detach_scheduler = None
         self.pki: ServerPKI | None = None
         self.authn: Authenticator | None = None
+        self.rbac: RBACAuthorizer | None = None
+        self.node_authz: NodeAuthorizer | None = None
         self.admin: Credentials | None = None
         self._own_credentials: Credentials | None = None
         self._leader_tasks: list[asyncio.Task] = []
@@ -160,7 +164,13 @@ class Server:
         self.cache = WatchCache(self.store)
         await self.cache.start()
         self.authn = Authenticator(self.cache.get)
+        self.rbac = RBACAuthorizer(self.cache.items, self.cache.get)
+        self.cache.on_event.append(self.rbac.on_store_event)
+        self.cache.on_reload.append(self.rbac.invalidate)
+        self.node_authz = NodeAuthorizer(self.cache.get, lease_namespace=NODE_LEASE_NAMESPACE,
+                                         non_resource_paths=frozenset({THROUGHPUT_PATH}))
         self.api = ResourceAPI(self.store, self.cache)
+        self.api.admit = Admission(self.cache.get, self.cache.items, self.authorize).admit
         await self._bootstrap()
         app = self.build_app()
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -291,14 +301,19 @@ class Server:
             await self.store.close()
 
     async def _bootstrap(self) -> None:
-        """Objects every cluster has: the system namespaces and priority classes."""
+        """Objects every cluster has: the system namespaces and priority classes, the default
+        roles and their bindings. A missing one is created again; an existing one is left as the
+        administrator made it."""
         ns_res, pc_res = by_kind("Namespace"), by_kind("PriorityClass")
         wanted: list[tuple[Any, str, dict[str, Any]]] = [
-            (ns_res, name, {"metadata": {"name": name}}) for name in BOOTSTRAP_NAMESPACES
+            (ns_res, name, {"metadata": {"name": name}}) for name in SYSTEM_NAMESPACES
         ] + [
             (pc_res, name, {"metadata": {"name": name}, "value": value,
                             "description": "Used for system critical pods."})
             for name, value in SYSTEM_PRIORITY_CLASSES.items()
+        ] + [
+            (by_kind(obj["kind"]), obj["metadata"]["name"], copy.deepcopy(obj))
+            for obj in (*CLUSTER_ROLES, *CLUSTER_ROLE_BINDINGS)
         ]
         for resource, name, obj in wanted:
             if self.cache.get(resource.key(None, name)) is None:  # type: ignore[union-attr]
@@ -360,12 +375,14 @@ class Server:
         app.router.add_post(JOIN_PATH, self._join)
         app.router.add_get(THROUGHPUT_PATH, self._throughput_download)
         app.router.add_post(THROUGHPUT_PATH, self._throughput_upload)
-        add_resource_routes(app, self.api)  # type: ignore[arg-type]
+        add_resource_routes(app, self.api, Reviews(self.authorize, self.rbac))  # type: ignore[arg-type]
         return app
 
-    def _authenticate(self, request: web.Request) -> None:
-        """Step one of every request: who is asking (401 for nobody, except the public paths)."""
-        if request.path in ANONYMOUS_PATHS:
+    def _admit_request(self, request: web.Request) -> None:
+        """Every request, before any handler reads its body: who is asking (401 for nobody, except
+        the public paths), and may they (403 naming the user, the verb and the resource)."""
+        path = request.path
+        if path in ANONYMOUS_PATHS:
             return
         transport = request.transport
         user = self.authn.authenticate(  # type: ignore[union-attr]
@@ -373,15 +390,30 @@ class Server:
             lambda: transport.get_extra_info("peercert") if transport is not None else None)
         if user is None:
             raise errors.ApiError(401, "Unauthorized", "Unauthorized")
-        if user.in_group(BOOTSTRAPPERS) and request.path != JOIN_PATH:
-            raise errors.ApiError(403, "Forbidden", f'User "{user.name}" may only join a node with a join token')
         request[USER] = user
+        if path == JOIN_PATH:
+            return  # the join handler decides: a join token, or a node renewing its own certificate
+        if user.in_group(BOOTSTRAPPERS):
+            raise errors.ApiError(403, "Forbidden", f'User "{user.name}" may only join a node with a join token')
+        if MASTERS_GROUP in user.groups:
+            return  # allowed everything, as kube-apiserver's privileged group (no rules to look up)
+        attributes = request_attributes(user.name, user.groups, request.method, path, request.query)
+        decision = self.authorize(attributes)
+        if not decision.allowed:
+            raise forbidden(attributes, decision.reason)
+
+    def authorize(self, attributes: Attributes) -> Decision:
+        """The node authoriser for node credentials, then RBAC: the first that allows wins."""
+        decided = self.node_authz.authorize(attributes)  # type: ignore[union-attr]
+        if decided is not None:
+            return decided
+        return self.rbac.authorize(attributes)  # type: ignore[union-attr]
 
     @web.middleware
     async def _middleware(self, request: web.Request, handler) -> web.StreamResponse:
         start = time.perf_counter()
         try:
-            self._authenticate(request)
+            self._admit_request(request)
             response = await handler(request)
         except errors.ApiError as exc:
             response = web.Response(body=exc.body(), status=exc.code, content_type="application/json")

@@ -134,7 +134,8 @@ class WatchCache:
         self._task: asyncio.Task | None = None
         self.revision = 0
         self.ready = asyncio.Event()
-        self.on_event: list[Callable[[Event], None]] = []
+        self.on_event: list[Callable[[Event], None]] = []  # every change, in order
+        self.on_reload: list[Callable[[], None]] = []  # the whole contents replaced (after compaction)
 
     # --- lifecycle -------------------------------------------------------------------------------------
 
@@ -149,6 +150,8 @@ class WatchCache:
             self._objects.setdefault(resource_prefix(record.key), {})[record.key] = record
         self.revision = self._oldest = listing.revision
         self._events, self._event_revs = [], []
+        for hook in self.on_reload:
+            hook()
         self.ready.set()
 
     async def _follow(self) -> None:

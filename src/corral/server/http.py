@@ -17,13 +17,15 @@ import msgspec
 import yaml
 from aiohttp import web
 
+from corral.api import protobuf
 from corral.api.resources import ResourceType, by_plural
 from corral.api.selectors import SelectorError, parse_field_selector, parse_label_selector
 from corral.server import errors
+from corral.server.authz.review import Reviews
 from corral.server.cache import CacheWatcher, TooOld
 from corral.server.rest import ListOptions, Reply, ResourceAPI, WriteOptions
 
-__all__ = ["add_resource_routes", "MAX_BODY_BYTES", "VERB", "RESOURCE"]
+__all__ = ["add_resource_routes", "MAX_BODY_BYTES", "VERB", "RESOURCE", "USER"]
 
 log = logging.getLogger(__name__)
 
@@ -36,6 +38,7 @@ JSON = "application/json"
 # What a request did, for the metrics middleware.
 VERB = web.RequestKey("verb", str)
 RESOURCE = web.RequestKey("resource", str)
+USER = web.RequestKey("user", object)  # the authenticated UserInfo, set before any handler runs
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +104,7 @@ def _write_options(request: web.Request) -> WriteOptions:
     if validation not in ("Warn", "Strict", "Ignore", ""):
         raise errors.bad_request(f'fieldValidation must be one of Ignore, Warn, Strict, got "{validation}"')
     return WriteOptions(strict=validation == "Strict", warn=validation != "Ignore",
-                        dry_run=request.query.get("dryRun") == "All")
+                        dry_run=request.query.get("dryRun") == "All", user=request.get(USER))
 
 
 async def read_body(request: web.Request) -> Any:
@@ -114,6 +117,11 @@ async def read_body(request: web.Request) -> Any:
         raise errors.too_large(MAX_BODY_BYTES) from None
     if not raw.strip():
         raise errors.bad_request("the request body is empty")
+    if request.content_type == protobuf.CONTENT_TYPE:
+        try:
+            return protobuf.decode_object(raw)
+        except protobuf.ProtobufError as exc:
+            raise errors.ApiError(415, "UnsupportedMediaType", f"the protobuf request body cannot be read: {exc}") from None
     if "yaml" in request.content_type:
         try:
             return yaml.safe_load(raw)
@@ -132,9 +140,17 @@ def respond(reply: Reply) -> web.Response:
     return resp
 
 
+def _verb(request: web.Request, resource: ResourceType, verb: str) -> None:
+    """Record what the request does (for the metrics) and refuse what the resource does not serve."""
+    request[VERB] = verb
+    if verb not in resource.verbs:
+        raise errors.method_not_allowed(request.method, f"{resource.plural} ({verb})")
+
+
 class ResourceRoutes:
-    def __init__(self, api: ResourceAPI) -> None:
+    def __init__(self, api: ResourceAPI, reviews: Reviews) -> None:
         self.api = api
+        self.reviews = reviews
 
     async def core(self, request: web.Request) -> web.StreamResponse:
         return await self.dispatch(request, parse_target("", request.match_info["version"], request.match_info["tail"]))
@@ -149,18 +165,22 @@ class ResourceRoutes:
         if t.name is None:  # the collection
             if method == "GET":
                 if _flag(request, "watch"):
-                    request[VERB] = "watch"
+                    _verb(request, res, "watch")
                     return await self.watch(request, t)
-                request[VERB] = "list"
+                _verb(request, res, "list")
                 return respond(await api.list(res, t.namespace, _list_options(request, res)))
             if method == "POST":
-                request[VERB] = "create"
+                _verb(request, res, "create")
                 body = await read_body(request)
+                if res.group == "authorization.k8s.io":
+                    user = request[USER]
+                    answer = self.reviews.answer(res.kind, body, user.name, user.groups)  # type: ignore[attr-defined]
+                    return web.Response(body=_encode(answer), status=201, content_type=JSON)
                 if res.kind == "Binding":
                     return respond(await api.bind(t.namespace or "default", None, body, _write_options(request)))
                 return respond(await api.create(res, t.namespace, body, _write_options(request)))
             if method == "DELETE":
-                request[VERB] = "deletecollection"
+                _verb(request, res, "deletecollection")
                 grace = _int_param(request, "gracePeriodSeconds")
                 return respond(await api.delete_collection(res, t.namespace, _list_options(request, res), grace))
             raise errors.method_not_allowed(method, res.plural)
@@ -182,14 +202,14 @@ class ResourceRoutes:
             return respond(await api.bind(t.namespace or "default", t.name, await read_body(request),
                                           _write_options(request)))
         if method == "GET":
-            request[VERB] = "get"
+            _verb(request, res, "get")
             return respond(await api.get(res, t.namespace, t.name))
         if method == "PUT":
-            request[VERB] = "update"
+            _verb(request, res, "update")
             return respond(await api.update(res, t.namespace, t.name, await read_body(request),
                                             _write_options(request), t.subresource))
         if method == "PATCH":
-            request[VERB] = "patch"
+            _verb(request, res, "patch")
             body = await read_body(request)
             ctype = request.content_type
             # A JSON patch is always a list; the official Python client labels every patch body
@@ -198,7 +218,7 @@ class ResourceRoutes:
             return respond(await api.patch(res, t.namespace, t.name, body, patch_type,
                                            _write_options(request), t.subresource))
         if method == "DELETE":
-            request[VERB] = "delete"
+            _verb(request, res, "delete")
             grace = _int_param(request, "gracePeriodSeconds")
             pre_rv = pre_uid = None
             dry_run = request.query.get("dryRun") == "All"
@@ -275,8 +295,8 @@ class ResourceRoutes:
         return resp
 
 
-def add_resource_routes(app: web.Application, api: ResourceAPI) -> None:
-    routes = ResourceRoutes(api)
+def add_resource_routes(app: web.Application, api: ResourceAPI, reviews: Reviews) -> None:
+    routes = ResourceRoutes(api, reviews)
     app.router.add_route("*", r"/api/{version:v1}/{tail:.+}", routes.core)
     app.router.add_route("*", r"/apis/{group:[^/]+\.[^/]+}/{version:[^/]+}/{tail:.+}", routes.grouped)
 

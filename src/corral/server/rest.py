@@ -19,18 +19,17 @@ import msgspec
 from corral.api import validation
 from corral.api.defaults import apply_create_defaults, apply_update_defaults, now_rfc3339
 from corral.api.patch import PatchError, json_patch, merge_patch
-from corral.api.resources import ResourceType, by_kind
+from corral.api.resources import SYSTEM_NAMESPACES, SYSTEM_PRIORITY_CLASSES, ResourceType, by_kind
 from corral.api.selectors import FieldSelector, LabelSelector
 from corral.server import errors
 from corral.server.cache import WatchCache
 from corral.store.base import Compacted, Conflict, KeyExists, KeyNotFound, Record, Store
 
-__all__ = ["ResourceAPI", "Reply", "ListOptions", "WriteOptions", "PROTECTED_NAMESPACES"]
+__all__ = ["ResourceAPI", "Reply", "ListOptions", "WriteOptions"]
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 
-PROTECTED_NAMESPACES = ("default", "kube-system", "kube-public", "corral-node-lease")
 _CAS_RETRIES = 8
 
 
@@ -54,6 +53,7 @@ class WriteOptions:
     strict: bool = False  # fieldValidation=Strict
     warn: bool = True  # fieldValidation=Ignore turns warnings off
     dry_run: bool = False
+    user: Any = None  # the client's UserInfo: its writes pass admission (the server's own do not)
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -65,6 +65,8 @@ class ResourceAPI:
     def __init__(self, store: Store, cache: WatchCache) -> None:
         self.store = store
         self.cache = cache
+        # (resource, new object, old object or None, user) → raises ApiError: the server's admission
+        self.admit: Callable[[ResourceType, dict[str, Any], dict[str, Any] | None, Any], None] | None = None
 
     # --- reads -------------------------------------------------------------------------------------------
 
@@ -217,6 +219,8 @@ class ResourceAPI:
             if class_name and self.cache.get(by_kind("PriorityClass").key(None, class_name)) is None:
                 await self.cache.wait_consistent()  # as for the namespace
             self._admit_priority(obj)
+        if opts.user is not None and self.admit is not None:
+            self.admit(resource, obj, None, opts.user)
         if opts.dry_run:
             return Reply(201, _encode(obj), warnings)
         try:
@@ -351,6 +355,8 @@ class ResourceAPI:
         warnings = self._validate(resource, merged, opts)
         if merged == current.obj:
             return Reply(200, current.value, warnings)
+        if opts.user is not None and self.admit is not None:
+            self.admit(resource, merged, current.obj, opts.user)
         if opts.dry_run:
             return Reply(200, _encode(merged), warnings)
         key = resource.key(namespace, name)
@@ -450,8 +456,7 @@ class ResourceAPI:
             if expected != current.revision:
                 raise errors.conflict(resource, name, "the resourceVersion in the precondition does not "
                                       "match the object")
-        if resource.kind == "Namespace" and name in PROTECTED_NAMESPACES:
-            raise errors.forbidden(resource, name, "this namespace may not be deleted")
+        self._check_deletable(resource, name)
         if dry_run:
             return Reply(200, current.value)
         key = resource.key(namespace, name)
@@ -491,13 +496,24 @@ class ResourceAPI:
                 except KeyNotFound:
                     pass
 
+    @staticmethod
+    def _check_deletable(resource: ResourceType, name: str) -> None:
+        """What every cluster needs may not be deleted: the system namespaces and priority classes."""
+        if resource.kind == "Namespace" and name in SYSTEM_NAMESPACES:
+            raise errors.forbidden(resource, name, "this namespace may not be deleted")
+        if resource.kind == "PriorityClass" and name in SYSTEM_PRIORITY_CLASSES:
+            raise errors.forbidden(resource, name, "this is a system priority class: it may not be deleted")
+
     async def delete_collection(self, resource: ResourceType, namespace: str | None,
                                 opts: ListOptions, grace_seconds: int | None) -> Reply:
         await self.cache.wait_consistent()
         deleted = []
-        for record in list(self.cache.items(resource.store_prefix, self._key_prefix(resource, namespace))):
-            if not opts.labels.matches_object(record.obj) or not opts.fields.matches(record.obj):
-                continue
+        chosen = sorted((record for record in self.cache.items(resource.store_prefix, self._key_prefix(resource, namespace))
+                         if opts.labels.matches_object(record.obj) and opts.fields.matches(record.obj)),
+                        key=lambda r: r.key)
+        for record in chosen:  # all or nothing: one protected object refuses the whole request
+            self._check_deletable(resource, record.key.rsplit("/", 1)[-1])
+        for record in chosen:
             name = record.key.rsplit("/", 1)[-1]
             ns = _meta(record.obj).get("namespace")
             try:

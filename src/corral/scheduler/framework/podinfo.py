@@ -15,7 +15,7 @@ from corral.api.selectors import LabelSelector, Requirement, label_selector_from
 
 __all__ = [
     "PodInfo", "Requests", "AffinityTerm", "WeightedTerm", "SpreadConstraint", "NodeSelectorTerm",
-    "HostPort", "DEFAULT_MILLI_CPU_REQUEST", "DEFAULT_MEMORY_REQUEST",
+    "HostPort", "DEFAULT_MILLI_CPU_REQUEST", "DEFAULT_MEMORY_REQUEST", "pod_requests",
 ]
 
 # Kubernetes scores a container that requests nothing as if it asked for this much (non-zero requests).
@@ -92,7 +92,7 @@ class HostPort:
     port: int
 
 
-def _requests(spec: dict[str, Any]) -> Requests:
+def pod_requests(spec: dict[str, Any]) -> Requests:
     """Effective requests: the sum over containers, at least the largest init container, plus overhead."""
     def container_requests(c: dict[str, Any]) -> dict[str, int]:
         res = c.get("resources") or {}
@@ -226,7 +226,7 @@ class PodInfo:
             labels=labels,
             priority=int(spec.get("priority") or 0),
             scheduler_name=spec.get("schedulerName") or "default-scheduler",
-            requests=_requests(spec),
+            requests=pod_requests(spec),
             node_name=spec.get("nodeName") or "",
             node_selector=dict(spec.get("nodeSelector") or {}),
             required_node_terms=tuple(_node_term(t) for t in required or ()),

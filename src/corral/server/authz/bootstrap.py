@@ -16,14 +16,27 @@ __all__ = ["CLUSTER_ROLES", "CLUSTER_ROLE_BINDINGS"]
 
 READ = ["get", "list", "watch"]
 WRITE = ["create", "delete", "deletecollection", "patch", "update"]
-_WORKLOADS = ["pods", "pods/log", "pods/status", "pods/eviction", "pods/binding", "events", "configmaps",
-              "replicasets", "deployments", "deployments/scale", "replicasets/scale", "daemonsets", "jobs",
-              "cronjobs", "poddisruptionbudgets", "placements", "podgroups"]
-_GROUPS = ["", "apps", "batch", "policy", "placement.corral.dev", "scheduling.corral.dev"]
+# What users run, by API group; a user's own view of each (status, logs, scale, corral's explain).
+_WORKLOADS: dict[str, list[str]] = {
+    "": ["pods", "pods/log", "pods/status", "pods/explain", "configmaps", "events"],
+    "apps": ["deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale",
+             "replicasets/status", "daemonsets", "daemonsets/status"],
+    "batch": ["jobs", "jobs/status", "cronjobs", "cronjobs/status"],
+    "policy": ["poddisruptionbudgets", "poddisruptionbudgets/status"],
+    "placement.corral.dev": ["placements", "placements/status"],
+    "scheduling.corral.dev": ["podgroups", "podgroups/status"],
+}
+# What only a writer does: evict a pod, read Secrets (their values are as good as write access).
+_WRITER_ONLY: dict[str, list[str]] = {"": ["pods/eviction", "secrets"]}
 
 
 def _rule(verbs: list[str], resources: list[str], groups: list[str] | None = None) -> dict[str, Any]:
     return {"apiGroups": groups if groups is not None else [""], "resources": resources, "verbs": verbs}
+
+
+def _per_group(verbs: list[str], *tables: dict[str, list[str]]) -> list[dict[str, Any]]:
+    groups = sorted({g for t in tables for g in t})
+    return [_rule(verbs, [r for t in tables for r in t.get(g, ())], [g]) for g in groups]
 
 
 def _role(name: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
@@ -34,16 +47,17 @@ def _role(name: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
 CLUSTER_ROLES: list[dict[str, Any]] = [
     _role("cluster-admin", [_rule(["*"], ["*"], ["*"]), {"nonResourceURLs": ["*"], "verbs": ["*"]}]),
     _role("admin", [
-        _rule(READ + WRITE, _WORKLOADS + ["secrets", "leases"], _GROUPS + ["coordination.k8s.io"]),
+        *_per_group(READ + WRITE, _WORKLOADS, _WRITER_ONLY),
         _rule(READ + WRITE, ["roles", "rolebindings"], ["rbac.authorization.k8s.io"]),
+        _rule(READ + WRITE, ["leases"], ["coordination.k8s.io"]),
         _rule(READ, ["namespaces"]),
     ]),
     _role("edit", [
-        _rule(READ + WRITE, _WORKLOADS + ["secrets"], _GROUPS),
+        *_per_group(READ + WRITE, _WORKLOADS, _WRITER_ONLY),
         _rule(READ, ["namespaces"]),
     ]),
     _role("view", [
-        _rule(READ, [r for r in _WORKLOADS if r not in ("pods/binding", "pods/eviction")], _GROUPS),
+        *_per_group(READ, _WORKLOADS),
         _rule(READ, ["namespaces"]),
     ]),
     _role("system:discovery", [{"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*",
