@@ -250,3 +250,28 @@ async def test_a_pod_placed_by_hand_is_checked_as_the_scheduler_would_check_it(s
         err = await refused(eddie.create(forced, raw=True))
         assert 'cannot create resource "pods/skip-fit-check"' in err.message
         err = await refused(eddie.create(PodBuilder("p").node("cordoned").obj, raw=True), 422)
+
+
+async def test_a_namespace_admin_grants_what_it_holds_and_nothing_more(server):
+    async with server.client() as admin:
+        await admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}, raw=True)
+        await admin.create(binding("leads-admin", "admin", "leads", "team"), raw=True)
+    async with as_user(server, "ada", "leads") as ada:
+        await ada.create(binding("devs-edit", "edit", "devs", "team"), raw=True)  # admin holds all of edit
+        err = await refused(ada.create(binding("devs-root", "cluster-admin", "devs", "team"), raw=True))
+        assert 'attempting to grant RBAC permissions not currently held' in err.message
+        await ada.create({"apiVersion": RBAC, "kind": "Role", "metadata": {"name": "reader", "namespace": "team"},
+                          "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"]}]}, raw=True)
+        err = await refused(ada.create({"apiVersion": RBAC, "kind": "Role",
+                                        "metadata": {"name": "placer", "namespace": "team"},
+                                        "rules": [{"apiGroups": [""], "resources": ["pods/skip-fit-check"],
+                                                   "verbs": ["create"]}]}, raw=True))
+        assert 'cannot create resource "pods/skip-fit-check"' in err.message
+        # A binding keeps the role it was made for: change it by deleting and creating again.
+        err = await refused(ada.patch("rolebindings", "devs-edit", {"roleRef": {"name": "view"}}, "team", raw=True),
+                            422)
+        assert "cannot change roleRef" in err.message
+    async with server.client() as admin:
+        names = {b["metadata"]["name"] for b in (await admin.list("rolebindings", "team", raw=True)).items}
+        assert names == {"leads-admin", "devs-edit"}
+        assert {r["metadata"]["name"] for r in (await admin.list("roles", "team", raw=True)).items} == {"reader"}

@@ -12,6 +12,9 @@ Components inside the server (scheduler, controllers) write without it: they are
   To place one anyway (an administrator's deliberate override) the pod carries the annotation
   ``scheduling.corral.dev/skip-fit-check: "true"`` *and* the caller holds ``create`` on
   ``pods/skip-fit-check`` (``cluster-admin`` does; no other default role).
+- **No escalation through RBAC**, as Kubernetes: a Role or ClusterRole may be written only by someone
+  who holds every permission it grants (where it grants them), or holds ``escalate`` on it; a binding
+  only by someone who holds every permission of the role it binds, or holds ``bind`` on that role.
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ RESTRICTED_LABEL_PREFIX = "node-restriction.kubernetes.io/"
 CONTROL_PLANE_TAINT_PREFIX = "node.kubernetes.io/"
 SKIP_FIT_ANNOTATION = "scheduling.corral.dev/skip-fit-check"
 SKIP_FIT_SUBRESOURCE = "skip-fit-check"
+RBAC_GROUP = "rbac.authorization.k8s.io"
 _DONE = ("Succeeded", "Failed")
 
 
@@ -65,6 +69,50 @@ class Admission:
             self._restrict_node(node, resource, new, old)
         if resource.kind == "Pod" and old is None and (new.get("spec") or {}).get("nodeName"):
             self._check_fit(new, user)
+        if resource.group == RBAC_GROUP:
+            self._check_escalation(resource, new, user)
+
+    # --- RBAC escalation ----------------------------------------------------------------------------------
+
+    def _check_escalation(self, resource: ResourceType, new: dict[str, Any], user: Any) -> None:
+        meta = _meta(new)
+        namespace, name = meta.get("namespace") or "", meta.get("name") or ""
+        if resource.kind in ("Role", "ClusterRole"):
+            rules, verb, target_plural, target = new.get("rules") or (), "escalate", resource.plural, name
+        else:
+            ref = new.get("roleRef") or {}
+            target, ref_kind = ref.get("name") or "", ref.get("kind")
+            target_plural = "roles" if ref_kind == "Role" else "clusterroles"
+            role = self._get(f"/{RBAC_GROUP}/roles/{namespace}/{target}" if ref_kind == "Role"
+                             else f"/{RBAC_GROUP}/clusterroles/{target}")
+            rules, verb = (role.obj.get("rules") or ()) if role is not None else (), "bind"
+        if self._authorize(Attributes(user.name, user.groups, verb, RBAC_GROUP, target_plural, "",
+                                      namespace if target_plural == "roles" else "", target)).allowed:
+            return
+        missing = next(self._uncovered(rules, user, namespace), None)
+        if missing is not None:
+            raise errors.forbidden(resource, name, f'User "{user.name}" is attempting to grant RBAC permissions '
+                                                   f'not currently held: it {missing.describe()}')
+
+    def _uncovered(self, rules: Iterable[Any], user: Any, namespace: str):
+        """Each permission in ``rules`` that ``user`` lacks in ``namespace`` ("" = cluster-wide)."""
+        for rule in rules:
+            if not isinstance(rule, dict):
+                continue
+            verbs = rule.get("verbs") or ()
+            for url in rule.get("nonResourceURLs") or ():
+                for verb in verbs:
+                    a = Attributes(user.name, user.groups, verb, path=url)
+                    if not self._authorize(a).allowed:
+                        yield a
+            for group in rule.get("apiGroups") or ():
+                for res in rule.get("resources") or ():
+                    base, _, sub = res.partition("/")
+                    for verb in verbs:
+                        for name in rule.get("resourceNames") or ("",):
+                            a = Attributes(user.name, user.groups, verb, group, base, sub, namespace, name)
+                            if not self._authorize(a).allowed:
+                                yield a
 
     # --- node restriction ------------------------------------------------------------------------------
 

@@ -287,6 +287,10 @@ class ResourceAPI:
         apply_update_defaults(resource, merged)
         if resource.kind == "Pod":
             self._check_pod_spec_update(current, merged)
+        if resource.kind in ("RoleBinding", "ClusterRoleBinding") and merged.get("roleRef") != current.get("roleRef"):
+            raise errors.invalid(resource, cur_meta.get("name"), [validation.Cause(
+                "roleRef", validation.INVALID, "Invalid value: cannot change roleRef (delete the binding and create "
+                "a new one)")])
         if merged.get("spec") != current.get("spec"):
             meta["generation"] = int(cur_meta.get("generation") or 1) + 1
         return merged
