@@ -73,12 +73,18 @@ def cli() -> None:
               help="Another name or address clients reach this server by, for its certificate (repeatable).")
 @click.option("--write-kubeconfig/--no-write-kubeconfig", default=True, show_default=True,
               help="Also write the admin kubeconfig to ~/.config/corral/kubeconfig when there is none there.")
+@click.option("--audit-log", default="", metavar="PATH|off",
+              help="Where to write one JSON line per request that changed state or was refused "
+                   "(default: audit.log in --data-dir; off: none).")
+@click.option("--audit-log-max-size", "audit_max_mib", default=100, show_default=True, metavar="MiB",
+              type=click.IntRange(min=1), help="Rotate the audit log past this size (5 older files are kept).")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def server(data_dir: str | None, address: str, store_url: str | None, run_scheduler: bool,
            scheduler_config: str | None, grace: float, eviction: float, local_agent: bool,
            leader_elect: bool | None, identity: str, advertise_url: str, lease_seconds: float, renew_deadline: float,
-           retry_period: float, tls_sans: tuple[str, ...], write_kubeconfig: bool, log_level: str) -> None:
+           retry_period: float, tls_sans: tuple[str, ...], write_kubeconfig: bool, audit_log: str, audit_max_mib: int,
+           log_level: str) -> None:
     """Run the control plane in the foreground: API server, store and scheduler.
 
     \b
@@ -95,7 +101,8 @@ def server(data_dir: str | None, address: str, store_url: str | None, run_schedu
                           eviction_seconds=eviction, local_agent=local_agent, leader_elect=leader_elect,
                           identity=identity, advertise_url=advertise_url, lease_seconds=lease_seconds, renew_deadline=renew_deadline,
                           retry_period=retry_period, tls_sans=tuple(n for v in tls_sans for n in v.split(",") if n),
-                          user_kubeconfig=write_kubeconfig)
+                          user_kubeconfig=write_kubeconfig, audit_log=audit_log,
+                          audit_log_max_bytes=audit_max_mib * 2**20)
     try:
         import uvloop
 

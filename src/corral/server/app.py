@@ -33,6 +33,7 @@ from corral.agent.throughput import THROUGHPUT_PATH
 from corral.server.discovery import discovery_documents, openapi_documents
 from corral.server.http import MAX_BODY_BYTES, RESOURCE, USER, VERB, add_resource_routes
 from corral.server.admission import Admission
+from corral.server.audit import DEFAULT_MAX_BYTES as DEFAULT_AUDIT_MAX_BYTES, AuditLog
 from corral.server.authn import ANONYMOUS_PATHS, BOOTSTRAPPERS, Authenticator
 from corral.server.authz import Attributes, Decision, NodeAuthorizer, RBACAuthorizer, forbidden, request_attributes
 from corral.server.authz.review import Reviews
@@ -79,6 +80,8 @@ class ServerConfig:
     retry_period: float = 2.0
     tls_sans: tuple[str, ...] = ()  # more names and addresses for the serving certificate
     user_kubeconfig: bool = True  # also write ~/.config/corral/kubeconfig when there is none
+    audit_log: str = ""  # default: {data_dir}/audit.log; "off": none
+    audit_log_max_bytes: int = DEFAULT_AUDIT_MAX_BYTES  # rotated past this size
 
     def elects_leader(self) -> bool:
         if self.leader_elect is not None:
@@ -142,6 +145,7 @@ class Server:
         self.admin: Credentials | None = None
         self._own_credentials: Credentials | None = None
         self._leader_tasks: list[asyncio.Task] = []
+        self.audit: AuditLog | None = None
 
     async def start(self) -> None:
         scheduler_config = None
@@ -161,6 +165,12 @@ class Server:
         advertised = urlsplit(self.config.advertise_url).hostname if self.config.advertise_url else None
         self.pki = await prepare_tls(self.store, self.data_dir, listen_host=host,
                                      extra_hosts=(*self.config.tls_sans, *([advertised] if advertised else [])))
+        if self.config.audit_log != "off":
+            path = self.config.audit_log or os.path.join(self.data_dir, "audit.log")
+            try:
+                self.audit = AuditLog(path, max_bytes=self.config.audit_log_max_bytes)
+            except OSError as exc:
+                raise ValueError(f"cannot open the audit log {path}: {exc.strerror or exc}") from None
         self.cache = WatchCache(self.store)
         await self.cache.start()
         self.authn = Authenticator(self.cache.get)
@@ -299,6 +309,8 @@ class Server:
             await self._runner.cleanup()
         if self.store is not None:
             await self.store.close()
+        if self.audit is not None:
+            self.audit.close()
 
     async def _bootstrap(self) -> None:
         """Objects every cluster has: the system namespaces and priority classes, the default
@@ -402,6 +414,14 @@ class Server:
         if not decision.allowed:
             raise forbidden(attributes, decision.reason)
 
+    def _audit(self, request: web.Request, code: int) -> None:
+        user = request.get(USER)
+        name, groups = (user.name, user.groups) if user is not None else ("system:anonymous", ("system:unauthenticated",))
+        a = request_attributes(name, groups, request.method, request.path, request.query)
+        resource = (a.resource + (f"/{a.subresource}" if a.subresource else "")) if a.is_resource else a.path
+        self.audit.record(user=name, groups=groups, verb=a.verb, resource=resource,  # type: ignore[union-attr]
+                          namespace=a.namespace, name=a.name, code=code)
+
     def authorize(self, attributes: Attributes) -> Decision:
         """The node authoriser for node credentials, then RBAC: the first that allows wins."""
         decided = self.node_authz.authorize(attributes)  # type: ignore[union-attr]
@@ -434,6 +454,8 @@ class Server:
             response = web.Response(body=errors.status_body(500, "InternalError", f"internal error: {exc}"),
                                     status=500, content_type="application/json")
         verb = request.get(VERB, "other")
+        if self.audit is not None and (request.method not in ("GET", "HEAD") or response.status in (401, 403)):
+            self._audit(request, response.status)
         self.metrics.requests.labels(verb, request.get(RESOURCE, ""), str(response.status)).inc()
         self.metrics.latency.labels(verb).observe(time.perf_counter() - start)
         return response
