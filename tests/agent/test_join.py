@@ -10,7 +10,7 @@ import pytest
 
 from corral.agent.credentials import JoinError, kubeconfig_path, node_credentials
 from corral.client import Client
-from corral.pki.ca import CertificateAuthority, certificate_expiry
+from corral.pki.ca import CertificateAuthority, can_serve, certificate_expiry
 from corral.pki.kubeconfig import build_kubeconfig, load_credentials
 
 
@@ -64,3 +64,16 @@ async def test_a_kept_certificate_due_for_renewal_is_renewed_at_start(server, tm
     creds = await node_credentials(data, "w", server=None, token=None, ca_cert_hash=None)
     assert certificate_expiry(creds.cert_pem) > old.not_after + dt.timedelta(days=200)
     assert load_credentials(kubeconfig_path(data)).cert_pem == creds.cert_pem
+
+
+async def test_a_kept_certificate_that_cannot_serve_the_agent_endpoint_is_renewed_at_start(server, tmp_path):
+    """Node certificates from before the agent endpoint served TLS name no host and may not serve."""
+    data = str(tmp_path / "agent")
+    os.makedirs(data)
+    old = server.pki.ca.issue_client("system:node:w", ["system:nodes"])  # fresh, but client-only
+    assert not can_serve(old.cert_pem, "w")
+    with open(kubeconfig_path(data), "w") as f:
+        f.write(build_kubeconfig(server.url, server.pki.ca.cert_pem, user="system:node:w",
+                                 cert_pem=old.cert_pem, key_pem=old.key_pem))
+    creds = await node_credentials(data, "w", server=None, token=None, ca_cert_hash=None)
+    assert creds.cert_pem != old.cert_pem and can_serve(creds.cert_pem, "w") and not can_serve(creds.cert_pem, "x")

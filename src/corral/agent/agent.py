@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,17 +24,34 @@ from aiohttp import web
 
 from corral.aio import cancel_and_wait
 from corral.agent import machine as m
-from corral.agent.node_info import node_object
+from corral.agent.node_info import default_address, node_object
 from corral.agent.reporting import StatusReporter, renew_lease
 from corral.agent.runtimes.base import ContainerRef, Runtime, StartError
 from corral.api.defaults import now_rfc3339
 from corral.client.informer import Informer
 from corral.client.rest import AlreadyExists, ApiError, Client, ConnectionFailed
+from corral.pki import AGENT_CLIENT_USER
+from corral.pki.kubeconfig import load_cert_pair
 from corral.scheduler.cluster import EventRecorder, HttpWriter
 
 __all__ = ["Agent", "AgentConfig"]
 
 log = logging.getLogger(__name__)
+
+
+async def _healthz(request: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+@web.middleware
+async def _only_the_api_server(request: web.Request, handler) -> web.StreamResponse:
+    """Another node, or a user with a certificate of the cluster CA, gets nothing here."""
+    transport = request.transport
+    cert = transport.get_extra_info("peercert") if transport is not None else None
+    user = next((value for rdn in (cert or {}).get("subject") or () for attr, value in rdn if attr == "commonName"), "")
+    if user != AGENT_CLIENT_USER:
+        return web.json_response({"message": f'"{user}" may not use the agent endpoint'}, status=403)
+    return await handler(request)
 
 
 @dataclass(slots=True)
@@ -46,6 +64,7 @@ class AgentConfig:
     taints: list[dict[str, str]] = field(default_factory=list)
     address: str | None = None  # InternalIP the server reaches the agent's log endpoint on
     port: int = 10250  # 0: any free port
+    listen_address: str | None = None  # where the endpoint listens (default: the address above, never all of them)
     heartbeat_seconds: float = 10.0
     lease_duration_seconds: int = 40
     throughput_interval_seconds: float = 600.0
@@ -288,12 +307,24 @@ class Agent:
     # --- logs ---------------------------------------------------------------------------------------
 
     async def _serve_logs(self) -> None:
-        app = web.Application()
+        """The endpoint the API server reads logs from: TLS with the node's certificate, answering
+        only a client certificate of the cluster CA made out to the API server."""
+        creds = getattr(self.client, "credentials", None)
+        if creds is None or not (creds.cert_pem and creds.key_pem and creds.ca_pem):
+            log.warning("no node certificate to serve the log endpoint with: `corral logs` will not reach this node")
+            self.port = 0
+            return
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        load_cert_pair(ctx, creds.cert_pem, creds.key_pem)
+        ctx.load_verify_locations(cadata=creds.ca_pem.decode())
+        ctx.verify_mode = ssl.CERT_REQUIRED  # no client certificate of the cluster CA: no handshake
+        app = web.Application(middlewares=[_only_the_api_server])
         app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self._logs)
-        app.router.add_get("/healthz", lambda r: web.Response(text="ok"))
+        app.router.add_get("/healthz", _healthz)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, "0.0.0.0", self.config.port, reuse_address=True)
+        host = self.config.listen_address or self.config.address or default_address()
+        site = web.TCPSite(self._runner, host, self.config.port, reuse_address=True, ssl_context=ctx)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
 

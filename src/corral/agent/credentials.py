@@ -19,7 +19,7 @@ import aiohttp
 import msgspec
 
 from corral.pki import CA_PATH, JOIN_PATH, NODE_PREFIX, NODES_GROUP
-from corral.pki.ca import ca_pin, make_csr, needs_renewal, new_key
+from corral.pki.ca import ca_pin, can_serve, make_csr, needs_renewal, new_key
 from corral.pki.files import private_dir, write_private
 from corral.pki.kubeconfig import Credentials, build_kubeconfig, load_credentials
 
@@ -98,7 +98,7 @@ async def node_credentials(data_dir: str, node_name: str, *, server: str | None,
         assert creds is not None
         if server:
             creds = creds.with_server(server)
-        if needs_renewal(creds.cert_pem):
+        if needs_renewal(creds.cert_pem) or not can_serve(creds.cert_pem, node_name):
             creds = await renew(creds, data_dir, node_name)
         return creds
     if not server:

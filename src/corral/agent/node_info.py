@@ -13,7 +13,8 @@ from typing import Any
 import corral
 from corral.api.quantity import QuantityError, format_bytes, format_cpu, to_milli, to_units
 
-__all__ = ["default_node_name", "host_capacity", "parse_pairs", "parse_taints", "allocatable", "node_object", "FlagError"]
+__all__ = ["default_node_name", "host_capacity", "parse_pairs", "parse_taints", "allocatable", "node_object", "FlagError",
+           "default_address"]
 
 
 class FlagError(ValueError):
@@ -87,7 +88,8 @@ def allocatable(capacity: dict[str, str], reserved: dict[str, str]) -> dict[str,
     return out
 
 
-def _address() -> str:
+def default_address() -> str:
+    """This machine's address as its host name resolves (loopback when it does not)."""
     try:
         return socket.gethostbyname(socket.gethostname())
     except OSError:
@@ -106,7 +108,7 @@ def node_object(name: str, *, capacity: dict[str, str], reserved: dict[str, str]
         "status": {
             "capacity": capacity,
             "allocatable": allocatable(capacity, reserved),
-            "addresses": [{"type": "InternalIP", "address": address or _address()},
+            "addresses": [{"type": "InternalIP", "address": address or default_address()},
                           {"type": "Hostname", "address": socket.gethostname()}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
             "nodeInfo": {"kernelVersion": platform.release(), "osImage": platform.platform(),

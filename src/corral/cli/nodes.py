@@ -32,13 +32,15 @@ __all__ = ["agent", "logs", "drain"]
 @click.option("--data-dir", default=None, metavar="DIR", help="Working directories and logs (default: ~/.local/share/corral/agent-NAME).")
 @click.option("--address", default=None, metavar="IP", help="The address the server reaches this agent on (for logs).")
 @click.option("--port", default=10250, show_default=True, help="Port of the agent's log endpoint (0: any free port).")
+@click.option("--listen-address", default=None, metavar="IP",
+              help="Where the log endpoint listens (default: --address; 0.0.0.0 for every interface).")
 @click.option("--docker-host", default=None, metavar="URL", help="Docker engine (default: $DOCKER_HOST or the local socket).")
 @click.option("--heartbeat", default=10.0, show_default=True, help="Seconds between Lease renewals.")
 @click.option("--restart-backoff", default=10.0, show_default=True, help="First crash-loop back-off in seconds (doubles to 5 min).")
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 @run
-async def agent(server, token, ca_cert_hash, kubeconfig, name, runtime, labels, taints, capacity, reserved, data_dir, address, port, docker_host,
-                heartbeat, restart_backoff, log_level) -> None:
+async def agent(server, token, ca_cert_hash, kubeconfig, name, runtime, labels, taints, capacity, reserved, data_dir, address, port, listen_address,
+                docker_host, heartbeat, restart_backoff, log_level) -> None:
     """Run this machine as a node: register it, keep it alive, run the pods bound to it."""
     import logging
     import os
@@ -56,7 +58,7 @@ async def agent(server, token, ca_cert_hash, kubeconfig, name, runtime, labels, 
         cap = {**host_capacity(data_dir), **parse_pairs(capacity, "--capacity")}
         config = AgentConfig(name=name, data_dir=data_dir, capacity=cap, reserved=parse_pairs(reserved, "--reserved"),
                              labels=parse_pairs(labels, "--labels"), taints=parse_taints(taints), address=address,
-                             port=port, heartbeat_seconds=heartbeat,
+                             port=port, listen_address=listen_address, heartbeat_seconds=heartbeat,
                              restart_backoff=BackoffPolicy(initial=restart_backoff))
     except FlagError as exc:
         raise CliError(str(exc)) from None

@@ -15,12 +15,14 @@ JOIN_PATH = "/corral/v1/join"  # a join token (or a node's own certificate): a C
 NODE_PREFIX = "system:node:"
 NODES_GROUP = "system:nodes"
 MASTERS_GROUP = "system:masters"
+# The API server, when it reaches an agent's endpoint (logs): the only client an agent answers.
+AGENT_CLIENT_USER = "system:apiserver-agent-client"
 
 from corral.pki.ca import CertificateAuthority, IssuedCertificate, ca_pin, certificate_expiry
 from corral.pki.files import private_dir, write_private
 from corral.pki.kubeconfig import Credentials, KubeconfigError, build_kubeconfig, load_credentials
 
 __all__ = [
-    "CA_PATH", "JOIN_PATH", "MASTERS_GROUP", "NODES_GROUP", "NODE_PREFIX", "CertificateAuthority", "Credentials", "IssuedCertificate", "KubeconfigError", "build_kubeconfig",
+    "AGENT_CLIENT_USER", "CA_PATH", "JOIN_PATH", "MASTERS_GROUP", "NODES_GROUP", "NODE_PREFIX", "CertificateAuthority", "Credentials", "IssuedCertificate", "KubeconfigError", "build_kubeconfig",
     "ca_pin", "certificate_expiry", "load_credentials", "private_dir", "write_private",
 ]

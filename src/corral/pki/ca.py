@@ -86,6 +86,18 @@ def certificate_hosts(cert_pem: bytes) -> set[str]:
     return set(san.get_values_for_type(x509.DNSName)) | {str(ip) for ip in san.get_values_for_type(x509.IPAddress)}
 
 
+def can_serve(cert_pem: bytes, name: str) -> bool:
+    """Whether a TLS server may use the certificate under DNS name ``name`` (node certificates from
+    before the agent endpoint served TLS may not: they are renewed)."""
+    cert = _load_cert(cert_pem)
+    try:
+        usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    except x509.ExtensionNotFound:
+        return False
+    return ExtendedKeyUsageOID.SERVER_AUTH in usages and name in names.get_values_for_type(x509.DNSName)
+
+
 def needs_renewal(cert_pem: bytes, *, now: dt.datetime | None = None) -> bool:
     """True once less than a third of the certificate's lifetime is left (for a one-year
     certificate: four months before it expires), as kubelet's certificate manager does, roughly."""
@@ -164,7 +176,7 @@ class CertificateAuthority:
     def pin(self) -> str:
         return ca_pin(self.cert_pem)
 
-    def _leaf(self, subject: x509.Name, public_key, usage: x509.ObjectIdentifier, *, days: int,
+    def _leaf(self, subject: x509.Name, public_key, usages: list[x509.ObjectIdentifier], *, days: int,
               now: dt.datetime | None, sans: list[x509.GeneralName] | None = None) -> x509.Certificate:
         now = now or _utcnow()
         not_after = min(now + dt.timedelta(days=days), self._cert.not_valid_after_utc)
@@ -176,7 +188,7 @@ class CertificateAuthority:
             .add_extension(x509.KeyUsage(digital_signature=True, key_encipherment=False, key_cert_sign=False,
                                          content_commitment=False, data_encipherment=False, key_agreement=False,
                                          crl_sign=False, encipher_only=False, decipher_only=False), critical=True)
-            .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(self._key.public_key()), critical=False)
         )
         if sans:
@@ -193,18 +205,22 @@ class CertificateAuthority:
             except ValueError:
                 sans.append(x509.DNSName(host))
         key = new_key()
-        cert = self._leaf(_name(common_name), key.public_key(), ExtendedKeyUsageOID.SERVER_AUTH, days=days,
+        cert = self._leaf(_name(common_name), key.public_key(), [ExtendedKeyUsageOID.SERVER_AUTH], days=days,
                           now=now, sans=sans)
         return IssuedCertificate(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key), cert.not_valid_after_utc)
 
     def issue_client(self, user: str, groups: Iterable[str] = (), *, days: int = LEAF_DAYS,
-                     now: dt.datetime | None = None, public_key: ec.EllipticCurvePublicKey | None = None
-                     ) -> IssuedCertificate:
+                     now: dt.datetime | None = None, public_key: ec.EllipticCurvePublicKey | None = None,
+                     serving_name: str = "") -> IssuedCertificate:
         """A TLS client certificate for ``user`` in ``groups``. With ``public_key`` (from a signing
-        request) the holder keeps its key and ``key_pem`` is empty; without, a new key comes with it."""
+        request) the holder keeps its key and ``key_pem`` is empty; without, a new key comes with it.
+        ``serving_name``: the holder may also serve TLS with it under that DNS name (a node's agent
+        endpoint, under the node's name, which is what the API server checks when it connects)."""
         key = None if public_key is not None else new_key()
         pub = public_key if public_key is not None else key.public_key()  # type: ignore[union-attr]
-        cert = self._leaf(_name(user, groups), pub, ExtendedKeyUsageOID.CLIENT_AUTH, days=days, now=now)
+        usages = [ExtendedKeyUsageOID.CLIENT_AUTH] + ([ExtendedKeyUsageOID.SERVER_AUTH] if serving_name else [])
+        sans: list[x509.GeneralName] = [x509.DNSName(serving_name)] if serving_name else []
+        cert = self._leaf(_name(user, groups), pub, usages, days=days, now=now, sans=sans)
         return IssuedCertificate(cert.public_bytes(serialization.Encoding.PEM), _key_pem(key) if key else b"",
                                  cert.not_valid_after_utc)
 

@@ -33,6 +33,7 @@ from corral.agent.throughput import THROUGHPUT_PATH
 from corral.server.discovery import discovery_documents, openapi_documents
 from corral.server.http import MAX_BODY_BYTES, RESOURCE, USER, VERB, add_resource_routes
 from corral.server.admission import Admission
+from corral.server.agents import AgentConnector
 from corral.server.audit import DEFAULT_MAX_BYTES as DEFAULT_AUDIT_MAX_BYTES, AuditLog
 from corral.server.authn import ANONYMOUS_PATHS, BOOTSTRAPPERS, Authenticator
 from corral.server.authz import Attributes, Decision, NodeAuthorizer, RBACAuthorizer, forbidden, request_attributes
@@ -225,11 +226,11 @@ class Server:
 
     def node_credentials(self, node_name: str) -> Credentials:
         """A node's client certificate, issued directly (for the agent this process runs itself)."""
-        return self.issue_credentials(NODE_PREFIX + node_name, [NODES_GROUP])
+        return self.issue_credentials(NODE_PREFIX + node_name, [NODES_GROUP], serving_name=node_name)
 
-    def issue_credentials(self, user: str, groups: list[str]) -> Credentials:
+    def issue_credentials(self, user: str, groups: list[str], *, serving_name: str = "") -> Credentials:
         """A client certificate of the cluster CA for ``user``, issued in this process."""
-        issued = self.pki.ca.issue_client(user, groups)  # type: ignore[union-attr]
+        issued = self.pki.ca.issue_client(user, groups, serving_name=serving_name)  # type: ignore[union-attr]
         return Credentials(self.url, self.pki.ca.cert_pem, cert_pem=issued.cert_pem,  # type: ignore[union-attr]
                            key_pem=issued.key_pem, source="issued in-process")
 
@@ -387,7 +388,8 @@ class Server:
         app.router.add_post(JOIN_PATH, self._join)
         app.router.add_get(THROUGHPUT_PATH, self._throughput_download)
         app.router.add_post(THROUGHPUT_PATH, self._throughput_upload)
-        add_resource_routes(app, self.api, Reviews(self.authorize, self.rbac))  # type: ignore[arg-type]
+        add_resource_routes(app, self.api, Reviews(self.authorize, self.rbac),  # type: ignore[arg-type]
+                            AgentConnector(self.pki.ca))  # type: ignore[union-attr]
         return app
 
     def _admit_request(self, request: web.Request) -> None:

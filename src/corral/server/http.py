@@ -21,6 +21,7 @@ from corral.api import protobuf
 from corral.api.resources import ResourceType, by_plural
 from corral.api.selectors import SelectorError, parse_field_selector, parse_label_selector
 from corral.server import errors
+from corral.server.agents import AgentConnector
 from corral.server.authz.review import Reviews
 from corral.server.cache import CacheWatcher, TooOld
 from corral.server.rest import ListOptions, Reply, ResourceAPI, WriteOptions
@@ -148,9 +149,10 @@ def _verb(request: web.Request, resource: ResourceType, verb: str) -> None:
 
 
 class ResourceRoutes:
-    def __init__(self, api: ResourceAPI, reviews: Reviews) -> None:
+    def __init__(self, api: ResourceAPI, reviews: Reviews, agents: AgentConnector) -> None:
         self.api = api
         self.reviews = reviews
+        self.agents = agents
 
     async def core(self, request: web.Request) -> web.StreamResponse:
         return await self.dispatch(request, parse_target("", request.match_info["version"], request.match_info["tail"]))
@@ -194,7 +196,7 @@ class ResourceRoutes:
             if method != "GET":
                 raise errors.method_not_allowed(method, "pods/log")
             request[VERB] = "get"
-            return await proxy_logs(request, api, t.namespace or "default", t.name)
+            return await proxy_logs(request, api, self.agents, t.namespace or "default", t.name)
         if t.subresource == "binding":
             if method != "POST":
                 raise errors.method_not_allowed(method, "pods/binding")
@@ -295,13 +297,14 @@ class ResourceRoutes:
         return resp
 
 
-def add_resource_routes(app: web.Application, api: ResourceAPI, reviews: Reviews) -> None:
-    routes = ResourceRoutes(api, reviews)
+def add_resource_routes(app: web.Application, api: ResourceAPI, reviews: Reviews, agents: AgentConnector) -> None:
+    routes = ResourceRoutes(api, reviews, agents)
     app.router.add_route("*", r"/api/{version:v1}/{tail:.+}", routes.core)
     app.router.add_route("*", r"/apis/{group:[^/]+\.[^/]+}/{version:[^/]+}/{tail:.+}", routes.grouped)
 
 
-async def proxy_logs(request: web.Request, api: ResourceAPI, namespace: str, name: str) -> web.StreamResponse:
+async def proxy_logs(request: web.Request, api: ResourceAPI, agents: AgentConnector, namespace: str,
+                     name: str) -> web.StreamResponse:
     """``GET pods/{name}/log``: stream the container's output from the agent of the pod's node."""
     import aiohttp
 
@@ -318,19 +321,19 @@ async def proxy_logs(request: web.Request, api: ResourceAPI, namespace: str, nam
     if container not in containers:
         raise errors.bad_request(f"container {container} is not valid for pod {name}, choose one of: {containers}")
     node = api.cache.get(by_kind("Node").key(None, node_name))
-    status = (node.obj.get("status") or {}) if node is not None else {}
-    address = next((a.get("address") for a in status.get("addresses") or () if a.get("type") == "InternalIP"), None)
-    port = ((status.get("daemonEndpoints") or {}).get("kubeletEndpoint") or {}).get("Port")
-    if not address or not port:
-        raise errors.ApiError(503, "ServiceUnavailable", f"node {node_name} has no agent endpoint to read logs from")
-    params = {k: v for k, v in (("follow", request.query.get("follow")),
-                                ("tailLines", request.query.get("tailLines"))) if v}
-    url = f"http://{address}:{port}/containerLogs/{namespace}/{name}/{container}"
+    url = agents.logs_url(node_name, node.obj if node is not None else None, namespace, name, container)
+    params = {}
+    if _flag(request, "follow"):
+        params["follow"] = "true"
+    tail = _int_param(request, "tailLines")
+    if tail is not None:
+        params["tailLines"] = str(max(tail, 0))
     try:
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=5)) as session:
-            async with session.get(url, params=params) as upstream:
+            # The agent must prove to be this node: its certificate names it (checked in the handshake).
+            async with session.get(url, params=params, ssl=agents.ssl_context(), server_hostname=node_name) as upstream:
                 if upstream.status != 200:
-                    text = await upstream.text()
+                    text = (await upstream.content.read(4096)).decode("utf-8", "replace")
                     raise errors.ApiError(upstream.status if upstream.status < 500 else 502, "NotFound"
                                           if upstream.status == 404 else "InternalError", text.strip())
                 resp = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8"})

@@ -19,6 +19,7 @@ from corral.pki import JOIN_PATH, MASTERS_GROUP, NODE_PREFIX, NODES_GROUP
 from corral.pki.ca import CertificateAuthority, CertificateError, read_csr
 from corral.server import errors
 from corral.server.authn import BOOTSTRAPPERS
+from corral.server.authz.node import node_name
 
 __all__ = ["JOIN_PATH", "join_handler"]
 
@@ -28,7 +29,7 @@ _NODE_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a
 
 async def join_handler(request: web.Request, ca: CertificateAuthority, user: Any) -> web.Response:
     may_join = user.in_group(BOOTSTRAPPERS) or user.in_group(MASTERS_GROUP)
-    if not may_join and not user.name.startswith(NODE_PREFIX):
+    if not may_join and node_name(user.name, user.groups) is None:
         raise errors.ApiError(403, "Forbidden", f'User "{user.name}" cannot join nodes: it needs a join token')
     raw = await request.content.read(MAX_CSR_BYTES + 1)
     if len(raw) > MAX_CSR_BYTES:
@@ -54,5 +55,6 @@ async def join_handler(request: web.Request, ca: CertificateAuthority, user: Any
     if not may_join and user.name != request_.common_name:
         raise errors.ApiError(403, "Forbidden", f'User "{user.name}" can renew only its own certificate, not '
                       f'"{request_.common_name}"')
-    issued = ca.issue_client(request_.common_name, request_.organizations, public_key=request_.public_key)
+    issued = ca.issue_client(request_.common_name, request_.organizations, public_key=request_.public_key,
+                             serving_name=node)  # the agent's endpoint is served with it too
     return web.json_response({"certificate": issued.cert_pem.decode(), "ca": ca.cert_pem.decode()})

@@ -1,0 +1,64 @@
+"""The agent's endpoint: TLS with the node's certificate, on the node's own address, answering only
+the API server's client certificate."""
+
+from __future__ import annotations
+
+import ssl
+
+import aiohttp
+import pytest
+
+from corral.agent.agent import Agent, AgentConfig
+from corral.agent.runtimes.process import ProcessRuntime
+from corral.client import Client
+from corral.pki import AGENT_CLIENT_USER
+from corral.pki.kubeconfig import load_cert_pair
+from corral.testing import running_server
+
+
+@pytest.fixture
+async def agent(tmp_path):
+    async with running_server(str(tmp_path / "server"), scheduler=False, controllers=False) as server:
+        async with Client(credentials=server.node_credentials("n1")) as client:
+            agent = Agent(client, ProcessRuntime(str(tmp_path / "agent")), AgentConfig(
+                name="n1", data_dir=str(tmp_path / "agent"), capacity={"cpu": "1", "memory": "1Gi", "pods": "10"},
+                address="127.0.0.1", port=0, throughput_interval_seconds=3600))
+            await agent.start()
+            try:
+                yield server, agent
+            finally:
+                await agent.stop()
+
+
+def context(server, cert=None) -> ssl.SSLContext:
+    ctx = ssl.create_default_context(cadata=server.pki.ca.cert_pem.decode())
+    ctx.check_hostname = False
+    if cert is not None:
+        load_cert_pair(ctx, cert.cert_pem, cert.key_pem)
+    return ctx
+
+
+async def get(url: str, ctx: ssl.SSLContext) -> int:
+    async with aiohttp.ClientSession() as session:
+        async with session.get(url, ssl=ctx) as resp:
+            return resp.status
+
+
+async def test_only_the_api_servers_certificate_is_answered(agent):
+    server, node = agent
+    url = f"https://127.0.0.1:{node.port}/healthz"
+    with pytest.raises(aiohttp.ClientError):
+        await get(url, context(server))  # no client certificate: no handshake
+    with pytest.raises(aiohttp.ClientError):  # plain HTTP: nothing
+        async with aiohttp.ClientSession() as session:
+            async with session.get(url.replace("https", "http")) as resp:
+                await resp.read()
+    assert await get(url, context(server, server.pki.ca.issue_client("system:node:n2", ["system:nodes"]))) == 403
+    assert await get(url, context(server, server.pki.ca.issue_client("admin", ["system:masters"]))) == 403
+    assert await get(url, context(server, server.pki.ca.issue_client(AGENT_CLIENT_USER))) == 200
+
+
+async def test_it_listens_on_the_nodes_address_only(agent):
+    _, node = agent
+    bound = {s.getsockname()[0] for site in node._runner.sites for s in site._server.sockets}
+    assert bound == {"127.0.0.1"}
