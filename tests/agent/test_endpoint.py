@@ -1,8 +1,10 @@
-"""The agent's endpoint: TLS with the node's certificate, on the node's own address, answering only
-the API server's client certificate."""
+"""An agent in the test's event loop, against an in-process server: its endpoint (TLS with the
+node's certificate, on the node's own address, answering only the API server's client certificate)
+and its node's life (deleted while the agent runs, it registers again)."""
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 
 import aiohttp
@@ -10,7 +12,7 @@ import pytest
 
 from corral.agent.agent import Agent, AgentConfig
 from corral.agent.runtimes.process import ProcessRuntime
-from corral.client import Client
+from corral.client import Client, NotFound
 from corral.pki import AGENT_CLIENT_USER
 from corral.pki.kubeconfig import load_cert_pair
 from corral.testing import running_server
@@ -22,7 +24,7 @@ async def agent(tmp_path):
         async with Client(credentials=server.node_credentials("n1")) as client:
             agent = Agent(client, ProcessRuntime(str(tmp_path / "agent")), AgentConfig(
                 name="n1", data_dir=str(tmp_path / "agent"), capacity={"cpu": "1", "memory": "1Gi", "pods": "10"},
-                address="127.0.0.1", port=0, throughput_interval_seconds=3600))
+                address="127.0.0.1", port=0, throughput_interval_seconds=3600, heartbeat_seconds=0.2))
             await agent.start()
             try:
                 yield server, agent
@@ -62,3 +64,21 @@ async def test_it_listens_on_the_nodes_address_only(agent):
     _, node = agent
     bound = {s.getsockname()[0] for site in node._runner.sites for s in site._server.sockets}
     assert bound == {"127.0.0.1"}
+
+
+async def test_a_node_deleted_while_its_agent_runs_registers_again(agent):
+    server, _ = agent
+    async with server.client() as admin:
+        before = await admin.get("nodes", "n1", raw=True)
+        await admin.delete("nodes", "n1")
+        for _ in range(50):
+            await asyncio.sleep(0.1)
+            try:
+                again = await admin.get("nodes", "n1", raw=True)
+                break
+            except NotFound:
+                continue
+        else:
+            raise AssertionError("the node did not come back within 5 s")
+    assert again["metadata"]["uid"] != before["metadata"]["uid"]
+    assert again["status"]["allocatable"] == before["status"]["allocatable"]

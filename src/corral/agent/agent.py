@@ -29,7 +29,7 @@ from corral.agent.reporting import StatusReporter, renew_lease
 from corral.agent.runtimes.base import ContainerRef, Runtime, StartError
 from corral.api.defaults import now_rfc3339
 from corral.client.informer import Informer
-from corral.client.rest import AlreadyExists, ApiError, Client, ConnectionFailed
+from corral.client.rest import AlreadyExists, ApiError, Client, ConnectionFailed, NotFound
 from corral.pki import AGENT_CLIENT_USER
 from corral.pki.kubeconfig import load_cert_pair
 from corral.scheduler.cluster import EventRecorder, HttpWriter
@@ -183,7 +183,13 @@ class Agent:
         """Renew the Lease and the Node's Ready condition."""
         name = self.config.name
         await renew_lease(self.client, name, duration_seconds=self.config.lease_duration_seconds)
-        node = await self.client.get("nodes", name, raw=True)
+        try:
+            node = await self.client.get("nodes", name, raw=True)
+        except NotFound:
+            # Someone deleted this node while its agent runs: it registers again, as kubelet does.
+            log.warning("node %s was deleted; registering it again", name)
+            await self._register()
+            return
         conditions = [c for c in (node.get("status") or {}).get("conditions") or () if c.get("type") != "Ready"]
         ready = self._ready_condition()
         old = next((c for c in (node.get("status") or {}).get("conditions") or () if c.get("type") == "Ready"), None)

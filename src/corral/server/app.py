@@ -134,6 +134,7 @@ class Server:
         self._tasks: list[asyncio.Task] = []
         self.scheduler = None
         self.node_lifecycle = None
+        self.pod_gc = None
         self.elector = None
         self.agent = None
         self.url = ""
@@ -267,9 +268,13 @@ class Server:
         if self.config.controllers:
             from corral.controllers.node_lifecycle import NodeLifecycleController
 
+            from corral.controllers.pod_gc import PodGarbageCollector
+
             self.node_lifecycle = NodeLifecycleController(
                 self.api, grace_seconds=self.config.node_grace_seconds, eviction_seconds=self.config.eviction_seconds)
             self.node_lifecycle.start()
+            self.pod_gc = PodGarbageCollector(self.api, quarantine_seconds=self.config.node_grace_seconds)
+            self.pod_gc.start()
         self._leader_tasks = [asyncio.create_task(self._compact_loop(), name="compaction")]
 
     async def _stop_leading(self) -> None:
@@ -278,6 +283,9 @@ class Server:
         if self.node_lifecycle is not None:
             await self.node_lifecycle.stop()
             self.node_lifecycle = None
+        if self.pod_gc is not None:
+            await self.pod_gc.stop()
+            self.pod_gc = None
         if self.scheduler is not None:
             self._detach_scheduler()
             await self.scheduler.stop()
