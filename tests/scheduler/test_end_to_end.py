@@ -99,10 +99,13 @@ def test_a_node_added_later_takes_the_pod_that_was_waiting(cluster_process, tmp_
 
 
 def test_the_scheduler_also_runs_as_its_own_process_over_http(tmp_path):
+    """Under its own identity, system:kube-scheduler, with only the rights its default role grants."""
     with ServerProcess(str(tmp_path / "api"), "--no-scheduler") as api:
         corral("apply", "-f", manifests(tmp_path, node("n1")), kubeconfig=api.kubeconfig)
         corral("apply", "-f", manifests(tmp_path, pod("p1", "100m")), kubeconfig=api.kubeconfig)
-        env = child_env({"KUBECONFIG": api.kubeconfig})
+        own = tmp_path / "scheduler.kubeconfig"
+        own.write_text(corral("token", "create", "--user", "system:kube-scheduler", kubeconfig=api.kubeconfig).stdout)
+        env = child_env({"KUBECONFIG": str(own)})
         proc = subprocess.Popen([CORRAL, "scheduler"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, env=env)
         try:
