@@ -54,6 +54,9 @@ async def test_a_container_runs_publishes_its_host_port_logs_and_stops(dockerd, 
     attrs = rt.client.containers.get(ref.id.removeprefix("docker://")).attrs
     assert attrs["HostConfig"]["Memory"] == 32 * 1024 * 1024 and attrs["HostConfig"]["NanoCpus"] == 200_000_000
     assert attrs["Config"]["Labels"]["corral.dev/pod-uid"] == "uid-web-0001"
+    # Contained: a process limit, no privilege gained through setuid, Docker's default capabilities only.
+    assert attrs["HostConfig"]["PidsLimit"] == 1024 and attrs["HostConfig"]["SecurityOpt"] == ["no-new-privileges"]
+    assert not attrs["HostConfig"]["CapAdd"] and not attrs["HostConfig"]["Privileged"]
     recovered = await rt.recover()
     assert [(r.ref.pod_key, r.ref.container, r.running) for r in recovered] == [("default/web", "main", True)]
     waiter = asyncio.create_task(rt.wait(ref))

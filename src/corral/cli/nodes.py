@@ -34,13 +34,20 @@ __all__ = ["agent", "logs", "drain"]
 @click.option("--port", default=10250, show_default=True, help="Port of the agent's log endpoint (0: any free port).")
 @click.option("--listen-address", default=None, metavar="IP",
               help="Where the log endpoint listens (default: --address; 0.0.0.0 for every interface).")
+@click.option("--run-as-user", default=None, metavar="USER",
+              help="Process runtime: the user pods run as (default: nobody when the agent runs as root; an "
+                   "unprivileged agent runs them as itself).")
+@click.option("--max-processes", default=1024, show_default=True, type=click.IntRange(min=1),
+              help="Process limit: per pod user (process runtime, RLIMIT_NPROC) or per container (docker).")
+@click.option("--max-open-files", default=4096, show_default=True, type=click.IntRange(min=16),
+              help="Open files per process (process runtime).")
 @click.option("--docker-host", default=None, metavar="URL", help="Docker engine (default: $DOCKER_HOST or the local socket).")
 @click.option("--heartbeat", default=10.0, show_default=True, help="Seconds between Lease renewals.")
 @click.option("--restart-backoff", default=10.0, show_default=True, help="First crash-loop back-off in seconds (doubles to 5 min).")
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 @run
 async def agent(server, token, ca_cert_hash, kubeconfig, name, runtime, labels, taints, capacity, reserved, data_dir, address, port, listen_address,
-                docker_host, heartbeat, restart_backoff, log_level) -> None:
+                run_as_user, max_processes, max_open_files, docker_host, heartbeat, restart_backoff, log_level) -> None:
     """Run this machine as a node: register it, keep it alive, run the pods bound to it."""
     import logging
     import os
@@ -65,11 +72,15 @@ async def agent(server, token, ca_cert_hash, kubeconfig, name, runtime, labels, 
     if runtime == "docker":
         from corral.agent.runtimes.docker import DockerRuntime
 
-        rt = DockerRuntime(data_dir, base_url=docker_host)
+        rt = DockerRuntime(data_dir, base_url=docker_host, pids_limit=max_processes)
     else:
         from corral.agent.runtimes.process import ProcessRuntime
 
-        rt = ProcessRuntime(data_dir)
+        try:
+            rt = ProcessRuntime(data_dir, run_as_user=run_as_user, max_processes=max_processes,
+                                max_open_files=max_open_files)
+        except ValueError as exc:
+            raise CliError(str(exc)) from None
     from corral.agent.credentials import JoinError, node_credentials
     from corral.client.config import client_credentials, server_url
     from corral.client.rest import Client

@@ -85,6 +85,19 @@ class LocalCluster:
         self.agents.clear()
         self.server.stop()
         self.kill_pod_processes()
+        self._remove_pod_directories()
+
+    def _remove_pod_directories(self) -> None:
+        """Those the agents kept outside this cluster's directory (see ProcessRuntime's pods_root)."""
+        import glob
+        import shutil
+
+        from corral.agent.runtimes.process import pods_root
+
+        for node in glob.glob(os.path.join(self.root, "node-*")):
+            pods = pods_root(node)
+            if not str(pods).startswith(os.path.abspath(self.root) + os.sep):
+                shutil.rmtree(pods, ignore_errors=True)
 
     def kill_pod_processes(self) -> int:
         """Pods' processes outlive their agent by design (a restarted agent adopts them); a test
@@ -92,10 +105,12 @@ class LocalCluster:
         import glob
         import json
 
-        from corral.agent.runtimes.process import _start_time
+        from corral.agent.runtimes.process import _start_time, pods_root
 
         killed = 0
-        for pid_file in glob.glob(os.path.join(self.root, "node-*", "pods", "*", "*.pid")):
+        pid_files = [f for node in glob.glob(os.path.join(self.root, "node-*"))
+                     for f in glob.glob(os.path.join(pods_root(node), "*", "*.pid"))]
+        for pid_file in pid_files:
             try:
                 info = json.loads(open(pid_file).read())
                 if info.get("start") and _start_time(info["pid"]) == info["start"]:

@@ -20,7 +20,9 @@ from typing import Any, AsyncIterator
 from corral.agent.runtimes.base import ContainerRef, ExitInfo, RecoveredContainer, StartError
 from corral.api.quantity import QuantityError, to_milli, to_units
 
-__all__ = ["DockerRuntime"]
+__all__ = ["DockerRuntime", "DEFAULT_PIDS_LIMIT"]
+
+DEFAULT_PIDS_LIMIT = 1024  # processes per container
 
 LABEL_UID = "corral.dev/pod-uid"
 LABEL_NAMESPACE = "corral.dev/pod-namespace"
@@ -31,10 +33,11 @@ LABEL_CONTAINER = "corral.dev/container"
 class DockerRuntime:
     name = "docker"
 
-    def __init__(self, data_dir: str, base_url: str | None = None) -> None:
+    def __init__(self, data_dir: str, base_url: str | None = None, *, pids_limit: int = DEFAULT_PIDS_LIMIT) -> None:
         import docker
 
         self.data_dir = data_dir
+        self.pids_limit = pids_limit
         self.client = docker.DockerClient(base_url=base_url or os.environ.get("DOCKER_HOST")
                                           or "unix:///var/run/docker.sock", timeout=120)
         self._waits = concurrent.futures.ThreadPoolExecutor(max_workers=512, thread_name_prefix="docker-wait")
@@ -126,6 +129,9 @@ class DockerRuntime:
                 working_dir=container.get("workingDir") or None, hostname=pod_name[:63],
                 labels={LABEL_UID: uid, LABEL_NAMESPACE: namespace, LABEL_POD: pod_name, LABEL_CONTAINER: name},
                 network=self._network(uid), ports=ports or None, detach=True, **self._limits(container),
+                # Contained as Docker contains by default (its default capabilities only: nothing
+                # added), plus a process limit and no privilege gained through setuid binaries.
+                pids_limit=self.pids_limit, security_opt=["no-new-privileges"],
             )
             created.start()
         except docker.errors.APIError as exc:

@@ -4,17 +4,32 @@ A container's ``command`` + ``args`` run with its ``env`` in a working directory
 data directory, in a session of its own (so stopping it reaches its children), with stdout and
 stderr appended to a log file. A pid file (pid + the kernel's start time, which tells a reused pid
 apart) lets an agent that restarts find the processes it started; they keep running while the agent
-is away. The image is not used, and resource limits are not enforced: this runtime is for trusted
-local workloads, development and tests; use ``docker`` for isolation.
+is away.
+
+What it contains: an agent running as root runs every container as an unprivileged user
+(``run_as_user``, default ``nobody``), never as root; every container gets rlimits on the number of
+processes of that user (``max_processes``: a fork bomb stops there) and on open files; its working
+directory (and ``workingDir``, which cannot lead out of it) is the only place it may write under the
+agent's directory; it may pass through the pod directories to reach it but not list them, and the
+logs are the agent's alone (0600). What it does not: no cpu or
+memory limits, no network or filesystem isolation beyond Unix permissions, and the process limit
+counts all processes of the user (all pods together). The image is not used. Use ``docker`` for
+isolation.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import hashlib
 import json
+import logging
 import os
+import pwd
+import resource
 import shutil
 import signal
+import stat
 import time
 from pathlib import Path
 from typing import Any, AsyncIterator
@@ -22,9 +37,84 @@ from typing import Any, AsyncIterator
 import corral
 from corral.agent.runtimes.base import ContainerRef, ExitInfo, RecoveredContainer, StartError
 
-__all__ = ["ProcessRuntime"]
+__all__ = ["ProcessRuntime", "DEFAULT_MAX_PROCESSES", "DEFAULT_MAX_OPEN_FILES", "pods_root"]
 
 _POLL = 0.1
+DEFAULT_MAX_PROCESSES = 1024
+DEFAULT_MAX_OPEN_FILES = 4096
+FALLBACK_ROOT = "/var/lib/corral/pods"
+log = logging.getLogger(__name__)
+
+
+def _within_hard(limit: int, value: int) -> int:
+    """``value``, or the agent's own hard limit if that is lower (a child can only lower it)."""
+    hard = resource.getrlimit(limit)[1]
+    return value if hard == resource.RLIM_INFINITY else min(value, hard)
+
+
+def _enter(workdir: str, user: pwd.struct_passwd | None, limits: tuple[tuple[int, int], ...]) -> None:
+    """In the child, between fork and exec (system calls only): into the working directory while
+    still the agent (the pod directories above it are the agent's alone), then the pod's user, then
+    the limits. Done here rather than with ``cwd=``/``user=``, whose order uvloop neither promises
+    nor (for ``user``) supports."""
+    os.chdir(workdir)
+    if user is not None:
+        os.setgroups([])
+        os.setgid(user.pw_gid)
+        os.setuid(user.pw_uid)
+    for limit, value in limits:
+        resource.setrlimit(limit, (value, value))
+
+
+def _traversable(path: Path, user: pwd.struct_passwd) -> bool:
+    """Whether ``user`` may pass through every directory from / down to ``path``."""
+    for directory in (path, *path.parents):
+        try:
+            st = os.stat(directory)
+        except FileNotFoundError:
+            continue  # created later by the agent, with the permissions it chooses
+        if st.st_uid == user.pw_uid:
+            bit = stat.S_IXUSR
+        elif st.st_gid == user.pw_gid:
+            bit = stat.S_IXGRP
+        else:
+            bit = stat.S_IXOTH
+        if not st.st_mode & bit:
+            return False
+    return True
+
+
+def pods_root(data_dir: str, run_as_user: str | None = None) -> Path:
+    """Where a process runtime on ``data_dir`` keeps its pods' directories (as it would choose)."""
+    return _pods_root(Path(data_dir), _resolve_user(run_as_user))
+
+
+def _pods_root(data_dir: Path, user: pwd.struct_passwd | None) -> Path:
+    """``DATA_DIR/pods``, unless the pods' user could not reach it (an agent under /root, say):
+    then a directory of this agent's own under /var/lib/corral, named after its data directory."""
+    root = data_dir / "pods"
+    if user is None or _traversable(data_dir.resolve(), user):
+        return root
+    digest = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
+    fallback = Path(FALLBACK_ROOT) / digest
+    log.info("pods' directories are in %s: user %s cannot reach %s", fallback, user.pw_name, root)
+    return fallback
+
+
+def _resolve_user(name: str | None) -> pwd.struct_passwd | None:
+    """Who containers run as: ``name``, else ``nobody`` when the agent is root, else the agent's
+    own user (``None``: an unprivileged agent cannot become anyone else)."""
+    if os.geteuid() != 0:
+        if name and name != pwd.getpwuid(os.geteuid()).pw_name:
+            raise ValueError(f"--run-as-user {name}: only an agent running as root can run pods as another user")
+        return None
+    try:
+        user = pwd.getpwnam(name or "nobody")
+    except KeyError:
+        raise ValueError(f"--run-as-user {name or 'nobody'}: no such user on this machine") from None
+    if user.pw_uid == 0:
+        raise ValueError("--run-as-user: pods may not run as root")
+    return user
 
 
 def _start_time(pid: int) -> str | None:
@@ -44,10 +134,17 @@ class ProcessRuntime:
     name = "process"
     version = f"corral-process://{corral.__version__}"
 
-    def __init__(self, data_dir: str) -> None:
-        self.root = Path(data_dir) / "pods"
-        self.root.mkdir(parents=True, exist_ok=True)
+    def __init__(self, data_dir: str, *, run_as_user: str | None = None, max_processes: int = DEFAULT_MAX_PROCESSES,
+                 max_open_files: int = DEFAULT_MAX_OPEN_FILES) -> None:
         self._procs: dict[str, asyncio.subprocess.Process] = {}
+        self.user = _resolve_user(run_as_user)  # None: the agent's own user
+        self.root = _pods_root(Path(data_dir), self.user)
+        self.root.mkdir(parents=True, exist_ok=True)
+        # Others may pass through (a pod's user reaches its own directory by its absolute path) but
+        # not list: which pods run here, and their logs (0600), are the agent's to know.
+        os.chmod(self.root, 0o711 if self.user is not None else 0o700)
+        self._limits = tuple((limit, _within_hard(limit, value)) for limit, value in (
+            (resource.RLIMIT_NPROC, max_processes), (resource.RLIMIT_NOFILE, max_open_files)))
 
     def _dir(self, pod_uid: str) -> Path:
         return self.root / pod_uid
@@ -69,20 +166,33 @@ class ProcessRuntime:
         for e in container.get("env") or ():
             if e.get("name"):
                 env[e["name"]] = str(e.get("value", ""))
-        workdir = self._dir(uid) / name
-        workdir.mkdir(parents=True, exist_ok=True)
+        self._dir(uid).mkdir(exist_ok=True)
+        os.chmod(self._dir(uid), 0o711 if self.user is not None else 0o700)
+        base = self._dir(uid) / name
+        base.mkdir(exist_ok=True, mode=0o700)
+        workdir = base
         if container.get("workingDir"):
-            workdir = workdir / container["workingDir"].lstrip("/")
+            workdir = (base / container["workingDir"].lstrip("/")).resolve()
+            if not workdir.is_relative_to(base.resolve()):
+                raise StartError("StartError", f'container {name}: workingDir "{container["workingDir"]}" leads out '
+                                               "of the container's directory")
             workdir.mkdir(parents=True, exist_ok=True)
+        if self.user is not None:
+            for d in {base, workdir}:
+                os.chown(d, self.user.pw_uid, self.user.pw_gid)
+            if env.get("HOME") == os.environ.get("HOME"):  # not the agent's home: its own directory
+                env["HOME"] = str(workdir)
+            env["USER"] = env["LOGNAME"] = self.user.pw_name
         program = argv[0]
         if "/" not in program and shutil.which(program, path=env.get("PATH")) is None:
             raise StartError("StartError", f'exec: "{program}": executable file not found in $PATH')
         log_path = self.log_path(uid, name)
-        with open(log_path, "ab") as log:
+        with open(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log:
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    *argv, cwd=str(workdir), env=env, stdin=asyncio.subprocess.DEVNULL,
+                    *argv, env=env, stdin=asyncio.subprocess.DEVNULL,
                     stdout=log, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
+                    preexec_fn=functools.partial(_enter, str(workdir), self.user, self._limits),
                 )
             except OSError as exc:
                 raise StartError("StartError", f'exec: "{program}": {exc.strerror or exc}') from None

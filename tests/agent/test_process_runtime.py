@@ -1,0 +1,134 @@
+"""The process runtime's containment, with real processes: who pods run as, how many processes
+they may have, and where they may write."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import pwd
+import shutil
+from pathlib import Path
+
+import pytest
+
+from corral.agent.runtimes.base import StartError
+from corral.agent.runtimes.process import ProcessRuntime
+
+ROOT = os.geteuid() == 0
+
+
+@pytest.fixture
+def runtimes():
+    """ProcessRuntime(...), whose pods' directories go when the test ends (when the pods' user cannot
+    reach the test's directory they are under /var/lib/corral, outside it)."""
+    made = []
+
+    def make(data_dir: str, **kwargs) -> ProcessRuntime:
+        made.append(ProcessRuntime(data_dir, **kwargs))
+        return made[-1]
+
+    yield make
+    for rt in made:
+        shutil.rmtree(rt.root, ignore_errors=True)
+
+
+def pod(uid: str, *command: str, working_dir: str | None = None) -> tuple[dict, dict]:
+    container = {"name": "c", "image": "none", "command": list(command)}
+    if working_dir is not None:
+        container["workingDir"] = working_dir
+    return {"metadata": {"uid": uid, "namespace": "default", "name": uid}, "spec": {"containers": [container]}}, \
+        container
+
+
+async def run(rt: ProcessRuntime, uid: str, *command: str, **kw) -> str:
+    p, c = pod(uid, *command, **kw)
+    ref = await rt.start(p, c)
+    await asyncio.wait_for(rt.wait(ref), 30)
+    return rt.log_path(uid, "c").read_text()
+
+
+def processes_of(uid: int) -> int:
+    count = 0
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    count += 1
+            except OSError:
+                continue
+    return count
+
+
+async def test_pods_run_as_an_unprivileged_user_never_as_the_agent_when_it_is_root(tmp_path, runtimes):
+    rt = runtimes(str(tmp_path))
+    expected = pwd.getpwnam("nobody").pw_uid if ROOT else os.geteuid()
+    # It reaches its own directory by its absolute path too (as most programs do, from getcwd).
+    out = await run(rt, "who", "sh", "-c", 'id -u; echo $HOME; ls "$(pwd)" >/dev/null && echo reachable')
+    uid, home, reachable = out.split()
+    assert int(uid) == expected and reachable == "reachable"
+    if ROOT:  # its own directory, not the agent's home; the pods' directories passable, not listable
+        assert home == str(rt.root / "who" / "c")
+        assert os.stat(rt.root).st_mode & 0o777 == 0o711
+    else:
+        assert os.stat(rt.root).st_mode & 0o777 == 0o700
+    assert os.stat(rt.log_path("who", "c")).st_mode & 0o777 == 0o600
+
+
+async def test_a_fork_bomb_stops_at_the_process_limit(tmp_path, runtimes):
+    user = pwd.getpwnam("nobody").pw_uid if ROOT else os.geteuid()
+    limit = processes_of(user) + 8
+    rt = runtimes(str(tmp_path), max_processes=limit)
+    p, c = pod("bomb", "sh", "-c", "i=0; while [ $i -lt 60 ]; do sleep 3 & i=$((i+1)); done; wait")
+    ref = await rt.start(p, c)
+    await asyncio.sleep(1.5)
+    assert processes_of(user) <= limit  # 60 were asked for
+    await asyncio.wait_for(rt.wait(ref), 30)
+    assert "fork" in rt.log_path("bomb", "c").read_text().lower()
+
+
+async def test_the_working_directory_cannot_lead_out_of_the_containers_own(tmp_path, runtimes):
+    rt = runtimes(str(tmp_path))
+    p, c = pod("esc", "true", working_dir="../../../..")
+    with pytest.raises(StartError, match="leads out of the container's directory"):
+        await rt.start(p, c)
+    out = await run(rt, "inside", "sh", "-c", "pwd", working_dir="/data/sub")
+    assert out.strip() == str(rt.root / "inside" / "c" / "data" / "sub")
+
+
+@pytest.mark.skipif(not ROOT, reason="only an agent running as root switches users; unprivileged agents run pods as themselves")
+async def test_a_pod_cannot_write_outside_its_directory_or_read_the_agents_files(tmp_path, runtimes):
+    (tmp_path / "agent-secret").write_text("key")
+    os.chmod(tmp_path / "agent-secret", 0o600)
+    rt = runtimes(str(tmp_path))
+    out = await run(rt, "nosy", "sh", "-c", f"touch ../escape; cat {tmp_path}/agent-secret; ls {rt.root}; echo done")
+    assert not (rt.root / "nosy" / "escape").exists()
+    assert "nosy" not in out.replace("/nosy", "")  # the pods' directory cannot be listed
+    assert "key" not in out and out.strip().endswith("done")
+
+
+def test_the_same_under_uvloop_which_the_agent_runs_on(tmp_path, runtimes):
+    """uvloop spawns processes its own way: the user, directory and limits must hold there too."""
+    import uvloop
+
+    loop = uvloop.new_event_loop()
+    try:
+        rt = runtimes(str(tmp_path), max_processes=4096)
+        out = loop.run_until_complete(run(rt, "uv", "sh", "-c", "id -u; pwd; grep processes /proc/self/limits",
+                                           working_dir="w"))
+    finally:
+        loop.close()
+    uid, cwd, limits = out.split("\n", 2)
+    assert int(uid) == (pwd.getpwnam("nobody").pw_uid if ROOT else os.geteuid())
+    assert cwd == str(rt.root / "uv" / "c" / "w") and limits.split()[2:4] == ["4096", "4096"]
+
+
+def test_the_pods_stay_under_the_data_directory_when_their_user_can_reach_it(tmp_path, runtimes):
+    import tempfile
+
+    with tempfile.TemporaryDirectory(dir="/tmp") as open_dir:  # /tmp and below: passable by anyone
+        os.chmod(open_dir, 0o755)
+        assert runtimes(open_dir).root == Path(open_dir) / "pods"
+    hidden = tmp_path / "hidden"
+    hidden.mkdir(mode=0o700)
+    expected_inside = not ROOT  # an agent running pods as itself can always reach its own directory
+    assert (runtimes(str(hidden)).root == hidden / "pods") == expected_inside
