@@ -39,8 +39,8 @@ from corral.server.authn import ANONYMOUS_PATHS, BOOTSTRAPPERS, Authenticator
 from corral.server.authz import Attributes, Decision, NodeAuthorizer, RBACAuthorizer, forbidden, request_attributes
 from corral.server.authz.review import Reviews
 from corral.server.authz.bootstrap import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES
-from corral.server.certificates import ServerPKI, prepare_tls, write_first_credentials
-from corral.server.join import join_handler
+from corral.server.authn.certificates import ServerPKI, prepare_tls, write_first_credentials
+from corral.server.authn.join import join_handler
 from corral.server.rest import ResourceAPI
 from corral.pki import CA_PATH, JOIN_PATH, MASTERS_GROUP, NODE_PREFIX, NODES_GROUP
 from corral.pki.kubeconfig import Credentials

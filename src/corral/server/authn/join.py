@@ -18,7 +18,7 @@ from aiohttp import web
 from corral.pki import JOIN_PATH, MASTERS_GROUP, NODE_PREFIX, NODES_GROUP
 from corral.pki.ca import CertificateAuthority, CertificateError, read_csr
 from corral.server import errors
-from corral.server.authn import BOOTSTRAPPERS
+from corral.server.authn.authenticator import BOOTSTRAPPERS
 from corral.server.authz.node import node_name
 
 __all__ = ["JOIN_PATH", "join_handler"]
