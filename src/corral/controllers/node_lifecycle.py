@@ -18,13 +18,13 @@ The state it needs survives a server restart, because it lives in the objects (t
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Any
 
 from corral.api.defaults import rfc3339
 from corral.api.resources import NODE_LEASE_NAMESPACE, by_kind
+from corral.controllers.periodic import PeriodicController
 from corral.scheduler.cache.node_table import parse_timestamp
 from corral.server.rest import ResourceAPI, WriteOptions
 from corral.server import errors
@@ -36,7 +36,9 @@ UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 LEASE_PREFIX = f"/coordination.k8s.io/leases/{NODE_LEASE_NAMESPACE}/"
 
 
-class NodeLifecycleController:
+class NodeLifecycleController(PeriodicController):
+    name = "node-lifecycle"
+
     def __init__(self, api: ResourceAPI, *, grace_seconds: float = 40.0, eviction_seconds: float = 300.0,
                  interval: float = 2.0, clock=time.time) -> None:
         self.api = api
@@ -44,25 +46,8 @@ class NodeLifecycleController:
         self.eviction = eviction_seconds
         self.interval = interval
         self.clock = clock
-        self._task: asyncio.Task | None = None
         self._opts = WriteOptions(warn=False)
         self._nodes, self._pods, self._events = by_kind("Node"), by_kind("Pod"), by_kind("Event")
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="node-lifecycle")
-
-    async def stop(self) -> None:
-        from corral.aio import cancel_and_wait
-
-        await cancel_and_wait(self._task)
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.reconcile()
-            except Exception:  # keep watching nodes whatever one round met
-                log.exception("node lifecycle round failed")
-            await asyncio.sleep(self.interval)
 
     def _heartbeat(self, node: dict[str, Any]) -> float:
         name = node["metadata"]["name"]

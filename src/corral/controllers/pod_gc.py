@@ -16,13 +16,13 @@ starts again, which only ever delays a deletion.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from typing import Any
 
 from corral.api.resources import by_kind
 from corral.controllers.node_lifecycle import UNREACHABLE_TAINT
+from corral.controllers.periodic import PeriodicController
 from corral.scheduler.cache.node_table import parse_timestamp
 from corral.server import errors
 from corral.server.rest import ResourceAPI
@@ -32,7 +32,9 @@ __all__ = ["PodGarbageCollector"]
 log = logging.getLogger(__name__)
 
 
-class PodGarbageCollector:
+class PodGarbageCollector(PeriodicController):
+    name = "pod-gc"
+
     def __init__(self, api: ResourceAPI, *, quarantine_seconds: float = 40.0, interval: float = 5.0,
                  clock=time.time) -> None:
         self.api = api
@@ -40,24 +42,7 @@ class PodGarbageCollector:
         self.interval = interval
         self.clock = clock
         self._orphaned_since: dict[str, float] = {}
-        self._task: asyncio.Task | None = None
         self._nodes, self._pods = by_kind("Node"), by_kind("Pod")
-
-    def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name="pod-gc")
-
-    async def stop(self) -> None:
-        from corral.aio import cancel_and_wait
-
-        await cancel_and_wait(self._task)
-
-    async def _run(self) -> None:
-        while True:
-            try:
-                await self.reconcile()
-            except Exception:  # keep collecting whatever one round met
-                log.exception("pod garbage collection round failed")
-            await asyncio.sleep(self.interval)
 
     async def reconcile(self) -> None:
         """One pass over every bound pod (also what tests call, with a fake clock)."""

@@ -267,7 +267,6 @@ class Server:
             self._start_scheduler(self._scheduler_config)
         if self.config.controllers:
             from corral.controllers.node_lifecycle import NodeLifecycleController
-
             from corral.controllers.pod_gc import PodGarbageCollector
 
             self.node_lifecycle = NodeLifecycleController(
