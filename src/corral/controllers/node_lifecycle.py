@@ -38,6 +38,7 @@ LEASE_PREFIX = f"/coordination.k8s.io/leases/{NODE_LEASE_NAMESPACE}/"
 
 class NodeLifecycleController(PeriodicController):
     name = "node-lifecycle"
+    what = "node lifecycle"
 
     def __init__(self, api: ResourceAPI, *, grace_seconds: float = 40.0, eviction_seconds: float = 300.0,
                  interval: float = 2.0, clock=time.time) -> None:

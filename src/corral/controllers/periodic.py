@@ -10,11 +10,10 @@ from corral.aio import cancel_and_wait
 
 __all__ = ["PeriodicController"]
 
-log = logging.getLogger(__name__)
-
 
 class PeriodicController:
-    name = "controller"  # the task's name, and the log's
+    name = "controller"  # the task's name
+    what = "controller"  # in the log, when a pass fails: "<what> round failed"
     interval = 2.0
 
     _task: asyncio.Task | None = None
@@ -33,5 +32,5 @@ class PeriodicController:
             try:
                 await self.reconcile()
             except Exception:  # keep going whatever one pass met
-                log.exception("%s pass failed", self.name)
+                logging.getLogger(type(self).__module__).exception("%s round failed", self.what)
             await asyncio.sleep(self.interval)

@@ -34,6 +34,7 @@ log = logging.getLogger(__name__)
 
 class PodGarbageCollector(PeriodicController):
     name = "pod-gc"
+    what = "pod garbage collection"
 
     def __init__(self, api: ResourceAPI, *, quarantine_seconds: float = 40.0, interval: float = 5.0,
                  clock=time.time) -> None:
