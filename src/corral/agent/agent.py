@@ -31,6 +31,7 @@ from corral.api.defaults import now_rfc3339
 from corral.client.informer import Informer
 from corral.client.rest import AlreadyExists, ApiError, Client, ConnectionFailed, NotFound
 from corral.pki import AGENT_CLIENT_USER
+from corral.pki.ca import peer_subject
 from corral.pki.kubeconfig import load_cert_pair
 from corral.scheduler.cluster import EventRecorder, HttpWriter
 
@@ -48,7 +49,7 @@ async def _only_the_api_server(request: web.Request, handler) -> web.StreamRespo
     """Another node, or a user with a certificate of the cluster CA, gets nothing here."""
     transport = request.transport
     cert = transport.get_extra_info("peercert") if transport is not None else None
-    user = next((value for rdn in (cert or {}).get("subject") or () for attr, value in rdn if attr == "commonName"), "")
+    user, _ = peer_subject(cert)
     if user != AGENT_CLIENT_USER:
         return web.json_response({"message": f'"{user}" may not use the agent endpoint'}, status=403)
     return await handler(request)

@@ -12,7 +12,7 @@ import datetime as dt
 import hashlib
 import ipaddress
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any, Iterable
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
@@ -21,7 +21,7 @@ from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 __all__ = [
     "CertificateAuthority", "IssuedCertificate", "CertificateError", "ca_pin", "certificate_expiry",
-    "certificate_hosts", "needs_renewal", "new_key", "make_csr", "read_csr", "SigningRequest",
+    "certificate_hosts", "needs_renewal", "new_key", "make_csr", "read_csr", "SigningRequest", "peer_subject",
 ]
 
 CA_DAYS = 3650
@@ -63,6 +63,19 @@ def _load_cert(pem: bytes) -> x509.Certificate:
         return x509.load_pem_x509_certificate(pem)
     except ValueError as exc:
         raise CertificateError(f"not a PEM certificate: {exc}") from None
+
+
+def peer_subject(peercert: dict[str, Any] | None) -> tuple[str, tuple[str, ...]]:
+    """(CN, the O's) of a peer certificate as :meth:`ssl.SSLSocket.getpeercert` gives it (the
+    handshake has verified it): a client's user and groups, as kube-apiserver reads them."""
+    common_name, organizations = "", []
+    for rdn in (peercert or {}).get("subject") or ():
+        for attr, value in rdn:
+            if attr == "commonName":
+                common_name = value
+            elif attr == "organizationName":
+                organizations.append(value)
+    return common_name, tuple(organizations)
 
 
 def ca_pin(cert_pem: bytes) -> str:

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable
 
 from corral.api.resources import ResourceType, by_kind
+from corral.pki import NODE_PREFIX
 from corral.scheduler.framework.podinfo import pod_requests
 from corral.scheduler.plugins.node_unschedulable import tolerates_unschedulable
 from corral.scheduler.plugins.taint_toleration import tolerates
@@ -118,7 +119,7 @@ class Admission:
 
     def _restrict_node(self, node: str, resource: ResourceType, new: dict[str, Any], old: dict[str, Any] | None) -> None:
         name = _meta(new).get("name") or ""
-        user = f"system:node:{node}"
+        user = NODE_PREFIX + node
         if resource.kind in ("Node", "Lease") and old is None and name != node:
             raise errors.forbidden(resource, name, f'node "{node}" may only create its own {resource.kind}, '
                                                    f'not one named "{name}"')

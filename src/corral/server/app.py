@@ -52,6 +52,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_ADDRESS = "127.0.0.1:7443"
 RENEW_CHECK_SECONDS = 12 * 3600.0
+ATTRIBUTES = web.RequestKey("attributes", Attributes)  # what an authorised request asked, for the audit log
 
 
 def default_data_dir() -> str:
@@ -418,7 +419,8 @@ class Server:
             raise errors.ApiError(403, "Forbidden", f'User "{user.name}" may only join a node with a join token')
         if MASTERS_GROUP in user.groups:
             return  # allowed everything, as kube-apiserver's privileged group (no rules to look up)
-        attributes = request_attributes(user.name, user.groups, request.method, path, request.query)
+        attributes = request[ATTRIBUTES] = request_attributes(user.name, user.groups, request.method, path,
+                                                              request.query)
         decision = self.authorize(attributes)
         if not decision.allowed:
             raise forbidden(attributes, decision.reason)
@@ -426,7 +428,7 @@ class Server:
     def _audit(self, request: web.Request, code: int) -> None:
         user = request.get(USER)
         name, groups = (user.name, user.groups) if user is not None else ("system:anonymous", ("system:unauthenticated",))
-        a = request_attributes(name, groups, request.method, request.path, request.query)
+        a = request.get(ATTRIBUTES) or request_attributes(name, groups, request.method, request.path, request.query)
         resource = (a.resource + (f"/{a.subresource}" if a.subresource else "")) if a.is_resource else a.path
         self.audit.record(user=name, groups=groups, verb=a.verb, resource=resource,  # type: ignore[union-attr]
                           namespace=a.namespace, name=a.name, code=code)

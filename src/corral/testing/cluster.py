@@ -87,16 +87,21 @@ class LocalCluster:
         self.kill_pod_processes()
         self._remove_pod_directories()
 
-    def _remove_pod_directories(self) -> None:
-        """Those the agents kept outside this cluster's directory (see ProcessRuntime's pods_root)."""
+    def _pod_roots(self) -> list[str]:
+        """Where each agent of this cluster keeps its pods' directories (see ProcessRuntime's pods_root)."""
         import glob
-        import shutil
 
         from corral.agent.runtimes.process import pods_root
 
-        for node in glob.glob(os.path.join(self.root, "node-*")):
-            pods = pods_root(node)
-            if not str(pods).startswith(os.path.abspath(self.root) + os.sep):
+        return [str(pods_root(node)) for node in glob.glob(os.path.join(self.root, "node-*"))]
+
+    def _remove_pod_directories(self) -> None:
+        """Those the agents kept outside this cluster's directory."""
+        import shutil
+
+        inside = os.path.abspath(self.root) + os.sep
+        for pods in self._pod_roots():
+            if not pods.startswith(inside):
                 shutil.rmtree(pods, ignore_errors=True)
 
     def kill_pod_processes(self) -> int:
@@ -105,12 +110,10 @@ class LocalCluster:
         import glob
         import json
 
-        from corral.agent.runtimes.process import _start_time, pods_root
+        from corral.agent.runtimes.process import _start_time
 
         killed = 0
-        pid_files = [f for node in glob.glob(os.path.join(self.root, "node-*"))
-                     for f in glob.glob(os.path.join(pods_root(node), "*", "*.pid"))]
-        for pid_file in pid_files:
+        for pid_file in (f for pods in self._pod_roots() for f in glob.glob(os.path.join(pods, "*", "*.pid"))):
             try:
                 info = json.loads(open(pid_file).read())
                 if info.get("start") and _start_time(info["pid"]) == info["start"]:

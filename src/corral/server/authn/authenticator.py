@@ -22,6 +22,7 @@ from typing import Any, Callable
 
 from corral.api.resources import by_kind
 from corral.pki import CA_PATH
+from corral.pki.ca import peer_subject
 from corral.pki.tokens import AUTHENTICATION, JOIN, parse_token, secret_matches
 
 __all__ = ["UserInfo", "Authenticator", "ANONYMOUS_PATHS", "BOOTSTRAPPERS", "AUTHENTICATED"]
@@ -99,13 +100,7 @@ class Authenticator:
     def from_certificate(peercert: dict[str, Any]) -> UserInfo | None:
         """``peercert`` as :meth:`ssl.SSLSocket.getpeercert` gives it, for a certificate the
         handshake already verified against the cluster CA."""
-        user, groups = "", []
-        for rdn in peercert.get("subject") or ():
-            for attr, value in rdn:
-                if attr == "commonName":
-                    user = value
-                elif attr == "organizationName":
-                    groups.append(value)
+        user, groups = peer_subject(peercert)
         if not user:
             return None
-        return UserInfo(user, tuple(groups) + (AUTHENTICATED,))
+        return UserInfo(user, groups + (AUTHENTICATED,))
