@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from corral.store import Conflict, EventType, KeyNotFound, open_store
-from corral.store.etcd import grpc_target, parse_endpoints
+from corral.store.etcd import parse_endpoints
 
 
 def test_endpoints_are_host_port_pairs_with_or_without_the_scheme():
@@ -25,14 +25,6 @@ def test_a_malformed_endpoint_is_refused_with_the_part_and_the_url_named(url, pa
     with pytest.raises(ValueError) as refused:
         parse_endpoints(url)
     assert str(refused.value) == f"etcd endpoint must be HOST:PORT, got {part!r} in {url!r}"
-
-
-def test_one_grpc_target_names_every_member_by_address():
-    assert grpc_target([("etcd-1.internal", 2379)]) == "etcd-1.internal:2379"  # one member: as given
-    assert grpc_target([("127.0.0.1", 2379), ("127.0.0.2", 2380)]) == "ipv4:127.0.0.1:2379,127.0.0.2:2380"
-    assert grpc_target([("::1", 2379), ("::1", 2380)]) == "ipv6:[::1]:2379,[::1]:2380"
-    with pytest.raises(ValueError, match="mix IPv4 and IPv6"):
-        grpc_target([("127.0.0.1", 2379), ("::1", 2380)])
 
 
 @pytest.fixture

@@ -46,6 +46,11 @@ def cli() -> None:
                    "(default: corral.db in --data-dir). etcd://HOST:PORT[,HOST:PORT...]: an etcd cluster, "
                    "named by its members' client addresses; several corral servers may share it, each "
                    "serving the whole API, and they elect one leader to run the scheduler and controllers.")
+@click.option("--etcd-cafile", default="", metavar="FILE",
+              help="Reach the etcd store over TLS, trusting the CA in this PEM file.")
+@click.option("--etcd-certfile", default="", metavar="FILE",
+              help="The client certificate to present to etcd (with --etcd-keyfile; for etcd's --client-cert-auth).")
+@click.option("--etcd-keyfile", default="", metavar="FILE", help="The key of --etcd-certfile.")
 @click.option("--scheduler/--no-scheduler", "run_scheduler", default=True, show_default=True,
               help="Run the scheduler inside the server.")
 @click.option("--scheduler-config", default=None, metavar="FILE",
@@ -80,7 +85,8 @@ def cli() -> None:
               type=click.IntRange(min=1), help="Rotate the audit log past this size (5 older files are kept).")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
-def server(data_dir: str | None, address: str, store_url: str | None, run_scheduler: bool,
+def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafile: str, etcd_certfile: str,
+           etcd_keyfile: str, run_scheduler: bool,
            scheduler_config: str | None, grace: float, eviction: float, local_agent: bool,
            leader_elect: bool | None, identity: str, advertise_url: str, lease_seconds: float, renew_deadline: float,
            retry_period: float, tls_sans: tuple[str, ...], write_kubeconfig: bool, audit_log: str, audit_max_mib: int,
@@ -94,9 +100,16 @@ def server(data_dir: str | None, address: str, store_url: str | None, run_schedu
     import logging
 
     from corral.server.app import ServerConfig, serve_forever
+    from corral.store.etcd import EtcdTLS
 
+    if (etcd_certfile or etcd_keyfile) and not etcd_cafile:
+        raise CliError("--etcd-certfile and --etcd-keyfile need --etcd-cafile (the CA that signed etcd's certificates)")
+    try:
+        etcd_tls = EtcdTLS(etcd_cafile, etcd_certfile, etcd_keyfile) if etcd_cafile else None
+    except ValueError as exc:
+        raise CliError(str(exc)) from None
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    config = ServerConfig(data_dir=data_dir or "", store_url=store_url or "", address=address,
+    config = ServerConfig(data_dir=data_dir or "", store_url=store_url or "", etcd_tls=etcd_tls, address=address,
                           scheduler=run_scheduler, scheduler_config=scheduler_config, node_grace_seconds=grace,
                           eviction_seconds=eviction, local_agent=local_agent, leader_elect=leader_elect,
                           identity=identity, advertise_url=advertise_url, lease_seconds=lease_seconds, renew_deadline=renew_deadline,

@@ -45,6 +45,7 @@ from corral.server.rest import ResourceAPI
 from corral.pki import CA_PATH, JOIN_PATH, MASTERS_GROUP, NODE_PREFIX, NODES_GROUP
 from corral.pki.kubeconfig import Credentials
 from corral.store import KeyExists, Store, Unavailable, open_store
+from corral.store.etcd import EtcdTLS
 
 __all__ = ["Server", "ServerConfig", "DEFAULT_ADDRESS", "default_data_dir"]
 
@@ -64,6 +65,7 @@ def default_data_dir() -> str:
 class ServerConfig:
     data_dir: str = ""
     store_url: str = ""  # default: sqlite://{data_dir}/corral.db
+    etcd_tls: EtcdTLS | None = None  # how to reach an etcd store over TLS
     address: str = DEFAULT_ADDRESS
     history_revisions: int = 100_000  # store history kept for watches and paged lists
     compact_interval: float = 60.0
@@ -163,8 +165,8 @@ class Server:
             election = ElectionConfig(lease_seconds=self.config.lease_seconds, renew_deadline=self.config.renew_deadline,
                                       retry_period=self.config.retry_period)
         host, port = _split_address(self.config.address)
-        self.store = await open_store(self.config.resolved_store_url(),
-                                      synchronous=self.config.sqlite_synchronous)
+        self.store = await open_store(self.config.resolved_store_url(), synchronous=self.config.sqlite_synchronous,
+                                      etcd_tls=self.config.etcd_tls)
         advertised = urlsplit(self.config.advertise_url).hostname if self.config.advertise_url else None
         self.pki = await prepare_tls(self.store, self.data_dir, listen_host=host,
                                      extra_hosts=(*self.config.tls_sans, *([advertised] if advertised else [])))

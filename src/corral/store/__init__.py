@@ -30,15 +30,18 @@ __all__ = [
 ]
 
 
-async def open_store(url: str, *, synchronous: str = "FULL", root: str = "/corral") -> Store:
+async def open_store(url: str, *, synchronous: str = "FULL", root: str = "/corral", etcd_tls=None) -> Store:
     """Open a store from a URL: ``sqlite:///abs/path.db``, ``sqlite://rel/path.db``, a plain path,
-    or ``etcd://HOST:PORT[,HOST:PORT...]`` (keys under ``root``)."""
+    or ``etcd://HOST:PORT[,HOST:PORT...]`` (keys under ``root``; over TLS with ``etcd_tls``, an
+    :class:`corral.store.etcd.EtcdTLS`)."""
     from corral.store.sqlite import SQLiteStore
 
     if url.startswith("etcd://"):
         from corral.store.etcd import EtcdStore
 
-        return await EtcdStore.open(url, root=root)
+        return await EtcdStore.open(url, root=root, tls=etcd_tls)
+    if etcd_tls is not None:
+        raise ValueError("--etcd-cafile, --etcd-certfile and --etcd-keyfile need an etcd store (--store etcd://...)")
     if url.startswith("sqlite://"):
         path = url[len("sqlite://"):]
     elif "://" in url:

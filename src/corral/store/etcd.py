@@ -10,11 +10,15 @@
 - Lists at a revision use etcd's range with ``revision`` and ``limit``; watches start at
   ``from_revision + 1`` with ``prev_kv`` so a DELETED event carries the last state.
 - A revision etcd has compacted away raises :class:`Compacted` (→ HTTP 410).
-- Several endpoints make one gRPC channel over all of them: when the member in use goes away, calls
-  move to the next. A call that fails in transit (no member reachable, a leader election under way)
-  is retried for up to ``RETRY_SECONDS``; a retried write that then finds its own value already
-  written (the first attempt went through after all) counts as done. Past the deadline the error is
-  :class:`Unavailable` (→ HTTP 503).
+- Each endpoint gets its own gRPC channel, and calls go to one member at a time: a call that fails
+  in transit (the member gone, hung, or in the middle of a leader election) moves the store on to
+  the next member and is retried for up to ``RETRY_SECONDS``; a retried write that then finds its
+  own value already written (the first attempt went through after all) counts as done. Past the
+  deadline the error is :class:`Unavailable` (→ HTTP 503). One channel per member, not one gRPC
+  channel over every address, because a TLS channel checks every member's certificate against one
+  name, and each member's certificate names its own address.
+- With :class:`EtcdTLS` the channels are TLS, verified against the given CA, and present a client
+  certificate when given one (etcd's ``--client-cert-auth``).
 - ``update(..., fence=(key, revision))`` adds a compare on the fence key's ``mod_revision`` to the
   same transaction: the leader's bindings are refused once its Lease has moved on.
 """
@@ -22,8 +26,8 @@
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
+from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 
 import msgspec
@@ -44,7 +48,7 @@ from corral.store.base import (
 
 T = TypeVar("T")
 
-__all__ = ["EtcdStore", "parse_endpoints"]
+__all__ = ["EtcdStore", "EtcdTLS", "parse_endpoints"]
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
@@ -67,25 +71,63 @@ def parse_endpoints(url: str) -> list[tuple[str, int]]:
     return out  # never empty: splitting gives at least one part, and an empty part is refused above
 
 
-def grpc_target(endpoints: list[tuple[str, int]]) -> str:
-    """One gRPC target naming every member (``ipv4:a:p,b:q``), so the channel fails over between them.
+@dataclass(frozen=True)
+class EtcdTLS:
+    """How to reach a TLS etcd: the CA its members' certificates are signed by, and the client
+    certificate and key to present (both or neither). Paths, read when the store opens."""
 
-    gRPC's multi-address syntax takes IP literals only: host names are resolved here, once."""
-    if len(endpoints) == 1:
-        host, port = endpoints[0]
-        return f"{host}:{port}"
-    v4, v6 = [], []
-    for host, port in endpoints:
-        for family, *_, sockaddr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
-            if family == socket.AF_INET:
-                v4.append(f"{sockaddr[0]}:{port}")
-                break
-            if family == socket.AF_INET6:
-                v6.append(f"[{sockaddr[0]}]:{port}")
-                break
-    if v4 and v6:
-        raise ValueError(f"etcd endpoints mix IPv4 and IPv6 addresses: {endpoints}")
-    return ("ipv4:" + ",".join(v4)) if v4 else ("ipv6:" + ",".join(v6))
+    ca_file: str
+    cert_file: str = ""
+    key_file: str = ""
+
+    def __post_init__(self) -> None:
+        if bool(self.cert_file) != bool(self.key_file):
+            raise ValueError("--etcd-certfile and --etcd-keyfile go together: give both or neither")
+
+    def credentials(self):
+        import grpc
+
+        def read(path: str, what: str) -> bytes:
+            try:
+                with open(path, "rb") as f:
+                    return f.read()
+            except OSError as exc:
+                raise ValueError(f"cannot read the etcd {what} {path}: {exc.strerror or exc}") from None
+
+        ca = read(self.ca_file, "CA certificate")
+        if b"-----BEGIN CERTIFICATE-----" not in ca:
+            raise ValueError(f"the etcd CA certificate {self.ca_file} holds no PEM certificate")
+        cert = read(self.cert_file, "client certificate") if self.cert_file else None
+        key = read(self.key_file, "client key") if self.key_file else None
+        return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
+
+
+def _client(host: str, port: int, credentials, options: dict[str, Any]):
+    """An aetcd client for one member; over TLS when ``credentials`` are given. aetcd 1.0 only opens
+    plaintext channels, so the TLS client opens its own channel and stubs as aetcd's ``connect``
+    does (user/password authentication, which corral does not use, left out)."""
+    import aetcd
+
+    if credentials is None:
+        return aetcd.Client(host=host, port=port, timeout=CALL_SECONDS, options=options)
+
+    import grpc
+    from aetcd import rpc, watcher
+
+    class TLSClient(aetcd.Client):
+        async def connect(self) -> None:
+            if self._connected.is_set():
+                return
+            self.channel = grpc.aio.secure_channel(f"{self._host}:{self._port}", credentials,
+                                                   options=list(self._options.items()))
+            self.kvstub = rpc.KVStub(self.channel)
+            self.clusterstub = rpc.ClusterStub(self.channel)
+            self.leasestub = rpc.LeaseStub(self.channel)
+            self.maintenancestub = rpc.MaintenanceStub(self.channel)
+            self._watcher = watcher.Watcher(rpc.WatchStub(self.channel), timeout=self._timeout, metadata=None)
+            self._connected.set()
+
+    return TLSClient(host=host, port=port, timeout=CALL_SECONDS, options=options)
 
 
 def _transient(exc: BaseException) -> bool:
@@ -129,50 +171,62 @@ def _stored(obj: dict[str, Any]) -> bytes:
 
 
 class EtcdStore:
-    def __init__(self, endpoints: list[tuple[str, int]], *, root: str = "/corral") -> None:
+    def __init__(self, endpoints: list[tuple[str, int]], *, root: str = "/corral", tls: EtcdTLS | None = None) -> None:
         self.endpoints = endpoints
         self.root = root.rstrip("/")
-        self._client = None
+        self.tls = tls
+        self._members: list[Any] = []  # one aetcd client per endpoint
+        self._at = 0  # the member calls go to
         self._revision = 0
         self._compacted = 0
 
     @classmethod
-    async def open(cls, url: str, *, root: str = "/corral") -> "EtcdStore":
-        store = cls(parse_endpoints(url), root=root)
+    async def open(cls, url: str, *, root: str = "/corral", tls: EtcdTLS | None = None) -> "EtcdStore":
+        store = cls(parse_endpoints(url), root=root, tls=tls)
         await store._connect()
         return store
 
-    async def _connect(self) -> None:
-        import aetcd
+    @property
+    def _client(self):
+        """The member calls go to now (None once closed)."""
+        return self._members[self._at] if self._members else None
 
-        # aetcd builds its channel target as f"{host}:{port}": a multi-address target goes in split
-        # at its last colon.
-        host, _, port = grpc_target(self.endpoints).rpartition(":")
-        client = aetcd.Client(host=host, port=int(port), timeout=CALL_SECONDS, options={
-            "grpc.max_receive_message_length": MAX_MESSAGE, "grpc.max_send_message_length": MAX_MESSAGE,
-            "grpc.keepalive_time_ms": 10_000, "grpc.keepalive_timeout_ms": 5_000,
-            "grpc.initial_reconnect_backoff_ms": 200, "grpc.max_reconnect_backoff_ms": 2_000})
-        self._client = client
+    async def _connect(self) -> None:
+        credentials = self.tls.credentials() if self.tls is not None else None
+        options = {"grpc.max_receive_message_length": MAX_MESSAGE, "grpc.max_send_message_length": MAX_MESSAGE,
+                   "grpc.keepalive_time_ms": 10_000, "grpc.keepalive_timeout_ms": 5_000,
+                   "grpc.initial_reconnect_backoff_ms": 200, "grpc.max_reconnect_backoff_ms": 2_000}
+        self._members = [_client(host, port, credentials, options) for host, port in self.endpoints]
         try:
-            await client.connect()
+            for member in self._members:
+                await member.connect()  # makes the channel; nothing is sent yet
             self._revision = await self.current_revision()
         except Exception as exc:
-            await client.close()
-            self._client = None
+            await self.close()
             raise ConnectionError(f"no etcd member answered at {self.endpoints}: {exc}") from None
 
-    async def _retrying(self, call: Callable[[], Awaitable[T]]) -> tuple[T, bool]:
-        """``call()``, retried while it fails in transit; (its result, whether it was retried)."""
+    def _move_on(self, failed: Any) -> None:
+        """A call to ``failed`` failed in transit: later calls go to the next member (unless another
+        call already moved on)."""
+        if self._members and self._members[self._at] is failed:
+            self._at = (self._at + 1) % len(self._members)
+
+    async def _retrying(self, call: Callable[[Any], Awaitable[T]]) -> tuple[T, bool]:
+        """``call(member)``, retried on the next member while it fails in transit; (its result,
+        whether it was retried)."""
         deadline = time.monotonic() + RETRY_SECONDS
         delay, retried = 0.05, False
         while True:
+            member = self._client
             try:
-                return await call(), retried
+                return await call(member), retried
             except Exception as exc:
                 if not _transient(exc):
                     raise
+                self._move_on(member)
                 if time.monotonic() + delay > deadline:
-                    raise Unavailable(f"etcd at {self.endpoints} did not answer: {exc}") from None
+                    detail = exc.details() if callable(getattr(exc, "details", None)) else exc
+                    raise Unavailable(f"etcd at {self.endpoints} did not answer: {detail}") from None
             await asyncio.sleep(delay)
             delay, retried = min(delay * 2, 1.0), True
 
@@ -181,13 +235,13 @@ class EtcdStore:
         from aetcd import rpc
 
         request = rpc.RangeRequest(key=self._k("/"), count_only=True)
-        response, _ = await self._retrying(lambda: self._client.kvstub.Range(request, timeout=CALL_SECONDS))
+        response, _ = await self._retrying(lambda c: c.kvstub.Range(request, timeout=CALL_SECONDS))
         revision = int(response.header.revision)
         self._seen(revision)
         return revision
 
     async def _get(self, k: bytes):
-        got, _ = await self._retrying(lambda: self._client.get(k))
+        got, _ = await self._retrying(lambda c: c.get(k))
         return got
 
     def _record_of(self, kv: Any) -> Record:
@@ -219,10 +273,9 @@ class EtcdStore:
         """One etcd transaction; (succeeded, the store revision it left: the write's own, retried)."""
         from aetcd import rpc
 
-        c = self._client
         request = rpc.TxnRequest(compare=[x.build_message() for x in compare],
-                                 success=c._ops_to_requests(success), failure=[])
-        response, retried = await self._retrying(lambda: c.kvstub.Txn(request, timeout=CALL_SECONDS, metadata=c.metadata))
+                                 success=self._client._ops_to_requests(success), failure=[])
+        response, retried = await self._retrying(lambda c: c.kvstub.Txn(request, timeout=CALL_SECONDS))
         revision = int(response.header.revision)
         if response.succeeded:
             self._seen(revision)
@@ -295,7 +348,7 @@ class EtcdStore:
         from aetcd.exceptions import RevisionCompactedError
 
         try:
-            await self._retrying(lambda: self._client.compact(revision, physical=True))
+            await self._retrying(lambda c: c.compact(revision, physical=True))
         except RevisionCompactedError:
             pass
         self._compacted = max(self._compacted, revision)
@@ -315,7 +368,7 @@ class EtcdStore:
                                    limit=limit + 1 if limit else 0, sort_order=rpc.RangeRequest.ASCEND,
                                    sort_target=rpc.RangeRequest.KEY)
         try:
-            response, _ = await self._retrying(lambda: self._client.kvstub.Range(request, timeout=60))
+            response, _ = await self._retrying(lambda c: c.kvstub.Range(request, timeout=60))
         except Exception as exc:
             if isinstance(exc, RevisionCompactedError) or "compacted" in str(exc):
                 raise Compacted(revision, self._compacted) from None
@@ -348,7 +401,8 @@ class EtcdStore:
             yield create
             await closing.wait()  # keep the request side open for as long as we watch
 
-        call = rpc.WatchStub(self._client.channel).Watch(requests(), metadata=self._client.metadata)
+        member = self._client
+        call = rpc.WatchStub(member.channel).Watch(requests())
         try:
             async for response in call:
                 if response.compact_revision:
@@ -371,11 +425,15 @@ class EtcdStore:
                 if batch:
                     self._seen(batch[-1].revision)
                     yield batch
+        except Exception as exc:
+            if _transient(exc):  # the watcher starts again from its last revision, on the next member
+                self._move_on(member)
+            raise
         finally:
             closing.set()
             call.cancel()
 
     async def close(self) -> None:
-        if self._client is not None:
-            await self._client.close()
-            self._client = None
+        members, self._members = self._members, []
+        for member in members:
+            await member.close()
