@@ -15,7 +15,6 @@ import uuid
 
 import pytest
 
-from corral.client import Client
 from corral.pki.ca import CertificateAuthority
 from corral.store import EventType, open_store
 from corral.store import etcd as etcd_store
