@@ -102,3 +102,13 @@ def test_a_huge_file_is_refused_before_parsing(tmp_path):
     path.write_bytes(b"#" * (2 << 20))
     with pytest.raises(KubeconfigError, match="larger than"):
         load_credentials(str(path))
+
+
+def test_a_credential_with_a_cluster_ca_trusts_that_ca_alone_not_the_systems():
+    from corral.pki.ca import CertificateAuthority
+    from corral.pki.kubeconfig import Credentials
+
+    ca = CertificateAuthority.generate()
+    pinned = Credentials("https://127.0.0.1:7443", ca.cert_pem).ssl_context()
+    assert pinned.cert_store_stats()["x509_ca"] == 1  # a public CA cannot vouch for the cluster's server
+    assert [c["subject"] for c in pinned.get_ca_certs()] == [((("commonName", "corral-ca"),),)]

@@ -1,8 +1,10 @@
-"""Hollow nodes against a real server: they register, stay Ready, run and terminate pods."""
+"""Hollow nodes against a real server: they join as agents do, register, stay Ready, run and
+terminate pods, each writing under its own node identity."""
 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 
 from corral.testing.cluster import wait_for
@@ -16,7 +18,8 @@ def test_hollow_nodes_register_stay_ready_and_run_pods_through_the_agent_state_m
     sim = subprocess.Popen([CORRAL, "sim", "--nodes", "20", "--server", cluster_process.url, "--zones", "2", "--run-delay", "0.2"],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
-        assert "20 hollow nodes" in sim.stdout.readline()
+        line = sim.stdout.readline()
+        assert "20 hollow nodes" in line and "each as system:node:NAME" in line
         nodes = json.loads(corral("get", "nodes", "-o", "json", kubeconfig=kc).stdout)["items"]
         assert len(nodes) == 20
         assert {n["metadata"]["labels"]["topology.kubernetes.io/zone"] for n in nodes} == {"zone-1", "zone-2"}
@@ -34,9 +37,35 @@ def test_hollow_nodes_register_stay_ready_and_run_pods_through_the_agent_state_m
             return {p["metadata"]["name"]: p["status"].get("phase") for p in items}
 
         wait_for(lambda: set(phases().values()) == {"Running"}, what="all pods Running on hollow nodes")
+        # Each node wrote its Node, its Lease and its pods' statuses as itself, through the node
+        # authoriser, and the join token made for them is gone.
+        with open(os.path.join(cluster_process.data_dir, "audit.log"), encoding="utf-8") as f:
+            writes = [json.loads(line) for line in f]
+        node_writes = [(w["user"], w["verb"], w["resource"], w["name"]) for w in writes
+                       if w["resource"] in ("nodes", "nodes/status", "leases")]
+        creators = sorted(u for u, verb, r, _ in node_writes if verb == "create" and r == "nodes")
+        assert creators == sorted(f"system:node:hollow-{i}" for i in range(20))
+        assert ("system:node:hollow-3", "patch", "leases", "hollow-3") in node_writes
+        assert all(u == f"system:node:{name}" for u, _, _, name in node_writes if name), node_writes
+        statuses = [(w["user"], w["code"]) for w in writes if w["resource"] == "pods/status"]
+        assert len(statuses) >= 30 and all(u.startswith("system:node:hollow-") and c == 200 for u, c in statuses)
+        assert "hollow nodes joining" not in corral("token", "list", kubeconfig=kc).stdout
         corral("delete", "-f", str(manifest), kubeconfig=kc)
         wait_for(lambda: phases() == {}, what="pods Terminated and removed")
         assert "NotReady" not in corral("get", "nodes", kubeconfig=kc).stdout
     finally:
         sim.terminate()
         sim.wait(15)
+
+
+def test_hollow_nodes_need_a_join_token_their_credential_may_make_or_one_given(server_process, tmp_path):
+    admin = server_process.kubeconfig
+    vera = tmp_path / "vera.kubeconfig"
+    vera.write_text(corral("token", "create", "--user", "vera", kubeconfig=admin).stdout)
+    refused = corral("sim", "--nodes", "2", "--server", server_process.url, kubeconfig=str(vera), check=False)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().splitlines() == [
+        'error: the hollow nodes could not join: cannot make a join token with this credential: tokens.auth.corral.dev '
+        'is forbidden: User "vera" cannot create resource "tokens" in API group "auth.corral.dev" at the cluster '
+        'scope; give --join-token (`corral token create --join` prints one)']
+    assert corral("get", "nodes", kubeconfig=admin).stdout.strip() in ("", "No resources found")

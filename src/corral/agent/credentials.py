@@ -23,7 +23,7 @@ from corral.pki.ca import ca_pin, can_serve, make_csr, needs_renewal, new_key
 from corral.pki.files import private_dir, write_private
 from corral.pki.kubeconfig import Credentials, build_kubeconfig, load_credentials
 
-__all__ = ["JoinError", "node_credentials", "renew", "kubeconfig_path"]
+__all__ = ["JoinError", "node_credentials", "renew", "kubeconfig_path", "request_node_certificate", "fetch_ca"]
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def kubeconfig_path(data_dir: str) -> str:
     return os.path.join(data_dir, "kubeconfig")
 
 
-async def _fetch_ca(server: str, pin: str) -> bytes:
+async def fetch_ca(server: str, pin: str) -> bytes:
     """The server's CA, accepted only if it matches ``pin``; nothing else is read unverified."""
     no_verify = ssl.create_default_context()
     no_verify.check_hostname = False
@@ -61,25 +61,32 @@ async def _fetch_ca(server: str, pin: str) -> bytes:
     return body
 
 
-async def _sign(creds: Credentials, node_name: str) -> tuple[bytes, bytes, bytes]:
-    """A new key and the certificate the server signs for it: (cert, key, ca)."""
-    from corral.client.rest import ApiError, Client, ConnectionFailed
+async def request_node_certificate(client, node_name: str) -> tuple[bytes, bytes, bytes]:
+    """A new key and the certificate the server signs for ``system:node:NAME``: (cert, key, ca).
+    ``client`` authenticates with a join token, or as that node (renewal)."""
+    from cryptography.hazmat.primitives import serialization
+
+    from corral.client.rest import ApiError, ConnectionFailed
 
     key = new_key()
     csr = make_csr(key, NODE_PREFIX + node_name, [NODES_GROUP])
     try:
-        async with Client(credentials=creds, user_agent="corral-agent") as client:
-            answer = msgspec.json.decode(await client.request("POST", JOIN_PATH, body={"csr": csr.decode()}))
+        answer = msgspec.json.decode(await client.request("POST", JOIN_PATH, body={"csr": csr.decode()}))
     except ApiError as exc:
         hint = " (is the join token right, and not revoked or expired?)" if exc.code == 401 else ""
         raise JoinError(f"the server refused to sign: {exc.message}{hint}") from None
     except ConnectionFailed as exc:
         raise JoinError(str(exc)) from None
-    from cryptography.hazmat.primitives import serialization
-
     key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                                 serialization.NoEncryption())
     return answer["certificate"].encode(), key_pem, answer["ca"].encode()
+
+
+async def _sign(creds: Credentials, node_name: str) -> tuple[bytes, bytes, bytes]:
+    from corral.client.rest import Client
+
+    async with Client(credentials=creds, user_agent="corral-agent") as client:
+        return await request_node_certificate(client, node_name)
 
 
 def _save(data_dir: str, server: str, node_name: str, cert: bytes, key: bytes, ca: bytes) -> Credentials:
@@ -107,7 +114,7 @@ async def node_credentials(data_dir: str, node_name: str, *, server: str | None,
     if not token or not ca_cert_hash:
         raise JoinError(f"to join, give --token and --ca-cert-hash (`corral server` prints both; no credential "
                         f"kept in {path} yet)")
-    ca = await _fetch_ca(server, ca_cert_hash)
+    ca = await fetch_ca(server, ca_cert_hash)
     cert, key, ca = await _sign(Credentials(server, ca, token=token, source="--token"), node_name)
     log.info("joined %s as system:node:%s", server, node_name)
     return _save(data_dir, server, node_name, cert, key, ca)

@@ -31,11 +31,12 @@ async def renew_lease(client: Client, node: str, *, duration_seconds: int = 40) 
 class StatusReporter:
     """Writes pods' statuses through the status subresource. A pod whose status changes again before
     its last one was written gets only the newest written (latest wins), so a burst of transitions
-    costs one write; at most ``concurrency`` writes are in flight."""
+    costs one write; at most ``concurrency`` writes are in flight. A report may name the client to
+    write it with (hollow nodes: the pod's node's own identity); by default, the reporter's."""
 
     def __init__(self, client: Client, *, concurrency: int = 64) -> None:
         self.client = client
-        self._pending: dict[str, tuple[str, str, dict[str, Any]]] = {}
+        self._pending: dict[str, tuple[str, str, dict[str, Any], Client]] = {}
         self._wakeup = asyncio.Event()
         self._slots = asyncio.Semaphore(concurrency)
         self._task: asyncio.Task | None = None
@@ -48,8 +49,9 @@ class StatusReporter:
 
         await cancel_and_wait(self._task)
 
-    def report(self, uid: str, namespace: str, name: str, status: dict[str, Any]) -> None:
-        self._pending[uid] = (namespace, name, status)
+    def report(self, uid: str, namespace: str, name: str, status: dict[str, Any], *,
+               client: Client | None = None) -> None:
+        self._pending[uid] = (namespace, name, status, client or self.client)
         self._wakeup.set()
 
     async def _run(self) -> None:
@@ -59,11 +61,11 @@ class StatusReporter:
             batch, self._pending = self._pending, {}
             await asyncio.gather(*(self._write(uid, *item) for uid, item in batch.items()))
 
-    async def _write(self, uid: str, namespace: str, name: str, status: dict[str, Any]) -> None:
+    async def _write(self, uid: str, namespace: str, name: str, status: dict[str, Any], client: Client) -> None:
         body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": namespace}, "status": status}
         async with self._slots:
             try:
-                await self.client.update(body, namespace, subresource="status", raw=True)
+                await client.update(body, namespace, subresource="status", raw=True)
             except NotFound:
                 pass  # deleted meanwhile
             except (ConnectionFailed, ApiError) as exc:
@@ -73,5 +75,5 @@ class StatusReporter:
                 # The server is away (or failing over to another): try again soon, unless a newer
                 # status has been reported meanwhile.
                 log.warning("status of %s/%s not written yet: %s; retrying", namespace, name, exc)
-                self._pending.setdefault(uid, (namespace, name, status))
+                self._pending.setdefault(uid, (namespace, name, status, client))
                 asyncio.get_running_loop().call_later(1.0, self._wakeup.set)

@@ -25,14 +25,27 @@ __all__ = ["sim"]
 @click.option("--labels", default=None, metavar="K=V,...", help="Extra labels on every node.")
 @click.option("--taints", default=None, metavar="K[=V]:EFFECT,...", help="Taints on every node.")
 @click.option("--run-delay", default=1.0, show_default=True, help="Seconds from binding to Running.")
+@click.option("--join-token", default="", metavar="TOKEN",
+              help="The join token the nodes join with (default: one made with this command's credential, "
+                   "valid for an hour and revoked once every node has joined).")
+@click.option("--node-identities/--shared-identity", default=True, show_default=True,
+              help="Each node joins and writes its Node, Lease and pod statuses as system:node:NAME, as an "
+                   "agent does; --shared-identity writes everything with this command's credential instead "
+                   "(one connection for all nodes, for control-plane runs at many thousands of nodes).")
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 @run
-async def sim(count, server, address, prefix, capacity, zones, labels, taints, run_delay, log_level) -> None:
+async def sim(count, server, address, prefix, capacity, zones, labels, taints, run_delay, join_token, node_identities,
+              log_level) -> None:
     """Run COUNT hollow nodes: they register, renew their leases and run the pods bound to them (without
-    running anything), through the agent's own state machine."""
+    running anything), through the agent's own state machine.
+
+    Each node joins with a join token and acts under its own node credential, as an agent does; the
+    pods are followed with one watch made with this command's credential (the kubeconfig's, or the
+    in-process server's admin), which must be allowed to watch all pods."""
     import logging
     import tempfile
 
+    from corral.agent.credentials import JoinError
     from corral.agent.node_info import FlagError, parse_pairs, parse_taints
     from corral.aio import wait_for_termination
     from corral.sim.hollow import HollowConfig, HollowNodes
@@ -44,7 +57,7 @@ async def sim(count, server, address, prefix, capacity, zones, labels, taints, r
     try:
         config = HollowConfig(count=count, prefix=prefix, capacity=parse_pairs(capacity, "--capacity"),
                               zones=zone_list, labels=parse_pairs(labels, "--labels"), taints=parse_taints(taints),
-                              run_delay=run_delay)
+                              run_delay=run_delay, node_identities=node_identities, join_token=join_token)
     except FlagError as exc:
         raise CliError(str(exc)) from None
     embedded = None
@@ -60,10 +73,14 @@ async def sim(count, server, address, prefix, capacity, zones, labels, taints, r
     try:
         async with (embedded.client(user_agent="corral-sim") if embedded else make_client(server)) as client:
             nodes = HollowNodes(client, config)
-            await nodes.start()
-            click.echo(f"{count} hollow nodes ({prefix}-0 … {prefix}-{count - 1}) registered with {client.base_url}")
             try:
+                await nodes.start()
+                who = "each as system:node:NAME" if node_identities else "with one shared credential"
+                click.echo(f"{count} hollow nodes ({prefix}-0 … {prefix}-{count - 1}) registered with "
+                           f"{client.base_url}, {who}")
                 await wait_for_termination()
+            except JoinError as exc:
+                raise CliError(f"the hollow nodes could not join: {exc}") from None
             finally:
                 await nodes.stop()
     finally:

@@ -107,7 +107,7 @@ class Client:
     to trust and the token or client certificate to present."""
 
     def __init__(self, base_url: str | Sequence[str] | None = None, *, credentials: Credentials | None = None,
-                 timeout: float = 30.0, user_agent: str = "corral-client") -> None:
+                 timeout: float = 30.0, user_agent: str = "corral-client", connections: int = 64) -> None:
         if base_url is None:
             if credentials is None:
                 raise ValueError("no server URL given")
@@ -118,6 +118,7 @@ class Client:
             raise ValueError("no server URL given")
         self._current = 0
         self._timeout = timeout
+        self._connections = connections  # at most this many open at once
         self._session: aiohttp.ClientSession | None = None
         self.credentials = credentials
         self._headers = {"User-Agent": user_agent, "Accept": JSON, **(credentials.headers() if credentials else {})}
@@ -136,7 +137,7 @@ class Client:
         if self._session is None or self._session.closed:
             self._session = aiohttp.ClientSession(
                 headers=self._headers,
-                connector=aiohttp.TCPConnector(limit=64, ssl=self._ssl if self._ssl is not None else True),
+                connector=aiohttp.TCPConnector(limit=self._connections, ssl=self._ssl if self._ssl is not None else True),
                 read_bufsize=4 * 1024 * 1024,
             )
         return self._session

@@ -48,9 +48,9 @@ class Credentials:
     def ssl_context(self) -> ssl.SSLContext:
         """A client TLS context: trusts the cluster CA (or the system's), presents the client
         certificate if there is one."""
-        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
-        if self.ca_pem:
-            ctx.load_verify_locations(cadata=self.ca_pem.decode())
+        # With a cluster CA, that CA alone (as kubectl): not the system's store as well, which would
+        # also let any public CA vouch for "the cluster", and costs ~1 MB and ~20 ms per context.
+        ctx = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cadata=self.ca_pem.decode() if self.ca_pem else None)
         if self.insecure:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE

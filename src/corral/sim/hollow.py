@@ -5,14 +5,21 @@ bound to it through the agent's own :class:`~corral.agent.machine.PodMachine` wi
 a container "starts" ``run_delay`` seconds after it is asked to, and stops at once. So pods go
 Scheduled → Running, and deleted pods Terminating → Terminated, exactly as with real agents.
 
-Cheap at 5,000 nodes: one watch of all pods (not one per node), one heartbeat loop that renews
-every node's lease in bounded-concurrency batches spread over the interval, one status writer, and
-timers on the event loop instead of a task per container.
+Each hollow node joins as an agent does and writes under its own identity (``system:node:NAME``,
+in ``system:nodes``): its Node, its Lease and the status of its pods pass the node authoriser and
+NodeRestriction like a real agent's. The join token is the one given, or one made for the purpose
+with the credential the simulator was given (and revoked once every node has joined).
+
+Cheap at 5,000 nodes: one watch of all pods (not one per node; made with the simulator's own
+credential, which must be allowed to watch pods), one heartbeat loop that renews every node's
+lease in bounded-concurrency batches spread over the interval, one status writer, and timers on
+the event loop instead of a task per container. Each node keeps one connection of its own.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 import time
 from dataclasses import dataclass, field
@@ -21,11 +28,12 @@ from typing import Any
 from corral.agent import machine as m
 from corral.agent.reporting import StatusReporter, renew_lease
 from corral.api.defaults import now_rfc3339
-from corral.client.rest import AlreadyExists, ApiError, Client, ConnectionFailed, Gone
+from corral.client.rest import AlreadyExists, ApiError, Client, ConnectionFailed, Gone, NotFound
 
 __all__ = ["HollowNodes", "HollowConfig"]
 
 log = logging.getLogger(__name__)
+JOIN_TOKEN_TTL = dt.timedelta(hours=1)  # revoked once the nodes have joined; expires anyway if sim dies first
 
 
 @dataclass(slots=True)
@@ -40,6 +48,8 @@ class HollowConfig:
     lease_interval: float = 10.0
     status_interval: float = 30.0  # Ready heartbeat on the Node (scheduling wants it fresher than 90 s)
     concurrency: int = 64
+    node_identities: bool = True  # each node joins and writes as system:node:NAME
+    join_token: str = ""  # default: one made (and revoked) with the simulator's credential
 
 
 class HollowNodes:
@@ -50,6 +60,7 @@ class HollowNodes:
         self._mine = set(self.names)
         self.machines: dict[str, m.PodMachine] = {}  # by pod uid
         self.reporter = StatusReporter(client, concurrency=config.concurrency)
+        self._identities: dict[str, Client] = {}  # node name → a client presenting its certificate
         self._tasks: list[asyncio.Task] = []
         self._sem = asyncio.Semaphore(config.concurrency)
         self.started_pods = 0
@@ -80,15 +91,58 @@ class HollowNodes:
             except (ApiError, ConnectionFailed) as exc:
                 log.debug("hollow node request failed: %s", exc)
 
+    def client_of(self, node: str) -> Client:
+        """The client ``node`` writes with: its own identity, or the shared one."""
+        return self._identities.get(node, self.client)
+
+    async def _join(self) -> None:
+        """A certificate for every node, signed through the join endpoint as an agent's is."""
+        from corral.agent.credentials import JoinError, request_node_certificate
+        from corral.pki import CA_PATH
+        from corral.pki.kubeconfig import Credentials
+        from corral.pki.tokens import JOIN, new_token, token_object
+
+        token, made = self.config.join_token, None
+        if not token:
+            made = new_token()
+            try:
+                await self.client.create(token_object(made, user="system:bootstrap", purpose=JOIN, ttl=JOIN_TOKEN_TTL,
+                                                      description="corral sim: hollow nodes joining"), raw=True)
+            except ApiError as exc:
+                raise JoinError(f"cannot make a join token with this credential: {exc.message}; give --join-token "
+                                "(`corral token create --join` prints one)") from None
+            token = str(made)
+        mine = self.client.credentials
+        ca = mine.ca_pem if mine is not None and mine.ca_pem else await self.client.request("GET", CA_PATH)
+        servers = ",".join(self.client.urls)
+        try:
+            async with Client(credentials=Credentials(servers, ca, token=token), user_agent="corral-sim") as joiner:
+                async def join(name: str) -> None:
+                    async with self._sem:
+                        cert, key, ca_pem = await request_node_certificate(joiner, name)
+                    self._identities[name] = Client(credentials=Credentials(servers, ca_pem, cert_pem=cert, key_pem=key),
+                                                    user_agent="corral-sim", connections=1)
+                await asyncio.gather(*(join(n) for n in self.names))
+        finally:
+            if made is not None:
+                try:
+                    await self.client.delete("tokens", made.id)
+                except NotFound:
+                    pass
+
     async def start(self) -> None:
-        """Register every node and its lease, then follow pods and keep heartbeating."""
+        """Join every node (with node identities), register it and its lease, then follow pods and
+        keep heartbeating."""
+        if self.config.node_identities:
+            await self._join()
+
         async def register(i: int, name: str) -> None:
             try:
-                await self.client.create(self._node(i, name))
+                await self.client_of(name).create(self._node(i, name))
             except AlreadyExists:
                 pass
         await asyncio.gather(*(self._limited(register(i, n)) for i, n in enumerate(self.names)))
-        await asyncio.gather(*(self._limited(renew_lease(self.client, n)) for n in self.names))
+        await asyncio.gather(*(self._limited(renew_lease(self.client_of(n), n)) for n in self.names))
         listing = await self.client.list("pods", None, raw=True)
         for pod in listing.items:
             self._on_pod("ADDED", pod)
@@ -103,12 +157,14 @@ class HollowNodes:
 
         await cancel_and_wait(*self._tasks)
         await self.reporter.stop()
+        for client in self._identities.values():
+            await client.close()
 
     # --- heartbeats --------------------------------------------------------------------------------------
 
     async def _heartbeat_node(self, name: str) -> None:
-        await self.client.patch("nodes", name, {"status": {"conditions": [self._ready(now_rfc3339())]}},
-                                subresource="status", raw=True)
+        await self.client_of(name).patch("nodes", name, {"status": {"conditions": [self._ready(now_rfc3339())]}},
+                                         subresource="status", raw=True)
 
     async def _heartbeat_loop(self) -> None:
         """Renew every lease each ``lease_interval`` (and every Ready heartbeat each ``status_interval``),
@@ -120,7 +176,7 @@ class HollowNodes:
             status_due = round_start - last_status >= self.config.status_interval
             for k in range(slices):
                 batch = self.names[k::slices]
-                work = [self._limited(renew_lease(self.client, n)) for n in batch]
+                work = [self._limited(renew_lease(self.client_of(n), n)) for n in batch]
                 if status_due:
                     work += [self._limited(self._heartbeat_node(n)) for n in batch]
                 await asyncio.gather(*work)
@@ -172,7 +228,9 @@ class HollowNodes:
                 loop.call_soon(self._feed, machine, m.Stopped(time.time()))
             elif isinstance(action, m.Report):
                 meta = machine.pod.get("metadata") or {}
-                self.reporter.report(machine.uid, meta.get("namespace", "default"), meta.get("name", ""), action.status)
+                node = (machine.pod.get("spec") or {}).get("nodeName") or ""
+                self.reporter.report(machine.uid, meta.get("namespace", "default"), meta.get("name", ""), action.status,
+                                     client=self.client_of(node))
             elif isinstance(action, m.Forget):
                 self.machines.pop(machine.uid, None)
             # Emit: hollow nodes record no events.

@@ -14,11 +14,11 @@ __all__ = ["Attributes", "Decision", "NodeAuthorizer", "RBACAuthorizer", "forbid
 
 def forbidden(a: Attributes, reason: str = "") -> errors.ApiError:
     """Kubernetes' 403: ``pods "web" is forbidden: User "jane" cannot delete resource "pods" in API
-    group "" in the namespace "default"``."""
+    group "" in the namespace "default"``; outside the core group ``deployments.apps "web" is ...``."""
     why = reason or f'User "{a.user}" {a.describe()}'
     if not a.is_resource:
         return errors.ApiError(403, "Forbidden", f"forbidden: {why}")
-    what = a.resource + (f'/{a.subresource}' if a.subresource else "")
+    what = a.resource + (f".{a.api_group}" if a.api_group else "")  # Kubernetes' GroupResource, as it prints it
     subject = f'{what} "{a.name}"' if a.name else what
     details = {"kind": a.resource, **({"name": a.name} if a.name else {}),
                **({"group": a.api_group} if a.api_group else {})}
