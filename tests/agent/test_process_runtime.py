@@ -29,6 +29,8 @@ def runtimes():
 
     yield make
     for rt in made:
+        if rt.cgroups is not None:  # the pods' control groups, then the agent's folders
+            rt.cgroups.close()
         shutil.rmtree(rt.root, ignore_errors=True)
 
 

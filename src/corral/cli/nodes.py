@@ -37,8 +37,13 @@ __all__ = ["agent", "logs", "drain"]
 @click.option("--run-as-user", default=None, metavar="USER",
               help="Process runtime: the user pods run as (default: nobody when the agent runs as root; an "
                    "unprivileged agent runs them as itself).")
+@click.option("--cgroups/--no-cgroups", "use_cgroups", default=True, show_default=True,
+              help="Process runtime: run each container in a control group of its own with its cpu and memory "
+                   "limits and --max-processes per pod, where the agent may write control groups (root, cgroup "
+                   "v2 with cpu, memory and pids, or v1); the agent says at start when it cannot.")
 @click.option("--max-processes", default=1024, show_default=True, type=click.IntRange(min=1),
-              help="Process limit: per pod user (process runtime, RLIMIT_NPROC) or per container (docker).")
+              help="Process limit: per pod (process runtime with control groups; also per pod user, RLIMIT_NPROC) "
+                   "or per container (docker).")
 @click.option("--max-open-files", default=4096, show_default=True, type=click.IntRange(min=16),
               help="Open files per process (process runtime).")
 @click.option("--docker-host", default=None, metavar="URL", help="Docker engine (default: $DOCKER_HOST or the local socket).")
@@ -47,7 +52,7 @@ __all__ = ["agent", "logs", "drain"]
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 @run
 async def agent(server, token, ca_cert_hash, kubeconfig, name, runtime, labels, taints, capacity, reserved, data_dir, address, port, listen_address,
-                run_as_user, max_processes, max_open_files, docker_host, heartbeat, restart_backoff, log_level) -> None:
+                run_as_user, use_cgroups, max_processes, max_open_files, docker_host, heartbeat, restart_backoff, log_level) -> None:
     """Run this machine as a node: register it, keep it alive, run the pods bound to it."""
     import logging
     import os
@@ -78,7 +83,7 @@ async def agent(server, token, ca_cert_hash, kubeconfig, name, runtime, labels, 
 
         try:
             rt = ProcessRuntime(data_dir, run_as_user=run_as_user, max_processes=max_processes,
-                                max_open_files=max_open_files)
+                                max_open_files=max_open_files, cgroups=use_cgroups)
         except ValueError as exc:
             raise CliError(str(exc)) from None
     from corral.agent.credentials import JoinError, node_credentials

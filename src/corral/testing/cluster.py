@@ -86,6 +86,7 @@ class LocalCluster:
         self.server.stop()
         self.kill_pod_processes()
         self._remove_pod_directories()
+        self._remove_control_groups()
 
     def _pod_roots(self) -> list[str]:
         """Where each agent of this cluster keeps its pods' directories (see ProcessRuntime's pods_root)."""
@@ -103,6 +104,24 @@ class LocalCluster:
         for pods in self._pod_roots():
             if not pods.startswith(inside):
                 shutil.rmtree(pods, ignore_errors=True)
+
+    def _remove_control_groups(self) -> None:
+        """The agents' pods' control groups, once whatever ran in them is gone."""
+        import glob
+        import time
+
+        from corral.agent.runtimes.cgroups import detect
+
+        for node in glob.glob(os.path.join(self.root, "node-*")):
+            groups, _ = detect(node)
+            if groups is None:
+                continue
+            deadline = time.monotonic() + 5
+            while (left := [k for k in groups.containers() if groups.pids(*k)]) and time.monotonic() < deadline:
+                for pod_uid, container in left:
+                    groups.kill(pod_uid, container)
+                time.sleep(0.05)
+            groups.close()
 
     def kill_pod_processes(self) -> int:
         """Pods' processes outlive their agent by design (a restarted agent adopts them); a test

@@ -11,10 +11,13 @@ What it contains: an agent running as root runs every container as an unprivileg
 processes of that user (``max_processes``: a fork bomb stops there) and on open files; its working
 directory (and ``workingDir``, which cannot lead out of it) is the only place it may write under the
 agent's directory; it may pass through the pod directories to reach it but not list them, and the
-logs are the agent's alone (0600). What it does not: no cpu or
-memory limits, no network or filesystem isolation beyond Unix permissions, and the process limit
-counts all processes of the user (all pods together). The image is not used. Use ``docker`` for
-isolation.
+logs are the agent's alone (0600). Where control groups are writable (see
+:mod:`corral.agent.runtimes.cgroups`), each container runs in its own, with its cpu and memory
+limits, the pod's processes are capped at ``max_processes`` (per pod, not only per user), a
+container killed for memory is OOMKilled, and whatever a container leaves running when its main
+process ends is killed with it. What it does not: no network or filesystem isolation beyond Unix
+permissions; without control groups, no cpu or memory limits, and the process limit counts all
+processes of the user (all pods together). The image is not used. Use ``docker`` for isolation.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 import corral
+from corral.agent.runtimes import cgroups as cg
 from corral.agent.runtimes.base import ContainerRef, ExitInfo, RecoveredContainer, StartError
 
 __all__ = ["ProcessRuntime", "DEFAULT_MAX_PROCESSES", "DEFAULT_MAX_OPEN_FILES", "pods_root"]
@@ -52,12 +56,14 @@ def _within_hard(limit: int, value: int) -> int:
     return value if hard == resource.RLIM_INFINITY else min(value, hard)
 
 
-def _enter(workdir: str, user: pwd.struct_passwd | None, limits: tuple[tuple[int, int], ...]) -> None:
+def _enter(workdir: str, user: pwd.struct_passwd | None, limits: tuple[tuple[int, int], ...],
+           groups: tuple[str, ...] = ()) -> None:
     """In the child, between fork and exec (system calls only): into the working directory while
-    still the agent (the pod directories above it are the agent's alone), then the pod's user, then
-    the limits. Done here rather than with ``cwd=``/``user=``, whose order uvloop neither promises
-    nor (for ``user``) supports."""
+    still the agent (the pod directories above it are the agent's alone) and into its control
+    groups, then the pod's user, then the limits. Done here rather than with ``cwd=``/``user=``,
+    whose order uvloop neither promises nor (for ``user``) supports."""
     os.chdir(workdir)
+    cg.join(groups)
     if user is not None:
         os.setgroups([])
         os.setgid(user.pw_gid)
@@ -135,7 +141,7 @@ class ProcessRuntime:
     version = f"corral-process://{corral.__version__}"
 
     def __init__(self, data_dir: str, *, run_as_user: str | None = None, max_processes: int = DEFAULT_MAX_PROCESSES,
-                 max_open_files: int = DEFAULT_MAX_OPEN_FILES) -> None:
+                 max_open_files: int = DEFAULT_MAX_OPEN_FILES, cgroups: bool = True) -> None:
         self._procs: dict[str, asyncio.subprocess.Process] = {}
         self.user = _resolve_user(run_as_user)  # None: the agent's own user
         self.root = _pods_root(Path(data_dir), self.user)
@@ -145,6 +151,16 @@ class ProcessRuntime:
         os.chmod(self.root, 0o711 if self.user is not None else 0o700)
         self._limits = tuple((limit, _within_hard(limit, value)) for limit, value in (
             (resource.RLIMIT_NPROC, max_processes), (resource.RLIMIT_NOFILE, max_open_files)))
+        self.max_processes = max_processes
+        self.cgroups: cg.Cgroups | None = None
+        self.cgroups_missing = "turned off (--no-cgroups)"  # why there are none, when there are none
+        if cgroups:
+            self.cgroups, self.cgroups_missing = cg.detect(data_dir)
+        if self.cgroups is not None:
+            log.info("pods run in control groups (%s): cpu and memory limits, %d processes per pod",
+                     self.cgroups.version, max_processes)
+        else:
+            log.warning("pods' cpu and memory limits are not enforced: %s", self.cgroups_missing)
 
     def _dir(self, pod_uid: str) -> Path:
         return self.root / pod_uid
@@ -186,13 +202,20 @@ class ProcessRuntime:
         program = argv[0]
         if "/" not in program and shutil.which(program, path=env.get("PATH")) is None:
             raise StartError("StartError", f'exec: "{program}": executable file not found in $PATH')
+        groups: tuple[str, ...] = ()
+        if self.cgroups is not None:
+            try:
+                groups = self.cgroups.prepare(uid, name, cg.limits_of(container), self.max_processes)
+            except OSError as exc:
+                raise StartError("StartError", f"container {name}: cannot set up its control group: "
+                                               f"{exc.strerror or exc}") from None
         log_path = self.log_path(uid, name)
         with open(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log:
             try:
                 proc = await asyncio.create_subprocess_exec(
                     *argv, env=env, stdin=asyncio.subprocess.DEVNULL,
                     stdout=log, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
-                    preexec_fn=functools.partial(_enter, str(workdir), self.user, self._limits),
+                    preexec_fn=functools.partial(_enter, str(workdir), self.user, self._limits, groups),
                 )
             except OSError as exc:
                 raise StartError("StartError", f'exec: "{program}": {exc.strerror or exc}') from None
@@ -217,10 +240,23 @@ class ProcessRuntime:
         if proc is None:  # adopted after an agent restart: not our child, so poll
             while self._alive(ref):
                 await asyncio.sleep(0.5)
-            return ExitInfo(-1)
+            return ExitInfo(-1, await self._finish(ref))
         code = await proc.wait()
         self._procs.pop(ref.id, None)
-        return ExitInfo(128 - code if code < 0 else code)
+        return ExitInfo(128 - code if code < 0 else code, await self._finish(ref))
+
+    async def _finish(self, ref: ContainerRef) -> bool:
+        """The container's main process has ended: end what it left running and drop its group
+        (so a restart starts with fresh counters). Whether the kernel killed it for memory."""
+        if self.cgroups is None:
+            return False
+        oom = self.cgroups.oom_killed(ref.pod_uid, ref.container)
+        deadline = time.monotonic() + 2.0
+        while self.cgroups.pids(ref.pod_uid, ref.container) and time.monotonic() < deadline:
+            self.cgroups.kill(ref.pod_uid, ref.container)
+            await asyncio.sleep(0.02)
+        self.cgroups.remove(ref.pod_uid, ref.container)
+        return oom
 
     async def stop(self, ref: ContainerRef, grace_seconds: float) -> None:
         pid = self._pid(ref)
@@ -286,9 +322,12 @@ class ProcessRuntime:
 
     async def remove_pod(self, pod_uid: str) -> None:
         await asyncio.to_thread(shutil.rmtree, self._dir(pod_uid), True)
+        if self.cgroups is not None:
+            self.cgroups.remove(pod_uid)
 
     async def images(self) -> list[dict[str, Any]]:
         return []
 
     async def close(self) -> None:
-        return None
+        if self.cgroups is not None:
+            self.cgroups.close()
