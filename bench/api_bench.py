@@ -12,7 +12,10 @@ from this process over HTTP on loopback:
    events delivered per second in total, and the time until every watcher has seen every event;
 3. list latency: listing all pods (``--pods`` + ``--fanout-pods``) repeatedly; median and p90.
 
-Client and server share the machine's cores, as they would for a user on one host.
+Client and server share the machine's cores, as they would for a user on one host. By default as
+the admin (``system:masters``, which RBAC lets through without a lookup); ``--as-user NAME`` makes
+a token for NAME, binds it to the ``edit`` ClusterRole in ``default`` and measures as that user,
+every request authorised through RBAC's rules.
 """
 
 from __future__ import annotations
@@ -152,6 +155,8 @@ async def main() -> None:
     parser.add_argument("--watchers", type=int, default=100)
     parser.add_argument("--fanout-pods", type=int, default=1_000)
     parser.add_argument("--list-repeats", type=int, default=15)
+    parser.add_argument("--as-user", default="", metavar="NAME",
+                        help="measure as this user, bound to the edit role in default (default: the admin)")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
     args = parser.parse_args()
 
@@ -161,6 +166,8 @@ async def main() -> None:
         try:
             print(f"server {url}, data in {data_dir}", file=sys.stderr)
             creds = proc.credentials()
+            if args.as_user:
+                creds = await user_credentials(creds, args.as_user)
             creates = await bench_creates(creds, args.pods, args.clients, "bench")
             print(f"creates: {creates}", file=sys.stderr)
             fanout = await bench_fanout(creds, args.watchers, args.fanout_pods)
@@ -170,7 +177,8 @@ async def main() -> None:
             rss = _rss_bytes(proc.proc.pid)
         finally:
             proc.stop()
-    result = {"creates": creates, "watchFanout": fanout, "list": listing, "serverRssBytes": rss}
+    result = {"user": args.as_user or "admin", "creates": creates, "watchFanout": fanout, "list": listing,
+              "serverRssBytes": rss}
     if args.json:
         print(json.dumps(result, indent=2))
     else:
@@ -179,6 +187,23 @@ async def main() -> None:
         print(f"watch events/s ({args.watchers} watchers x {args.fanout_pods} pods): {fanout['eventsPerSecond']}")
         print(f"list of {listing['items']} pods: median {listing['medianMs']} ms, p90 {listing['p90Ms']} ms")
         print(f"server RSS: {rss / 2**20:.0f} MiB")
+
+
+async def user_credentials(admin, user: str):
+    """A token for ``user``, who may edit what is in ``default`` (through a RoleBinding to ``edit``)."""
+    from corral.client import Client
+    from corral.pki.kubeconfig import Credentials
+    from corral.pki.tokens import new_token, token_object
+
+    parts = new_token()
+    async with Client(credentials=admin) as c:
+        await c.create(token_object(parts, user=user), raw=True)
+        await c.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                        "metadata": {"name": f"bench-{user}", "namespace": "default"},
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+                        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}]},
+                       raw=True)
+    return Credentials(admin.server, admin.ca_pem, token=str(parts))
 
 
 def _rss_bytes(pid: int) -> int:
