@@ -228,3 +228,32 @@ async def test_the_user_kubeconfig_is_written_when_absent_and_never_over_a_users
     user_file.write_text("# my own\n")
     async with running_server(str(tmp_path / "d2"), scheduler=False, user_kubeconfig=True):
         assert user_file.read_text() == "# my own\n"
+
+
+def test_a_remembered_token_still_expires_on_time_and_follows_every_change_of_its_object():
+    from corral.server.authn.authenticator import Authenticator
+    from corral.store.base import Record
+
+    now = [dt.datetime(2026, 1, 1, tzinfo=dt.timezone.utc)]
+    objects: dict[str, Record] = {}
+    auth = Authenticator(objects.get, clock=lambda: now[0])
+    token = new_token()
+    key = f"/auth.corral.dev/tokens/{token.id}"
+
+    def store(**spec_changes) -> None:
+        obj = token_object(token, user="ann", groups=["dev"], ttl=dt.timedelta(hours=1), now=now[0])
+        obj["spec"].update(spec_changes)
+        objects[key] = Record(key, len(objects) + 1, json.dumps(obj).encode())
+
+    store()
+    header = f"Bearer {token}"
+    assert auth.from_token(header).groups == ("dev", "system:authenticated")
+    assert auth.from_token(header).name == "ann"  # remembered, same answer
+    assert auth.from_token(f"Bearer {token.id}.{'x' * len(token.secret)}") is None  # a wrong secret: no
+    store(groups=["ops"])  # the object changed: its new groups count at once
+    assert auth.from_token(header).groups == ("ops", "system:authenticated")
+    now[0] += dt.timedelta(hours=1)
+    assert auth.from_token(header) is None  # expired while remembered
+    del objects[key]
+    now[0] -= dt.timedelta(hours=1)
+    assert auth.from_token(header) is None  # revoked

@@ -11,7 +11,6 @@ from __future__ import annotations
 import random
 import secrets
 import time
-import uuid
 from datetime import datetime, timezone
 from typing import Any
 
@@ -41,9 +40,15 @@ def now_rfc3339() -> str:
     return _last_stamp[1]
 
 
+_UUID_KEEP = ~(0xF000 << 64 | 0xC000 << 48)  # the version nibble and the variant bits cleared...
+_UUID_SET = 0x4000 << 64 | 0x8000 << 48  # ...and set: version 4, RFC 4122 variant
+
+
 def new_uid() -> str:
-    """A random (version 4) UUID; from Python's fast generator, as uids need uniqueness, not secrecy."""
-    return str(uuid.UUID(int=random.getrandbits(128), version=4))
+    """A random (version 4) UUID; from Python's fast generator, as uids need uniqueness, not secrecy.
+    Formatted by hand: ``str(uuid.UUID(...))`` costs 2.5 times as much, on every create."""
+    h = f"{random.getrandbits(128) & _UUID_KEEP | _UUID_SET:032x}"
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def generate_name(prefix: str) -> str:

@@ -10,10 +10,9 @@ buffer to lose on a crash), which is created 0600. When it passes ``max_bytes`` 
 
 from __future__ import annotations
 
-import datetime as dt
 import errno
 import os
-from typing import Any
+import time
 
 import msgspec
 
@@ -22,6 +21,19 @@ __all__ = ["AuditLog", "DEFAULT_MAX_BYTES", "DEFAULT_BACKUPS"]
 DEFAULT_MAX_BYTES = 100 * 2**20
 DEFAULT_BACKUPS = 5
 _encode = msgspec.json.Encoder().encode
+
+
+class _Entry(msgspec.Struct):
+    """One line, in this order (a struct encodes several times faster than a dict)."""
+
+    time: str
+    user: str
+    groups: tuple[str, ...]
+    verb: str
+    resource: str
+    namespace: str
+    name: str
+    code: int
 
 
 class AuditLog:
@@ -36,20 +48,24 @@ class AuditLog:
             raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), parent) from None
         self._fd = -1
         self._size = 0
+        self._second, self._second_text = -1, ""
         self._open()
 
     def _open(self) -> None:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
         self._size = os.fstat(self._fd).st_size
 
+    def _now(self) -> str:
+        """RFC 3339 UTC with microseconds; the seconds part formatted once per second."""
+        t = time.time()
+        second = int(t)
+        if second != self._second:
+            self._second, self._second_text = second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+        return f"{self._second_text}.{int((t - second) * 1e6):06d}Z"
+
     def record(self, *, user: str, groups: tuple[str, ...], verb: str, resource: str, namespace: str, name: str,
                code: int) -> None:
-        entry: dict[str, Any] = {
-            "time": dt.datetime.now(dt.timezone.utc).isoformat(timespec="microseconds").replace("+00:00", "Z"),
-            "user": user, "groups": list(groups), "verb": verb, "resource": resource, "namespace": namespace,
-            "name": name, "code": code,
-        }
-        line = _encode(entry) + b"\n"
+        line = _encode(_Entry(self._now(), user, groups, verb, resource, namespace, name, code)) + b"\n"
         if self._size + len(line) > self.max_bytes and self._size > 0:
             self._rotate()
         os.write(self._fd, line)
