@@ -141,13 +141,13 @@ def test_on_a_pure_v2_host_the_agents_group_hands_cpu_memory_and_pids_down(tmp_p
     assert set(found.roots.values()) == {top}
     assert (group / "cgroup.subtree_control").read_text() == "+cpu +memory +pids"
     assert (top / "cgroup.subtree_control").read_text() == "+cpu +memory +pids"
-    procs = found.prepare("uid-1", "web", cg.Limits(cpu_millis=1500, memory_bytes=2**30), 100)
+    procs = found.prepare("uid-1", "web", limits=cg.Limits(cpu_millis=1500, memory_bytes=2**30), max_processes=100)
     assert procs == (str(top / "uid-1" / "web" / "cgroup.procs"),)
     assert (top / "uid-1" / "cgroup.subtree_control").read_text() == "+cpu +memory +pids"
     assert (top / "uid-1" / "pids.max").read_text() == "100"
     assert (top / "uid-1" / "web" / "cpu.max").read_text() == "150000 100000"
     assert (top / "uid-1" / "web" / "memory.max").read_text() == str(2**30)
-    found.prepare("uid-1", "sidecar", cg.Limits(), 100)  # no limits: none set
+    found.prepare("uid-1", "sidecar", limits=cg.Limits(), max_processes=100)  # no limits: none set
     assert (top / "uid-1" / "sidecar" / "cpu.max").read_text() == "max 100000"
     assert (top / "uid-1" / "sidecar" / "memory.max").read_text() == "max"
     (top / "uid-1" / "web" / "memory.events").write_text("low 0\nhigh 0\nmax 3\noom 1\noom_kill 1\n")
@@ -170,7 +170,7 @@ def test_a_v2_hierarchy_without_the_controllers_falls_back_to_v1_and_neither_mea
     assert found.version == "v1"
     assert found.roots == {"cpu": fs / "cpu" / "agent" / name, "memory": fs / "memory" / "agent" / name,
                            "pids": fs / "pids" / name}
-    found.prepare("u", "c", cg.Limits(cpu_millis=1, memory_bytes=1000), 7)
+    found.prepare("u", "c", limits=cg.Limits(cpu_millis=1, memory_bytes=1000), max_processes=7)
     assert (found.roots["cpu"] / "u" / "c" / "cpu.cfs_quota_us").read_text() == "1000"  # the kernel's minimum
     assert (found.roots["memory"] / "u" / "c" / "memory.limit_in_bytes").read_text() == "1000"
     assert (found.roots["pids"] / "u" / "pids.max").read_text() == "7"

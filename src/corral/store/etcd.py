@@ -102,7 +102,7 @@ class EtcdTLS:
         return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
 
 
-def _client(host: str, port: int, credentials, options: dict[str, Any]):
+def _client(host: str, port: int, *, credentials, options: dict[str, Any]):
     """An aetcd client for one member; over TLS when ``credentials`` are given. aetcd 1.0 only opens
     plaintext channels, so the TLS client opens its own channel and stubs as aetcd's ``connect``
     does (user/password authentication, which corral does not use, left out)."""
@@ -196,7 +196,8 @@ class EtcdStore:
         options = {"grpc.max_receive_message_length": MAX_MESSAGE, "grpc.max_send_message_length": MAX_MESSAGE,
                    "grpc.keepalive_time_ms": 10_000, "grpc.keepalive_timeout_ms": 5_000,
                    "grpc.initial_reconnect_backoff_ms": 200, "grpc.max_reconnect_backoff_ms": 2_000}
-        self._members = [_client(host, port, credentials, options) for host, port in self.endpoints]
+        self._members = [_client(host, port, credentials=credentials, options=options)
+                         for host, port in self.endpoints]
         try:
             for member in self._members:
                 await member.connect()  # makes the channel; nothing is sent yet

@@ -86,7 +86,7 @@ class Cgroups:
     def _dir(self, controller: str, *parts: str) -> Path:
         return self.roots[controller].joinpath(*parts)
 
-    def prepare(self, pod_uid: str, container: str, limits: Limits, max_processes: int) -> tuple[str, ...]:
+    def prepare(self, pod_uid: str, container: str, *, limits: Limits, max_processes: int) -> tuple[str, ...]:
         """Make the pod's and the container's groups, with their limits; the ``cgroup.procs`` files
         the container's process writes itself into before it executes (see :func:`join`)."""
         for d in self._dirs(pod_uid):

@@ -205,7 +205,8 @@ class ProcessRuntime:
         groups: tuple[str, ...] = ()
         if self.cgroups is not None:
             try:
-                groups = self.cgroups.prepare(uid, name, cg.limits_of(container), self.max_processes)
+                groups = self.cgroups.prepare(uid, name, limits=cg.limits_of(container),
+                                              max_processes=self.max_processes)
             except OSError as exc:
                 raise StartError("StartError", f"container {name}: cannot set up its control group: "
                                                f"{exc.strerror or exc}") from None
