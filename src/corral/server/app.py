@@ -198,7 +198,7 @@ class Server:
         local = "127.0.0.1" if host in ("", "0.0.0.0") else "::1" if host == "::" else host
         self.url = f"https://{local if ':' not in local else f'[{local}]'}:{bound_port}"
         await write_first_credentials(self.pki, self.store, self.data_dir, self.url,
-                                      user_kubeconfig=self.config.user_kubeconfig)
+                                      user_kubeconfig=self.config.user_kubeconfig, settled=self.cache.wait_consistent)
         self.admin = Credentials(self.url, self.pki.ca.cert_pem, self.pki.admin_token, source=self.pki.admin_kubeconfig)
         self._tasks.append(asyncio.create_task(self._renew_loop(), name="certificate renewal"))
         self._scheduler_config = scheduler_config

@@ -20,7 +20,7 @@ import os
 import socket
 import ssl
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Awaitable, Callable, Iterable
 
 from corral.api.defaults import apply_create_defaults
 from corral.api.resources import by_kind
@@ -188,9 +188,12 @@ async def prepare_tls(store: Store, data_dir: str, *, listen_host: str, extra_ho
 
 
 async def write_first_credentials(pki: ServerPKI, store: Store, data_dir: str, server_url: str, *,
-                                  user_kubeconfig: bool = True) -> None:
+                                  user_kubeconfig: bool = True,
+                                  settled: Callable[[], Awaitable[None]] | None = None) -> None:
     """The admin kubeconfig (and the user's, see :func:`_write_user_kubeconfig`) and the join token;
-    the tokens they hold are kept across restarts while the store still has them."""
+    the tokens they hold are kept across restarts while the store still has them. ``settled`` is
+    awaited between storing new tokens and writing the files: the server's own view (its watch
+    cache) must hold a token before anyone can read it from a file and present it."""
     admin_path = os.path.join(data_dir, "admin.kubeconfig")
     try:
         existing = load_credentials(admin_path) if os.path.exists(admin_path) else None
@@ -202,15 +205,19 @@ async def write_first_credentials(pki: ServerPKI, store: Store, data_dir: str, s
     if not admin_token:
         admin_token = await create_token(store, user=ADMIN_USER, groups=ADMIN_GROUPS,
                                          description=f"admin credential of {admin_path}")
+    join_path = os.path.join(data_dir, "join-token")
+    join_token = _read_text(join_path)
+    new_join = not await _token_valid(store, join_token, JOIN)
+    if new_join:
+        join_token = await create_token(store, user="system:bootstrap", purpose=JOIN,
+                                        description=f"join token of {join_path}")
+    if settled is not None:
+        await settled()
     kubeconfig = build_kubeconfig(server_url, pki.ca.cert_pem, user=ADMIN_USER, token=admin_token)
     write_private(admin_path, kubeconfig)
     if user_kubeconfig:
         _write_user_kubeconfig(data_dir, kubeconfig)
-    join_path = os.path.join(data_dir, "join-token")
-    join_token = _read_text(join_path)
-    if not await _token_valid(store, join_token, JOIN):
-        join_token = await create_token(store, user="system:bootstrap", purpose=JOIN,
-                                        description=f"join token of {join_path}")
+    if new_join:
         write_private(join_path, join_token + "\n")
     pki.admin_token, pki.join_token, pki.admin_kubeconfig = admin_token, join_token, admin_path
 
