@@ -175,6 +175,9 @@ def test_a_wrong_token_is_refused_with_one_line_naming_the_kubeconfig(server_pro
                      "document 1 (Pod web): spec.containers[0].image", id="a wrong type names the field path"),
         pytest.param(POD.replace("name: web\n  labels", "name: " + "a" * 300 + "\n  labels"),
                      "metadata.name: Too long", id="an over-long name is refused"),
+        pytest.param(POD + "---\na: &a [x, x, x, x, x, x, x, x, x, x]\n"
+                     + "".join(f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(6)),
+                     "document 2: a YAML document of more than 200000 nodes", id="a YAML alias bomb is refused unexpanded"),
     ],
 )
 def test_bad_manifests_get_one_clear_line_and_change_nothing(kubeconfig, tmp_path, content, expected):

@@ -9,7 +9,8 @@ import uuid
 import msgspec
 import pytest
 
-from corral.store import Compacted, Conflict, EventType, Fenced, KeyExists, KeyNotFound, open_store
+from corral.store import (DEFAULT_MAX_VALUE_BYTES, Compacted, Conflict, EventType, Fenced, KeyExists, KeyNotFound,
+                          TooLarge, open_store)
 
 
 @pytest.fixture(params=["sqlite", "etcd"])
@@ -320,3 +321,17 @@ def test_a_prefix_ends_just_past_its_last_character_and_no_prefix_at_the_top():
     assert prefix_end("/core/pods/") == "/core/pods0"
     assert prefix_end("/k/p1") == "/k/p2"
     assert prefix_end("") == "\U0010ffff"
+
+
+async def test_an_object_over_the_size_limit_is_refused_and_nothing_is_written(store):
+    assert store.max_value_bytes == DEFAULT_MAX_VALUE_BYTES == 1536 * 1024  # etcd's own default
+    store.max_value_bytes = 4096
+    small = await store.create("/k/a", obj("a", data="x" * 100))
+    with pytest.raises(TooLarge) as refused:
+        await store.create("/k/b", obj("b", data="x" * 5000))
+    assert refused.value.limit == 4096 and refused.value.size > 4096
+    with pytest.raises(TooLarge):
+        await store.update("/k/a", obj("a", data="x" * 5000), small.revision)
+    assert await store.get("/k/b") is None
+    assert (await store.get("/k/a")).revision == small.revision == store.revision
+    await store.delete("/k/a")  # a delete is never refused for size

@@ -83,6 +83,9 @@ def cli() -> None:
                    "(default: audit.log in --data-dir; off: none).")
 @click.option("--audit-log-max-size", "audit_max_mib", default=100, show_default=True, metavar="MiB",
               type=click.IntRange(min=1), help="Rotate the audit log past this size (5 older files are kept).")
+@click.option("--max-object-size", default="1536Ki", show_default=True, metavar="BYTES",
+              help="The largest object the server stores, as JSON (etcd's own default limit); larger writes get "
+                   "413. Also the limit on YAML request bodies. A quantity: 1536Ki, 3Mi, 2000000.")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafile: str, etcd_certfile: str,
@@ -90,7 +93,7 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
            scheduler_config: str | None, grace: float, eviction: float, local_agent: bool,
            leader_elect: bool | None, identity: str, advertise_url: str, lease_seconds: float, renew_deadline: float,
            retry_period: float, tls_sans: tuple[str, ...], write_kubeconfig: bool, audit_log: str, audit_max_mib: int,
-           log_level: str) -> None:
+           max_object_size: str, log_level: str) -> None:
     """Run the control plane in the foreground: API server, store and scheduler.
 
     \b
@@ -108,6 +111,14 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
         etcd_tls = EtcdTLS(etcd_cafile, etcd_certfile, etcd_keyfile) if etcd_cafile else None
     except ValueError as exc:
         raise CliError(str(exc)) from None
+    from corral.api.quantity import QuantityError, to_units
+
+    try:
+        object_limit = to_units(max_object_size)
+    except QuantityError as exc:
+        raise CliError(f"--max-object-size: {exc}") from None
+    if object_limit < 4096:
+        raise CliError(f"--max-object-size must be at least 4Ki (a Node or Pod takes a few KiB), got {max_object_size}")
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ServerConfig(data_dir=data_dir or "", store_url=store_url or "", etcd_tls=etcd_tls, address=address,
                           scheduler=run_scheduler, scheduler_config=scheduler_config, node_grace_seconds=grace,
@@ -115,7 +126,7 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
                           identity=identity, advertise_url=advertise_url, lease_seconds=lease_seconds, renew_deadline=renew_deadline,
                           retry_period=retry_period, tls_sans=tuple(n for v in tls_sans for n in v.split(",") if n),
                           user_kubeconfig=write_kubeconfig, audit_log=audit_log,
-                          audit_log_max_bytes=audit_max_mib * 2**20)
+                          audit_log_max_bytes=audit_max_mib * 2**20, max_object_size=object_limit)
     try:
         import uvloop
 

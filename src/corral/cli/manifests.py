@@ -47,27 +47,22 @@ def _files(path: str) -> list[str]:
 
 
 def _documents(source: str, text: str) -> list[Any]:
-    import yaml
+    from corral.api.decoding import DecodeError, decode_json, yaml_documents
 
     if source.endswith(".json") or text.lstrip().startswith(("{", "[")):
-        import msgspec
-
         try:
-            doc = msgspec.json.decode(text.encode())
-        except msgspec.DecodeError as exc:
-            raise ManifestError(f"{source}: document 1: not valid JSON: {exc}") from None
+            doc = decode_json(text.encode())
+        except DecodeError as exc:
+            raise ManifestError(f"{source}: document 1: {exc}") from None
         if isinstance(doc, list):
             return doc
         return [doc]
     docs: list[Any] = []
     try:
-        for doc in yaml.safe_load_all(text):
+        for doc in yaml_documents(text):
             docs.append(doc)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ManifestError(f"{source}: document {len(docs) + 1}: not valid YAML{where}: {problem}") from None
+    except DecodeError as exc:
+        raise ManifestError(f"{source}: document {len(docs) + 1}: {exc}") from None
     return docs
 
 

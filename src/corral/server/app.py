@@ -44,7 +44,7 @@ from corral.server.authn.join import join_handler
 from corral.server.rest import ResourceAPI
 from corral.pki import CA_PATH, JOIN_PATH, MASTERS_GROUP, NODE_PREFIX, NODES_GROUP
 from corral.pki.kubeconfig import Credentials
-from corral.store import KeyExists, Store, Unavailable, open_store
+from corral.store import DEFAULT_MAX_VALUE_BYTES, KeyExists, Store, TooLarge, Unavailable, open_store
 from corral.store.etcd import EtcdTLS
 
 __all__ = ["Server", "ServerConfig", "DEFAULT_ADDRESS", "default_data_dir"]
@@ -86,6 +86,7 @@ class ServerConfig:
     user_kubeconfig: bool = True  # also write ~/.config/corral/kubeconfig when there is none
     audit_log: str = ""  # default: {data_dir}/audit.log; "off": none
     audit_log_max_bytes: int = DEFAULT_AUDIT_MAX_BYTES  # rotated past this size
+    max_object_size: int = DEFAULT_MAX_VALUE_BYTES  # the largest object stored, encoded; 0: no limit
 
     def elects_leader(self) -> bool:
         if self.leader_elect is not None:
@@ -167,6 +168,7 @@ class Server:
         host, port = _split_address(self.config.address)
         self.store = await open_store(self.config.resolved_store_url(), synchronous=self.config.sqlite_synchronous,
                                       etcd_tls=self.config.etcd_tls)
+        self.store.max_value_bytes = self.config.max_object_size
         advertised = urlsplit(self.config.advertise_url).hostname if self.config.advertise_url else None
         self.pki = await prepare_tls(self.store, self.data_dir, listen_host=host,
                                      extra_hosts=(*self.config.tls_sans, *([advertised] if advertised else [])))
@@ -459,6 +461,11 @@ class Server:
         except Unavailable as exc:
             response = web.Response(body=errors.status_body(503, "ServiceUnavailable", str(exc)),
                                     status=503, content_type="application/json")
+        except TooLarge as exc:
+            message = (f"the object would take {exc.size} bytes; the server stores objects of at most {exc.limit} "
+                       "bytes (--max-object-size)")
+            response = web.Response(body=errors.status_body(413, "RequestEntityTooLarge", message),
+                                    status=413, content_type="application/json")
         except asyncio.TimeoutError:
             response = web.Response(body=errors.status_body(504, "Timeout", "the server timed out"),
                                     status=504, content_type="application/json")

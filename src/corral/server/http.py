@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import msgspec
-import yaml
 from aiohttp import web
 
 from corral.api import protobuf
+from corral.api.decoding import DecodeError, decode_json, decode_yaml
 from corral.api.resources import ResourceType, by_plural
 from corral.api.selectors import SelectorError, parse_field_selector, parse_label_selector
 from corral.server import errors
@@ -31,9 +31,9 @@ __all__ = ["add_resource_routes", "MAX_BODY_BYTES", "VERB", "RESOURCE", "USER"]
 log = logging.getLogger(__name__)
 
 MAX_BODY_BYTES = 3 * 1024 * 1024  # Kubernetes' limit
+OFF_LOOP_BYTES = 256 * 1024  # bodies larger than this are decoded in a thread
 BOOKMARK_INTERVAL = 10.0
 DEFAULT_WATCH_TIMEOUT = 1800.0
-_decode = msgspec.json.Decoder().decode
 _encode = msgspec.json.Encoder().encode
 JSON = "application/json"
 # What a request did, for the metrics middleware.
@@ -108,8 +108,12 @@ def _write_options(request: web.Request) -> WriteOptions:
                         dry_run=request.query.get("dryRun") == "All", user=request.get(USER))
 
 
-async def read_body(request: web.Request) -> Any:
-    """The decoded request body (JSON, or YAML by content type); 400 / 413 with a Status."""
+async def read_body(request: web.Request, *, max_yaml_bytes: int = MAX_BODY_BYTES) -> Any:
+    """The decoded request body (JSON, or YAML by content type, or protobuf for the kinds that have
+    a schema), bounded as :mod:`corral.api.decoding` says; 400 / 413 / 415 with a Status. YAML
+    bodies are limited to ``max_yaml_bytes`` (the largest object the store takes) since decoding
+    YAML costs a hundred times what JSON does; bodies past ``OFF_LOOP_BYTES`` are decoded in a
+    thread, so no request holds the event loop for its whole decoding."""
     if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
         raise errors.too_large(MAX_BODY_BYTES)
     try:
@@ -123,15 +127,16 @@ async def read_body(request: web.Request) -> Any:
             return protobuf.decode_object(raw)
         except protobuf.ProtobufError as exc:
             raise errors.ApiError(415, "UnsupportedMediaType", f"the protobuf request body cannot be read: {exc}") from None
+    decode = decode_json
     if "yaml" in request.content_type:
-        try:
-            return yaml.safe_load(raw)
-        except yaml.YAMLError as exc:
-            raise errors.bad_request(f"the request body is not valid YAML: {exc}") from None
+        if len(raw) > max_yaml_bytes:
+            raise errors.ApiError(413, "RequestEntityTooLarge", f"the YAML request body is too large: the limit is "
+                                  f"{max_yaml_bytes} bytes (the largest object the server stores; send JSON)")
+        decode = decode_yaml
     try:
-        return _decode(raw)
-    except msgspec.DecodeError as exc:
-        raise errors.bad_request(f"the request body is not valid JSON: {exc}") from None
+        return await asyncio.to_thread(decode, raw) if len(raw) > OFF_LOOP_BYTES else decode(raw)
+    except DecodeError as exc:
+        raise errors.bad_request(f"the request body is {exc}") from None
 
 
 def respond(reply: Reply) -> web.Response:
@@ -154,6 +159,9 @@ class ResourceRoutes:
         self.reviews = reviews
         self.agents = agents
 
+    async def read_body(self, request: web.Request) -> Any:
+        return await read_body(request, max_yaml_bytes=self.api.store.max_value_bytes or MAX_BODY_BYTES)
+
     async def core(self, request: web.Request) -> web.StreamResponse:
         return await self.dispatch(request, parse_target("", request.match_info["version"], request.match_info["tail"]))
 
@@ -173,7 +181,7 @@ class ResourceRoutes:
                 return respond(await api.list(res, t.namespace, _list_options(request, res)))
             if method == "POST":
                 _verb(request, res, "create")
-                body = await read_body(request)
+                body = await self.read_body(request)
                 if res.group == "authorization.k8s.io":
                     user = request[USER]
                     answer = self.reviews.answer(res.kind, body, user.name, user.groups)  # type: ignore[attr-defined]
@@ -201,18 +209,18 @@ class ResourceRoutes:
             if method != "POST":
                 raise errors.method_not_allowed(method, "pods/binding")
             request[VERB] = "create"
-            return respond(await api.bind(t.namespace or "default", t.name, await read_body(request),
+            return respond(await api.bind(t.namespace or "default", t.name, await self.read_body(request),
                                           _write_options(request)))
         if method == "GET":
             _verb(request, res, "get")
             return respond(await api.get(res, t.namespace, t.name))
         if method == "PUT":
             _verb(request, res, "update")
-            return respond(await api.update(res, t.namespace, t.name, await read_body(request),
+            return respond(await api.update(res, t.namespace, t.name, await self.read_body(request),
                                             _write_options(request), t.subresource))
         if method == "PATCH":
             _verb(request, res, "patch")
-            body = await read_body(request)
+            body = await self.read_body(request)
             ctype = request.content_type
             # A JSON patch is always a list; the official Python client labels every patch body
             # json-patch, so an object body is taken as the merge patch it must be.
@@ -228,9 +236,9 @@ class ResourceRoutes:
                 raw = await request.read()
                 if raw.strip():
                     try:
-                        opts = _decode(raw)
-                    except msgspec.DecodeError as exc:
-                        raise errors.bad_request(f"the DeleteOptions body is not valid JSON: {exc}") from None
+                        opts = decode_json(raw)
+                    except DecodeError as exc:
+                        raise errors.bad_request(f"the DeleteOptions body is {exc}") from None
                     if isinstance(opts, dict):
                         if opts.get("gracePeriodSeconds") is not None and grace is None:
                             grace = int(opts["gracePeriodSeconds"])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 from corral.store.base import (
+    DEFAULT_MAX_VALUE_BYTES,
     Compacted,
     Conflict,
     Event,
@@ -21,12 +22,13 @@ from corral.store.base import (
     Record,
     Store,
     StoreError,
+    TooLarge,
     Unavailable,
 )
 
 __all__ = [
     "Compacted", "Conflict", "Event", "EventType", "Fenced", "KeyExists", "KeyNotFound", "ListResult",
-    "Record", "Store", "StoreError", "Unavailable", "open_store",
+    "Record", "Store", "StoreError", "TooLarge", "Unavailable", "open_store", "DEFAULT_MAX_VALUE_BYTES",
 ]
 
 

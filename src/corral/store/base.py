@@ -90,6 +90,9 @@ class ListResult:
     more: bool  # True when ``limit`` cut the list; continue after ``items[-1].key``
 
 
+DEFAULT_MAX_VALUE_BYTES = 1536 * 1024  # etcd's default request limit (1.5 MiB), for both backends
+
+
 class StoreError(Exception):
     """Base of the store's errors."""
 
@@ -130,6 +133,15 @@ class Fenced(StoreError):
     def __init__(self, fence_key: str, expected: int, actual: int) -> None:
         super().__init__(f"fence {fence_key} is at revision {actual}, not {expected}: the lease was lost")
         self.fence_key, self.expected, self.actual = fence_key, expected, actual
+
+
+class TooLarge(StoreError):
+    """The value would be larger than the store takes (``max_value_bytes``, as etcd's
+    ``--max-request-bytes``); nothing was written."""
+
+    def __init__(self, key: str, size: int, limit: int) -> None:
+        super().__init__(f"the object {key} would take {size} bytes; the store takes at most {limit}")
+        self.key, self.size, self.limit = key, size, limit
 
 
 class Unavailable(StoreError):

@@ -41,7 +41,9 @@ from corral.store.base import (
     KeyExists,
     KeyNotFound,
     ListResult,
+    DEFAULT_MAX_VALUE_BYTES,
     Record,
+    TooLarge,
     Unavailable,
     prefix_end,
 )
@@ -175,6 +177,7 @@ class EtcdStore:
         self.endpoints = endpoints
         self.root = root.rstrip("/")
         self.tls = tls
+        self.max_value_bytes = DEFAULT_MAX_VALUE_BYTES  # a larger object is refused (TooLarge); 0: no limit
         self._members: list[Any] = []  # one aetcd client per endpoint
         self._at = 0  # the member calls go to
         self._revision = 0
@@ -295,9 +298,15 @@ class EtcdStore:
         obj.setdefault("metadata", {})["resourceVersion"] = str(revision)
         return Record(key, revision, _with_revision(value, revision), obj)
 
+    def _value(self, key: str, obj: dict[str, Any]) -> bytes:
+        value = _stored(obj)
+        if self.max_value_bytes and len(value) > self.max_value_bytes:
+            raise TooLarge(key, len(value), self.max_value_bytes)
+        return value
+
     async def create(self, key: str, obj: dict[str, Any]) -> Record:
         t, k = self._client.transactions, self._k(key)
-        value = _stored(obj)
+        value = self._value(key, obj)
         ok, revision, retried = await self._txn([t.create(k) == 0], [t.put(k, value)])
         if not ok:
             if retried and (mine := await self._already_written(k, value)) is not None:
@@ -308,7 +317,7 @@ class EtcdStore:
     async def update(self, key: str, obj: dict[str, Any], expected_revision: int, *,
                      fence: tuple[str, int] | None = None) -> Record:
         t, k = self._client.transactions, self._k(key)
-        value = _stored(obj)
+        value = self._value(key, obj)
         guards = [(t.mod(k) == expected_revision) if expected_revision else (t.version(k) > 0)]
         if fence is not None:
             guards.append(t.mod(self._k(fence[0])) == fence[1])

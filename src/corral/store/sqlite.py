@@ -40,8 +40,10 @@ from corral.store.base import (
     KeyExists,
     KeyNotFound,
     ListResult,
+    DEFAULT_MAX_VALUE_BYTES,
     Record,
     StoreError,
+    TooLarge,
     prefix_end,
 )
 
@@ -96,6 +98,7 @@ class SQLiteStore:
     def __init__(self, path: str, *, synchronous: str = "FULL") -> None:
         self.path = path
         self._synchronous = synchronous
+        self.max_value_bytes = DEFAULT_MAX_VALUE_BYTES  # a larger object is refused (TooLarge); 0: no limit
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ops: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
@@ -305,6 +308,8 @@ class SQLiteStore:
         obj.setdefault("metadata", {})["resourceVersion"] = str(rev)  # type: ignore[union-attr]
         value = encode(obj)
         deleted = op.kind == "delete"
+        if not deleted and self.max_value_bytes and len(value) > self.max_value_bytes:
+            raise TooLarge(op.key, len(value), self.max_value_bytes)
         self._latest[op.key] = (rev, deleted, create_rev)
         row = (rev, op.key, int(op.kind == "create"), int(deleted), create_rev, prev, value)
         return Event(etype, Record(op.key, rev, value, obj)), row

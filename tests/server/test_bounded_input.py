@@ -1,0 +1,134 @@
+"""Hostile and clumsy bodies: YAML alias bombs, deep nesting, objects past the size limit, a large
+YAML body while the server must keep answering. Each is a 4xx Status and writes nothing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import aiohttp
+import pytest
+
+from corral.api.decoding import MAX_DEPTH
+
+BOMB = b"""apiVersion: v1
+kind: Pod
+metadata: {name: bomb}
+spec:
+  containers: [{name: c, image: busybox}]
+a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]
+b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]
+c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]
+d: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c]
+e: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d]
+f: &f [*e,*e,*e,*e,*e,*e,*e,*e,*e]
+g: &g [*f,*f,*f,*f,*f,*f,*f,*f,*f]
+h: &h [*g,*g,*g,*g,*g,*g,*g,*g,*g]
+"""
+
+
+def pod(name: str, **extra) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}, **extra}
+
+
+def nested(depth: int) -> dict:
+    value: dict = {}
+    for _ in range(depth - 1):
+        value = {"x": value}
+    return value
+
+
+async def post(http, body: bytes, content_type: str = "application/json") -> tuple[int, dict]:
+    async with http.post("/api/v1/namespaces/default/pods", data=body, headers={"Content-Type": content_type}) as r:
+        return r.status, await r.json()
+
+
+async def pod_names(http) -> list[str]:
+    async with http.get("/api/v1/pods") as r:
+        return [p["metadata"]["name"] for p in (await r.json())["items"]]
+
+
+@pytest.mark.parametrize("body, content_type, message", [
+    pytest.param(BOMB, "application/yaml", "a YAML document of more than 200000 nodes",
+                 id="a YAML alias bomb of 700 bytes is refused before it expands"),
+    pytest.param(b"a: &a [*a]\n", "application/yaml", "contains itself through an alias", id="a YAML alias loop"),
+    pytest.param(json.dumps(pod("deep", extra=nested(MAX_DEPTH))).encode(), "application/json",
+                 f"nested more than {MAX_DEPTH} levels deep", id="JSON nested past the limit"),
+    pytest.param(b"[" * 100_000 + b"]" * 100_000, "application/json", f"nested more than {MAX_DEPTH} levels deep",
+                 id="JSON nested past Python's recursion limit is a 400, not a 500"),
+    pytest.param(b"a:\n" + b"".join(b"  " * i + b"- \n" for i in range(1, 150)), "application/yaml",
+                 f"nested more than {MAX_DEPTH} levels deep", id="YAML nested past the limit"),
+    pytest.param(b"metadata: {name: a}\n---\nmetadata: {name: b}\n", "application/yaml",
+                 "more than one YAML document", id="two YAML documents in one request"),
+])
+async def test_bodies_that_would_expand_or_nest_without_bound_are_refused_with_400(http, body, content_type, message):
+    started = time.monotonic()
+    code, status = await post(http, body, content_type)
+    assert (code, status["reason"]) == (400, "BadRequest") and message in status["message"], status
+    assert time.monotonic() - started < 5  # refused from the text, not after expanding it
+    assert await pod_names(http) == []
+
+
+async def test_a_nesting_within_the_limit_is_kept_as_written(http):
+    code, status = await post(http, json.dumps(pod("ok", extra=nested(MAX_DEPTH - 2))).encode())
+    assert code == 201, status
+
+
+async def test_an_object_past_the_size_limit_is_refused_with_413_and_nothing_is_written(http):
+    big = pod("big")
+    big["spec"]["containers"][0]["env"] = [{"name": "BLOB", "value": "x" * (2 * 1024 * 1024)}]  # a 2 MiB body
+    code, status = await post(http, json.dumps(big).encode())
+    assert (code, status["reason"]) == (413, "RequestEntityTooLarge")
+    assert status["message"].endswith(f"the server stores objects of at most {1536 * 1024} bytes (--max-object-size)")
+    assert await pod_names(http) == []
+    code, _ = await post(http, json.dumps(pod("small")).encode())
+    assert code == 201
+    async with http.get("/api/v1/namespaces/default/pods/small") as r:
+        small = await r.json()
+    small["blob"] = "x" * (2 * 1024 * 1024)  # a field corral keeps as written
+    async with http.put("/api/v1/namespaces/default/pods/small", json=small) as r:
+        assert r.status == 413, await r.text()  # an update may not grow past it either
+    async with http.get("/api/v1/namespaces/default/pods/small") as r:
+        assert "blob" not in await r.json()
+
+
+async def test_a_yaml_body_larger_than_any_object_is_refused_at_once(http):
+    body = b"apiVersion: v1\nkind: Pod\nmetadata: {name: huge}\nspec: {containers: [{name: c, image: x}]}\ndata:\n"
+    body += b"".join(b"  key%d: value-%d\n" % (i, i) for i in range(115_000))  # 2.7 MB of YAML
+    assert 2_600_000 < len(body) < 2_800_000
+    started = time.monotonic()
+    code, status = await post(http, body, "application/yaml")
+    assert (code, status["reason"]) == (413, "RequestEntityTooLarge") and "send JSON" in status["message"]
+    assert time.monotonic() - started < 1
+
+
+def test_the_server_keeps_answering_while_it_decodes_a_large_yaml_body(server_process):
+    """The decoding runs beside the event loop: /readyz answers throughout."""
+    body = b"apiVersion: v1\nkind: Pod\nmetadata: {name: slow}\nspec: {containers: [{name: c, image: x}]}\nx:\n"
+    body += b"".join(b"  - [%d, %d, %d]\n" % (i, i, i) for i in range(45_000))  # 1.2 MB, 180,000 nodes
+
+    async def scenario() -> tuple[int, float, int]:
+        creds = server_process.credentials()
+        async with aiohttp.ClientSession(server_process.url, headers=creds.headers(),
+                                         connector=aiohttp.TCPConnector(ssl=creds.ssl_context())) as http:
+            async with http.get("/readyz") as r:  # a connection ready before the load starts
+                await r.read()
+            upload = asyncio.create_task(post(http, body, "application/yaml"))
+            slowest, answered = 0.0, 0
+            await asyncio.sleep(0.05)
+            while not upload.done():
+                started = time.monotonic()
+                async with http.get("/readyz") as r:
+                    assert r.status == 200
+                slowest = max(slowest, time.monotonic() - started)
+                answered += 1
+                await asyncio.sleep(0.02)
+            code, _ = await upload
+            return code, slowest, answered
+
+    code, slowest, answered = asyncio.run(scenario())
+    assert code == 201  # within every bound: stored
+    assert answered >= 3, "the upload was too quick to tell"
+    assert slowest < 0.3, f"/readyz took {slowest * 1000:.0f} ms while the body was decoded"
