@@ -48,7 +48,6 @@ async def create(user: str | None, groups: tuple[str, ...], ttl: str | None, joi
     """Create a token and print a kubeconfig for it (or, with --join, the command that joins a node).
 
     The secret is shown only this once."""
-    from corral.pki import CA_PATH
     from corral.pki.ca import ca_pin
     from corral.pki.kubeconfig import build_kubeconfig
     from corral.pki.tokens import AUTHENTICATION, JOIN, new_token, token_object
@@ -63,8 +62,7 @@ async def create(user: str | None, groups: tuple[str, ...], ttl: str | None, joi
                        ttl=lifetime, description=description)
     async with make_client(server) as client:
         await client.create(obj, raw=True)
-        creds = client.credentials
-        ca_pem = creds.ca_pem if creds is not None and creds.ca_pem else await client.request("GET", CA_PATH)
+        ca_pem = await client.cluster_ca()
         url = client.base_url
     if join:
         click.echo(f"corral agent --server {url} --token {parts} --ca-cert-hash {ca_pin(ca_pem)}")

@@ -154,6 +154,15 @@ class Client:
             raise ValueError("this client has no TLS context to present a certificate from")
         load_cert_pair(self._ssl, cert_pem, key_pem)
 
+    async def cluster_ca(self) -> bytes:
+        """The cluster CA's certificate: the one this client trusts, else the one the server hands
+        out (on a connection whose trust came from elsewhere, e.g. the system's store)."""
+        from corral.pki import CA_PATH
+
+        if self.credentials is not None and self.credentials.ca_pem:
+            return self.credentials.ca_pem
+        return await self.request("GET", CA_PATH)
+
     @property
     def base_url(self) -> str:
         """The server this client talks to now."""

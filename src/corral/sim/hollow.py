@@ -98,7 +98,6 @@ class HollowNodes:
     async def _join(self) -> None:
         """A certificate for every node, signed through the join endpoint as an agent's is."""
         from corral.agent.credentials import JoinError, request_node_certificate
-        from corral.pki import CA_PATH
         from corral.pki.kubeconfig import Credentials
         from corral.pki.tokens import JOIN, new_token, token_object
 
@@ -112,8 +111,7 @@ class HollowNodes:
                 raise JoinError(f"cannot make a join token with this credential: {exc.message}; give --join-token "
                                 "(`corral token create --join` prints one)") from None
             token = str(made)
-        mine = self.client.credentials
-        ca = mine.ca_pem if mine is not None and mine.ca_pem else await self.client.request("GET", CA_PATH)
+        ca = await self.client.cluster_ca()
         servers = ",".join(self.client.urls)
         try:
             async with Client(credentials=Credentials(servers, ca, token=token), user_agent="corral-sim") as joiner:

@@ -148,11 +148,13 @@ class Cgroups:
         """Remove the container's group (or the pod's, with all of its containers'); a group still
         holding processes stays (the kernel refuses) and goes with a later call."""
         for d in self._dirs(pod_uid):
-            children = [d / container] if container else [c for c in d.iterdir() if c.is_dir()] if d.exists() else []
-            for child in children:
-                _rmdir(child)
-            if container is None:
-                _rmdir(d)
+            if container is not None:
+                _rmdir(d / container)
+                continue
+            if d.exists():
+                for child in [c for c in d.iterdir() if c.is_dir()]:
+                    _rmdir(child)
+            _rmdir(d)
 
     def close(self) -> None:
         """Remove every group no process is left in (pods' and containers'), and the agent's own
