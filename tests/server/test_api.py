@@ -262,3 +262,47 @@ async def test_delete_with_a_stale_resource_version_precondition_is_a_conflict_a
                        uid=current["metadata"]["uid"])
         with pytest.raises(NotFound):
             await c.get("pods", "guarded", "default")
+
+
+@pytest.mark.parametrize("query, body, message", [
+    pytest.param("?dryRun=true", None, 'dryRun: Unsupported value: "true": supported values: "All"',
+                 id="a dryRun other than All is refused, never taken as a real delete"),
+    pytest.param("", b'{"gracePeriodSeconds": "soon"}', "gracePeriodSeconds must be an integer",
+                 id="a grace period that is not a number"),
+    pytest.param("", b'{"gracePeriodSeconds": true}', "gracePeriodSeconds must be an integer",
+                 id="a grace period that is a boolean"),
+    pytest.param("", b'{"preconditions": 5}', "preconditions must be an object", id="preconditions not an object"),
+    pytest.param("", b'{"preconditions": {"uid": 7}}', "preconditions must be an object", id="a uid not a string"),
+    pytest.param("", b'{"dryRun": "All"}', "DeleteOptions.dryRun must be a list", id="dryRun not a list"),
+    pytest.param("", b'{"dryRun": ["Yes"]}', 'DeleteOptions.dryRun: Unsupported value: "Yes"', id="dryRun of another value"),
+    pytest.param("", b"[1]", "must be a JSON object", id="delete options that are not an object"),
+])
+async def test_malformed_delete_options_are_a_400_and_delete_nothing(http, query, body, message):
+    async with http.post("/api/v1/namespaces/default/pods", json=pod("keep")) as r:
+        assert r.status == 201
+    async with http.delete(f"/api/v1/namespaces/default/pods/keep{query}", data=body,
+                           headers={"Content-Type": "application/json"}) as r:
+        status = await r.json()
+        assert (r.status, status["reason"]) == (400, "BadRequest") and message in status["message"], status
+    async with http.get("/api/v1/namespaces/default/pods/keep") as r:
+        assert "deletionTimestamp" not in (await r.json())["metadata"]
+
+
+async def test_dry_run_writes_nothing_on_any_verb_and_anything_but_all_is_refused(http):
+    async with http.post("/api/v1/namespaces/default/pods?dryRun=true", json=pod("real")) as r:
+        assert r.status == 400
+    async with http.post("/api/v1/namespaces/default/pods?dryRun=All", json=pod("imagined")) as r:
+        assert r.status == 201 and (await r.json())["metadata"]["name"] == "imagined"
+    assert await pod_count(http) == 0
+    for name in ("a", "b"):
+        async with http.post("/api/v1/namespaces/default/pods", json=pod(name)) as r:
+            assert r.status == 201
+    async with http.delete("/api/v1/namespaces/default/pods?dryRun=All") as r:
+        assert r.status == 200 and len((await r.json())["items"]) == 2
+    async with http.get("/api/v1/pods") as r:
+        assert all("deletionTimestamp" not in p["metadata"] for p in (await r.json())["items"])
+    async with http.patch("/api/v1/namespaces/default/pods/a?dryRun=All", json={"metadata": {"labels": {"x": "y"}}},
+                          headers={"Content-Type": "application/merge-patch+json"}) as r:
+        assert r.status == 200 and (await r.json())["metadata"]["labels"] == {"x": "y"}
+    async with http.get("/api/v1/namespaces/default/pods/a") as r:
+        assert "labels" not in (await r.json())["metadata"]

@@ -100,12 +100,42 @@ def _list_options(request: web.Request, resource: ResourceType) -> ListOptions:
     return ListOptions(labels, fields, limit, request.query.get("continue", ""))
 
 
+def _dry_run(values: Any, where: str = "dryRun") -> bool:
+    """Kubernetes' dryRun: absent, or ``All``; anything else is refused (never taken as a real write)."""
+    for value in values:
+        if value != "All":
+            raise errors.bad_request(f'{where}: Unsupported value: {msgspec.json.encode(value).decode()}: '
+                                     'supported values: "All"')
+    return bool(values)
+
+
+def _delete_options(raw: bytes) -> dict[str, Any]:
+    """A DeleteOptions body, its fields' types checked (a wrong one is a 400, never a 500)."""
+    try:
+        opts = decode_json(raw)
+    except DecodeError as exc:
+        raise errors.bad_request(f"the DeleteOptions body is {exc}") from None
+    if not isinstance(opts, dict):
+        raise errors.bad_request("the DeleteOptions body must be a JSON object")
+    grace = opts.get("gracePeriodSeconds")
+    if grace is not None and (not isinstance(grace, int) or isinstance(grace, bool)):
+        raise errors.bad_request(f"DeleteOptions.gracePeriodSeconds must be an integer, got {grace!r}")
+    pre = opts.get("preconditions")
+    if pre is not None and not (isinstance(pre, dict) and all(isinstance(pre.get(k), (str, type(None)))
+                                                            for k in ("resourceVersion", "uid"))):
+        raise errors.bad_request("DeleteOptions.preconditions must be an object of resourceVersion and uid strings")
+    dry = opts.get("dryRun")
+    if dry is not None and not isinstance(dry, list):
+        raise errors.bad_request(f"DeleteOptions.dryRun must be a list, got {dry!r}")
+    return opts
+
+
 def _write_options(request: web.Request) -> WriteOptions:
     validation = request.query.get("fieldValidation", "Warn")
     if validation not in ("Warn", "Strict", "Ignore", ""):
         raise errors.bad_request(f'fieldValidation must be one of Ignore, Warn, Strict, got "{validation}"')
     return WriteOptions(strict=validation == "Strict", warn=validation != "Ignore",
-                        dry_run=request.query.get("dryRun") == "All", user=request.get(USER))
+                        dry_run=_dry_run(request.query.getall("dryRun", ())), user=request.get(USER))
 
 
 async def read_body(request: web.Request, *, max_yaml_bytes: int = MAX_BODY_BYTES) -> Any:
@@ -192,7 +222,9 @@ class ResourceRoutes:
             if method == "DELETE":
                 _verb(request, res, "deletecollection")
                 grace = _int_param(request, "gracePeriodSeconds")
-                return respond(await api.delete_collection(res, t.namespace, _list_options(request, res), grace))
+                dry_run = _dry_run(request.query.getall("dryRun", ()))
+                return respond(await api.delete_collection(res, t.namespace, _list_options(request, res), grace,
+                                                           dry_run=dry_run))
             raise errors.method_not_allowed(method, res.plural)
         if t.subresource == "eviction":
             if method != "POST":
@@ -231,20 +263,16 @@ class ResourceRoutes:
             _verb(request, res, "delete")
             grace = _int_param(request, "gracePeriodSeconds")
             pre_rv = pre_uid = None
-            dry_run = request.query.get("dryRun") == "All"
+            dry_run = _dry_run(request.query.getall("dryRun", ()))
             if request.can_read_body:
                 raw = await request.read()
                 if raw.strip():
-                    try:
-                        opts = decode_json(raw)
-                    except DecodeError as exc:
-                        raise errors.bad_request(f"the DeleteOptions body is {exc}") from None
-                    if isinstance(opts, dict):
-                        if opts.get("gracePeriodSeconds") is not None and grace is None:
-                            grace = int(opts["gracePeriodSeconds"])
-                        pre = opts.get("preconditions") or {}
-                        pre_rv, pre_uid = pre.get("resourceVersion"), pre.get("uid")
-                        dry_run = dry_run or "All" in (opts.get("dryRun") or ())
+                    opts = _delete_options(raw)
+                    if opts.get("gracePeriodSeconds") is not None and grace is None:
+                        grace = opts["gracePeriodSeconds"]
+                    pre = opts.get("preconditions") or {}
+                    pre_rv, pre_uid = pre.get("resourceVersion"), pre.get("uid")
+                    dry_run = _dry_run(opts.get("dryRun") or (), "DeleteOptions.dryRun") or dry_run
             return respond(await api.delete(res, t.namespace, t.name, grace, pre_rv, pre_uid, dry_run))
         raise errors.method_not_allowed(method, f"{res.plural}/{t.name}")
 

@@ -509,7 +509,7 @@ class ResourceAPI:
             raise errors.forbidden(resource, name, "this is a system priority class: it may not be deleted")
 
     async def delete_collection(self, resource: ResourceType, namespace: str | None,
-                                opts: ListOptions, grace_seconds: int | None) -> Reply:
+                                opts: ListOptions, grace_seconds: int | None, *, dry_run: bool = False) -> Reply:
         await self.cache.wait_consistent()
         deleted = []
         chosen = sorted((record for record in self.cache.items(resource.store_prefix, self._key_prefix(resource, namespace))
@@ -521,7 +521,7 @@ class ResourceAPI:
             name = record.key.rsplit("/", 1)[-1]
             ns = _meta(record.obj).get("namespace")
             try:
-                reply = await self.delete(resource, ns, name, grace_seconds, None, None)
+                reply = await self.delete(resource, ns, name, grace_seconds, None, None, dry_run)
             except errors.ApiError as exc:
                 if exc.code == 404:
                     continue
