@@ -91,6 +91,8 @@ def parse_label_selector(text: str | None) -> LabelSelector:
     for part in _split_requirements(text):
         if m := _SET_RE.match(part):
             values = frozenset(v.strip() for v in m.group(4).split(",") if v.strip())
+            if not values:
+                raise SelectorError(f"for 'in', 'notin' operators, values set can't be empty: {part.strip()!r}")
             requirements.append(Requirement(m.group(1), m.group(3), values))
         elif m := _OP_RE.match(part):
             op = "=" if m.group(3) in ("=", "==") else "!="

@@ -390,6 +390,9 @@ def _spread(path: str, constraints: list[models.TopologySpreadConstraint] | None
     return causes
 
 
+MAX_GRACE_SECONDS = 10 * 365 * 86400  # longer could not be written as a deletion time
+
+
 def _pod(pod: models.Pod) -> list[Cause]:
     spec = pod.spec
     if spec is None:
@@ -405,9 +408,10 @@ def _pod(pod: models.Pod) -> list[Cause]:
         causes += _container(f"spec.containers[{i}]", c, names, host_ports)
     if spec.restart_policy is not None and spec.restart_policy not in _RESTART:
         causes.append(_not_supported("spec.restartPolicy", spec.restart_policy, _RESTART))
-    if spec.termination_grace_period_seconds is not None and spec.termination_grace_period_seconds < 0:
-        causes.append(_invalid("spec.terminationGracePeriodSeconds",
-                               spec.termination_grace_period_seconds, "must be greater than or equal to 0"))
+    grace = spec.termination_grace_period_seconds
+    if grace is not None and not 0 <= grace <= MAX_GRACE_SECONDS:
+        causes.append(_invalid("spec.terminationGracePeriodSeconds", grace,
+                               f"must be between 0 and {MAX_GRACE_SECONDS} (ten years)"))
     if spec.node_name:
         causes += dns1123_subdomain("spec.nodeName", spec.node_name)
     if spec.scheduler_name:

@@ -18,6 +18,7 @@ from aiohttp import web
 
 from corral.api import protobuf
 from corral.api.decoding import DecodeError, decode_json, decode_yaml
+from corral.api.validation import MAX_GRACE_SECONDS
 from corral.api.resources import ResourceType, by_plural
 from corral.api.selectors import SelectorError, parse_field_selector, parse_label_selector
 from corral.server import errors
@@ -78,25 +79,39 @@ def _flag(request: web.Request, name: str) -> bool:
     return request.query.get(name, "").lower() in ("true", "1", "yes")
 
 
+INT64_MAX = 2**63 - 1
+
+
 def _int_param(request: web.Request, name: str) -> int | None:
+    """An integer query parameter (Kubernetes' are int64); absent: ``None``."""
     raw = request.query.get(name)
     if raw in (None, ""):
         return None
     try:
-        return int(raw)
+        value = int(raw)
     except ValueError:
         raise errors.bad_request(f"{name} must be an integer, got {raw!r}") from None
+    if not -INT64_MAX - 1 <= value <= INT64_MAX:
+        raise errors.bad_request(f"{name} must fit in 64 bits, got {raw}")
+    return value
 
 
 def _list_options(request: web.Request, resource: ResourceType) -> ListOptions:
     try:
         labels = parse_label_selector(request.query.get("labelSelector"))
+    except SelectorError as exc:
+        raise errors.bad_request(f"labelSelector: {exc}") from None
+    try:
         fields = parse_field_selector(request.query.get("fieldSelector"), resource.field_selectors)
     except SelectorError as exc:
-        raise errors.bad_request(str(exc)) from None
+        raise errors.bad_request(f"fieldSelector: {exc}") from None
+    _int_param(request, "timeoutSeconds")  # a list takes it too; malformed, it is a 400 there as well
     limit = _int_param(request, "limit") or 0
     if limit < 0:
         raise errors.bad_request("limit must not be negative")
+    rv = request.query.get("resourceVersion", "")
+    if rv and not rv.isdigit():
+        raise errors.bad_request(f"resourceVersion must be a revision (a non-negative integer), got {rv!r}")
     return ListOptions(labels, fields, limit, request.query.get("continue", ""))
 
 
@@ -107,6 +122,13 @@ def _dry_run(values: Any, where: str = "dryRun") -> bool:
             raise errors.bad_request(f'{where}: Unsupported value: {msgspec.json.encode(value).decode()}: '
                                      'supported values: "All"')
     return bool(values)
+
+
+def _grace(seconds: int | None) -> int | None:
+    """A delete's grace period: 0 (at once) up to the longest a pod may declare."""
+    if seconds is not None and not 0 <= seconds <= MAX_GRACE_SECONDS:
+        raise errors.bad_request(f"gracePeriodSeconds must be between 0 and {MAX_GRACE_SECONDS}, got {seconds}")
+    return seconds
 
 
 def _delete_options(raw: bytes) -> dict[str, Any]:
@@ -221,7 +243,7 @@ class ResourceRoutes:
                 return respond(await api.create(res, t.namespace, body, _write_options(request)))
             if method == "DELETE":
                 _verb(request, res, "deletecollection")
-                grace = _int_param(request, "gracePeriodSeconds")
+                grace = _grace(_int_param(request, "gracePeriodSeconds"))
                 dry_run = _dry_run(request.query.getall("dryRun", ()))
                 return respond(await api.delete_collection(res, t.namespace, _list_options(request, res), grace,
                                                            dry_run=dry_run))
@@ -261,7 +283,7 @@ class ResourceRoutes:
                                            _write_options(request), t.subresource))
         if method == "DELETE":
             _verb(request, res, "delete")
-            grace = _int_param(request, "gracePeriodSeconds")
+            grace = _grace(_int_param(request, "gracePeriodSeconds"))
             pre_rv = pre_uid = None
             dry_run = _dry_run(request.query.getall("dryRun", ()))
             if request.can_read_body:
@@ -269,7 +291,7 @@ class ResourceRoutes:
                 if raw.strip():
                     opts = _delete_options(raw)
                     if opts.get("gracePeriodSeconds") is not None and grace is None:
-                        grace = opts["gracePeriodSeconds"]
+                        grace = _grace(opts["gracePeriodSeconds"])
                     pre = opts.get("preconditions") or {}
                     pre_rv, pre_uid = pre.get("resourceVersion"), pre.get("uid")
                     dry_run = _dry_run(opts.get("dryRun") or (), "DeleteOptions.dryRun") or dry_run
