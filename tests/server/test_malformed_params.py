@@ -52,3 +52,37 @@ async def test_a_delete_grace_period_out_of_range_is_a_400_and_deletes_nothing(h
         assert r.status == 400 and "gracePeriodSeconds must be between 0 and" in status["message"], status
     async with http.get("/api/v1/namespaces/default/pods/keep") as r:
         assert "deletionTimestamp" not in (await r.json())["metadata"]
+
+
+@pytest.mark.parametrize("cpu", ["1e400", "9999999999999Ei", "1e19", "100000000000000000000"])
+async def test_a_quantity_beyond_what_kubernetes_can_hold_is_invalid(http, cpu):
+    body = pod("q")
+    body["spec"]["containers"][0]["resources"] = {"requests": {"cpu": cpu}}
+    async with http.post("/api/v1/namespaces/default/pods", json=body) as r:
+        status = await r.json()
+        assert r.status == 422 and "spec.containers[0].resources.requests[cpu]" in status["message"], status
+
+
+@pytest.mark.parametrize("body, content_type, message", [
+    pytest.param(b'{"metadata": {"name": "\xff\xfe"}}', "application/json", "not valid JSON", id="invalid UTF-8"),
+    pytest.param(b'[{"op": "replace", "path": 5, "value": 1}]', "application/json-patch+json", "path",
+                 id="a JSON-patch path that is not a string"),
+    pytest.param(b'[{"op": "explode", "path": "/metadata/labels", "value": 1}]', "application/json-patch+json",
+                 "explode", id="a JSON-patch op that does not exist"),
+    pytest.param(b'[{"op": "add", "path": "/metadata/labels/a"}]', "application/json-patch+json", "value",
+                 id="a JSON-patch add without a value"),
+    pytest.param(b'[5]', "application/json-patch+json", "operation", id="a JSON-patch operation that is not an object"),
+    pytest.param(json.dumps([{"op": "add", "path": "/metadata/annotations", "value": {"a": "x" * 1000}}]
+                            + [{"op": "copy", "from": "/metadata/annotations", "path": f"/metadata/annotations/k{i}"}
+                               for i in range(40)]).encode(), "application/json-patch+json",
+                 "copies would add more than", id="JSON-patch copies that double the object forty times"),
+])
+async def test_malformed_patches_are_a_400_and_change_nothing(http, body, content_type, message):
+    async with http.post("/api/v1/namespaces/default/pods", json=pod("p")) as r:
+        assert r.status == 201
+        before = (await r.json())["metadata"]["resourceVersion"]
+    async with http.patch("/api/v1/namespaces/default/pods/p", data=body, headers={"Content-Type": content_type}) as r:
+        status = await r.json()
+        assert r.status in (400, 422) and message in status["message"], (r.status, status)
+    async with http.get("/api/v1/namespaces/default/pods/p") as r:
+        assert (await r.json())["metadata"]["resourceVersion"] == before

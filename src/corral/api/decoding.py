@@ -60,6 +60,8 @@ def decode_json(raw: bytes) -> Any:
         value = _decode(raw)
     except RecursionError:
         raise _too_deep() from None
+    except UnicodeDecodeError as exc:  # msgspec's word for a string that is not UTF-8
+        raise DecodeError(f"not valid JSON: not UTF-8 at byte {exc.start}") from None
     except msgspec.DecodeError as exc:
         raise DecodeError(f"not valid JSON: {exc}") from None
     check_depth(value, raw)

@@ -9,6 +9,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import msgspec
+
 __all__ = ["PatchError", "merge_patch", "json_patch"]
 
 
@@ -106,15 +108,26 @@ def _remove(doc: Any, pointer: str) -> tuple[Any, Any]:
     raise PatchError(f"path {pointer!r} does not exist")
 
 
+MAX_OPERATIONS = 10_000
+MAX_COPIED_BYTES = 3 * 1024 * 1024  # what "copy" operations may add, together (each could double the object)
+
+
 def json_patch(target: Any, operations: Any) -> Any:
-    """Apply an RFC 6902 operation list to a copy of ``target``; all or nothing."""
+    """Apply an RFC 6902 operation list to a copy of ``target``; all or nothing. At most
+    ``MAX_OPERATIONS`` operations, whose ``copy`` operations add at most ``MAX_COPIED_BYTES``."""
     if not isinstance(operations, list):
         raise PatchError("a JSON patch must be a list of operations")
+    if len(operations) > MAX_OPERATIONS:
+        raise PatchError(f"a JSON patch of {len(operations)} operations; at most {MAX_OPERATIONS} are taken")
     doc = copy.deepcopy(target)
+    copied = 0
     for n, op in enumerate(operations):
         if not isinstance(op, dict) or "op" not in op or "path" not in op:
             raise PatchError(f"operation {n} must be an object with 'op' and 'path'")
         kind, path = op["op"], op["path"]
+        for field in ("path", "from"):
+            if field in op and not isinstance(op[field], str):
+                raise PatchError(f"operation {n}: '{field}' must be a JSON pointer string, got {op[field]!r}")
         if kind in ("add", "replace", "test") and "value" not in op:
             raise PatchError(f"operation {n} ({kind}) needs a 'value'")
         if kind == "add":
@@ -132,6 +145,9 @@ def json_patch(target: Any, operations: Any) -> Any:
                 doc, value = _remove(doc, op["from"])
             else:
                 value = copy.deepcopy(_get(doc, op["from"]))
+                copied += len(msgspec.json.encode(value))
+                if copied > MAX_COPIED_BYTES:
+                    raise PatchError(f"operation {n}: the patch's copies would add more than {MAX_COPIED_BYTES} bytes")
             doc = _add(doc, path, value)
         elif kind == "test":
             if _get(doc, path) != op["value"]:

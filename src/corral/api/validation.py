@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 from typing import Any, Callable, Iterable
 
 import msgspec
@@ -141,6 +142,10 @@ def path_segment_name(path: str, value: str) -> list[Cause]:
 # --- quantities ---------------------------------------------------------------------------------------
 
 
+MAX_QUANTITY = Fraction(2**63 - 1, 1000)  # Kubernetes counts quantities in milli-units, in an int64
+MAX_QUANTITY_TEXT = f"{2**63 - 1}m"
+
+
 def _quantities(path: str, values: dict[str, Any] | None) -> dict[str, Any]:
     parsed: dict[str, Any] = {}
     for key, raw in (values or {}).items():
@@ -151,6 +156,9 @@ def _quantities(path: str, values: dict[str, Any] | None) -> dict[str, Any]:
             continue
         if parsed[key].numerator < 0:  # a Fraction's sign (its denominator is positive); < 0 costs 20× as much
             parsed[key] = _invalid(f"{path}[{key}]", raw, "must be greater than or equal to 0")
+        elif parsed[key] > MAX_QUANTITY:
+            parsed[key] = _invalid(f"{path}[{key}]", raw, f"must be less than or equal to {MAX_QUANTITY_TEXT} "
+                                   "(quantities are counted in thousandths in 64 bits)")
     return parsed
 
 
