@@ -86,3 +86,28 @@ async def test_malformed_patches_are_a_400_and_change_nothing(http, body, conten
         assert r.status in (400, 422) and message in status["message"], (r.status, status)
     async with http.get("/api/v1/namespaces/default/pods/p") as r:
         assert (await r.json())["metadata"]["resourceVersion"] == before
+
+
+async def test_a_resource_version_from_the_future_is_a_409_for_writes_and_kubernetes_504_for_watches(http):
+    import time
+
+    async with http.post("/api/v1/namespaces/default/pods", json=pod("f")) as r:
+        current = (await r.json())
+    future = str(int(current["metadata"]["resourceVersion"]) + 1000)
+    started = time.monotonic()
+    stale = dict(current, metadata=dict(current["metadata"], resourceVersion=future, labels={"a": "b"}))
+    async with http.put("/api/v1/namespaces/default/pods/f", json=stale) as r:
+        assert r.status == 409 and (await r.json())["reason"] == "Conflict"
+    async with http.patch("/api/v1/namespaces/default/pods/f", json={"metadata": {"resourceVersion": future}},
+                          headers={"Content-Type": "application/merge-patch+json"}) as r:
+        assert r.status == 409
+    assert time.monotonic() - started < 2  # answered at once, not after a timeout
+    started = time.monotonic()
+    async with http.get(f"/api/v1/namespaces/default/pods?watch=true&resourceVersion={future}") as r:
+        status = await r.json()
+    assert r.status == 504 and status["reason"] == "Timeout"
+    assert status["message"].startswith(f"Too large resource version: {future}, current: ")
+    assert status["details"]["causes"] == [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]
+    assert 2.5 < time.monotonic() - started < 6  # Kubernetes' 3 s, not 10
+    async with http.get("/api/v1/namespaces/default/pods/f") as r:
+        assert "labels" not in (await r.json())["metadata"]

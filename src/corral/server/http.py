@@ -314,7 +314,7 @@ class ResourceRoutes:
         if from_revision is None:
             await cache.wait_consistent()
         else:  # a version read through another server: this cache must have reached it too
-            await cache.wait_fresh(from_revision)
+            await self.api.reach(from_revision)
         resp = web.StreamResponse(headers={"Content-Type": JSON})
         resp.enable_chunked_encoding()
         try:

@@ -8,6 +8,7 @@ compare-and-swap on the revision that was read, so concurrent writers never lose
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 from dataclasses import dataclass, field
@@ -31,6 +32,7 @@ _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 
 _CAS_RETRIES = 8
+TOO_LARGE_WAIT = 3.0  # Kubernetes' wait for a resourceVersion no write has made yet
 
 
 @dataclass(slots=True)
@@ -84,6 +86,10 @@ class ResourceAPI:
         if consistent:
             await self.cache.wait_consistent()
         elif at_least:
+            if at_least > self.cache.revision and at_least > await self.store.current_revision():
+                # A version no write has made yet (not even through another server): the object
+                # cannot be at it, so the compare-and-swap it guards fails now, as in Kubernetes.
+                raise errors.conflict(resource, name)
             await self.cache.wait_fresh(at_least)
         record = self.cache.get(key)
         if record is None and not consistent:
@@ -92,6 +98,24 @@ class ResourceAPI:
         if record is None:
             raise errors.not_found(resource, name)
         return record
+
+    async def reach(self, revision: int) -> None:
+        """Wait until the cache has seen ``revision`` (a read or watch from it). One that the store
+        itself has not reached is waited for ``TOO_LARGE_WAIT`` seconds, then answered as
+        Kubernetes answers it: 504, "Too large resource version"."""
+        if revision <= self.cache.revision:
+            return
+        current = await self.store.current_revision()
+        if revision <= current:
+            await self.cache.wait_fresh(revision)
+            return
+        try:
+            await self.cache.wait_fresh(revision, timeout=TOO_LARGE_WAIT)
+        except asyncio.TimeoutError:
+            raise errors.ApiError(504, "Timeout", f"Too large resource version: {revision}, current: "
+                                  f"{self.cache.revision}", {"causes": [{"reason": "ResourceVersionTooLarge",
+                                                                         "message": "Too large resource version"}],
+                                                             "retryAfterSeconds": 1}) from None
 
     async def _caught_up(self, conflict: Conflict) -> None:
         """After a compare-and-swap lost to a write this cache has not seen yet: wait for it."""
