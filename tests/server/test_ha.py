@@ -89,6 +89,12 @@ async def test_two_replicas_share_reads_watches_and_optimistic_concurrency(tmp_p
             assert read["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
             listed = await cb.list("pods", "default", raw=True)
             assert [p["metadata"]["name"] for p in listed.items] == ["p1"]
+            # A page begun through one replica continues through the other (one signing key, from the CA).
+            for name in ("k1", "k2"):  # elsewhere than the watched namespace
+                await ca.create(pod(name), "kube-system")
+            first = await ca.list("pods", "kube-system", limit=1, raw=True)
+            rest = await cb.list("pods", "kube-system", limit=1, continue_token=first.continue_token, raw=True)
+            assert [p["metadata"]["name"] for p in first.items + rest.items] == ["k1", "k2"]
 
             # Optimistic concurrency across replicas: whoever writes from a stale version gets 409.
             stale = dict(read)

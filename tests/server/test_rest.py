@@ -275,11 +275,14 @@ async def test_a_page_ends_exactly_at_its_limit_with_a_token_only_if_more_remain
 
 
 @pytest.mark.parametrize("token", ["not base64 !", "bm90IGpzb24=", "eyJydiI6IDF9",
-                                   "eyJydiI6IDEsICJzdGFydCI6ICIvcmVnaXN0cnkvbm9kZXMvbjEifQ=="])
-async def test_a_malformed_continue_token_is_a_bad_request(c, token):
-    # not base64; not JSON; no start; a start outside the listed collection (nodes, for pods)
+                                   "eyJydiI6IDEsICJzdGFydCI6ICIvcmVnaXN0cnkvbm9kZXMvbjEifQ==",
+                                   "eyJydiI6IDk5OTk5OSwgInN0YXJ0IjogIi9jb3JlL3BvZHMvZGVmYXVsdC9xMCIsICJzaWciOiAiMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAwMDAifQ==", "x" * 5000])
+async def test_a_malformed_or_forged_continue_token_is_a_bad_request(c, token):
+    # not base64; not JSON; no start; a start outside the listed collection (nodes, for pods); a
+    # well-formed token for a revision the server never gave out (its signature does not hold); too long
+    await c.create(pod("q0"), "default")
     err = await failure(c.list("pods", "default", limit=2, continue_token=token))
-    assert err.code == 400 and err.message == "invalid continue token"
+    assert err.code == 400 and err.message == "invalid continue token: not one this cluster gave out for this list"
 
 
 # --- bind and evict ---------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
 import logging
 import os
 import time
@@ -186,7 +187,10 @@ class Server:
         self.cache.on_reload.append(self.rbac.invalidate)
         self.node_authz = NodeAuthorizer(self.cache.get, lease_namespace=NODE_LEASE_NAMESPACE,
                                          non_resource_paths=frozenset({THROUGHPUT_PATH}))
-        self.api = ResourceAPI(self.store, self.cache)
+        # Every server of the cluster holds the CA's key: continue tokens signed with a key derived
+        # from it hold on every server.
+        self.api = ResourceAPI(self.store, self.cache, continue_key=hashlib.sha256(
+            b"corral continue tokens\0" + self.pki.ca.key_pem).digest())
         self.api.admit = Admission(self.cache.get, self.cache.items, self.authorize).admit
         await self._bootstrap()
         app = self.build_app()

@@ -11,6 +11,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
+import hashlib
+import hmac
+import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable
@@ -63,10 +66,16 @@ def _meta(obj: dict[str, Any]) -> dict[str, Any]:
     return meta if isinstance(meta, dict) else {}
 
 
+MAX_CONTINUE_TOKEN = 2048  # a token names a revision and a key; a longer one is not ours
+
+
 class ResourceAPI:
-    def __init__(self, store: Store, cache: WatchCache) -> None:
+    def __init__(self, store: Store, cache: WatchCache, *, continue_key: bytes | None = None) -> None:
         self.store = store
         self.cache = cache
+        # Continue tokens are signed with it, so a client cannot make a list claim a revision it
+        # never had; servers sharing a store must share it (the server derives it from its CA).
+        self.continue_key = continue_key or secrets.token_bytes(32)
         # (resource, new object, old object or None, user) → raises ApiError: the server's admission
         self.admit: Callable[[ResourceType, dict[str, Any], dict[str, Any] | None, Any], None] | None = None
 
@@ -153,17 +162,23 @@ class ResourceAPI:
         head = _encode({"kind": resource.list_kind, "apiVersion": resource.api_version, "metadata": meta})
         return head[:-1] + b',"items":[' + b",".join(items) + b"]}"
 
+    def _sign(self, revision: int, start: str) -> str:
+        return hmac.new(self.continue_key, f"{revision}\0{start}".encode(), hashlib.sha256).hexdigest()[:32]
+
     async def _list_paged(self, resource: ResourceType, namespace: str | None, opts: ListOptions) -> Reply:
         prefix = self._key_prefix(resource, namespace)
         start = ""
         if opts.continue_token:
             try:
+                if len(opts.continue_token) > MAX_CONTINUE_TOKEN:
+                    raise ValueError
                 token = _decode(base64.urlsafe_b64decode(opts.continue_token.encode()))
                 revision, start = int(token["rv"]), str(token["start"])
-                if not start.startswith(prefix):
+                if not start.startswith(prefix) or not hmac.compare_digest(str(token["sig"]),
+                                                                            self._sign(revision, start)):
                     raise ValueError
             except (ValueError, KeyError, TypeError, binascii.Error, msgspec.DecodeError):
-                raise errors.bad_request("invalid continue token") from None
+                raise errors.bad_request("invalid continue token: not one this cluster gave out for this list") from None
         else:
             revision = await self.store.current_revision()
         limit = opts.limit or 500
@@ -187,7 +202,8 @@ class ResourceAPI:
                 "The provided continue parameter is too old to display a consistent list result. "
                 "You can start a new list without the continue parameter."
             ) from None
-        next_page = {"rv": revision, "start": found[-1].key} if more and found else None
+        next_page = ({"rv": revision, "start": found[-1].key, "sig": self._sign(revision, found[-1].key)}
+                     if more and found else None)
         cont = base64.urlsafe_b64encode(_encode(next_page)).decode() if next_page else ""
         return Reply(200, self._list_body(resource, (r.value for r in found), revision, cont))
 
