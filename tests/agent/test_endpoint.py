@@ -58,6 +58,11 @@ async def test_only_the_api_servers_certificate_is_answered(agent):
     assert await get(url, context(server, server.pki.ca.issue_client("system:node:n2", ["system:nodes"]))) == 403
     assert await get(url, context(server, server.pki.ca.issue_client("admin", ["system:masters"]))) == 403
     assert await get(url, context(server, server.pki.ca.issue_client(AGENT_CLIENT_USER))) == 200
+    logs = f"https://127.0.0.1:{node.port}/containerLogs/default/p/c?tailLines="
+    as_server = context(server, server.pki.ca.issue_client(AGENT_CLIENT_USER))
+    for bad in ("abc", "-1", "9" * 40, "١٢"):  # the last: Arabic-Indic digits, which str.isdigit accepts
+        assert await get(logs + bad, as_server) == 400
+    assert await get(logs + "10", as_server) == 404  # well-formed: on to the pod, which is not here
 
 
 async def test_it_listens_on_the_nodes_address_only(agent):

@@ -337,6 +337,10 @@ class Agent:
 
     async def _logs(self, request: web.Request) -> web.StreamResponse:
         ns, pod, container = (request.match_info[k] for k in ("namespace", "pod", "container"))
+        tail = request.query.get("tailLines", "")
+        if tail and not (tail.isascii() and tail.isdigit() and len(tail) <= 18):
+            return web.json_response({"message": f"tailLines must be a non-negative integer, got {tail[:40]!r}"},
+                                     status=400)
         entry = next((p for p in self.pods.values() if p.namespace == ns and p.name == pod), None)
         if entry is None:
             return web.json_response({"message": f'pod "{ns}/{pod}" is not on node {self.config.name}'}, status=404)
@@ -344,7 +348,6 @@ class Agent:
             names = ", ".join(entry.machine.containers)
             return web.json_response({"message": f'container "{container}" is not in pod {pod} (it has: {names})'},
                                      status=404)
-        tail = request.query.get("tailLines")
         follow = request.query.get("follow", "").lower() in ("true", "1")
         resp = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8"})
         resp.enable_chunked_encoding()
