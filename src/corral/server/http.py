@@ -18,9 +18,9 @@ from aiohttp import web
 
 from corral.api import protobuf
 from corral.api.decoding import DecodeError, decode_json, decode_yaml
-from corral.api.validation import MAX_GRACE_SECONDS
 from corral.api.resources import ResourceType, by_plural
 from corral.api.selectors import SelectorError, parse_field_selector, parse_label_selector
+from corral.api.validation import MAX_GRACE_SECONDS
 from corral.server import errors
 from corral.server.agents import AgentConnector
 from corral.server.authz.review import Reviews
@@ -110,7 +110,7 @@ def _list_options(request: web.Request, resource: ResourceType) -> ListOptions:
     if limit < 0:
         raise errors.bad_request("limit must not be negative")
     rv = request.query.get("resourceVersion", "")
-    if rv and not rv.isdigit():
+    if rv and not (rv.isascii() and rv.isdigit()):
         raise errors.bad_request(f"resourceVersion must be a revision (a non-negative integer), got {rv!r}")
     return ListOptions(labels, fields, limit, request.query.get("continue", ""))
 
