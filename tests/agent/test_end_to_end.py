@@ -69,6 +69,17 @@ def test_pods_run_do_their_work_log_and_leave_nothing_behind_when_deleted(cluste
     wait_for(lambda: running_processes("sleep 600") == 0, what="both containers of the pair to stop")
 
 
+def test_the_readmes_two_container_example_shares_its_pods_directory(cluster):
+    """examples/multi-container-pod.yaml as `make up` runs it: the reader follows what the writer writes
+    (the pods run as an unprivileged user, so the common directory must be theirs)."""
+    kc = cluster.kubeconfig
+    corral("apply", "-f", os.path.join(HERE, "..", "..", "examples", "multi-container-pod.yaml"), kubeconfig=kc)
+    wait_for(lambda: "tick 2" in corral("logs", "pair", "-c", "reader", kubeconfig=kc).stdout,
+             what="the reader to show the writer's ticks")
+    status = pods(kc)["pair"]["status"]
+    assert all(c.get("restartCount", 0) == 0 for c in status["containerStatuses"]), status
+
+
 def _http(url: str) -> bytes | None:
     try:
         with urllib.request.urlopen(url, timeout=2) as resp:

@@ -9,8 +9,8 @@ is away.
 What it contains: an agent running as root runs every container as an unprivileged user
 (``run_as_user``, default ``nobody``), never as root; every container gets rlimits on the number of
 processes of that user (``max_processes``: a fork bomb stops there) and on open files; its working
-directory (and ``workingDir``, which cannot lead out of it) is the only place it may write under the
-agent's directory; it may pass through the pod directories to reach it but not list them, and the
+directory (and ``workingDir``, which cannot lead out of it) and its pod's ``../shared`` (common to
+the pod's containers) are the only places it may write under the agent's directory; it may pass through the pod directories to reach it but not list them, and the
 logs are the agent's alone (0600). Where control groups are writable (see
 :mod:`corral.agent.runtimes.cgroups`), each container runs in its own, with its cpu and memory
 limits, the pod's processes are capped at ``max_processes`` (per pod, not only per user), a
@@ -47,6 +47,7 @@ _POLL = 0.1
 DEFAULT_MAX_PROCESSES = 1024
 DEFAULT_MAX_OPEN_FILES = 4096
 FALLBACK_ROOT = "/var/lib/corral/pods"
+SHARED_DIR = "shared"  # <pod>/shared: writable by the pod's user, seen by its containers as ../shared
 log = logging.getLogger(__name__)
 
 
@@ -184,6 +185,10 @@ class ProcessRuntime:
                 env[e["name"]] = str(e.get("value", ""))
         self._dir(uid).mkdir(exist_ok=True)
         os.chmod(self._dir(uid), 0o711 if self.user is not None else 0o700)
+        shared = self._dir(uid) / SHARED_DIR  # the pod's containers' common ground (Kubernetes' emptyDir)
+        shared.mkdir(exist_ok=True, mode=0o700)
+        if self.user is not None:
+            os.chown(shared, self.user.pw_uid, self.user.pw_gid)
         base = self._dir(uid) / name
         base.mkdir(exist_ok=True, mode=0o700)
         workdir = base
