@@ -83,6 +83,10 @@ def cli() -> None:
                    "(default: audit.log in --data-dir; off: none).")
 @click.option("--audit-log-max-size", "audit_max_mib", default=100, show_default=True, metavar="MiB",
               type=click.IntRange(min=1), help="Rotate the audit log past this size (5 older files are kept).")
+@click.option("--max-requests-inflight", "max_reads", default=400, show_default=True, type=click.IntRange(min=1),
+              help="Reads in flight at once, for users and, separately, for the cluster's own components; past it 429.")
+@click.option("--max-mutating-requests-inflight", "max_writes", default=200, show_default=True,
+              type=click.IntRange(min=1), help="Writes in flight at once, per lane as --max-requests-inflight.")
 @click.option("--max-object-size", default="1536Ki", show_default=True, metavar="BYTES",
               help="The largest object the server stores, as JSON (etcd's own default limit); larger writes get "
                    "413. Also the limit on YAML request bodies. A quantity: 1536Ki, 3Mi, 2000000.")
@@ -93,7 +97,7 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
            scheduler_config: str | None, grace: float, eviction: float, local_agent: bool,
            leader_elect: bool | None, identity: str, advertise_url: str, lease_seconds: float, renew_deadline: float,
            retry_period: float, tls_sans: tuple[str, ...], write_kubeconfig: bool, audit_log: str, audit_max_mib: int,
-           max_object_size: str, log_level: str) -> None:
+           max_reads: int, max_writes: int, max_object_size: str, log_level: str) -> None:
     """Run the control plane in the foreground: API server, store and scheduler.
 
     \b
@@ -126,7 +130,8 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
                           identity=identity, advertise_url=advertise_url, lease_seconds=lease_seconds, renew_deadline=renew_deadline,
                           retry_period=retry_period, tls_sans=tuple(n for v in tls_sans for n in v.split(",") if n),
                           user_kubeconfig=write_kubeconfig, audit_log=audit_log,
-                          audit_log_max_bytes=audit_max_mib * 2**20, max_object_size=object_limit)
+                          audit_log_max_bytes=audit_max_mib * 2**20, max_object_size=object_limit,
+                          max_requests_inflight=max_reads, max_mutating_requests_inflight=max_writes)
     try:
         import uvloop
 

@@ -15,11 +15,12 @@ from corral.client.rest import (
     Invalid,
     NotFound,
     ObjectList,
+    TooManyRequests,
     WatchEvent,
 )
 from corral.client.workqueue import ShutDown, WorkQueue
 
 __all__ = [
     "AlreadyExists", "ApiError", "Client", "Conflict", "ConnectionFailed", "Gone", "Informer",
-    "Invalid", "NotFound", "ObjectList", "ShutDown", "WatchEvent", "WorkQueue", "object_key",
+    "Invalid", "NotFound", "ObjectList", "ShutDown", "TooManyRequests", "WatchEvent", "WorkQueue", "object_key",
 ]

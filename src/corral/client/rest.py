@@ -18,6 +18,7 @@ the next call goes to the next server.
 from __future__ import annotations
 
 import asyncio
+import random
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Generic, Sequence, TypeVar
 
@@ -28,8 +29,8 @@ from corral.api.resources import ResourceType, by_kind, lookup
 from corral.pki.kubeconfig import Credentials
 
 __all__ = [
-    "Client", "ApiError", "NotFound", "AlreadyExists", "Conflict", "Invalid", "Gone", "ObjectList",
-    "WatchEvent", "ConnectionFailed",
+    "Client", "ApiError", "NotFound", "AlreadyExists", "Conflict", "Invalid", "Gone", "TooManyRequests",
+    "ObjectList", "WatchEvent", "ConnectionFailed",
 ]
 
 T = TypeVar("T")
@@ -60,12 +61,39 @@ class Invalid(ApiError): ...
 class Gone(ApiError): ...
 
 
+class TooManyRequests(ApiError):
+    """429: the server is busy and did nothing; it asks to be tried again after ``retry_after`` s."""
+
+    def __init__(self, code: int, status: dict[str, Any], retry_after: float = 1.0) -> None:
+        super().__init__(code, status)
+        self.retry_after = retry_after
+
+
+BUSY_RETRIES = 8  # 429s taken before giving up (each after the server's Retry-After)
+MAX_RETRY_AFTER = 10.0  # seconds: a longer Retry-After is cut to this
+
+
 class ConnectionFailed(Exception):
     """The server could not be reached."""
 
 
 _BY_REASON = {"NotFound": NotFound, "AlreadyExists": AlreadyExists, "Conflict": Conflict,
               "Invalid": Invalid, "Expired": Gone, "Gone": Gone}
+
+
+def _status_of(body: bytes) -> dict[str, Any]:
+    try:
+        status = _decode_any(body)
+        return status if isinstance(status, dict) else {}
+    except (msgspec.DecodeError, ValueError):
+        return {}
+
+
+def _retry_after(header: str | None) -> float:
+    try:
+        return max(0.0, float(header)) if header else 1.0
+    except ValueError:
+        return 1.0  # an HTTP date, or nonsense: a second
 
 
 def _error(code: int, body: bytes) -> ApiError:
@@ -178,6 +206,21 @@ class Client:
 
     async def request(self, method: str, path: str, *, params: dict[str, Any] | None = None,
                       body: Any = None, content_type: str = JSON) -> bytes:
+        """One request; answered 429 (the server is busy; nothing was done), it is sent again after
+        the ``Retry-After`` the server asks for, up to ``BUSY_RETRIES`` times."""
+        for busy in range(BUSY_RETRIES + 1):
+            try:
+                return await self._request_once(method, path, params=params, body=body, content_type=content_type)
+            except TooManyRequests as exc:
+                if busy == BUSY_RETRIES:
+                    raise
+                # Spread over [Retry-After, twice that): clients refused together do not return together.
+                wait = min(exc.retry_after, MAX_RETRY_AFTER)
+                await asyncio.sleep(wait * (1 + random.random()))
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    async def _request_once(self, method: str, path: str, *, params: dict[str, Any] | None,
+                            body: Any, content_type: str) -> bytes:
         data = None
         headers = {}
         if body is not None:
@@ -195,6 +238,8 @@ class Client:
                                                 **self._tls_name) as resp:
                     payload = await resp.read()
                     self.warnings = [_warning_text(w) for w in resp.headers.getall("Warning", [])]
+                    if resp.status == 429:
+                        raise TooManyRequests(429, _status_of(payload), _retry_after(resp.headers.get("Retry-After")))
                     if resp.status >= 400:
                         raise _error(resp.status, payload)
                     return payload

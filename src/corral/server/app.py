@@ -33,10 +33,11 @@ from corral.server.cache import WatchCache
 from corral.agent.throughput import THROUGHPUT_PATH
 from corral.server.discovery import discovery_documents, openapi_documents
 from corral.server.http import MAX_BODY_BYTES, RESOURCE, USER, VERB, add_resource_routes
+from corral.server.inflight import DEFAULT_READS, DEFAULT_WRITES, RETRY_AFTER_SECONDS, InflightLimits
 from corral.server.admission import Admission
 from corral.server.agents import AgentConnector
 from corral.server.audit import DEFAULT_MAX_BYTES as DEFAULT_AUDIT_MAX_BYTES, AuditLog
-from corral.server.authn import ANONYMOUS_PATHS, BOOTSTRAPPERS, Authenticator
+from corral.server.authn import ANONYMOUS_PATHS, BOOTSTRAPPERS, Authenticator, UserInfo
 from corral.server.authz import Attributes, Decision, NodeAuthorizer, RBACAuthorizer, forbidden, request_attributes
 from corral.server.authz.review import Reviews
 from corral.server.authz.bootstrap import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES
@@ -88,6 +89,8 @@ class ServerConfig:
     audit_log: str = ""  # default: {data_dir}/audit.log; "off": none
     audit_log_max_bytes: int = DEFAULT_AUDIT_MAX_BYTES  # rotated past this size
     max_object_size: int = DEFAULT_MAX_VALUE_BYTES  # the largest object stored, encoded; 0: no limit
+    max_requests_inflight: int = DEFAULT_READS  # reads in flight per lane (users; the cluster's own)
+    max_mutating_requests_inflight: int = DEFAULT_WRITES  # writes in flight per lane
 
     def elects_leader(self) -> bool:
         if self.leader_elect is not None:
@@ -182,6 +185,8 @@ class Server:
         self.cache = WatchCache(self.store)
         await self.cache.start()
         self.authn = Authenticator(self.cache.get)
+        self.inflight = InflightLimits(reads=self.config.max_requests_inflight,
+                                       writes=self.config.max_mutating_requests_inflight)
         self.rbac = RBACAuthorizer(self.cache.items, self.cache.get)
         self.cache.on_event.append(self.rbac.on_store_event)
         self.cache.on_reload.append(self.rbac.invalidate)
@@ -408,12 +413,12 @@ class Server:
                             AgentConnector(self.pki.ca))  # type: ignore[union-attr]
         return app
 
-    def _admit_request(self, request: web.Request) -> None:
-        """Every request, before any handler reads its body: who is asking (401 for nobody, except
-        the public paths), and may they (403 naming the user, the verb and the resource)."""
+    def _authenticate(self, request: web.Request) -> UserInfo | None:
+        """The first step of every request, before any handler reads its body: who is asking (401
+        for nobody). ``None`` for the public paths, which anyone may ask."""
         path = request.path
         if path in ANONYMOUS_PATHS:
-            return
+            return None
         transport = request.transport
         user = self.authn.authenticate(  # type: ignore[union-attr]
             request.headers.get("Authorization"),
@@ -421,6 +426,12 @@ class Server:
         if user is None:
             raise errors.ApiError(401, "Unauthorized", "Unauthorized")
         request[USER] = user
+        return user
+
+    def _authorize_request(self, request: web.Request, user: UserInfo) -> None:
+        """May ``user`` do what the request asks (403 naming the user, the verb and the resource)?
+        Judged from the method, path and query: still before the body is read."""
+        path = request.path
         if path == JOIN_PATH:
             return  # the join handler decides: a join token, or a node renewing its own certificate
         if user.in_group(BOOTSTRAPPERS):
@@ -452,10 +463,18 @@ class Server:
     async def _middleware(self, request: web.Request, handler) -> web.StreamResponse:
         start = time.perf_counter()
         try:
-            self._admit_request(request)
-            response = await handler(request)
+            # authenticate → limit → authorise → (the handler) decode → admit: one path for all.
+            user = self._authenticate(request)
+            if user is None:  # the public paths: health, version, the CA
+                response = await handler(request)
+            else:
+                with self.inflight.admit(request, user.name, user.groups):
+                    self._authorize_request(request, user)
+                    response = await handler(request)
         except errors.ApiError as exc:
             response = web.Response(body=exc.body(), status=exc.code, content_type="application/json")
+            if exc.code == 429:
+                response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
         except web.HTTPException as exc:
             reason = {404: "NotFound", 405: "MethodNotAllowed", 413: "RequestEntityTooLarge"}.get(
                 exc.status, "BadRequest" if exc.status < 500 else "InternalError")

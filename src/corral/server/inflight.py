@@ -1,0 +1,73 @@
+"""Requests in flight, limited as kube-apiserver's ``--max-requests-inflight`` and
+``--max-mutating-requests-inflight`` limit them: past the limit a request is answered 429 with
+``Retry-After`` at once, before it costs anything, instead of queuing until every client times out.
+
+Two lanes, each with its own counts: the cluster's own components (nodes, the scheduler, the
+controllers and other servers, i.e. ``system:nodes``, ``system:masters`` and the
+``system:kube-scheduler`` user) and everyone else, so that a flood of user requests cannot starve
+node heartbeats or bindings. Long-running requests (watches, followed logs, throughput tests) are
+not counted here: they are bounded elsewhere.
+
+Counted after authentication (the lane is the user's), before the body is read.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Iterator
+
+from aiohttp import web
+
+from corral.pki import MASTERS_GROUP, NODES_GROUP
+from corral.server import errors
+
+__all__ = ["InflightLimits", "DEFAULT_READS", "DEFAULT_WRITES", "RETRY_AFTER_SECONDS"]
+
+DEFAULT_READS = 400  # kube-apiserver's defaults
+DEFAULT_WRITES = 200
+RETRY_AFTER_SECONDS = 1
+SYSTEM_USERS = frozenset({"system:kube-scheduler", "system:kube-controller-manager"})
+SYSTEM_GROUPS = frozenset({MASTERS_GROUP, NODES_GROUP})
+MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+
+
+class TooManyRequests(errors.ApiError):
+    def __init__(self) -> None:
+        super().__init__(429, "TooManyRequests", "Too many requests, please try again later.",
+                         {"retryAfterSeconds": RETRY_AFTER_SECONDS})
+
+
+def long_running(request: web.Request) -> bool:
+    """Watches and streams: they hold a connection for minutes by design."""
+    query = request.query
+    return (query.get("watch", "").lower() in ("true", "1")
+            or (query.get("follow", "").lower() in ("true", "1") and request.path.endswith("/log"))
+            or request.path.startswith("/corral/v1/throughput"))
+
+
+class InflightLimits:
+    def __init__(self, *, reads: int = DEFAULT_READS, writes: int = DEFAULT_WRITES) -> None:
+        self.limits = {False: reads, True: writes}  # by "mutating"
+        self.counts: dict[tuple[bool, bool], int] = {}  # (system lane, mutating) → in flight
+        self.refused = 0
+
+    @staticmethod
+    def system(user: str, groups: tuple[str, ...]) -> bool:
+        return user in SYSTEM_USERS or not SYSTEM_GROUPS.isdisjoint(groups)
+
+    @contextmanager
+    def admit(self, request: web.Request, user: str, groups: tuple[str, ...]) -> Iterator[None]:
+        """Count the request while it runs; raise :class:`TooManyRequests` when its lane is full."""
+        if long_running(request):
+            yield
+            return
+        mutating = request.method in MUTATING
+        key = (self.system(user, groups), mutating)
+        if self.counts.get(key, 0) >= self.limits[mutating]:
+            self.refused += 1
+            raise TooManyRequests()
+        self.counts[key] = self.counts.get(key, 0) + 1
+        try:
+            yield
+        finally:
+            self.counts[key] -= 1

@@ -1,0 +1,101 @@
+"""Requests in flight: past the limit a user's request is a 429 with Retry-After, at once; the
+cluster's own components (nodes here) have a lane of their own that the flood does not fill; the
+corral client waits as asked and gets through."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+import pytest
+
+from corral.client import Client
+from corral.pki.kubeconfig import Credentials
+from corral.pki.tokens import new_token, token_object
+from corral.testing import running_server
+
+pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+
+
+def pod(name: str) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+
+
+@pytest.fixture
+async def busy_server(tmp_path):
+    """One write in flight at a time; a user ``vera`` who may edit the default namespace."""
+    async with running_server(str(tmp_path / "server"), scheduler=False, max_mutating_requests_inflight=1) as server:
+        token = new_token()
+        async with server.client() as admin:
+            await admin.create(token_object(token, user="vera"), raw=True)
+            await admin.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                                "metadata": {"name": "vera-edit", "namespace": "default"},
+                                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                            "name": "edit"},
+                                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "vera"}]},
+                               raw=True)
+        yield server, Credentials(server.url, server.pki.ca.cert_pem, token=str(token))
+
+
+async def test_a_flood_of_writes_gets_429_with_retry_after_while_a_nodes_writes_go_through(busy_server):
+    server, vera = busy_server
+    answers: list[tuple[int, str | None, dict]] = []
+
+    async def create(session: aiohttp.ClientSession, i: int) -> None:
+        async with session.post("/api/v1/namespaces/default/pods", json=pod(f"flood-{i}")) as r:
+            answers.append((r.status, r.headers.get("Retry-After"), await r.json()))
+
+    async with aiohttp.ClientSession(server.url, headers=vera.headers(),
+                                     connector=aiohttp.TCPConnector(ssl=vera.ssl_context(), limit=60)) as session:
+        async with Client(credentials=server.node_credentials("n1")) as node:
+            node_writes = [node.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                        "metadata": {"name": "n1", "namespace": "corral-node-lease"},
+                                        "spec": {"holderIdentity": "n1"}}, raw=True)]
+            await asyncio.gather(*(create(session, i) for i in range(60)), *node_writes)
+    refused = [(retry, status) for code, retry, status in answers if code == 429]
+    assert refused, "60 concurrent writes against a limit of one: some must be refused"
+    assert {retry for retry, _ in refused} == {"1"}
+    assert {(s["reason"], s["details"]["retryAfterSeconds"]) for _, s in refused} == {("TooManyRequests", 1)}
+    created = sum(1 for code, _, _ in answers if code == 201)
+    assert created + len(refused) == 60 and server.inflight.refused >= len(refused)
+    async with server.client() as admin:  # the node's lease, written in its own lane during the flood
+        assert (await admin.get("leases", "n1", "corral-node-lease", raw=True))["spec"]["holderIdentity"] == "n1"
+        assert len((await admin.list("pods", "default", raw=True)).items) == created
+
+
+async def test_the_corral_client_waits_as_asked_and_every_write_gets_through(busy_server):
+    server, vera = busy_server
+    async with Client(credentials=vera) as client:
+        await asyncio.gather(*(client.create(pod(f"patient-{i}"), raw=True) for i in range(30)))
+    assert server.inflight.refused > 0  # some were refused on the way, and sent again
+    async with server.client() as admin:
+        assert len((await admin.list("pods", "default", raw=True)).items) == 30
+
+
+async def test_health_and_watches_are_not_counted(busy_server):
+    server, vera = busy_server
+    server.inflight.limits = {False: 0, True: 0}  # nothing at all may be in flight
+    async with aiohttp.ClientSession(server.url, connector=aiohttp.TCPConnector(ssl=vera.ssl_context())) as session:
+        async with session.get("/readyz") as r:
+            assert r.status == 200
+        async with session.get("/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=1",
+                               headers=vera.headers()) as r:
+            assert r.status == 200
+        async with session.get("/api/v1/namespaces/default/pods", headers=vera.headers()) as r:
+            assert r.status == 429
+
+
+async def test_a_full_user_lane_leaves_the_clusters_own_lane_free(busy_server):
+    server, vera = busy_server
+    server.inflight.counts[(False, True)] = 1  # as if one user write were in flight: the users' lane is full
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+             "metadata": {"name": "n2", "namespace": "corral-node-lease"}, "spec": {"holderIdentity": "n2"}}
+    async with aiohttp.ClientSession(server.url, headers=vera.headers(),
+                                     connector=aiohttp.TCPConnector(ssl=vera.ssl_context())) as session:
+        async with session.post("/api/v1/namespaces/default/pods", json=pod("waits")) as r:
+            assert r.status == 429
+    async with Client(credentials=server.node_credentials("n2")) as node:  # system:nodes: its own lane
+        assert (await node.create(lease, raw=True))["metadata"]["name"] == "n2"
+    async with server.client() as admin:  # system:masters too
+        await admin.create(pod("admin-write"), raw=True)
