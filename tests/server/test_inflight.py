@@ -99,3 +99,27 @@ async def test_a_full_user_lane_leaves_the_clusters_own_lane_free(busy_server):
         assert (await node.create(lease, raw=True))["metadata"]["name"] == "n2"
     async with server.client() as admin:  # system:masters too
         await admin.create(pod("admin-write"), raw=True)
+
+
+async def test_watches_are_capped_per_user_and_a_watch_whose_client_left_is_let_go(busy_server):
+    server, vera = busy_server
+    server.inflight.watches_per_user = 2
+    cache = server.api.cache
+    before = cache.watcher_count()
+    url = "/api/v1/namespaces/default/pods?watch=true"
+    session = aiohttp.ClientSession(server.url, headers=vera.headers(),
+                                    connector=aiohttp.TCPConnector(ssl=vera.ssl_context()))
+    first, second = await session.get(url), await session.get(url)
+    assert (first.status, second.status) == (200, 200)
+    async with session.get(url) as third:
+        assert third.status == 429 and 'too many watches open for user "vera"' in (await third.json())["message"]
+    async with Client(credentials=server.node_credentials("n3")) as node:  # another user: counted apart
+        async for _ in node.watch("pods", None, field_selector="spec.nodeName=n3", timeout_seconds=1, raw=True):
+            pass
+    assert cache.watcher_count() == before + 2
+    await session.close()  # the client goes away without a word
+    for _ in range(150):  # within the server's 10 s wake-up
+        if cache.watcher_count() == before and not server.inflight.watches:
+            break
+        await asyncio.sleep(0.1)
+    assert cache.watcher_count() == before and server.inflight.watches == {}

@@ -410,7 +410,7 @@ class Server:
         app.router.add_get(THROUGHPUT_PATH, self._throughput_download)
         app.router.add_post(THROUGHPUT_PATH, self._throughput_upload)
         add_resource_routes(app, self.api, Reviews(self.authorize, self.rbac),  # type: ignore[arg-type]
-                            AgentConnector(self.pki.ca))  # type: ignore[union-attr]
+                            AgentConnector(self.pki.ca), self.inflight)  # type: ignore[union-attr]
         return app
 
     def _authenticate(self, request: web.Request) -> UserInfo | None:

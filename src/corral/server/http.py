@@ -25,6 +25,7 @@ from corral.server import errors
 from corral.server.agents import AgentConnector
 from corral.server.authz.review import Reviews
 from corral.server.cache import CacheWatcher, TooOld
+from corral.server.inflight import InflightLimits
 from corral.server.rest import ListOptions, Reply, ResourceAPI, WriteOptions
 
 __all__ = ["add_resource_routes", "MAX_BODY_BYTES", "VERB", "RESOURCE", "USER"]
@@ -206,10 +207,11 @@ def _verb(request: web.Request, resource: ResourceType, verb: str) -> None:
 
 
 class ResourceRoutes:
-    def __init__(self, api: ResourceAPI, reviews: Reviews, agents: AgentConnector) -> None:
+    def __init__(self, api: ResourceAPI, reviews: Reviews, agents: AgentConnector, inflight: InflightLimits) -> None:
         self.api = api
         self.reviews = reviews
         self.agents = agents
+        self.inflight = inflight
 
     async def read_body(self, request: web.Request) -> Any:
         return await read_body(request, max_yaml_bytes=self.api.store.max_value_bytes or MAX_BODY_BYTES)
@@ -228,7 +230,8 @@ class ResourceRoutes:
             if method == "GET":
                 if _flag(request, "watch"):
                     _verb(request, res, "watch")
-                    return await self.watch(request, t)
+                    with self.inflight.watching(request[USER].name):
+                        return await self.watch(request, t)
                 _verb(request, res, "list")
                 return respond(await api.list(res, t.namespace, _list_options(request, res)))
             if method == "POST":
@@ -339,6 +342,9 @@ class ResourceRoutes:
                                                min(deadline, next_bookmark) - now)
                     except asyncio.TimeoutError:
                         pass
+                transport = request.transport
+                if transport is None or transport.is_closing():
+                    break  # the client left (aiohttp does not cancel the handler): let its buffer go
                 lines = watcher.take()
                 if lines:
                     await resp.write(b"".join(lines))
@@ -355,8 +361,9 @@ class ResourceRoutes:
         return resp
 
 
-def add_resource_routes(app: web.Application, api: ResourceAPI, reviews: Reviews, agents: AgentConnector) -> None:
-    routes = ResourceRoutes(api, reviews, agents)
+def add_resource_routes(app: web.Application, api: ResourceAPI, reviews: Reviews, agents: AgentConnector,
+                        inflight: InflightLimits) -> None:
+    routes = ResourceRoutes(api, reviews, agents, inflight)
     app.router.add_route("*", r"/api/{version:v1}/{tail:.+}", routes.core)
     app.router.add_route("*", r"/apis/{group:[^/]+\.[^/]+}/{version:[^/]+}/{tail:.+}", routes.grouped)
 

@@ -8,7 +8,8 @@ controllers and other servers, i.e. ``system:nodes``, ``system:masters`` and the
 node heartbeats or bindings. Long-running requests (watches, followed logs, throughput tests) are
 not counted here: they are bounded elsewhere.
 
-Counted after authentication (the lane is the user's), before the body is read.
+Counted after authentication (the lane is the user's), before the body is read. Watches are
+counted per user instead (``watches_per_user``, default 1,000): each holds a buffer in the server.
 """
 
 from __future__ import annotations
@@ -21,10 +22,11 @@ from aiohttp import web
 from corral.pki import MASTERS_GROUP, NODES_GROUP
 from corral.server import errors
 
-__all__ = ["InflightLimits", "DEFAULT_READS", "DEFAULT_WRITES", "RETRY_AFTER_SECONDS"]
+__all__ = ["InflightLimits", "DEFAULT_READS", "DEFAULT_WRITES", "DEFAULT_WATCHES_PER_USER", "RETRY_AFTER_SECONDS"]
 
 DEFAULT_READS = 400  # kube-apiserver's defaults
 DEFAULT_WRITES = 200
+DEFAULT_WATCHES_PER_USER = 1000
 RETRY_AFTER_SECONDS = 1
 SYSTEM_USERS = frozenset({"system:kube-scheduler", "system:kube-controller-manager"})
 SYSTEM_GROUPS = frozenset({MASTERS_GROUP, NODES_GROUP})
@@ -32,9 +34,8 @@ MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
 
 
 class TooManyRequests(errors.ApiError):
-    def __init__(self) -> None:
-        super().__init__(429, "TooManyRequests", "Too many requests, please try again later.",
-                         {"retryAfterSeconds": RETRY_AFTER_SECONDS})
+    def __init__(self, message: str = "Too many requests, please try again later.") -> None:
+        super().__init__(429, "TooManyRequests", message, {"retryAfterSeconds": RETRY_AFTER_SECONDS})
 
 
 def long_running(request: web.Request) -> bool:
@@ -46,10 +47,28 @@ def long_running(request: web.Request) -> bool:
 
 
 class InflightLimits:
-    def __init__(self, *, reads: int = DEFAULT_READS, writes: int = DEFAULT_WRITES) -> None:
+    def __init__(self, *, reads: int = DEFAULT_READS, writes: int = DEFAULT_WRITES,
+                 watches_per_user: int = DEFAULT_WATCHES_PER_USER) -> None:
         self.limits = {False: reads, True: writes}  # by "mutating"
         self.counts: dict[tuple[bool, bool], int] = {}  # (system lane, mutating) → in flight
+        self.watches_per_user = watches_per_user
+        self.watches: dict[str, int] = {}  # user → open watches
         self.refused = 0
+
+    @contextmanager
+    def watching(self, user: str) -> Iterator[None]:
+        """Count an open watch of ``user`` while it lasts; :class:`TooManyRequests` past the cap."""
+        if self.watches.get(user, 0) >= self.watches_per_user:
+            self.refused += 1
+            raise TooManyRequests(f'too many watches open for user "{user}" (at most {self.watches_per_user}); '
+                                  "close some, or try again later")
+        self.watches[user] = self.watches.get(user, 0) + 1
+        try:
+            yield
+        finally:
+            self.watches[user] -= 1
+            if not self.watches[user]:
+                del self.watches[user]
 
     @staticmethod
     def system(user: str, groups: tuple[str, ...]) -> bool:
