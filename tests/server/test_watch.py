@@ -191,3 +191,44 @@ async def test_waiting_for_a_revision_the_cache_never_reaches_gives_up_after_the
     waiting = asyncio.ensure_future(server.cache.wait_fresh(server.cache.revision + 100, timeout=0.05))
     await asyncio.wait({waiting}, timeout=3)
     assert waiting.done() and isinstance(waiting.exception(), asyncio.TimeoutError)
+
+
+async def test_a_watcher_that_never_reads_is_dropped_while_the_others_keep_receiving(server, monkeypatch):
+    from urllib.parse import urlsplit
+
+    from corral.server import cache as cache_module
+    from corral.server import http as http_module
+
+    monkeypatch.setattr(cache_module, "MAX_PENDING_LINES", 200)
+    monkeypatch.setattr(http_module, "WATCH_WRITE_SECONDS", 1.0)
+    cache = server.api.cache
+    before = cache.watcher_count()
+    host, port = urlsplit(server.url).hostname, urlsplit(server.url).port
+    _, stuck = await asyncio.open_connection(host, port, ssl=server.admin.ssl_context())
+    stuck.write(f"GET /api/v1/namespaces/default/pods?watch=true HTTP/1.1\r\nHost: {host}\r\n"
+                f"Authorization: Bearer {server.admin.token}\r\n\r\n".encode())  # and never a byte read back
+    await stuck.drain()
+    async with server.client() as c:
+        seen: list[str] = []
+
+        async def read_everything():
+            async for ev in c.watch("pods", "default", raw=True, bookmarks=False):
+                seen.append(ev.object["metadata"]["name"])
+
+        reader = asyncio.create_task(read_everything())
+        for _ in range(50):
+            if cache.watcher_count() == before + 2:
+                break
+            await asyncio.sleep(0.05)
+        blob = "x" * 200_000
+        for i in range(120):  # 24 MB of events: more than the stuck client's socket buffers hold
+            await c.create({**pod(f"big-{i}"), "metadata": {"name": f"big-{i}", "annotations": {"blob": blob}}},
+                           raw=True)
+        for _ in range(100):
+            if cache.watcher_count() == before + 1 and len(seen) == 120:
+                break
+            await asyncio.sleep(0.1)
+        reader.cancel()
+    stuck.close()
+    assert len(seen) == 120  # the reading watcher got every event
+    assert cache.watcher_count() == before + 1  # the one that never read is gone (the reader is still counted)

@@ -95,6 +95,8 @@ class CacheWatcher:
         return self.fields.empty or self.fields.matches(record.obj)
 
     def offer(self, event: _CachedEvent) -> None:
+        if self.closed:
+            return
         new_ok = self.matches(event.new)
         old_ok = self.matches(event.old)
         if new_ok and old_ok:
@@ -108,6 +110,9 @@ class CacheWatcher:
             return
         self.last_revision = event.revision
         if len(self.lines) > MAX_PENDING_LINES:
+            # A consumer this far behind is let go, with nothing kept for it: its client starts
+            # again from the last resourceVersion it read, as client-go does when a watch ends.
+            self.lines = []
             self.close()
         self.wakeup.set()
 

@@ -35,6 +35,7 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 3 * 1024 * 1024  # Kubernetes' limit
 OFF_LOOP_BYTES = 256 * 1024  # bodies larger than this are decoded in a thread
 BOOKMARK_INTERVAL = 10.0
+WATCH_WRITE_SECONDS = 30.0  # a watch client that takes no bytes for this long is disconnected
 DEFAULT_WATCH_TIMEOUT = 1800.0
 _encode = msgspec.json.Encoder().encode
 JSON = "application/json"
@@ -347,7 +348,12 @@ class ResourceRoutes:
                     break  # the client left (aiohttp does not cancel the handler): let its buffer go
                 lines = watcher.take()
                 if lines:
-                    await resp.write(b"".join(lines))
+                    try:
+                        await asyncio.wait_for(resp.write(b"".join(lines)), WATCH_WRITE_SECONDS)
+                    except asyncio.TimeoutError:  # the client does not read: drop the connection
+                        if request.transport is not None:
+                            request.transport.abort()
+                        break
                 elif bookmarks and time.monotonic() >= next_bookmark:
                     mark = {"kind": res.kind, "apiVersion": res.api_version,
                             "metadata": {"resourceVersion": str(max(watcher.last_revision, cache.revision))}}
