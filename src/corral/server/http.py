@@ -304,12 +304,9 @@ class ResourceRoutes:
 
     async def watch(self, request: web.Request, t: Target) -> web.StreamResponse:
         res = t.resource
-        opts = _list_options(request, res)
+        opts = _list_options(request, res)  # which has checked resourceVersion: absent or ASCII digits
         rv_raw = request.query.get("resourceVersion", "")
-        try:
-            from_revision = int(rv_raw) if rv_raw not in ("", "0") else None
-        except ValueError:
-            raise errors.bad_request(f"invalid resourceVersion {rv_raw!r}") from None
+        from_revision = int(rv_raw) if rv_raw not in ("", "0") else None
         timeout = float(_int_param(request, "timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
         bookmarks = _flag(request, "allowWatchBookmarks")
         prefix = f"{res.store_prefix}{t.namespace}/" if res.namespaced and t.namespace else res.store_prefix

@@ -95,7 +95,7 @@ class ResourceAPI:
         if consistent:
             await self.cache.wait_consistent()
         elif at_least:
-            if at_least > self.cache.revision and at_least > await self.store.current_revision():
+            if await self._unmade(at_least):
                 # A version no write has made yet (not even through another server): the object
                 # cannot be at it, so the compare-and-swap it guards fails now, as in Kubernetes.
                 raise errors.conflict(resource, name)
@@ -108,14 +108,18 @@ class ResourceAPI:
             raise errors.not_found(resource, name)
         return record
 
+    async def _unmade(self, revision: int) -> bool:
+        """Whether no write has made ``revision`` yet, anywhere: beyond this cache and the store.
+        Asks the store only for a revision the cache has not reached."""
+        return revision > self.cache.revision and revision > await self.store.current_revision()
+
     async def reach(self, revision: int) -> None:
         """Wait until the cache has seen ``revision`` (a read or watch from it). One that the store
         itself has not reached is waited for ``TOO_LARGE_WAIT`` seconds, then answered as
         Kubernetes answers it: 504, "Too large resource version"."""
         if revision <= self.cache.revision:
             return
-        current = await self.store.current_revision()
-        if revision <= current:
+        if not await self._unmade(revision):
             await self.cache.wait_fresh(revision)
             return
         try:
