@@ -1,6 +1,7 @@
 import pytest
 
-from corral.agent.node_info import FlagError, allocatable, host_capacity, node_object, parse_pairs, parse_taints
+from corral.agent.node_info import (FlagError, allocatable, default_address, host_capacity, node_object, parse_pairs,
+                                   parse_taints)
 from corral.api.quantity import to_milli, to_units
 
 
@@ -47,3 +48,16 @@ def test_the_node_object_carries_what_the_scheduler_and_the_server_need():
     assert node["status"]["allocatable"]["cpu"] == "1900m"
     assert node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"] == 12345
     assert {"type": "InternalIP", "address": "127.0.0.1"} in node["status"]["addresses"]
+
+
+def test_the_default_address_is_the_one_the_server_reaches_this_machine_on():
+    from corral.server.authn.certificates import primary_address
+
+    # Toward a server on loopback: loopback (what `make up` needs), not what the host name resolves to.
+    assert default_address(toward="127.0.0.1") == "127.0.0.1"
+    primary = primary_address()
+    if primary:  # toward this machine's own address on the network: that address (routed through lo)
+        assert default_address(toward=primary) == primary
+        # toward a server beyond the LAN: the address of the route there, never loopback
+        assert default_address(toward="203.0.113.7") == primary
+    assert default_address(toward="no-such-host.invalid")  # unresolvable: the host name's address

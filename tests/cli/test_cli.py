@@ -197,6 +197,22 @@ def test_an_unreachable_server_is_one_clear_line():
     assert len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_agent_address_and_port_mistakes_are_one_line(server_process, tmp_path):
+    import socket
+
+    proc = corral("agent", "--listen-address", "127.0.0.1:10250", check=False)
+    assert proc.returncode == 2 and "'127.0.0.1:10250' is not an IP address (the port is --port)" in proc.stderr
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = corral("agent", *server_process.join_args(), "--name", "n1", "--data-dir", str(tmp_path / "a"),
+                      "--address", "127.0.0.1", "--port", str(port), check=False)
+    assert proc.returncode == 1, proc.stderr
+    assert proc.stderr.startswith(f"error: cannot serve the log endpoint on port {port}: ")
+    assert "address already in use" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
+
+
 def test_unknown_resource_types_are_refused():
     proc = corral("get", "deployments", env={"CORRAL_SERVER": "127.0.0.1:1"}, check=False)
     assert proc.returncode == 1 and 'doesn\'t have a resource type "deployments"' in proc.stderr

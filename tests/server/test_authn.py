@@ -219,6 +219,26 @@ async def test_the_serving_certificate_is_reissued_for_a_new_name_and_renewed_wh
             await c.list("pods")
 
 
+async def test_a_server_on_every_interface_is_trusted_at_each_address_and_says_which_one_to_join(tmp_path):
+    from urllib.parse import urlsplit
+
+    from corral.server.authn.certificates import machine_addresses, primary_address
+
+    async with running_server(str(tmp_path / "d"), scheduler=False, address="0.0.0.0:0") as server:
+        port = urlsplit(server.url).port
+        addresses = machine_addresses(ipv6=False)  # 0.0.0.0: IPv4 only
+        assert "127.0.0.1" in addresses  # the loopback interface, found by asking the interfaces
+        for address in addresses:
+            async with Client(credentials=server.admin.with_server(f"https://{address}:{port}")) as c:
+                await c.list("pods")  # the certificate names it: verified, no --tls-san needed
+        primary = primary_address()
+        assert server.join_url == (f"https://{primary}:{port}" if primary else server.url)
+        # An address it does not name: the error says how to make it named.
+        with pytest.raises(ConnectionFailed, match="does not name 127.0.0.2: start the server with --tls-san 127.0.0.2"):
+            async with Client(credentials=server.admin.with_server(f"https://127.0.0.2:{port}")) as c:
+                await c.list("pods")
+
+
 async def test_the_user_kubeconfig_is_written_when_absent_and_never_over_a_users_own(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "cfg"))
     user_file = tmp_path / "cfg" / "corral" / "kubeconfig"

@@ -19,6 +19,7 @@ import ssl
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 from aiohttp import web
 
@@ -111,6 +112,8 @@ class Agent:
     # --- lifecycle -------------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        if not self.config.address:
+            self.config.address = default_address(toward=urlsplit(self.client.base_url).hostname)
         if hasattr(self.runtime, "on_event"):
             loop = asyncio.get_running_loop()
             self.runtime.on_event = lambda pod, *event: loop.call_soon_threadsafe(self._runtime_event, pod, *event)
@@ -330,7 +333,7 @@ class Agent:
         app.router.add_get("/healthz", _healthz)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        host = self.config.listen_address or self.config.address or default_address()
+        host = self.config.listen_address or self.config.address
         site = web.TCPSite(self._runner, host, self.config.port, reuse_address=True, ssl_context=ctx)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]

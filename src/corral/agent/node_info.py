@@ -88,8 +88,19 @@ def allocatable(capacity: dict[str, str], reserved: dict[str, str]) -> dict[str,
     return out
 
 
-def default_address() -> str:
-    """This machine's address as its host name resolves (loopback when it does not)."""
+def default_address(toward: str | None = None) -> str:
+    """The address the API server at host ``toward`` reaches this machine on: the source address of
+    the route to it (a UDP socket is routed, nothing is sent), as kubelet picks its node IP; without
+    ``toward`` or a route, this machine's address as its host name resolves (loopback when it does
+    not). Host names often resolve to loopback (Debian's 127.0.1.1), useless to another machine."""
+    if toward:
+        try:
+            family, _, _, _, sockaddr = socket.getaddrinfo(toward, 9, type=socket.SOCK_DGRAM)[0]
+            with socket.socket(family, socket.SOCK_DGRAM) as s:
+                s.connect(sockaddr)
+                return str(s.getsockname()[0])
+        except OSError:
+            pass
     try:
         return socket.gethostbyname(socket.gethostname())
     except OSError:

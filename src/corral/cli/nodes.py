@@ -12,6 +12,17 @@ from corral.cli.common import CliError, make_client, namespace_option, run, serv
 __all__ = ["agent", "logs", "drain"]
 
 
+def _ip_address(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    import ipaddress
+
+    if value is None:
+        return None
+    try:
+        return str(ipaddress.ip_address(value))
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is not an IP address (the port is --port)") from None
+
+
 @click.command()
 @click.option("--server", "-s", default=None, metavar="URL",
               help="The API server (to join; later the one in <data-dir>/kubeconfig). Several: comma-separated.")
@@ -32,7 +43,7 @@ __all__ = ["agent", "logs", "drain"]
 @click.option("--data-dir", default=None, metavar="DIR", help="Working directories and logs (default: ~/.local/share/corral/agent-NAME).")
 @click.option("--address", default=None, metavar="IP", help="The address the server reaches this agent on (for logs).")
 @click.option("--port", default=10250, show_default=True, help="Port of the agent's log endpoint (0: any free port).")
-@click.option("--listen-address", default=None, metavar="IP",
+@click.option("--listen-address", default=None, metavar="IP", callback=_ip_address,
               help="Where the log endpoint listens (default: --address; 0.0.0.0 for every interface).")
 @click.option("--run-as-user", default=None, metavar="USER",
               help="Process runtime: the user pods run as (default: nobody when the agent runs as root; an "
@@ -101,7 +112,12 @@ async def agent(server, token, ca_cert_hash, kubeconfig, name, runtime, labels, 
     async with Client(credentials=creds, user_agent="corral-agent") as client:
         await client.request("GET", "/version")
         node = Agent(client, rt, config)
-        await node.start()
+        try:
+            await node.start()
+        except OSError as exc:  # the log endpoint's address or port
+            await node.stop()
+            raise CliError(f"cannot serve the log endpoint on port {port}: {exc.strerror or exc} "
+                           "(--port 0 picks a free port; --listen-address chooses the address)") from None
         click.echo(f"corral agent {name} ({runtime} runtime) registered with {client.base_url}; logs on port {node.port}")
         renewal = None if kubeconfig else asyncio.create_task(_keep_certificate_fresh(client, data_dir, name))
         try:

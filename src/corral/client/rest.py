@@ -246,7 +246,7 @@ class Client:
             except aiohttp.ClientConnectorError as exc:  # never reached the server: safe to send elsewhere
                 self._failed(url)
                 if last:
-                    raise ConnectionFailed(f"cannot reach the corral server at {self._names()}: {exc}") from None
+                    raise _unreachable(self._names(), exc) from None
             except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
                 self._failed(url)
                 if last or not idempotent:
@@ -394,12 +394,23 @@ class Client:
             except aiohttp.ClientConnectorError as exc:  # never reached it: the next server, at once
                 self._failed(url)
                 if attempt == len(self.urls) - 1:
-                    raise ConnectionFailed(f"cannot reach the corral server at {self._names()}: {exc}") from None
+                    raise _unreachable(self._names(), exc) from None
             except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
                 # A payload error is a stream cut mid-chunk: the server went away during the watch.
                 # The caller watches again (an informer does, from its last version): at the next server.
                 self._failed(url)
                 raise ConnectionFailed(f"watch of {r.plural} at {url} broke: {exc}") from None
+
+
+def _unreachable(names: str, exc: aiohttp.ClientConnectorError) -> ConnectionFailed:
+    """The error for a server never reached; a certificate that does not name the host the client
+    asked for says how to make it name it."""
+    message = f"cannot reach the corral server at {names}: {exc}"
+    cert_error = getattr(exc, "certificate_error", None)
+    if "mismatch" in str(getattr(cert_error, "verify_message", "")):
+        message += (f"; its certificate does not name {exc.host}: start the server with --tls-san {exc.host} "
+                    "(or reach it by a name its certificate has)")
+    return ConnectionFailed(message)
 
 
 def _warning_text(header: str) -> str:

@@ -41,7 +41,8 @@ from corral.server.authn import ANONYMOUS_PATHS, BOOTSTRAPPERS, Authenticator, U
 from corral.server.authz import Attributes, Decision, NodeAuthorizer, RBACAuthorizer, forbidden, request_attributes
 from corral.server.authz.review import Reviews
 from corral.server.authz.bootstrap import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES
-from corral.server.authn.certificates import ServerPKI, prepare_tls, write_first_credentials
+from corral.server.authn.certificates import (ServerPKI, is_wildcard, prepare_tls, primary_address,
+                                              write_first_credentials)
 from corral.server.authn.join import join_handler
 from corral.server.rest import ResourceAPI
 from corral.pki import CA_PATH, JOIN_PATH, MASTERS_GROUP, NODE_PREFIX, NODES_GROUP
@@ -146,6 +147,7 @@ class Server:
         self.elector = None
         self.agent = None
         self.url = ""
+        self.join_url = ""
         self._scheduler_config = None
         self._detach_scheduler = None
         self.pki: ServerPKI | None = None
@@ -208,6 +210,10 @@ class Server:
         bound_port = sock.getsockname()[1]
         local = "127.0.0.1" if host in ("", "0.0.0.0") else "::1" if host == "::" else host
         self.url = f"https://{local if ':' not in local else f'[{local}]'}:{bound_port}"
+        # Where other machines' agents reach it: the advertised URL, or, listening on every
+        # interface, the address of the default route (which the serving certificate names).
+        primary = primary_address() if is_wildcard(host) and not self.config.advertise_url else None
+        self.join_url = self.config.advertise_url or (f"https://{primary}:{bound_port}" if primary else self.url)
         await write_first_credentials(self.pki, self.store, self.data_dir, self.url,
                                       user_kubeconfig=self.config.user_kubeconfig, settled=self.cache.wait_consistent)
         self.admin = Credentials(self.url, self.pki.ca.cert_pem, self.pki.admin_token, source=self.pki.admin_kubeconfig)
@@ -611,10 +617,11 @@ async def serve_forever(config: ServerConfig, *, ready_message: bool = True) -> 
     await server.start()
     tune_gc_for_server()
     if ready_message:
-        print(f"corral server listening on {server.url} (store: {config.resolved_store_url()})", flush=True)
+        everywhere = " and every other address of this machine" if is_wildcard(_split_address(config.address)[0]) else ""
+        print(f"corral server listening on {server.url}{everywhere} (store: {config.resolved_store_url()})", flush=True)
         print(f"admin kubeconfig: {server.pki.admin_kubeconfig}  (export KUBECONFIG={server.pki.admin_kubeconfig})",
               flush=True)
-        print(f"join a node: corral agent --server {config.advertise_url or server.url} --token "
+        print(f"join a node: corral agent --server {server.join_url} --token "
               f"{server.pki.join_token} --ca-cert-hash {server.pki.ca.pin}", flush=True)
     try:
         await wait_for_termination()

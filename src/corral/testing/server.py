@@ -117,7 +117,8 @@ class ServerProcess:
 async def running_server(data_dir: str, **config: object) -> AsyncIterator[Server]:
     """A server inside the current event loop, on a free loopback port."""
     config.setdefault("user_kubeconfig", False)
-    server = Server(ServerConfig(data_dir=data_dir, address="127.0.0.1:0", **config))  # type: ignore[arg-type]
+    config.setdefault("address", "127.0.0.1:0")
+    server = Server(ServerConfig(data_dir=data_dir, **config))  # type: ignore[arg-type]
     await server.start()
     try:
         yield server

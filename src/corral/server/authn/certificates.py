@@ -32,7 +32,7 @@ from corral.pki.tokens import AUTHENTICATION, JOIN, new_token, parse_token, secr
 from corral.store import KeyExists, Store
 
 __all__ = ["ServerPKI", "prepare_tls", "write_first_credentials", "create_token", "CA_KEY", "ADMIN_USER",
-           "serving_hosts"]
+           "serving_hosts", "is_wildcard", "machine_addresses", "primary_address"]
 
 log = logging.getLogger(__name__)
 
@@ -67,15 +67,62 @@ class ServerPKI:
         return True
 
 
+def is_wildcard(host: str) -> bool:
+    return host in ("", "0.0.0.0", "::")
+
+
+def machine_addresses(*, ipv6: bool = True) -> list[str]:
+    """This machine's addresses: each interface's IPv4 address and (with ``ipv6``) its global IPv6
+    addresses (Linux; elsewhere none). A server listening on every interface must be reachable, and
+    its certificate valid, at each of them."""
+    out: list[str] = []
+    try:
+        import fcntl
+        import struct
+
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            for _, name in socket.if_nameindex():
+                try:
+                    packed = fcntl.ioctl(s.fileno(), 0x8915, struct.pack("256s", name.encode()[:15]))  # SIOCGIFADDR
+                except OSError:  # no IPv4 address on this interface
+                    continue
+                out.append(socket.inet_ntoa(packed[20:24]))
+    except (ImportError, OSError):
+        pass
+    if not ipv6:
+        return out
+    try:
+        with open("/proc/net/if_inet6") as f:  # address, index, prefix, scope, flags, name
+            for line in f:
+                fields = line.split()
+                if len(fields) >= 4 and fields[3] == "00":  # global scope
+                    out.append(str(ipaddress.IPv6Address(bytes.fromhex(fields[0]))))
+    except (OSError, ValueError):
+        pass
+    return out
+
+
+def primary_address() -> str | None:
+    """The address other machines most likely reach this one at: the source of its default route
+    (found by routing a UDP socket; nothing is sent). None without a route."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("203.0.113.1", 9))  # TEST-NET-3: routed like any address beyond the LAN
+            address = s.getsockname()[0]
+    except OSError:
+        return None
+    return None if address.startswith("127.") or address == "0.0.0.0" else address
+
+
 def serving_hosts(listen_host: str, extra: Iterable[str] = ()) -> list[str]:
     """The names and addresses a client may reach this server by: the listen address (every local
     address when it is a wildcard), the host name, localhost and the loopback addresses, and ``extra``
     (``--tls-san``, the advertise URL's host)."""
     hosts = ["localhost", "127.0.0.1", "::1", socket.gethostname()]
-    wildcard = listen_host in ("", "0.0.0.0", "::")
-    if not wildcard:
+    if not is_wildcard(listen_host):
         hosts.append(listen_host)
     else:
+        hosts.extend(machine_addresses(ipv6=listen_host != "0.0.0.0"))
         try:
             for info in socket.getaddrinfo(socket.gethostname(), None):
                 hosts.append(str(info[4][0]))
