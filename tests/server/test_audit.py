@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import stat
@@ -64,6 +65,26 @@ def test_the_log_is_rotated_by_size_and_keeps_a_bounded_number_of_old_files(tmp_
     assert newest[-1] == "p59"
     previous = [entry["name"] for entry in lines(path + ".1")]
     assert int(previous[-1][1:]) + 1 == int(newest[0][1:])  # nothing lost between the two
+
+
+async def test_in_a_server_the_lines_of_one_loop_turn_are_written_together_at_its_end(tmp_path, monkeypatch):
+    path = str(tmp_path / "audit.log")
+    log = AuditLog(path, max_bytes=1000, backups=2)
+    writes = []
+    real_write = os.write
+    monkeypatch.setattr(os, "write", lambda fd, data: writes.append(len(data)) or real_write(fd, data))
+    for i in range(12):
+        log.record(user="u", groups=(), verb="create", resource="pods", namespace="default", name=f"p{i}", code=201)
+    assert writes == [] and os.path.getsize(path) == 0  # not yet: the turn has not ended
+    await asyncio.sleep(0)
+    # All twelve (~140 bytes each), one write per file: rotation still splits them at the limit.
+    assert len(writes) == 2 and sum(writes) == os.path.getsize(path) + os.path.getsize(path + ".1")
+    assert all(os.path.getsize(f) <= 1000 for f in (path, path + ".1"))
+    names = [entry["name"] for entry in lines(path + ".1") + lines(path)]
+    assert names == [f"p{i}" for i in range(12)]
+    log.record(user="u", groups=(), verb="create", resource="pods", namespace="default", name="last", code=201)
+    log.close()  # what is waiting is written before the file is closed
+    assert lines(path)[-1]["name"] == "last"
 
 
 def test_an_audit_log_that_cannot_be_written_stops_the_server_with_one_line(tmp_path):

@@ -82,6 +82,10 @@ async def test_health_and_watches_are_not_counted(busy_server):
         async with session.get("/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=1",
                                headers=vera.headers()) as r:
             assert r.status == 200
+        # A node's throughput test (a stream, bounded on its own): past the limit, on to authorisation.
+        for method, url in (("GET", "/corral/v1/throughput?bytes=16"), ("POST", "/corral/v1/throughput")):
+            async with session.request(method, url, data=b"x" * 16, headers=vera.headers()) as r:
+                assert r.status == 403  # a node's, not vera's: refused by RBAC, not counted
         async with session.get("/api/v1/namespaces/default/pods", headers=vera.headers()) as r:
             assert r.status == 429
 

@@ -184,6 +184,20 @@ def test_a_change_to_a_role_or_binding_counts_once_the_cache_reports_it():
     assert not authz.authorize(get_pod).allowed
 
 
+def test_remembered_decisions_are_bounded_and_each_still_right(monkeypatch):
+    import corral.server.authz.rbac as rbac
+
+    monkeypatch.setattr(rbac, "MAX_DECISIONS", 3)
+    objs = Objects(role("r", [{"apiGroups": [""], "resources": ["pods"], "verbs": ["get"], "resourceNames": ["p1"]}]),
+                   binding("b", "ClusterRole", "r", [user("eve")]))
+    authz = RBACAuthorizer(objs.items, objs.get)
+    for _ in range(2):  # decided, then remembered: the same answers
+        got = [authz.authorize(Attributes("eve", AUTH, verb="get", resource="pods", namespace="a", name=f"p{i}")).allowed
+               for i in range(10)]
+        assert got == [i == 1 for i in range(10)]
+    assert len(authz._decided) <= 3  # a client asking for endless names cannot grow the server
+
+
 @pytest.mark.parametrize("obj, field", [
     pytest.param(binding("b", "Role", "r", [user("u")]), "roleRef.kind",
                  id="a cluster role binding refers to a ClusterRole, never a Role"),

@@ -474,9 +474,12 @@ class Server:
             if user is None:  # the public paths: health, version, the CA
                 response = await handler(request)
             else:
-                with self.inflight.admit(request, user.name, user.groups):
+                lane = self.inflight.enter(request, user.name, user.groups)
+                try:
                     self._authorize_request(request, user)
                     response = await handler(request)
+                finally:
+                    self.inflight.leave(lane)
         except errors.ApiError as exc:
             response = web.Response(body=exc.body(), status=exc.code, content_type="application/json")
             if exc.code == 429:

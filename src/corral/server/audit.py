@@ -3,13 +3,17 @@
 Each line: ``time`` (RFC 3339, microseconds), ``user``, ``groups``, ``verb``, ``resource``
 (``pods`` or ``pods/status``; a path for anything outside the API), ``namespace``, ``name`` and the
 response ``code``. Reads that succeed are not logged (they are most of the traffic and change
-nothing); every 401 and 403 is. Lines are written as the requests finish, straight to the file (no
-buffer to lose on a crash), which is created 0600. When it passes ``max_bytes`` it is renamed to
+nothing); every 401 and 403 is. The lines of the requests one turn of the event loop finished are
+written together at the end of that turn, with one write(2), to the file (created 0600): a write per
+request cost ~6 µs of the loop's time under load (each write hands the interpreter's lock to the
+store's thread and waits to get it back); a crash loses at most the lines of the turn it ends.
+Outside an event loop each line is written at once. When it passes ``max_bytes`` it is renamed to
 ``PATH.1`` (older ones to ``.2`` … ``.{backups}``, the oldest dropped) and a new one begun.
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import time
@@ -49,6 +53,7 @@ class AuditLog:
         self._fd = -1
         self._size = 0
         self._second, self._second_text = -1, ""
+        self._pending: list[bytes] | None = None  # lines waiting for the end of this loop turn
         self._open()
 
     def _open(self) -> None:
@@ -66,10 +71,37 @@ class AuditLog:
     def record(self, *, user: str, groups: tuple[str, ...], verb: str, resource: str, namespace: str, name: str,
                code: int) -> None:
         line = _encode(_Entry(self._now(), user, groups, verb, resource, namespace, name, code)) + b"\n"
-        if self._size + len(line) > self.max_bytes and self._size > 0:
-            self._rotate()
-        os.write(self._fd, line)
-        self._size += len(line)
+        if self._pending is not None:
+            self._pending.append(line)
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self._write((line,))
+            return
+        self._pending = [line]
+        loop.call_soon(self.flush)
+
+    def flush(self) -> None:
+        """Write the lines waiting for the end of the loop's turn."""
+        lines, self._pending = self._pending, None
+        if lines and self._fd >= 0:
+            self._write(lines)
+
+    def _write(self, lines) -> None:
+        chunk = bytearray()
+        for line in lines:
+            if self._size + len(chunk) + len(line) > self.max_bytes and self._size + len(chunk) > 0:
+                self._append(chunk)
+                chunk.clear()
+                self._rotate()
+            chunk += line
+        self._append(chunk)
+
+    def _append(self, data: bytes | bytearray) -> None:
+        if data:
+            os.write(self._fd, data)
+            self._size += len(data)
 
     def _rotate(self) -> None:
         os.close(self._fd)
@@ -84,6 +116,7 @@ class AuditLog:
         self._open()
 
     def close(self) -> None:
+        self.flush()
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1

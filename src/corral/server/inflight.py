@@ -40,6 +40,8 @@ class TooManyRequests(errors.ApiError):
 
 def long_running(request: web.Request) -> bool:
     """Watches and streams: they hold a connection for minutes by design."""
+    if not request.query_string:  # most requests: no query to parse (parsing it cost ~1.5 µs)
+        return request.path.startswith("/corral/v1/throughput")
     query = request.query
     return (query.get("watch", "").lower() in ("true", "1")
             or (query.get("follow", "").lower() in ("true", "1") and request.path.endswith("/log"))
@@ -74,19 +76,21 @@ class InflightLimits:
     def system(user: str, groups: tuple[str, ...]) -> bool:
         return user in SYSTEM_USERS or not SYSTEM_GROUPS.isdisjoint(groups)
 
-    @contextmanager
-    def admit(self, request: web.Request, user: str, groups: tuple[str, ...]) -> Iterator[None]:
-        """Count the request while it runs; raise :class:`TooManyRequests` when its lane is full."""
+    def enter(self, request: web.Request, user: str, groups: tuple[str, ...]) -> tuple[bool, bool] | None:
+        """Count the request (until :meth:`leave` with what this returns); raise
+        :class:`TooManyRequests` when its lane is full. Two calls, not a context manager: a
+        generator-based one cost ~1.5 µs per request."""
         if long_running(request):
-            yield
-            return
+            return None
         mutating = request.method in MUTATING
         key = (self.system(user, groups), mutating)
-        if self.counts.get(key, 0) >= self.limits[mutating]:
+        count = self.counts.get(key, 0)
+        if count >= self.limits[mutating]:
             self.refused += 1
             raise TooManyRequests()
-        self.counts[key] = self.counts.get(key, 0) + 1
-        try:
-            yield
-        finally:
+        self.counts[key] = count + 1
+        return key
+
+    def leave(self, key: tuple[bool, bool] | None) -> None:
+        if key is not None:
             self.counts[key] -= 1
