@@ -155,6 +155,28 @@ def test_a_watcher_is_closed_only_once_more_lines_wait_than_it_may_hold(monkeypa
     assert watcher.closed and watcher.last_revision == 4
 
 
+def test_a_watch_sends_its_initial_objects_then_the_changes_in_order_a_chunk_at_a_time():
+    from corral.api.selectors import parse_field_selector, parse_label_selector
+    from corral.server import cache as cache_module
+    from corral.store.base import Record
+
+    def record(name: str, revision: int) -> Record:
+        value = b'{"metadata":{"name":"%s"}}' % name.encode()
+        return Record(f"/core/pods/default/{name}", revision, value, {"metadata": {"name": name}})
+
+    watcher = cache_module.CacheWatcher("/core/pods/", None, parse_label_selector(""), parse_field_selector("", ()))
+    watcher.backlog = [record("c", 3), record("b", 2), record("a", 1)]  # as watch() leaves it: last first
+    watcher.offer(cache_module._CachedEvent(4, "/core/pods/", record("d", 4), None))
+    watcher.offer(cache_module._CachedEvent(5, "/core/pods/", record("a", 5), record("a", 1)))
+    watcher.wakeup.set()
+    chunks = []
+    while watcher.pending():
+        chunks.append([(line.split(b'"type":"')[1][:5], line.split(b'"name":"')[1][:1]) for line in watcher.take(60)])
+    assert chunks == [[(b"ADDED", b"a"), (b"ADDED", b"b")], [(b"ADDED", b"c"), (b"ADDED", b"d")],
+                      [(b"MODIF", b"a")]]  # ~60 bytes each: two lines a chunk
+    assert not watcher.wakeup.is_set()  # nothing left: the watch loop waits again
+
+
 async def test_the_event_window_keeps_the_newest_changes_and_refuses_watches_from_before_them(tmp_path):
     from corral.server.cache import CacheWatcher, TooOld, WatchCache
     from corral.api.selectors import parse_field_selector, parse_label_selector
@@ -232,3 +254,79 @@ async def test_a_watcher_that_never_reads_is_dropped_while_the_others_keep_recei
     stuck.close()
     assert len(seen) == 120  # the reading watcher got every event
     assert cache.watcher_count() == before + 1  # the one that never read is gone (the reader is still counted)
+
+
+def _rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+
+async def test_two_thousand_watches_of_a_megabyte_list_hold_under_300_mib_which_returns_when_they_close(
+        server_process):
+    """Each watch from "now" starts with every pod (here 500 of ~2 KB): the list is sent from the
+    cache's own records a chunk at a time, never copied per watch; once most watches are gone the
+    server gives their memory back. (Before: 6.3 GB for 2,000 watches, still 5.95 GB after.)"""
+    import aiohttp
+
+    from corral.pki.kubeconfig import Credentials
+    from corral.pki.tokens import new_token, token_object
+
+    admin = server_process.credentials()
+    token = new_token()
+    async with server_process.client() as c:
+        await c.create(token_object(token, user="watcher"), raw=True)
+        await c.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                        "metadata": {"name": "watcher", "namespace": "default"},
+                        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                        "subjects": [{"kind": "User", "name": "watcher"}]}, raw=True)
+        sem = asyncio.Semaphore(32)
+
+        async def create(i: int) -> None:
+            async with sem:
+                body = pod(f"p{i:03d}", app="w")
+                body["metadata"]["annotations"] = {"pad": "x" * 1500}
+                await c.create(body, raw=True)
+
+        await asyncio.gather(*(create(i) for i in range(500)))
+    pid = server_process.proc.pid
+    before = _rss_mib(pid)
+    # 1,000 watches per user at most: half as the admin, half as "watcher".
+    users = [admin, Credentials(admin.server, admin.ca_pem, token=str(token))]
+    sessions = [aiohttp.ClientSession(u.server, headers=u.headers(),
+                                      connector=aiohttp.TCPConnector(ssl=u.ssl_context(), limit=0)) for u in users]
+    peak = before
+    opened = []
+    try:
+        async def watch(i: int) -> int:
+            resp = await sessions[i % 2].get("/api/v1/namespaces/default/pods", params={"watch": "true"},
+                                             timeout=aiohttp.ClientTimeout(total=None))
+            opened.append(resp)
+            assert resp.status == 200
+            names = 0
+            while names < 500:
+                line = await resp.content.readline()
+                assert line.startswith(b'{"type":"ADDED"'), line[:80]
+                names += 1
+            return names
+
+        async def sample() -> None:
+            nonlocal peak
+            while True:
+                peak = max(peak, _rss_mib(pid))
+                await asyncio.sleep(0.05)
+
+        sampler = asyncio.create_task(sample())
+        async with asyncio.timeout(90):
+            assert await asyncio.gather(*(watch(i) for i in range(2000))) == [500] * 2000
+        sampler.cancel()
+        holding = _rss_mib(pid)
+    finally:
+        for resp in opened:
+            resp.close()
+        for s in sessions:
+            await s.close()
+    assert peak - before < 300 and holding - before < 300, (before, peak, holding)
+    deadline = asyncio.get_running_loop().time() + 30
+    while _rss_mib(pid) - before > 0.5 * (peak - before):  # most of it returns once they are gone
+        assert asyncio.get_running_loop().time() < deadline, (before, peak, _rss_mib(pid))
+        await asyncio.sleep(0.2)

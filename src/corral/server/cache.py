@@ -27,6 +27,7 @@ from typing import Callable, Iterator
 
 from corral.aio import cancel_and_wait
 from corral.api.selectors import FieldSelector, LabelSelector
+from corral.memory import release_free_memory
 from corral.store.base import Compacted, Event, EventType, Record, Store
 
 __all__ = ["WatchCache", "CacheWatcher", "TooOld"]
@@ -35,6 +36,8 @@ log = logging.getLogger(__name__)
 
 # A watcher this far behind is closed; its client re-watches from the last revision it saw.
 MAX_PENDING_LINES = 50_000
+_ADDED = b'{"type":"ADDED","object":'
+RELEASE_AFTER_WATCHES = 256  # this many watches gone (and half of the most open): memory given back
 
 
 class TooOld(Exception):
@@ -84,6 +87,13 @@ class CacheWatcher:
     wakeup: asyncio.Event = field(default_factory=asyncio.Event)
     closed: bool = False
     last_revision: int = 0
+    # The objects a watch from "now" starts with, newest key first (sent before ``lines``, last
+    # first): the cache's own records, encoded as they are sent, so that a thousand watches do not
+    # each hold a copy of the list.
+    backlog: list[Record] = field(default_factory=list)
+
+    def pending(self) -> bool:
+        return bool(self.lines or self.backlog)
 
     def matches(self, record: Record | None) -> bool:
         if record is None or not record.key.startswith(self.prefix):
@@ -113,6 +123,7 @@ class CacheWatcher:
             # A consumer this far behind is let go, with nothing kept for it: its client starts
             # again from the last resourceVersion it read, as client-go does when a watch ends.
             self.lines = []
+            self.backlog = []
             self.close()
         self.wakeup.set()
 
@@ -120,10 +131,29 @@ class CacheWatcher:
         self.closed = True
         self.wakeup.set()
 
-    def take(self) -> list[bytes]:
-        lines, self.lines = self.lines, []
-        self.wakeup.clear()
-        return lines
+    def take(self, max_bytes: int | None = None) -> list[bytes]:
+        """The next lines to send, the initial objects first: all of them, or about ``max_bytes``
+        (at least one line), so a watch holds one chunk of encoded text at a time."""
+        out: list[bytes] = []
+        size = 0
+        backlog = self.backlog
+        while backlog and (max_bytes is None or size < max_bytes):
+            line = _ADDED + backlog.pop().value + b"}\n"
+            out.append(line)
+            size += len(line)
+        if self.lines and (max_bytes is None or size < max_bytes):
+            if max_bytes is None:
+                out += self.lines
+                self.lines = []
+            else:
+                n = 0
+                while n < len(self.lines) and size < max_bytes:
+                    size += len(self.lines[n])
+                    n += 1
+                out += self.lines[:n]
+                del self.lines[:n]
+        self.wakeup.clear()  # the watch loop asks pending() before it waits
+        return out
 
 
 class WatchCache:
@@ -135,6 +165,7 @@ class WatchCache:
         self._event_revs: list[int] = []
         self._oldest = 0  # watches from revisions >= this can be served
         self._watchers: dict[str, set[CacheWatcher]] = {}
+        self._most_watchers = 0  # the most open at once since memory was last given back
         self._waiters: list[tuple[int, asyncio.Future]] = []
         self._task: asyncio.Task | None = None
         self.revision = 0
@@ -271,9 +302,8 @@ class WatchCache:
     def watch(self, resource_prefix_: str, watcher: CacheWatcher, from_revision: int | None) -> None:
         """Register ``watcher``. ``None``: current objects as ADDED, then changes. Else: changes after."""
         if from_revision is None:
-            for record in sorted(self.items(resource_prefix_, watcher.prefix), key=lambda r: r.key):
-                if watcher.matches(record):
-                    watcher.lines.append(b'{"type":"ADDED","object":' + record.value + b"}\n")
+            watcher.backlog = sorted((r for r in self.items(resource_prefix_, watcher.prefix) if watcher.matches(r)),
+                                     key=lambda r: r.key, reverse=True)
             watcher.last_revision = self.revision
         else:
             if from_revision < self._oldest:
@@ -283,12 +313,18 @@ class WatchCache:
                 if event.prefix == resource_prefix_:
                     watcher.offer(event)
             watcher.last_revision = max(watcher.last_revision, from_revision)
-        if watcher.lines:
+        if watcher.pending():
             watcher.wakeup.set()
         self._watchers.setdefault(resource_prefix_, set()).add(watcher)
+        self._most_watchers = max(self._most_watchers, self.watcher_count())
 
     def unwatch(self, resource_prefix_: str, watcher: CacheWatcher) -> None:
         self._watchers.get(resource_prefix_, set()).discard(watcher)
+        count = self.watcher_count()
+        if self._most_watchers - count >= RELEASE_AFTER_WATCHES and count <= self._most_watchers // 2:
+            # Most of a crowd of watches has gone: give their memory back (see corral.memory).
+            self._most_watchers = count
+            asyncio.get_running_loop().call_soon(release_free_memory)
 
     def watcher_count(self) -> int:
         return sum(len(ws) for ws in self._watchers.values())

@@ -36,6 +36,7 @@ MAX_BODY_BYTES = 3 * 1024 * 1024  # Kubernetes' limit
 OFF_LOOP_BYTES = 256 * 1024  # bodies larger than this are decoded in a thread
 BOOKMARK_INTERVAL = 10.0
 WATCH_WRITE_SECONDS = 30.0  # a watch client that takes no bytes for this long is disconnected
+WATCH_CHUNK_BYTES = 16 * 1024  # encoded and written at a time: one TLS record (64 KiB held 2x the memory per watch)
 DEFAULT_WATCH_TIMEOUT = 1800.0
 _encode = msgspec.json.Encoder().encode
 JSON = "application/json"
@@ -330,11 +331,11 @@ class ResourceRoutes:
             await resp.prepare(request)
             deadline = time.monotonic() + timeout
             next_bookmark = time.monotonic() + BOOKMARK_INTERVAL
-            while not watcher.closed or watcher.lines:
+            while not watcher.closed or watcher.pending():
                 now = time.monotonic()
                 if now >= deadline:
                     break
-                if not watcher.lines:
+                if not watcher.pending():
                     try:
                         await asyncio.wait_for(watcher.wakeup.wait(),
                                                min(deadline, next_bookmark) - now)
@@ -343,7 +344,7 @@ class ResourceRoutes:
                 transport = request.transport
                 if transport is None or transport.is_closing():
                     break  # the client left (aiohttp does not cancel the handler): let its buffer go
-                lines = watcher.take()
+                lines = watcher.take(WATCH_CHUNK_BYTES)
                 if lines:
                     try:
                         await asyncio.wait_for(resp.write(b"".join(lines)), WATCH_WRITE_SECONDS)
