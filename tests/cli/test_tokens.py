@@ -87,3 +87,28 @@ def test_kubectl_works_with_the_admin_kubeconfig_the_server_wrote(server_process
                              "--certificate-authority", server_process.ca_file],
                             capture_output=True, text=True, env={**os.environ, "KUBECONFIG": "/nonexistent"}, timeout=60)
     assert forged.returncode == 1 and "(Unauthorized)" in forged.stderr
+
+
+def test_kubectl_patch_merges_a_pods_containers_by_name_as_against_kubernetes(server_process, tmp_path):
+    """kubectl's default patch is a strategic merge patch: the Kubernetes docs' way of changing one
+    container's image names only that container, and the pod's other containers and fields stay."""
+    env = {**os.environ, "KUBECONFIG": server_process.kubeconfig}
+    run = lambda *a: subprocess.run([KUBECTL, *a], capture_output=True, text=True, env=env, timeout=60)  # noqa: E731
+    pod = tmp_path / "pair.yaml"
+    pod.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "pair"}, "spec": {
+        "containers": [{"name": "web", "image": "web:1", "command": ["sleep", "60"],
+                        "env": [{"name": "A", "value": "1"}]},
+                       {"name": "log", "image": "log:1", "command": ["sleep", "60"]}]}}))
+    created = run("create", "-f", str(pod), "--validate=false")
+    assert created.returncode == 0, created.stderr
+    patched = run("patch", "pod", "pair", "-p", '{"spec":{"containers":[{"name":"web","image":"web:2"}]}}')
+    assert patched.returncode == 0, patched.stderr
+    got = yaml.safe_load(run("get", "pod", "pair", "-o", "yaml").stdout)
+    containers = {c["name"]: c for c in got["spec"]["containers"]}
+    assert containers["web"]["image"] == "web:2" and containers["log"]["image"] == "log:1"
+    assert containers["web"]["env"] == [{"name": "A", "value": "1"}] and containers["web"]["command"] == ["sleep", "60"]
+    gone = run("patch", "pod", "pair", "--type", "json", "-p", '[{"op":"add","path":"/metadata/labels","value":{"a":"b"}}]')
+    assert gone.returncode == 0, gone.stderr
+    applied = run("patch", "pod", "pair", "--type", "merge", "-p", '{"metadata":{"labels":{"c":"d"}}}')
+    assert applied.returncode == 0 and yaml.safe_load(run("get", "pod", "pair", "-o", "yaml").stdout)["metadata"][
+        "labels"] == {"a": "b", "c": "d"}

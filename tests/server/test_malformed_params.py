@@ -64,7 +64,14 @@ async def test_a_quantity_beyond_what_kubernetes_can_hold_is_invalid(http, cpu):
 
 
 @pytest.mark.parametrize("body, content_type, message", [
-    pytest.param(b'{"metadata": {"name": "\xff\xfe"}}', "application/json", "not valid JSON", id="invalid UTF-8"),
+    pytest.param(b'{"metadata": {"name": "\xff\xfe"}}', "application/merge-patch+json", "not valid JSON",
+                 id="invalid UTF-8"),
+    pytest.param(b'{"spec": {"containers": [{"image": "x"}]}}', "application/strategic-merge-patch+json",
+                 "has no 'name'", id="a strategic merge patch item without its merge key"),
+    pytest.param(b'{"metadata": {"$patch": "explode"}}', "application/strategic-merge-patch+json",
+                 "unknown $patch directive", id="a strategic merge patch directive that does not exist"),
+    pytest.param(b'{"metadata": {"labels": {"$bogus": 1}}}', "application/strategic-merge-patch+json",
+                 "unknown directive", id="an unknown strategic merge patch directive key"),
     pytest.param(b'[{"op": "replace", "path": 5, "value": 1}]', "application/json-patch+json", "path",
                  id="a JSON-patch path that is not a string"),
     pytest.param(b'[{"op": "explode", "path": "/metadata/labels", "value": 1}]', "application/json-patch+json",
@@ -85,6 +92,23 @@ async def test_malformed_patches_are_a_400_and_change_nothing(http, body, conten
         status = await r.json()
         assert r.status in (400, 422) and message in status["message"], (r.status, status)
     async with http.get("/api/v1/namespaces/default/pods/p") as r:
+        assert (await r.json())["metadata"]["resourceVersion"] == before
+
+
+@pytest.mark.parametrize("content_type, message", [
+    pytest.param("application/apply-patch+yaml", "server-side apply (application/apply-patch+yaml) is not supported",
+                 id="server-side apply"),
+    pytest.param("application/json", "the patch type 'application/json' is not supported", id="plain JSON"),
+])
+async def test_patch_types_corral_does_not_apply_are_a_415_naming_those_it_does(http, content_type, message):
+    async with http.post("/api/v1/namespaces/default/pods", json=pod("t")) as r:
+        before = (await r.json())["metadata"]["resourceVersion"]
+    async with http.patch("/api/v1/namespaces/default/pods/t", data=b'{"metadata": {"labels": {"a": "b"}}}',
+                          headers={"Content-Type": content_type}) as r:
+        status = await r.json()
+    assert r.status == 415 and status["reason"] == "UnsupportedMediaType" and message in status["message"]
+    assert "application/strategic-merge-patch+json" in status["message"]
+    async with http.get("/api/v1/namespaces/default/pods/t") as r:
         assert (await r.json())["metadata"]["resourceVersion"] == before
 
 

@@ -874,5 +874,5 @@ async def test_a_continue_token_without_a_limit_pages_by_500(server, c):
 
 async def test_an_unknown_patch_type_is_a_callers_mistake(server, c):
     await c.create(pod("typed-patch"), "default")
-    with pytest.raises(ValueError, match="unknown patch type 'strategic'"):
-        await server.api.patch(by_kind("Pod"), "default", "typed-patch", {}, "strategic", WriteOptions())
+    with pytest.raises(ValueError, match="unknown patch type 'apply'"):
+        await server.api.patch(by_kind("Pod"), "default", "typed-patch", {}, "apply", WriteOptions())

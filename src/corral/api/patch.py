@@ -1,17 +1,26 @@
-"""JSON merge patch (RFC 7386) and JSON patch (RFC 6902) over plain dicts. No I/O here.
+"""JSON merge patch (RFC 7386), JSON patch (RFC 6902) and Kubernetes' strategic merge patch, over
+plain dicts. No I/O here.
 
-Strategic merge patch bodies are applied as merge patches: for the fields corral acts on the two
-agree except for lists of named items, which a merge patch replaces whole.
+A strategic merge patch is a merge patch that knows the object's lists. A list with a merge key
+(a pod's ``containers`` by ``name``, a container's ``ports`` by ``containerPort``: the resource says
+which, see ``ResourceType.merge_keys``) is merged item by item: a patch item updates the item with
+the same key, or is appended; a list of scalars with the merge strategy (``finalizers``) gains the
+patch's values. Every other list is replaced, as in a merge patch. Directives, as Kubernetes reads
+them: ``$patch: replace`` (a map or list replaced whole), ``$patch: delete`` (a map removed; in a
+list, the item with that key), ``$retainKeys`` (a map keeps only these keys),
+``$deleteFromPrimitiveList/<field>`` (values removed from a list of scalars) and
+``$setElementOrder/<field>`` (the listed items first, in that order, the others after them as they
+were). An unknown directive is an error, never stored.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Any
+from typing import Any, Mapping
 
 import msgspec
 
-__all__ = ["PatchError", "merge_patch", "json_patch"]
+__all__ = ["PatchError", "merge_patch", "json_patch", "strategic_merge_patch"]
 
 
 class PatchError(ValueError):
@@ -155,3 +164,148 @@ def json_patch(target: Any, operations: Any) -> Any:
         else:
             raise PatchError(f"operation {n}: unknown op {kind!r}")
     return doc
+
+
+_DELETE = object()  # what a map patched with `$patch: delete` becomes: its key is removed
+_DELETE_FROM = "$deleteFromPrimitiveList/"
+_ORDER = "$setElementOrder/"
+
+
+def strategic_merge_patch(target: Any, patch: Any, merge_keys: Mapping[str, str]) -> dict[str, Any]:
+    """Return ``target`` with the strategic merge ``patch`` applied. ``merge_keys`` maps a list
+    field's path (field names joined by dots, list positions left out: ``spec.containers.ports``)
+    to its merge key, or to ``""`` for a list of scalars merged as a set."""
+    if not isinstance(patch, dict):
+        raise PatchError("a strategic merge patch must be a JSON object")
+    result = _merge_map(target if isinstance(target, dict) else None, patch, "", merge_keys)
+    if result is _DELETE:
+        raise PatchError("a patch cannot delete the whole object ($patch: delete at the top)")
+    return result  # type: ignore[return-value]
+
+
+def _where(path: str) -> str:
+    return path or "the object"
+
+
+def _strip(value: Any, path: str) -> Any:
+    """A patch value to store as it is: a copy, refusing directives left in it."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if k.startswith("$"):
+                raise PatchError(f"{_where(path)}: the directive {k!r} cannot be used here")
+            out[k] = _strip(v, f"{path}.{k}" if path else k)
+        return out
+    if isinstance(value, list):
+        return [_strip(v, path) for v in value]
+    return value
+
+
+def _merge_map(original: dict[str, Any] | None, patch: dict[str, Any], path: str,
+               merge_keys: Mapping[str, str]) -> Any:
+    directive = patch.get("$patch", "merge")
+    if directive == "delete":
+        return _DELETE
+    if directive == "replace":
+        return _strip({k: v for k, v in patch.items() if k != "$patch"}, path)
+    if directive != "merge":
+        raise PatchError(f"{_where(path)}: unknown $patch directive {directive!r} (merge, replace or delete)")
+    result = dict(original) if original else {}
+    retain = patch.get("$retainKeys")
+    if retain is not None and not (isinstance(retain, list) and all(isinstance(k, str) for k in retain)):
+        raise PatchError(f"{_where(path)}: $retainKeys must be a list of field names")
+    deletions: dict[str, list[Any]] = {}
+    orders: dict[str, list[Any]] = {}
+    for key, value in patch.items():
+        if key in ("$patch", "$retainKeys"):
+            continue
+        if key.startswith((_DELETE_FROM, _ORDER)):
+            field = key.split("/", 1)[1]
+            if not isinstance(value, list):
+                raise PatchError(f"{_where(path)}: {key} must be a list")
+            (deletions if key.startswith(_DELETE_FROM) else orders)[field] = value
+            continue
+        if key.startswith("$"):
+            raise PatchError(f"{_where(path)}: unknown directive {key!r}")
+        if retain is not None and key not in retain:
+            raise PatchError(f"{_where(path)}: {key!r} is patched but not in $retainKeys")
+        sub = f"{path}.{key}" if path else key
+        if value is None:
+            result.pop(key, None)
+        elif isinstance(value, dict):
+            current = result.get(key)
+            merged = _merge_map(current if isinstance(current, dict) else None, value, sub, merge_keys)
+            if merged is _DELETE:
+                result.pop(key, None)
+            else:
+                result[key] = merged
+        elif isinstance(value, list) and sub in merge_keys:
+            current = result.get(key)
+            result[key] = _merge_list(current if isinstance(current, list) else [], value, sub, merge_keys)
+        else:
+            result[key] = _strip(value, sub)
+    for field, values in deletions.items():
+        current = result.get(field)
+        if isinstance(current, list):
+            result[field] = [v for v in current if v not in values]
+    for field, order in orders.items():
+        current = result.get(field)
+        if isinstance(current, list):
+            result[field] = _in_order(current, order, merge_keys.get(f"{path}.{field}" if path else field, ""))
+    if retain is not None:
+        result = {k: v for k, v in result.items() if k in retain}
+    return result
+
+
+def _merge_list(original: list[Any], patch: list[Any], path: str, merge_keys: Mapping[str, str]) -> list[Any]:
+    key = merge_keys[path]
+    if not key:  # scalars, merged as a set: the original's order, then what is new
+        out = list(original)
+        for value in patch:
+            if isinstance(value, (dict, list)):
+                raise PatchError(f"{path}: a list of values; got {value!r}")
+            if value not in out:
+                out.append(value)
+        return out
+    if any(isinstance(item, dict) and item.get("$patch") == "replace" and len(item) == 1 for item in patch):
+        return [_strip(item, path) for item in patch if not (isinstance(item, dict) and item.get("$patch") == "replace")]
+    out = list(original)
+    for n, item in enumerate(patch):
+        if not isinstance(item, dict):
+            raise PatchError(f"{path}[{n}]: the list is merged by {key!r}, so each item must be an object")
+        if key not in item:
+            raise PatchError(f"{path}[{n}]: the item has no {key!r}, the key this list is merged by")
+        at = next((i for i, old in enumerate(out) if isinstance(old, dict) and old.get(key) == item[key]), None)
+        merged = _merge_map(out[at] if at is not None else None, item, path, merge_keys)
+        if merged is _DELETE:
+            if at is not None:
+                del out[at]
+        elif at is not None:
+            out[at] = merged
+        else:
+            out.append(merged)
+    return out
+
+
+def _in_order(items: list[Any], order: list[Any], key: str) -> list[Any]:
+    """``items`` with those ``order`` names first, in its order; the others after, as they were."""
+    def ident(x: Any) -> Any:
+        return x.get(key) if key and isinstance(x, dict) else x
+
+    wanted = [ident(o) for o in order]
+    rank = {}
+    for i, w in enumerate(wanted):
+        try:
+            rank.setdefault(w, i)
+        except TypeError:  # an unhashable name: not an order we can follow
+            raise PatchError(f"$setElementOrder: {w!r} cannot name an item") from None
+    listed = sorted((x for x in items if _hashable(ident(x)) and ident(x) in rank), key=lambda x: rank[ident(x)])
+    return listed + [x for x in items if not (_hashable(ident(x)) and ident(x) in rank)]
+
+
+def _hashable(value: Any) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True

@@ -20,6 +20,25 @@ SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", NODE_LEASE_NAMESPA
 SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
 
 
+# Strategic merge patch: the lists merged item by item, by path → merge key ("" for a list of
+# values merged as a set), as Kubernetes' API types declare them (patchStrategy "merge" and
+# patchMergeKey in k8s.io/api). Lists not named here are replaced whole.
+_META_MERGE_KEYS = {"metadata.finalizers": "", "metadata.ownerReferences": "uid"}
+_CONTAINER_MERGE_KEYS = {"ports": "containerPort", "env": "name", "volumeMounts": "mountPath",
+                         "volumeDevices": "devicePath"}
+_POD_MERGE_KEYS = {
+    **_META_MERGE_KEYS,
+    **{f"spec.{kind}": "name" for kind in ("containers", "initContainers", "ephemeralContainers")},
+    **{f"spec.{kind}.{field}": key for kind in ("containers", "initContainers", "ephemeralContainers")
+       for field, key in _CONTAINER_MERGE_KEYS.items()},
+    "spec.volumes": "name", "spec.imagePullSecrets": "name", "spec.hostAliases": "ip",
+    "spec.topologySpreadConstraints": "topologyKey", "spec.schedulingGates": "name",
+    "status.conditions": "type", "status.podIPs": "ip", "status.hostIPs": "ip",
+}
+_NODE_MERGE_KEYS = {**_META_MERGE_KEYS, "spec.podCIDRs": "", "status.conditions": "type",
+                    "status.addresses": "type"}
+
+
 @dataclass(frozen=True, slots=True)
 class ResourceType:
     kind: str
@@ -36,6 +55,7 @@ class ResourceType:
         "create", "delete", "deletecollection", "get", "list", "patch", "update", "watch",
     )
     has_status: bool = field(default=False)
+    merge_keys: dict[str, str] = field(default_factory=lambda: dict(_META_MERGE_KEYS), compare=False)  # see above
 
     @property
     def api_version(self) -> str:
@@ -79,7 +99,7 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType(
         "Node", "nodes", "", "v1", False, models.Node,
         short_names=("no",), subresources=("status",), field_selectors=("spec.unschedulable",),
-        has_status=True,
+        has_status=True, merge_keys=_NODE_MERGE_KEYS,
     ),
     ResourceType(
         "Pod", "pods", "", "v1", True, models.Pod,
@@ -88,7 +108,7 @@ RESOURCES: tuple[ResourceType, ...] = (
             "spec.nodeName", "status.phase", "spec.schedulerName", "spec.restartPolicy",
             "status.nominatedNodeName",
         ),
-        has_status=True,
+        has_status=True, merge_keys=_POD_MERGE_KEYS,
     ),
     ResourceType(
         "Binding", "bindings", "", "v1", True, models.Binding, verbs=("create",),

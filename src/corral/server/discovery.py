@@ -89,9 +89,10 @@ def _operations(r: ResourceType, ref: str) -> dict[str, Any]:
                     "responses": ok},
             "patch": {"operationId": f"patch{r.kind}", "parameters": scope + name, "responses": ok,
                       "requestBody": {"required": True, "content": {
-                          t: {"schema": {"type": "object"}} for t in (
-                              "application/merge-patch+json", "application/json-patch+json",
-                              "application/strategic-merge-patch+json")}}},
+                          "application/merge-patch+json": {"schema": {"type": "object"}},
+                          "application/strategic-merge-patch+json": {"schema": {"type": "object"}},
+                          "application/json-patch+json": {"schema": {"type": "array", "items": {"type": "object"}}},
+                      }}},
             "delete": {"operationId": f"delete{r.kind}", "parameters": scope + name, "responses": ok},
         }
         for sub in r.subresources:

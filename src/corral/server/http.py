@@ -194,6 +194,20 @@ async def read_body(request: web.Request, *, max_yaml_bytes: int = MAX_BODY_BYTE
         raise errors.bad_request(f"the request body is {exc}") from None
 
 
+PATCH_TYPES = {"application/json-patch+json": "json", "application/merge-patch+json": "merge",
+               "application/strategic-merge-patch+json": "strategic"}
+
+
+def _unsupported_patch(content_type: str) -> errors.ApiError:
+    supported = ", ".join(PATCH_TYPES)
+    if content_type.startswith("application/apply-patch"):
+        message = (f"server-side apply ({content_type}) is not supported: apply from the client (kubectl apply "
+                   f"without --server-side) or send one of {supported}")
+    else:
+        message = f"the patch type {content_type or '(none)'!r} is not supported; use one of {supported}"
+    return errors.ApiError(415, "UnsupportedMediaType", message)
+
+
 def respond(reply: Reply) -> web.Response:
     resp = web.Response(body=reply.body, status=reply.code, content_type=JSON)
     for w in reply.warnings:
@@ -279,11 +293,14 @@ class ResourceRoutes:
                                             _write_options(request), t.subresource))
         if method == "PATCH":
             _verb(request, res, "patch")
+            patch_type = PATCH_TYPES.get(request.content_type)
+            if patch_type is None:
+                raise _unsupported_patch(request.content_type)
             body = await self.read_body(request)
-            ctype = request.content_type
-            # A JSON patch is always a list; the official Python client labels every patch body
-            # json-patch, so an object body is taken as the merge patch it must be.
-            patch_type = "json" if ctype == "application/json-patch+json" and isinstance(body, list) else "merge"
+            if patch_type == "json" and not isinstance(body, list):
+                # A JSON patch is always a list; old official Python clients label every patch
+                # body json-patch, so an object body is taken as the merge patch it must be.
+                patch_type = "merge"
             return respond(await api.patch(res, t.namespace, t.name, body, patch_type,
                                            _write_options(request), t.subresource))
         if method == "DELETE":

@@ -22,7 +22,7 @@ import msgspec
 
 from corral.api import validation
 from corral.api.defaults import apply_create_defaults, apply_update_defaults, now_rfc3339
-from corral.api.patch import PatchError, json_patch, merge_patch
+from corral.api.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from corral.api.resources import SYSTEM_NAMESPACES, SYSTEM_PRIORITY_CLASSES, ResourceType, by_kind
 from corral.api.selectors import FieldSelector, LabelSelector
 from corral.server import errors
@@ -430,6 +430,8 @@ class ResourceAPI:
             try:
                 if patch_type == "json":
                     patched = json_patch(_decode(current.value), patch)
+                elif patch_type == "strategic":
+                    patched = strategic_merge_patch(_decode(current.value), patch, resource.merge_keys)
                 elif patch_type != "merge":
                     raise ValueError(f"unknown patch type {patch_type!r}")  # a caller's mistake, not a client's
                 else:
