@@ -213,6 +213,17 @@ def test_agent_address_and_port_mistakes_are_one_line(server_process, tmp_path):
     assert "address already in use" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.parametrize("flag, value, message", [
+    ("--quota-backend-bytes", "1Mi", "--quota-backend-bytes must be 0 (none) or at least 16Mi, got 1Mi"),
+    ("--quota-backend-bytes", "lots", "--quota-backend-bytes: "),
+    ("--max-object-size", "1Ki", "--max-object-size must be at least 4Ki"),
+])
+def test_server_size_flags_out_of_range_are_one_line(tmp_path, flag, value, message):
+    proc = corral("server", "--data-dir", str(tmp_path / "d"), "--address", "127.0.0.1:0", flag, value, check=False)
+    assert proc.returncode == 1 and proc.stderr.startswith(f"error: {message}"), proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
 def test_unknown_resource_types_are_refused():
     proc = corral("get", "deployments", env={"CORRAL_SERVER": "127.0.0.1:1"}, check=False)
     assert proc.returncode == 1 and 'doesn\'t have a resource type "deployments"' in proc.stderr

@@ -132,3 +132,43 @@ def test_the_server_keeps_answering_while_it_decodes_a_large_yaml_body(server_pr
     assert code == 201  # within every bound: stored
     assert answered >= 3, "the upload was too quick to tell"
     assert slowest < 0.3, f"/readyz took {slowest * 1000:.0f} ms while the body was decoded"
+
+
+async def test_a_full_store_refuses_writes_with_507_fails_readyz_and_recovers_once_deletions_are_compacted(tmp_path):
+    from corral.testing import running_server
+
+    async with running_server(str(tmp_path / "d"), scheduler=False, controllers=False, history_revisions=2) as server:
+        server.store.quota_bytes = server.store.used_bytes + 2 * 2**20  # room for ~2 MiB more
+        async with aiohttp.ClientSession(server.url, headers=server.admin.headers(),
+                                         connector=aiohttp.TCPConnector(ssl=server.admin.ssl_context())) as http:
+            created, refused = [], None
+            for i in range(40):
+                big = pod(f"big-{i}")
+                big["metadata"]["annotations"] = {"blob": "x" * (200 * 1024)}
+                code, status = await post(http, json.dumps(big).encode())
+                if code != 201:
+                    refused = (code, status)
+                    break
+                created.append(f"big-{i}")
+            assert refused is not None and 8 <= len(created) <= 12, (len(created), refused)
+            code, status = refused
+            assert (code, status["reason"]) == (507, "InsufficientStorage")
+            assert status["message"].startswith("the store is full (") and "--quota-backend-bytes" in status["message"]
+            assert await pod_names(http) == sorted(created)  # the refused one was not written
+            async with http.get("/readyz") as r:
+                assert r.status == 503 and "the store is full" in await r.text()
+            async with http.get("/api/v1/namespaces/default/pods/big-0") as r:
+                assert r.status == 200  # reads go on
+            for name in created[:-2]:  # deletions are taken while it is full
+                async with http.delete(f"/api/v1/namespaces/default/pods/{name}",
+                                       params={"gracePeriodSeconds": "0"}) as r:
+                    assert r.status == 200, await r.text()
+            # Compacted within about a second (not the minute of the regular compaction): ready again.
+            async with asyncio.timeout(10):
+                while True:
+                    async with http.get("/readyz") as r:
+                        if r.status == 200:
+                            break
+                    await asyncio.sleep(0.2)
+            code, status = await post(http, json.dumps(pod("after")).encode())
+            assert code == 201, status

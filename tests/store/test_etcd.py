@@ -114,3 +114,40 @@ async def test_keys_live_under_the_root_corral_by_default_and_a_trailing_slash_c
     finally:
         await store.close()
         await slashed.close()
+
+
+async def test_etcds_space_quota_is_a_store_full_error_and_an_alarm_until_a_write_goes_through(tmp_path):
+    """etcd refuses writes past its --quota-backend-bytes (its NOSPACE alarm): the store says so as
+    StoreFull, which the server answers 507 and shows on /readyz, instead of an opaque failure."""
+    from corral.store import StoreFull
+    from corral.testing.etcd import EtcdProcess
+
+    proc = EtcdProcess(str(tmp_path / "etcd"), extra_args=("--quota-backend-bytes", str(2 * 2**20))).start()
+    try:
+        store = await open_store(proc.url)
+        try:
+            assert store.full() is None
+            with pytest.raises(StoreFull, match="the store is full"):
+                for i in range(100):  # 100 × 100 KB: far past the 2 MiB quota
+                    await store.create(f"/core/pods/default/p{i}", {"metadata": {"name": f"p{i}"}, "blob": "x" * 100_000})
+            assert isinstance(store.full(), StoreFull)
+            assert (await store.get("/core/pods/default/p0")) is not None  # reads go on
+            # What an operator does (etcd's runbook): free space, compact, defragment, disarm.
+            for i in range(100):
+                try:
+                    await store.delete(f"/core/pods/default/p{i}")
+                except KeyNotFound:
+                    break
+            await store.compact(store.revision)
+            client = store._client
+            await client.defragment()
+            alarms = [alarm async for alarm in client.list_alarms()]
+            assert alarms  # etcd's own NOSPACE alarm, which the store reported
+            for alarm in alarms:
+                await client.disarm_alarm(alarm.member_id)
+            await store.create("/core/pods/default/after", {"metadata": {"name": "after"}})
+            assert store.full() is None  # the write that went through clears it
+        finally:
+            await store.close()
+    finally:
+        proc.stop()

@@ -90,6 +90,10 @@ def cli() -> None:
 @click.option("--max-object-size", default="1536Ki", show_default=True, metavar="BYTES",
               help="The largest object the server stores, as JSON (etcd's own default limit); larger writes get "
                    "413. Also the limit on YAML request bodies. A quantity: 1536Ki, 3Mi, 2000000.")
+@click.option("--quota-backend-bytes", "quota", default="2Gi", show_default=True, metavar="BYTES",
+              help="SQLite store: past this much data, creates and updates get 507 and /readyz fails until "
+                   "deletions and compaction (run at once when the store is full) free space; 0: no quota. "
+                   "On etcd, etcd's own --quota-backend-bytes applies.")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafile: str, etcd_certfile: str,
@@ -97,7 +101,7 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
            scheduler_config: str | None, grace: float, eviction: float, local_agent: bool,
            leader_elect: bool | None, identity: str, advertise_url: str, lease_seconds: float, renew_deadline: float,
            retry_period: float, tls_sans: tuple[str, ...], write_kubeconfig: bool, audit_log: str, audit_max_mib: int,
-           max_reads: int, max_writes: int, max_object_size: str, log_level: str) -> None:
+           max_reads: int, max_writes: int, max_object_size: str, quota: str, log_level: str) -> None:
     """Run the control plane in the foreground: API server, store and scheduler.
 
     \b
@@ -123,6 +127,12 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
         raise CliError(f"--max-object-size: {exc}") from None
     if object_limit < 4096:
         raise CliError(f"--max-object-size must be at least 4Ki (a Node or Pod takes a few KiB), got {max_object_size}")
+    try:
+        quota_bytes = to_units(quota)
+    except QuantityError as exc:
+        raise CliError(f"--quota-backend-bytes: {exc}") from None
+    if quota_bytes and quota_bytes < 16 * 2**20:
+        raise CliError(f"--quota-backend-bytes must be 0 (none) or at least 16Mi, got {quota}")
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ServerConfig(data_dir=data_dir or "", store_url=store_url or "", etcd_tls=etcd_tls, address=address,
                           scheduler=run_scheduler, scheduler_config=scheduler_config, node_grace_seconds=grace,
@@ -130,7 +140,7 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
                           identity=identity, advertise_url=advertise_url, lease_seconds=lease_seconds, renew_deadline=renew_deadline,
                           retry_period=retry_period, tls_sans=tuple(n for v in tls_sans for n in v.split(",") if n),
                           user_kubeconfig=write_kubeconfig, audit_log=audit_log,
-                          audit_log_max_bytes=audit_max_mib * 2**20, max_object_size=object_limit,
+                          audit_log_max_bytes=audit_max_mib * 2**20, max_object_size=object_limit, quota_bytes=quota_bytes,
                           max_requests_inflight=max_reads, max_mutating_requests_inflight=max_writes)
     try:
         import uvloop

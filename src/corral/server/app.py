@@ -47,7 +47,7 @@ from corral.server.authn.join import join_handler
 from corral.server.rest import ResourceAPI
 from corral.pki import CA_PATH, JOIN_PATH, MASTERS_GROUP, NODE_PREFIX, NODES_GROUP
 from corral.pki.kubeconfig import Credentials
-from corral.store import DEFAULT_MAX_VALUE_BYTES, KeyExists, Store, TooLarge, Unavailable, open_store
+from corral.store import DEFAULT_MAX_VALUE_BYTES, KeyExists, Store, StoreFull, TooLarge, Unavailable, open_store
 from corral.store.etcd import EtcdTLS
 
 __all__ = ["Server", "ServerConfig", "DEFAULT_ADDRESS", "default_data_dir"]
@@ -56,6 +56,7 @@ log = logging.getLogger(__name__)
 
 DEFAULT_ADDRESS = "127.0.0.1:7443"
 RENEW_CHECK_SECONDS = 12 * 3600.0
+SPACE_HISTORY = 1000  # revisions of history kept when the store is full and compacts at once
 ATTRIBUTES = web.RequestKey("attributes", Attributes)  # what an authorised request asked, for the audit log
 
 
@@ -90,6 +91,7 @@ class ServerConfig:
     audit_log: str = ""  # default: {data_dir}/audit.log; "off": none
     audit_log_max_bytes: int = DEFAULT_AUDIT_MAX_BYTES  # rotated past this size
     max_object_size: int = DEFAULT_MAX_VALUE_BYTES  # the largest object stored, encoded; 0: no limit
+    quota_bytes: int = 2 * 2**30  # SQLite: data past which writes are refused (507); 0: none
     max_requests_inflight: int = DEFAULT_READS  # reads in flight per lane (users; the cluster's own)
     max_mutating_requests_inflight: int = DEFAULT_WRITES  # writes in flight per lane
 
@@ -157,6 +159,7 @@ class Server:
         self.admin: Credentials | None = None
         self._own_credentials: Credentials | None = None
         self._leader_tasks: list[asyncio.Task] = []
+        self._space_needed = asyncio.Event()  # a write was refused for space: compact now
         self.audit: AuditLog | None = None
 
     async def start(self) -> None:
@@ -175,6 +178,8 @@ class Server:
         self.store = await open_store(self.config.resolved_store_url(), synchronous=self.config.sqlite_synchronous,
                                       etcd_tls=self.config.etcd_tls)
         self.store.max_value_bytes = self.config.max_object_size
+        if hasattr(self.store, "quota_bytes"):  # SQLite; etcd enforces its own
+            self.store.quota_bytes = self.config.quota_bytes
         advertised = urlsplit(self.config.advertise_url).hostname if self.config.advertise_url else None
         self.pki = await prepare_tls(self.store, self.data_dir, listen_host=host,
                                      extra_hosts=(*self.config.tls_sans, *([advertised] if advertised else [])))
@@ -364,10 +369,26 @@ class Server:
                     pass
 
     async def _compact_loop(self) -> None:
+        """Compact every ``compact_interval``; while the store is full, every second as well,
+        keeping only the newest history, so what deletions and superseded updates left behind frees
+        its space at once rather than in a minute."""
+        assert self.store is not None
+        loop = asyncio.get_running_loop()
+        regular = loop.time() + self.config.compact_interval
         while True:
-            await asyncio.sleep(self.config.compact_interval)
+            full = self.store.full() is not None
             try:
-                await self.compact()
+                await asyncio.wait_for(self._space_needed.wait(),
+                                       max(0.0, min(regular - loop.time(), 1.0 if full else float("inf"))))
+            except asyncio.TimeoutError:
+                pass
+            self._space_needed.clear()
+            try:
+                if self.store.full() is not None:
+                    await self.compact(self.store.revision - min(self.config.history_revisions, SPACE_HISTORY))
+                if loop.time() >= regular:
+                    regular = loop.time() + self.config.compact_interval
+                    await self.compact()
             except Exception:  # pragma: no cover - logged, retried next round
                 log.exception("compaction failed")
 
@@ -493,6 +514,12 @@ class Server:
         except Unavailable as exc:
             response = web.Response(body=errors.status_body(503, "ServiceUnavailable", str(exc)),
                                     status=503, content_type="application/json")
+        except StoreFull as exc:
+            self._space_needed.set()
+            message = (f"{exc}: creates and updates are refused until deletions free space (the server compacts "
+                       "its history at once); see --quota-backend-bytes")
+            response = web.Response(body=errors.status_body(507, "InsufficientStorage", message),
+                                    status=507, content_type="application/json")
         except TooLarge as exc:
             message = (f"the object would take {exc.size} bytes; the server stores objects of at most {exc.limit} "
                        "bytes (--max-object-size)")
@@ -585,6 +612,9 @@ class Server:
     async def _readyz(self, request: web.Request) -> web.Response:
         if self.cache is None or not self.cache.ready.is_set():
             return web.Response(text="watch cache not ready", status=503)
+        full = self.store.full() if self.store is not None else None
+        if full is not None:  # as kube-apiserver's readyz fails on etcd's NOSPACE alarm
+            return web.Response(text=f"{full}: writes are refused", status=503)
         return web.Response(text="ok")
 
     async def _metrics(self, request: web.Request) -> web.Response:

@@ -22,13 +22,14 @@ from corral.store.base import (
     Record,
     Store,
     StoreError,
+    StoreFull,
     TooLarge,
     Unavailable,
 )
 
 __all__ = [
     "Compacted", "Conflict", "Event", "EventType", "Fenced", "KeyExists", "KeyNotFound", "ListResult",
-    "Record", "Store", "StoreError", "TooLarge", "Unavailable", "open_store", "DEFAULT_MAX_VALUE_BYTES",
+    "Record", "Store", "StoreError", "StoreFull", "TooLarge", "Unavailable", "open_store", "DEFAULT_MAX_VALUE_BYTES",
 ]
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "ListResult",
     "Store",
     "StoreError",
+    "StoreFull",
     "KeyExists",
     "KeyNotFound",
     "Conflict",
@@ -144,6 +145,16 @@ class TooLarge(StoreError):
         self.key, self.size, self.limit = key, size, limit
 
 
+class StoreFull(StoreError):
+    """The store is at its space quota (``quota_bytes``; etcd's ``--quota-backend-bytes``):
+    creates and updates are refused until deletions and compaction free space; nothing was written."""
+
+    def __init__(self, used: int, quota: int) -> None:
+        detail = f"{used} of {quota} bytes used" if quota else "etcd's --quota-backend-bytes reached"
+        super().__init__(f"the store is full ({detail})")
+        self.used, self.quota = used, quota
+
+
 class Unavailable(StoreError):
     """The backend could not be reached (an etcd cluster without quorum, say); the caller may retry.
 
@@ -164,6 +175,9 @@ class Store(Protocol):
 
     @property
     def compacted_revision(self) -> int: ...
+
+    def full(self) -> StoreFull | None:
+        """What a write would be refused with now for want of space (the alarm on ``/readyz``)."""
 
     async def current_revision(self) -> int:
         """The newest revision of the whole store, including writes made by other processes sharing

@@ -43,6 +43,7 @@ from corral.store.base import (
     ListResult,
     DEFAULT_MAX_VALUE_BYTES,
     Record,
+    StoreFull,
     TooLarge,
     Unavailable,
     prefix_end,
@@ -178,6 +179,7 @@ class EtcdStore:
         self.root = root.rstrip("/")
         self.tls = tls
         self.max_value_bytes = DEFAULT_MAX_VALUE_BYTES  # a larger object is refused (TooLarge); 0: no limit
+        self._full: StoreFull | None = None
         self._members: list[Any] = []  # one aetcd client per endpoint
         self._at = 0  # the member calls go to
         self._revision = 0
@@ -267,6 +269,11 @@ class EtcdStore:
     def compacted_revision(self) -> int:
         return self._compacted
 
+    def full(self) -> StoreFull | None:
+        """etcd's NOSPACE alarm as the last write met it (cleared by the next write that goes through,
+        once an operator has compacted, defragmented and disarmed it: ``etcdctl alarm disarm``)."""
+        return self._full
+
     def _seen(self, revision: int) -> None:
         if revision > self._revision:
             self._revision = revision
@@ -279,7 +286,15 @@ class EtcdStore:
 
         request = rpc.TxnRequest(compare=[x.build_message() for x in compare],
                                  success=self._client._ops_to_requests(success), failure=[])
-        response, retried = await self._retrying(lambda c: c.kvstub.Txn(request, timeout=CALL_SECONDS))
+        try:
+            response, retried = await self._retrying(lambda c: c.kvstub.Txn(request, timeout=CALL_SECONDS))
+        except Exception as exc:
+            details = exc.details() if callable(getattr(exc, "details", None)) else ""
+            if "database space exceeded" in str(details):  # etcd's NOSPACE alarm
+                self._full = StoreFull(0, 0)
+                raise self._full from None
+            raise
+        self._full = None
         revision = int(response.header.revision)
         if response.succeeded:
             self._seen(revision)

@@ -43,6 +43,7 @@ from corral.store.base import (
     DEFAULT_MAX_VALUE_BYTES,
     Record,
     StoreError,
+    StoreFull,
     TooLarge,
     prefix_end,
 )
@@ -92,6 +93,14 @@ class _Watcher:
             self.wakeup.set()
 
 
+def _used_bytes(conn: sqlite3.Connection) -> int:
+    """Bytes of the database in use: its pages less the free ones (what compaction freed is reused)."""
+    (pages,) = conn.execute("PRAGMA page_count").fetchone()
+    (free,) = conn.execute("PRAGMA freelist_count").fetchone()
+    (size,) = conn.execute("PRAGMA page_size").fetchone()
+    return (pages - free) * size
+
+
 class SQLiteStore:
     """The SQLite backend of the store contract (see :mod:`corral.store.base`)."""
 
@@ -99,6 +108,8 @@ class SQLiteStore:
         self.path = path
         self._synchronous = synchronous
         self.max_value_bytes = DEFAULT_MAX_VALUE_BYTES  # a larger object is refused (TooLarge); 0: no limit
+        self.quota_bytes = 0  # past this many bytes in use, creates and updates are refused (StoreFull); 0: none
+        self.used_bytes = 0  # the database's pages in use (not free), after the last commit
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ops: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
@@ -131,6 +142,7 @@ class SQLiteStore:
         self._loop = asyncio.get_running_loop()
         conn = self._connect()
         conn.executescript(_SCHEMA)
+        self.used_bytes = _used_bytes(conn)
         (max_rev,) = conn.execute("SELECT COALESCE(MAX(rev), 0) FROM log").fetchone()
         row = conn.execute("SELECT value FROM meta WHERE name = 'compact_rev'").fetchone()
         self._compacted = row[0] if row else 0
@@ -184,6 +196,11 @@ class SQLiteStore:
     @property
     def compacted_revision(self) -> int:
         return self._compacted
+
+    def full(self) -> StoreFull | None:
+        if self.quota_bytes and self.used_bytes >= self.quota_bytes:
+            return StoreFull(self.used_bytes, self.quota_bytes)
+        return None
 
     async def current_revision(self) -> int:
         return self._revision  # this process is the only writer
@@ -265,6 +282,8 @@ class SQLiteStore:
             if rows:
                 conn.executemany(_INSERT, rows)
             conn.execute("COMMIT")
+            if rows or compacted is not None:
+                self.used_bytes = _used_bytes(conn)
         except Exception as exc:  # the whole transaction failed: nothing of it was written
             try:
                 conn.execute("ROLLBACK")
@@ -310,6 +329,10 @@ class SQLiteStore:
         deleted = op.kind == "delete"
         if not deleted and self.max_value_bytes and len(value) > self.max_value_bytes:
             raise TooLarge(op.key, len(value), self.max_value_bytes)
+        if not deleted and self.quota_bytes and self.used_bytes >= self.quota_bytes:
+            # As etcd: the write that crosses the quota is taken, the ones after it are not;
+            # deletions still are (they free space once compacted).
+            raise StoreFull(self.used_bytes, self.quota_bytes)
         self._latest[op.key] = (rev, deleted, create_rev)
         row = (rev, op.key, int(op.kind == "create"), int(deleted), create_rev, prev, value)
         return Event(etype, Record(op.key, rev, value, obj)), row

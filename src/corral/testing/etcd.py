@@ -37,8 +37,9 @@ class MemberTLS:
 
 class EtcdProcess:
     def __init__(self, data_dir: str, name: str = "corral-test", *, host: str = "127.0.0.1",
-                 tls: MemberTLS | None = None) -> None:
+                 tls: MemberTLS | None = None, extra_args: tuple[str, ...] = ()) -> None:
         self.data_dir = data_dir
+        self.extra_args = extra_args  # more etcd flags, e.g. ("--quota-backend-bytes", "4194304")
         self.name = name
         self.host = host
         self.tls = tls
@@ -74,7 +75,7 @@ class EtcdProcess:
                  "--listen-client-urls", client, "--advertise-client-urls", client,
                  "--listen-peer-urls", self.peer_url, "--initial-advertise-peer-urls", self.peer_url,
                  "--initial-cluster", self.initial_cluster, "--initial-cluster-state", "new",
-                 "--heartbeat-interval", "100", "--election-timeout", "1000", *tls],
+                 "--heartbeat-interval", "100", "--election-timeout", "1000", *tls, *self.extra_args],
                 stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
     def wait_ready(self, timeout: float = 30.0) -> None:
