@@ -190,6 +190,12 @@ async def test_can_i_answers_as_the_request_itself_would_be_judged(server):
         assert pods_rule["verbs"] == ["get", "list", "watch"]
         err = await refused(vera.request("POST", path, body={"kind": "SelfSubjectAccessReview", "spec": {}}), 422)
         assert "exactly one of resourceAttributes and nonResourceAttributes" in err.message
+        # The metadata asked with comes back typed: what ObjectMeta lacks is dropped, a wrong type refused.
+        asked = {**review("list", "pods"), "metadata": {"name": "q", "labels": {"a": "b"}, "junk\n": [1]}}
+        answered = json.loads(await vera.request("POST", path, body=asked))["metadata"]
+        assert answered == {"name": "q", "labels": {"a": "b"}, "creationTimestamp": None}
+        err = await refused(vera.request("POST", path, body={**asked, "metadata": {"generation": True}}), 422)
+        assert "metadata.generation" in err.message
     async with server.client() as admin:  # asked, never stored: nothing to list, even for the administrator
         await refused(admin.request("GET", "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"), 405)
 

@@ -34,6 +34,10 @@ _PATTERN = re.compile(
 )
 
 
+MAX_DIGITS = 64  # in the number part of a quantity
+MAX_EXPONENT = 64  # |e| in 1e64: far past what int64 milli-units hold, either way
+
+
 class QuantityError(ValueError):
     """A string that is not a Kubernetes quantity."""
 
@@ -46,13 +50,18 @@ def _parse_str(text: str) -> Fraction:
             f"quantities must match the regular expression "
             f"'^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$', got {text!r}"
         )
+    if len(match["num"]) > MAX_DIGITS:  # Python refuses past 4,300 digits; nothing real needs 40
+        raise QuantityError(f"a quantity has at most {MAX_DIGITS} digits, got {len(match['num'])}")
     number = Fraction(match["num"])
     suffix = match["suffix"] or ""
     if suffix in _BINARY:
         return number * _BINARY[suffix]
     if suffix in _DECIMAL:
         return number * _DECIMAL[suffix]
-    return number * Fraction(10) ** int(suffix[1:])
+    exponent = int(suffix[1:]) if len(suffix) <= 8 else MAX_EXPONENT + 1
+    if abs(exponent) > MAX_EXPONENT:  # 10**9999999 alone took 6 s of the server's loop
+        raise QuantityError(f"a quantity's exponent is at most {MAX_EXPONENT} either way, got {suffix[:20]!r}")
+    return number * Fraction(10) ** exponent
 
 
 def parse_quantity(value: str | int | float) -> Fraction:

@@ -63,6 +63,29 @@ def discovery_documents() -> dict[str, bytes]:
     return {path: _encode(doc) for path, doc in docs.items()}
 
 
+_REASONS = {400: "BadRequest", 401: "Unauthorized", 403: "Forbidden", 404: "NotFound", 405: "MethodNotAllowed",
+            409: "Conflict (AlreadyExists, or a stale resourceVersion)", 413: "RequestEntityTooLarge",
+            415: "UnsupportedMediaType", 422: "Invalid (every bad field named)", 429: "TooManyRequests (Retry-After)",
+            503: "ServiceUnavailable (the store)", 504: "Timeout", 507: "InsufficientStorage (the store is full)"}
+_STATUS = {"application/json": {"schema": {"$ref": "#/components/schemas/Status"}}}
+READ_ERRORS = (400, 401, 403, 404, 429, 503, 504)
+WRITE_ERRORS = (400, 401, 403, 404, 409, 413, 422, 429, 503, 504, 507)
+
+
+def _answers(ok: dict[str, Any], errors: tuple[int, ...]) -> dict[str, Any]:
+    """An operation's responses: its successes and, as Kubernetes Status objects, its errors."""
+    return {**ok, **{str(code): {"description": _REASONS[code], "content": _STATUS} for code in errors}}
+
+
+def _list_schema(r: ResourceType, ref: str) -> dict[str, Any]:
+    return {"type": "object", "required": ["items"], "properties": {
+        "apiVersion": {"type": "string"}, "kind": {"type": "string", "enum": [r.list_kind]},
+        "metadata": {"type": "object", "properties": {
+            "resourceVersion": {"type": "string"}, "continue": {"type": "string"},
+            "remainingItemCount": {"type": "integer"}}},
+        "items": {"type": "array", "items": {"$ref": ref}}}}
+
+
 def _operations(r: ResourceType, ref: str) -> dict[str, Any]:
     ns = [{"name": "namespace", "in": "path", "required": True, "schema": {"type": "string"}}]
     name = [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}]
@@ -72,45 +95,65 @@ def _operations(r: ResourceType, ref: str) -> dict[str, Any]:
                      ("continue", "string"), ("watch", "boolean"), ("resourceVersion", "string"),
                      ("timeoutSeconds", "integer"), ("allowWatchBookmarks", "boolean"))
     ]
+    delete_params = [{"name": "gracePeriodSeconds", "in": "query", "schema": {"type": "integer"}},
+                     {"name": "dryRun", "in": "query", "schema": {"type": "string", "enum": ["All"]}}]
     body = {"required": True, "content": {"application/json": {"schema": {"$ref": ref}}}}
-    ok = {"200": {"description": "OK", "content": {"application/json": {"schema": {"$ref": ref}}}}}
+    one = {"description": "OK", "content": {"application/json": {"schema": {"$ref": ref}}}}
+    many = {"description": "OK (with ?watch=true: one JSON watch event per line)",
+            "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{r.list_kind}"}}}}
     base = r.collection_path("{namespace}" if r.namespaced else None)
     scope = ns if r.namespaced else []
+    patch_body = {"required": True, "content": {
+        "application/merge-patch+json": {"schema": {"type": "object"}},
+        "application/strategic-merge-patch+json": {"schema": {"type": "object"}},
+        "application/json-patch+json": {"schema": {"type": "array", "items": {"type": "object"}}},
+    }}
+    patch_errors = (*WRITE_ERRORS, 415)
     paths: dict[str, Any] = {}
     if "list" in r.verbs:
         paths[base] = {
-            "get": {"operationId": f"list{r.kind}", "parameters": scope + list_params, "responses": ok},
+            "get": {"operationId": f"list{r.kind}", "parameters": scope + list_params,
+                    "responses": _answers({"200": many}, READ_ERRORS)},
             "post": {"operationId": f"create{r.kind}", "parameters": scope, "requestBody": body,
-                     "responses": {"201": ok["200"]}},
+                     "responses": _answers({"201": {**one, "description": "Created"}}, WRITE_ERRORS)},
         }
-        paths[f"{base}/{{name}}"] = {
-            "get": {"operationId": f"read{r.kind}", "parameters": scope + name, "responses": ok},
-            "put": {"operationId": f"replace{r.kind}", "parameters": scope + name, "requestBody": body,
-                    "responses": ok},
-            "patch": {"operationId": f"patch{r.kind}", "parameters": scope + name, "responses": ok,
-                      "requestBody": {"required": True, "content": {
-                          "application/merge-patch+json": {"schema": {"type": "object"}},
-                          "application/strategic-merge-patch+json": {"schema": {"type": "object"}},
-                          "application/json-patch+json": {"schema": {"type": "array", "items": {"type": "object"}}},
-                      }}},
-            "delete": {"operationId": f"delete{r.kind}", "parameters": scope + name, "responses": ok},
+        if "deletecollection" in r.verbs:
+            paths[base]["delete"] = {
+                "operationId": f"deleteCollection{r.kind}",
+                "parameters": scope + [p for p in list_params if p["name"] in ("labelSelector", "fieldSelector")]
+                + delete_params, "responses": _answers({"200": many}, WRITE_ERRORS)}
+        item: dict[str, Any] = {
+            "get": {"operationId": f"read{r.kind}", "parameters": scope + name,
+                    "responses": _answers({"200": one}, READ_ERRORS)},
+            "delete": {"operationId": f"delete{r.kind}", "parameters": scope + name + delete_params,
+                       "responses": _answers({"200": one}, WRITE_ERRORS)},
         }
+        if "update" in r.verbs:
+            item["put"] = {"operationId": f"replace{r.kind}", "parameters": scope + name, "requestBody": body,
+                           "responses": _answers({"200": one}, WRITE_ERRORS)}
+        if "patch" in r.verbs:
+            item["patch"] = {"operationId": f"patch{r.kind}", "parameters": scope + name, "requestBody": patch_body,
+                             "responses": _answers({"200": one}, patch_errors)}
+        paths[f"{base}/{{name}}"] = item
         for sub in r.subresources:
             if sub == "status":
                 paths[f"{base}/{{name}}/status"] = {
-                    "get": {"operationId": f"read{r.kind}Status", "parameters": scope + name, "responses": ok},
+                    "get": {"operationId": f"read{r.kind}Status", "parameters": scope + name,
+                            "responses": _answers({"200": one}, READ_ERRORS)},
                     "put": {"operationId": f"replace{r.kind}Status", "parameters": scope + name,
-                            "requestBody": body, "responses": ok},
+                            "requestBody": body, "responses": _answers({"200": one}, WRITE_ERRORS)},
+                    "patch": {"operationId": f"patch{r.kind}Status", "parameters": scope + name,
+                              "requestBody": patch_body, "responses": _answers({"200": one}, patch_errors)},
                 }
             elif sub == "binding":
                 bref = "#/components/schemas/Binding"
                 paths[f"{base}/{{name}}/binding"] = {"post": {
                     "operationId": f"create{r.kind}Binding", "parameters": scope + name,
                     "requestBody": {"required": True, "content": {"application/json": {"schema": {"$ref": bref}}}},
-                    "responses": {"201": {"description": "Created"}}}}
+                    "responses": _answers({"201": {"description": "Created", "content": _STATUS}}, WRITE_ERRORS)}}
     else:
         paths[base] = {"post": {"operationId": f"create{r.kind}", "parameters": scope, "requestBody": body,
-                                "responses": {"201": ok["200"]}}}
+                                "responses": _answers({"201": {**one, "description": "Created"}}, WRITE_ERRORS)}}
     return paths
 
 
@@ -118,6 +161,9 @@ def openapi_documents() -> dict[str, bytes]:
     """``/openapi/v3`` (the index) and one OpenAPI 3.0 document per group-version."""
     types = [r.model for r in RESOURCES] + [models.Status, models.DeleteOptions]
     _, components = msgspec.json.schema_components(types, ref_template="#/components/schemas/{name}")
+    for r in RESOURCES:
+        if "list" in r.verbs:
+            components[r.list_kind] = _list_schema(r, f"#/components/schemas/{r.model.__name__}")
     index: dict[str, Any] = {"paths": {}}
     docs: dict[str, bytes] = {}
     by_gv: dict[str, list[ResourceType]] = {}

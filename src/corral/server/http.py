@@ -78,25 +78,38 @@ def parse_target(group: str, version: str, tail: str) -> Target:
     return Target(resource, namespace, name, sub)
 
 
+_TRUE, _FALSE = frozenset({"true", "t", "1", "yes"}), frozenset({"", "false", "f", "0", "no"})
+
+
 def _flag(request: web.Request, name: str) -> bool:
-    return request.query.get(name, "").lower() in ("true", "1", "yes")
+    """A boolean query parameter, as Go's ParseBool reads one (and yes/no); anything else is a 400."""
+    value = request.query.get(name, "").lower()
+    if value in _TRUE:
+        return True
+    if value not in _FALSE:
+        raise errors.bad_request(f"{name} must be true or false, got {value[:40]!r}")
+    return False
 
 
 INT64_MAX = 2**63 - 1
 
 
 def _int_param(request: web.Request, name: str) -> int | None:
-    """An integer query parameter (Kubernetes' are int64); absent: ``None``."""
-    raw = request.query.get(name)
-    if raw in (None, ""):
+    """An integer query parameter (Kubernetes' are int64); absent or empty: ``None``. Given more
+    than once, every value must be an integer; the first counts, as in Kubernetes."""
+    values = request.query.getall(name, ())
+    if not values or values == [""]:
         return None
-    try:
-        value = int(raw)
-    except ValueError:
-        raise errors.bad_request(f"{name} must be an integer, got {raw!r}") from None
-    if not -INT64_MAX - 1 <= value <= INT64_MAX:
-        raise errors.bad_request(f"{name} must fit in 64 bits, got {raw}")
-    return value
+    parsed = []
+    for raw in values:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise errors.bad_request(f"{name} must be an integer, got {raw[:40]!r}") from None
+        if not -INT64_MAX - 1 <= value <= INT64_MAX:
+            raise errors.bad_request(f"{name} must fit in 64 bits, got {raw[:40]}")
+        parsed.append(value)
+    return parsed[0]
 
 
 def _list_options(request: web.Request, resource: ResourceType) -> ListOptions:
@@ -109,6 +122,7 @@ def _list_options(request: web.Request, resource: ResourceType) -> ListOptions:
     except SelectorError as exc:
         raise errors.bad_request(f"fieldSelector: {exc}") from None
     _int_param(request, "timeoutSeconds")  # a list takes it too; malformed, it is a 400 there as well
+    _flag(request, "allowWatchBookmarks")
     limit = _int_param(request, "limit") or 0
     if limit < 0:
         raise errors.bad_request("limit must not be negative")
@@ -208,10 +222,26 @@ def _unsupported_patch(content_type: str) -> errors.ApiError:
     return errors.ApiError(415, "UnsupportedMediaType", message)
 
 
+MAX_WARNINGS = 20  # Warning headers on one response; past it, one more says how many were left out
+MAX_WARNING_CHARS = 512
+
+
+def _warning_header(text: str) -> str:
+    """A Warning header's value: the text quoted, control characters escaped (a client's field names
+    end up here: a newline would split the header, and aiohttp refuses to send one), cut short."""
+    text = "".join(c if c >= " " and c != "\x7f" else f"\\u{ord(c):04x}" for c in text).replace('"', "'")
+    if len(text) > MAX_WARNING_CHARS:
+        text = text[:MAX_WARNING_CHARS] + "..."
+    return f'299 - "{text}"'
+
+
 def respond(reply: Reply) -> web.Response:
     resp = web.Response(body=reply.body, status=reply.code, content_type=JSON)
-    for w in reply.warnings:
-        resp.headers.add("Warning", '299 - "' + w.replace('"', "'") + '"')
+    warnings = reply.warnings
+    if len(warnings) > MAX_WARNINGS:
+        warnings = [*warnings[:MAX_WARNINGS - 1], f"{len(warnings) - MAX_WARNINGS + 1} more warnings not shown"]
+    for w in warnings:
+        resp.headers.add("Warning", _warning_header(w))
     return resp
 
 

@@ -10,6 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import msgspec
+
+from corral.api import validation
+from corral.api.resources import by_kind
 from corral.server import errors
 from corral.server.authz.node import node_name
 from corral.server.authz.rbac import Attributes, Decision, RBACAuthorizer
@@ -42,7 +46,12 @@ class Reviews:
                                   {"causes": [{"reason": "FieldValueRequired", "field": "spec"}]})
         status = self._access(spec, user, groups) if kind == "SelfSubjectAccessReview" else \
             self._rules(spec, user, groups)
-        meta = body.get("metadata") if isinstance(body.get("metadata"), dict) else {}
+        # The metadata asked with is answered back as Kubernetes does, typed: a field of the wrong
+        # type is a 422, a field ObjectMeta does not have is dropped (it used to be echoed as sent).
+        typed, causes = validation.type_check(by_kind(kind), {"metadata": body.get("metadata")})
+        if causes:
+            raise errors.invalid(by_kind(kind), None, causes)
+        meta = msgspec.to_builtins(typed.metadata) if typed.metadata is not None else {}  # type: ignore[union-attr]
         return {"kind": kind, "apiVersion": GROUP_VERSION, "metadata": {**meta, "creationTimestamp": None},
                 "spec": spec, "status": status}
 
