@@ -172,3 +172,37 @@ async def test_a_full_store_refuses_writes_with_507_fails_readyz_and_recovers_on
                     await asyncio.sleep(0.2)
             code, status = await post(http, json.dumps(pod("after")).encode())
             assert code == 201, status
+
+
+async def test_throughput_tests_are_few_at_once_streamed_from_one_buffer_and_bounded(server_process):
+    """What agents time their network with: a client that asks for 64 MiB and never reads holds
+    next to nothing in the server (each used to hold its whole body: 30 took 1.1 GB); a fifth at
+    once is a 429; an upload past 64 MiB is a 413."""
+    creds = server_process.credentials()
+    pid = server_process.proc.pid
+
+    def rss_mib() -> float:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024
+
+    async with aiohttp.ClientSession(creds.server, headers=creds.headers(),
+                                     connector=aiohttp.TCPConnector(ssl=creds.ssl_context(), limit=0)) as http:
+        before = rss_mib()
+        held = [await http.get("/corral/v1/throughput", params={"bytes": str(64 * 2**20)}) for _ in range(4)]
+        assert [r.status for r in held] == [200] * 4 and all(r.content_length == 64 * 2**20 for r in held)
+        await asyncio.sleep(0.5)  # what the server would buffer for them, it has by now
+        assert rss_mib() - before < 40, (before, rss_mib())
+        async with http.get("/corral/v1/throughput", params={"bytes": "1024"}) as r:
+            assert r.status == 429 and r.headers["Retry-After"] == "1"
+        for r in held:
+            r.close()
+        await asyncio.sleep(0.2)
+        async with http.get("/corral/v1/throughput", params={"bytes": "100000"}) as r:
+            assert r.status == 200 and len(await r.read()) == 100000
+
+        async def too_much():
+            for _ in range(65):
+                yield bytes(2**20)
+
+        async with http.post("/corral/v1/throughput", data=too_much()) as r:
+            assert r.status == 413

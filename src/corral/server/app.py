@@ -12,6 +12,7 @@ controllers and compaction. On SQLite there is one server, and it runs them all.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import hashlib
 import logging
@@ -33,7 +34,7 @@ from corral.server.cache import WatchCache
 from corral.agent.throughput import THROUGHPUT_PATH
 from corral.server.discovery import discovery_documents, openapi_documents
 from corral.server.http import MAX_BODY_BYTES, RESOURCE, USER, VERB, add_resource_routes
-from corral.server.inflight import DEFAULT_READS, DEFAULT_WRITES, RETRY_AFTER_SECONDS, InflightLimits
+from corral.server.inflight import DEFAULT_READS, DEFAULT_WRITES, RETRY_AFTER_SECONDS, InflightLimits, TooManyRequests
 from corral.server.admission import Admission
 from corral.server.agents import AgentConnector
 from corral.server.audit import DEFAULT_MAX_BYTES as DEFAULT_AUDIT_MAX_BYTES, AuditLog
@@ -57,6 +58,10 @@ log = logging.getLogger(__name__)
 DEFAULT_ADDRESS = "127.0.0.1:7443"
 RENEW_CHECK_SECONDS = 12 * 3600.0
 SPACE_HISTORY = 1000  # revisions of history kept when the store is full and compacts at once
+THROUGHPUT_MAX_BYTES = 64 * 2**20  # one throughput test's download or upload, at most
+THROUGHPUT_AT_ONCE = 4  # throughput tests running at once (agents measure once in 10 minutes)
+THROUGHPUT_SECONDS = 60.0
+_ZEROS = bytes(1 << 16)
 ATTRIBUTES = web.RequestKey("attributes", Attributes)  # what an authorised request asked, for the audit log
 
 
@@ -160,6 +165,7 @@ class Server:
         self._own_credentials: Credentials | None = None
         self._leader_tasks: list[asyncio.Task] = []
         self._space_needed = asyncio.Event()  # a write was refused for space: compact now
+        self._throughput_running = 0
         self.audit: AuditLog | None = None
 
     async def start(self) -> None:
@@ -591,20 +597,52 @@ class Server:
         """The cluster CA, for anyone: a joining agent checks it against its ``--ca-cert-hash``."""
         return web.Response(body=self.pki.ca.cert_pem, content_type="application/x-pem-file")  # type: ignore[union-attr]
 
-    async def _throughput_download(self, request: web.Request) -> web.Response:
-        """Bytes for an agent to time its download with (at most 64 MiB)."""
+    async def _throughput_download(self, request: web.Request) -> web.StreamResponse:
+        """Bytes for an agent to time its download with (at most 64 MiB), written from one shared
+        buffer of zeros (a test held its whole body: 30 clients that never read took 1.1 GB), at
+        most ``THROUGHPUT_AT_ONCE`` tests at a time, each given ``THROUGHPUT_SECONDS``."""
         try:
-            n = min(int(request.query.get("bytes", "1048576")), 64 * 2**20)
+            n = max(0, min(int(request.query.get("bytes", "1048576")), THROUGHPUT_MAX_BYTES))
         except ValueError:
             raise errors.bad_request("bytes must be an integer") from None
-        return web.Response(body=bytes(max(n, 0)), content_type="application/octet-stream")
+        with self._throughput_slot():
+            resp = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+            resp.content_length = n
+            await resp.prepare(request)
+            zeros, left = memoryview(_ZEROS), n
+            try:
+                async with asyncio.timeout(THROUGHPUT_SECONDS):
+                    while left > 0:
+                        chunk = zeros[:min(left, len(zeros))]
+                        await resp.write(chunk)
+                        left -= len(chunk)
+                    await resp.write_eof()
+            except TimeoutError:  # a client that does not read: let its connection go
+                if request.transport is not None:
+                    request.transport.abort()
+            return resp
 
     async def _throughput_upload(self, request: web.Request) -> web.Response:
-        """Reads and drops an agent's upload (streamed, so the API body limit does not apply)."""
-        total = 0
-        async for chunk in request.content.iter_chunked(1 << 16):
-            total += len(chunk)
-        return web.json_response({"bytes": total})
+        """Reads and drops an agent's upload (streamed, so the API body limit does not apply; at
+        most 64 MiB, then 413)."""
+        with self._throughput_slot():
+            total = 0
+            async with asyncio.timeout(THROUGHPUT_SECONDS):
+                async for chunk in request.content.iter_chunked(1 << 16):
+                    total += len(chunk)
+                    if total > THROUGHPUT_MAX_BYTES:
+                        raise errors.too_large(THROUGHPUT_MAX_BYTES)
+            return web.json_response({"bytes": total})
+
+    @contextlib.contextmanager
+    def _throughput_slot(self):
+        if self._throughput_running >= THROUGHPUT_AT_ONCE:
+            raise TooManyRequests(f"{THROUGHPUT_AT_ONCE} throughput tests are running; try again later")
+        self._throughput_running += 1
+        try:
+            yield
+        finally:
+            self._throughput_running -= 1
 
     async def _healthz(self, request: web.Request) -> web.Response:
         return web.Response(text="ok")
