@@ -81,3 +81,23 @@ def test_bench_runs_in_process_on_etcd_and_refuses_a_used_store(tmp_path):
     both = corral("bench", "SchedulingBasic/500Nodes", "--store", etcd.url, "--server", "http://127.0.0.1:1",
                   check=False)
     assert both.returncode == 1 and "--store is for in-process runs" in both.stderr
+
+
+def test_the_soak_benchmark_runs_its_mixed_load_and_finds_nothing_lost(tmp_path):
+    """bench/soak_bench.py at toy size (its real run is 30 minutes): the load, the RSS samples, the checks."""
+    import os
+    import subprocess
+    import sys
+
+    from corral.testing.process import child_env
+
+    out = tmp_path / "soak.json"
+    proc = subprocess.run([sys.executable, os.path.join("bench", "soak_bench.py"), "--minutes", "0.2", "--nodes", "5",
+                           "--watchers", "2", "--creates-per-second", "10", "--live-pods", "20", "--json", str(out)],
+                          capture_output=True, text=True, timeout=110, env=child_env(None))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["created"] >= 50 and result["deleted"] == result["created"] - result["livePods"]
+    assert result["lostCount"] == 0 and result["createsUnseenByAWatcher"] == [0, 0] and result["errors"] == {}
+    assert result["rssCurve"] and result["rssMiB"]["start"] > 20
+    assert set(result["latencyMs"]) >= {"create", "update", "delete", "list"}
