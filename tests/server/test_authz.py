@@ -100,9 +100,10 @@ async def test_a_rule_for_list_does_not_allow_watch(server):
                            raw=True)
     async with as_user(server, "lee", "listers") as lee:
         await lee.list("pods", "default", raw=True)
-        err = await refused(lee.request("GET", "/api/v1/namespaces/default/pods",
-                                        params={"watch": "true", "timeoutSeconds": 1}))
-        assert 'cannot watch resource "pods"' in err.message
+        for word in ("true", "t", "1", "yes", "TRUE"):  # every spelling the watch handler takes as a watch
+            err = await refused(lee.request("GET", "/api/v1/namespaces/default/pods",
+                                            params={"watch": word, "timeoutSeconds": 1}))
+            assert 'cannot watch resource "pods"' in err.message, word
 
 
 async def test_a_binding_counts_the_moment_it_is_created_and_stops_the_moment_it_is_deleted(server):

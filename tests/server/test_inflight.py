@@ -79,9 +79,10 @@ async def test_health_and_watches_are_not_counted(busy_server):
     async with aiohttp.ClientSession(server.url, connector=aiohttp.TCPConnector(ssl=vera.ssl_context())) as session:
         async with session.get("/readyz") as r:
             assert r.status == 200
-        async with session.get("/api/v1/namespaces/default/pods?watch=true&timeoutSeconds=1",
-                               headers=vera.headers()) as r:
-            assert r.status == 200
+        for word in ("true", "t", "yes"):  # however it is spelled, a watch is counted per user, not here
+            async with session.get(f"/api/v1/namespaces/default/pods?watch={word}&timeoutSeconds=1",
+                                   headers=vera.headers()) as r:
+                assert r.status == 200
         # A node's throughput test (a stream, bounded on its own): past the limit, on to authorisation.
         for method, url in (("GET", "/corral/v1/throughput?bytes=16"), ("POST", "/corral/v1/throughput")):
             async with session.request(method, url, data=b"x" * 16, headers=vera.headers()) as r:
@@ -127,3 +128,33 @@ async def test_watches_are_capped_per_user_and_a_watch_whose_client_left_is_let_
             break
         await asyncio.sleep(0.1)
     assert cache.watcher_count() == before and server.inflight.watches == {}
+
+
+async def test_one_user_holds_at_most_half_the_users_lane_so_another_users_writes_go_through(tmp_path):
+    async with running_server(str(tmp_path / "server"), scheduler=False, max_mutating_requests_inflight=4) as server:
+        creds = {}
+        async with server.client() as admin:
+            for name in ("vera", "walt"):
+                token = new_token()
+                await admin.create(token_object(token, user=name), raw=True)
+                await admin.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                                    "metadata": {"name": f"{name}-edit", "namespace": "default"},
+                                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                                "name": "edit"},
+                                    "subjects": [{"kind": "User", "name": name}]}, raw=True)
+                creds[name] = Credentials(server.url, server.pki.ca.cert_pem, token=str(token))
+        # As if vera had two writes in flight: half of the four seats, all a user may hold.
+        server.inflight.counts[(False, True)] = 2
+        server.inflight.per_user[(True, "vera")] = 2
+        for name, expected in (("vera", 429), ("walt", 201)):
+            async with aiohttp.ClientSession(server.url, headers=creds[name].headers(),
+                                             connector=aiohttp.TCPConnector(ssl=creds[name].ssl_context())) as s:
+                async with s.post("/api/v1/namespaces/default/pods", json=pod(f"{name}-pod")) as r:
+                    body = await r.json()
+                    assert r.status == expected, body
+        assert body["metadata"]["name"] == "walt-pod"
+        assert server.inflight.per_user == {(True, "vera"): 2}  # walt's seat given back; vera's untouched
+        server.inflight.counts[(False, True)] = 0
+        server.inflight.per_user.clear()
+        async with Client(credentials=creds["vera"]) as vera:  # with her seats back, vera writes again
+            await vera.create(pod("vera-later"), raw=True)

@@ -25,7 +25,8 @@ from corral.server import errors
 from corral.server.agents import AgentConnector
 from corral.server.authz.review import Reviews
 from corral.server.cache import CacheWatcher, TooOld
-from corral.server.inflight import InflightLimits
+from corral.server.flowcontrol import InflightLimits
+from corral.server.params import FALSE_WORDS, TRUE_WORDS
 from corral.server.rest import ListOptions, Reply, ResourceAPI, WriteOptions
 
 __all__ = ["add_resource_routes", "MAX_BODY_BYTES", "VERB", "RESOURCE", "USER"]
@@ -78,15 +79,12 @@ def parse_target(group: str, version: str, tail: str) -> Target:
     return Target(resource, namespace, name, sub)
 
 
-_TRUE, _FALSE = frozenset({"true", "t", "1", "yes"}), frozenset({"", "false", "f", "0", "no"})
-
-
 def _flag(request: web.Request, name: str) -> bool:
     """A boolean query parameter, as Go's ParseBool reads one (and yes/no); anything else is a 400."""
     value = request.query.get(name, "").lower()
-    if value in _TRUE:
+    if value in TRUE_WORDS:
         return True
-    if value not in _FALSE:
+    if value not in FALSE_WORDS:
         raise errors.bad_request(f"{name} must be true or false, got {value[:40]!r}")
     return False
 

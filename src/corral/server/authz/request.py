@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Mapping
 
 from corral.server.authz.rbac import Attributes
+from corral.server.params import is_true
 
 __all__ = ["request_attributes", "exact_fields"]
 
@@ -58,7 +59,7 @@ def request_attributes(user: str, groups: tuple[str, ...], method: str, path: st
     verb = _VERBS.get(method, method.lower())
     if not name:
         if verb == "get":
-            verb = "watch" if query.get("watch", "").lower() in ("true", "1", "yes") else "list"
+            verb = "watch" if is_true(query.get("watch")) else "list"
         elif verb == "delete":
             verb = "deletecollection"
     fields = exact_fields(query.get("fieldSelector")) if verb in ("list", "watch", "deletecollection") else ()

@@ -5,7 +5,8 @@
 Two lanes, each with its own counts: the cluster's own components (nodes, the scheduler, the
 controllers and other servers, i.e. ``system:nodes``, ``system:masters`` and the
 ``system:kube-scheduler`` user) and everyone else, so that a flood of user requests cannot starve
-node heartbeats or bindings. Long-running requests (watches, followed logs, throughput tests) are
+node heartbeats or bindings; in the users' lane, no one user holds more than half of it, so one
+client's flood leaves room for everyone else's requests. Long-running requests (watches, followed logs, throughput tests) are
 not counted here: they are bounded elsewhere.
 
 Counted after authentication (the lane is the user's), before the body is read. Watches are
@@ -21,6 +22,7 @@ from aiohttp import web
 
 from corral.pki import MASTERS_GROUP, NODES_GROUP
 from corral.server import errors
+from corral.server.params import is_true
 
 __all__ = ["InflightLimits", "DEFAULT_READS", "DEFAULT_WRITES", "DEFAULT_WATCHES_PER_USER", "RETRY_AFTER_SECONDS"]
 
@@ -31,6 +33,9 @@ RETRY_AFTER_SECONDS = 1
 SYSTEM_USERS = frozenset({"system:kube-scheduler", "system:kube-controller-manager"})
 SYSTEM_GROUPS = frozenset({MASTERS_GROUP, NODES_GROUP})
 MUTATING = frozenset({"POST", "PUT", "PATCH", "DELETE"})
+# No user holds more than this share of the users' lane: one client's flood leaves the rest to the
+# others (kube-apiserver's API Priority and Fairness queues per user; this bounds instead of queuing).
+USER_SHARE = 0.5
 
 
 class TooManyRequests(errors.ApiError):
@@ -43,8 +48,8 @@ def long_running(request: web.Request) -> bool:
     if not request.query_string:  # most requests: no query to parse (parsing it cost ~1.5 µs)
         return request.path.startswith("/corral/v1/throughput")
     query = request.query
-    return (query.get("watch", "").lower() in ("true", "1")
-            or (query.get("follow", "").lower() in ("true", "1") and request.path.endswith("/log"))
+    return (is_true(query.get("watch"))
+            or (is_true(query.get("follow")) and request.path.endswith("/log"))
             or request.path.startswith("/corral/v1/throughput"))
 
 
@@ -53,6 +58,7 @@ class InflightLimits:
                  watches_per_user: int = DEFAULT_WATCHES_PER_USER) -> None:
         self.limits = {False: reads, True: writes}  # by "mutating"
         self.counts: dict[tuple[bool, bool], int] = {}  # (system lane, mutating) → in flight
+        self.per_user: dict[tuple[bool, str], int] = {}  # (mutating, user) → in flight, users' lane only
         self.watches_per_user = watches_per_user
         self.watches: dict[str, int] = {}  # user → open watches
         self.refused = 0
@@ -76,21 +82,40 @@ class InflightLimits:
     def system(user: str, groups: tuple[str, ...]) -> bool:
         return user in SYSTEM_USERS or not SYSTEM_GROUPS.isdisjoint(groups)
 
-    def enter(self, request: web.Request, user: str, groups: tuple[str, ...]) -> tuple[bool, bool] | None:
+    def enter(self, request: web.Request, user: str, groups: tuple[str, ...]) -> tuple | None:
         """Count the request (until :meth:`leave` with what this returns); raise
-        :class:`TooManyRequests` when its lane is full. Two calls, not a context manager: a
-        generator-based one cost ~1.5 µs per request."""
+        :class:`TooManyRequests` when its lane is full, or when a user holds its share of the
+        users' lane. Two calls, not a context manager: a generator-based one cost ~1.5 µs per
+        request."""
         if long_running(request):
             return None
         mutating = request.method in MUTATING
-        key = (self.system(user, groups), mutating)
+        system = self.system(user, groups)
+        key = (system, mutating)
         count = self.counts.get(key, 0)
         if count >= self.limits[mutating]:
             self.refused += 1
             raise TooManyRequests()
+        held = None
+        if not system:
+            held = (mutating, user)
+            mine = self.per_user.get(held, 0)
+            if mine >= max(1, int(self.limits[mutating] * USER_SHARE)):
+                self.refused += 1
+                raise TooManyRequests(f'user "{user}" has {mine} {"writes" if mutating else "reads"} in flight, its '
+                                      "share of the users' lane; try again later")
+            self.per_user[held] = mine + 1
         self.counts[key] = count + 1
-        return key
+        return key, held
 
-    def leave(self, key: tuple[bool, bool] | None) -> None:
-        if key is not None:
-            self.counts[key] -= 1
+    def leave(self, entered: tuple | None) -> None:
+        if entered is None:
+            return
+        key, held = entered
+        self.counts[key] -= 1
+        if held is not None:
+            left = self.per_user[held] - 1
+            if left:
+                self.per_user[held] = left
+            else:
+                del self.per_user[held]
