@@ -149,3 +149,30 @@ async def test_unknown_field_names_with_control_characters_or_by_the_hundred_giv
         assert "Injected" not in r.headers
     assert len(warnings) == 20 and warnings[-1] == '299 - "82 more warnings not shown"'
     assert any("x\\u000d\\u000aInjected: yes" in w for w in warnings), warnings[:3]
+
+
+async def test_resource_version_match_exact_lists_the_past_and_is_checked_as_kubernetes_checks_it(http, server):
+    async with http.post("/api/v1/namespaces/default/pods", json=pod("first")) as r:
+        then = (await r.json())["metadata"]["resourceVersion"]
+    async with http.post("/api/v1/namespaces/default/pods", json=pod("second")) as r:
+        assert r.status == 201
+    async with http.get("/api/v1/namespaces/default/pods",
+                        params={"resourceVersion": then, "resourceVersionMatch": "Exact"}) as r:
+        past = await r.json()
+    assert [p["metadata"]["name"] for p in past["items"]] == ["first"] and past["metadata"]["resourceVersion"] == then
+    async with http.get("/api/v1/namespaces/default/pods",
+                        params={"resourceVersion": then, "resourceVersionMatch": "NotOlderThan"}) as r:
+        assert [p["metadata"]["name"] for p in (await r.json())["items"]] == ["first", "second"]
+    for params, message in (
+            ({"resourceVersionMatch": "Exact"}, "forbidden unless resourceVersion is provided"),
+            ({"resourceVersion": then, "resourceVersionMatch": "Newest"}, 'Unsupported value: "Newest"'),
+            ({"resourceVersion": "0", "resourceVersionMatch": "Exact"}, 'forbidden for resourceVersion "0"'),
+            ({"resourceVersion": then, "resourceVersionMatch": "Exact", "watch": "true"}, "forbidden for watch")):
+        async with http.get("/api/v1/namespaces/default/pods", params=params) as r:
+            status = await r.json()
+            assert r.status == 400 and message in status["message"], (params, status)
+    await server.compact(server.store.revision)  # the past is gone: 410, as an expired watch is
+    async with http.get("/api/v1/namespaces/default/pods",
+                        params={"resourceVersion": then, "resourceVersionMatch": "Exact"}) as r:
+        status = await r.json()
+    assert r.status == 410 and status["reason"] == "Expired" and "too old resource version" in status["message"]

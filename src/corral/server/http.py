@@ -125,9 +125,21 @@ def _list_options(request: web.Request, resource: ResourceType) -> ListOptions:
     if limit < 0:
         raise errors.bad_request("limit must not be negative")
     rv = request.query.get("resourceVersion", "")
-    if rv and not (rv.isascii() and rv.isdigit()):
-        raise errors.bad_request(f"resourceVersion must be a revision (a non-negative integer), got {rv!r}")
-    return ListOptions(labels, fields, limit, request.query.get("continue", ""))
+    if rv and not (rv.isascii() and rv.isdigit() and len(rv) <= 19):
+        raise errors.bad_request(f"resourceVersion must be a revision (a non-negative integer), got {rv[:40]!r}")
+    cont = request.query.get("continue", "")
+    match = request.query.get("resourceVersionMatch", "")
+    if match:  # as Kubernetes validates it
+        if match not in ("Exact", "NotOlderThan"):
+            raise errors.bad_request(f'resourceVersionMatch: Unsupported value: "{match[:40]}": supported values: '
+                                     '"Exact", "NotOlderThan"')
+        if not rv:
+            raise errors.bad_request("resourceVersionMatch is forbidden unless resourceVersion is provided")
+        if cont:
+            raise errors.bad_request("resourceVersionMatch is forbidden when continue is provided")
+        if match == "Exact" and int(rv) == 0:
+            raise errors.bad_request('resourceVersionMatch "exact" is forbidden for resourceVersion "0"')
+    return ListOptions(labels, fields, limit, cont, int(rv or 0), match == "Exact")
 
 
 def _dry_run(values: Any, where: str = "dryRun") -> bool:
@@ -351,6 +363,8 @@ class ResourceRoutes:
     async def watch(self, request: web.Request, t: Target) -> web.StreamResponse:
         res = t.resource
         opts = _list_options(request, res)  # which has checked resourceVersion: absent or ASCII digits
+        if request.query.get("resourceVersionMatch"):
+            raise errors.bad_request("resourceVersionMatch is forbidden for watch")
         rv_raw = request.query.get("resourceVersion", "")
         from_revision = int(rv_raw) if rv_raw not in ("", "0") else None
         timeout = float(_int_param(request, "timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)

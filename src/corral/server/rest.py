@@ -51,6 +51,8 @@ class ListOptions:
     fields: FieldSelector = FieldSelector()
     limit: int = 0
     continue_token: str = ""
+    resource_version: int = 0  # 0: any (the newest)
+    exact: bool = False  # resourceVersionMatch=Exact: the list as it was at resource_version
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +143,9 @@ class ResourceAPI:
         return f"{resource.store_prefix}{namespace}/" if resource.namespaced and namespace else resource.store_prefix
 
     async def list(self, resource: ResourceType, namespace: str | None, opts: ListOptions) -> Reply:
-        if opts.limit or opts.continue_token:
+        if opts.resource_version:  # not older than it: a version from the future waits, then 504
+            await self.reach(opts.resource_version)
+        if opts.limit or opts.continue_token or opts.exact:
             return await self._list_paged(resource, namespace, opts)
         await self.cache.wait_consistent()
         prefix = self._key_prefix(resource, namespace)
@@ -183,9 +187,11 @@ class ResourceAPI:
                     raise ValueError
             except (ValueError, KeyError, TypeError, binascii.Error, msgspec.DecodeError):
                 raise errors.bad_request("invalid continue token: not one this cluster gave out for this list") from None
+        elif opts.exact:
+            revision = opts.resource_version
         else:
             revision = await self.store.current_revision()
-        limit = opts.limit or 500
+        limit = opts.limit or (2**31 if opts.exact else 500)
         found: list[Record] = []
         more = True
         try:
@@ -202,6 +208,8 @@ class ResourceAPI:
                             more = more or record is not page.items[-1]
                             break
         except Compacted:
+            if opts.exact and not opts.continue_token:
+                raise errors.gone(f"too old resource version: {revision} ({self.store.compacted_revision})") from None
             raise errors.gone(
                 "The provided continue parameter is too old to display a consistent list result. "
                 "You can start a new list without the continue parameter."
