@@ -5,6 +5,7 @@ corral client waits as asked and gets through."""
 from __future__ import annotations
 
 import asyncio
+import collections
 
 import aiohttp
 import pytest
@@ -158,3 +159,57 @@ async def test_one_user_holds_at_most_half_the_users_lane_so_another_users_write
         server.inflight.per_user.clear()
         async with Client(credentials=creds["vera"]) as vera:  # with her seats back, vera writes again
             await vera.create(pod("vera-later"), raw=True)
+
+
+async def test_through_a_flood_of_user_writes_twenty_hollow_nodes_heartbeat_and_stay_ready(tmp_path):
+    """The issue's check: a flood gets 429s while every node's heartbeat goes through, so no node
+    goes NotReady, here with a node grace period short enough (3 s) that a starved lease would show."""
+    from corral.sim.hollow import HollowConfig, HollowNodes
+
+    async with running_server(str(tmp_path / "server"), scheduler=False, max_mutating_requests_inflight=2,
+                              max_requests_inflight=2, node_grace_seconds=3.0) as server:
+        token = new_token()
+        async with server.client() as admin:
+            await admin.create(token_object(token, user="vera"), raw=True)
+            await admin.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                                "metadata": {"name": "vera-edit", "namespace": "default"},
+                                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                            "name": "edit"},
+                                "subjects": [{"kind": "User", "name": "vera"}]}, raw=True)
+            hollow = HollowNodes(admin, HollowConfig(count=20, lease_interval=0.5, status_interval=1.0))
+            await hollow.start()
+            try:
+                vera = Credentials(server.url, server.pki.ca.cert_pem, token=str(token))
+                codes: collections.Counter[int] = collections.Counter()
+                not_ready: set[str] = set()
+
+                async def flood(worker: int) -> None:
+                    async with aiohttp.ClientSession(server.url, headers=vera.headers(), connector=aiohttp.TCPConnector(
+                            ssl=vera.ssl_context())) as session:
+                        for i in range(40):
+                            async with session.post("/api/v1/namespaces/default/pods",
+                                                    json=pod(f"f-{worker}-{i}")) as r:
+                                codes[r.status] += 1
+                            async with session.get("/api/v1/namespaces/default/pods") as r:
+                                codes[r.status] += 1
+
+                async def watch_nodes() -> None:
+                    while True:
+                        for node in (await admin.list("nodes", raw=True)).items:
+                            ready = next((c for c in node["status"].get("conditions", []) if c["type"] == "Ready"), {})
+                            if ready.get("status") != "True":
+                                not_ready.add(node["metadata"]["name"])
+                        await asyncio.sleep(0.25)
+
+                observer = asyncio.create_task(watch_nodes())
+                started = asyncio.get_running_loop().time()
+                await asyncio.gather(*(flood(w) for w in range(30)))
+                while asyncio.get_running_loop().time() - started < 5:  # past the grace period, at least
+                    await asyncio.sleep(0.5)
+                observer.cancel()
+                assert codes[429] > 0 and codes[201] > 0, codes
+                assert set(codes) <= {200, 201, 429}, codes
+                assert not_ready == set(), f"nodes NotReady during the flood: {sorted(not_ready)}"
+                assert len((await admin.list("nodes", raw=True)).items) == 20
+            finally:
+                await hollow.stop()

@@ -94,6 +94,8 @@ def cli() -> None:
               help="SQLite store: past this much data, creates and updates get 507 and /readyz fails until "
                    "deletions and compaction (run at once when the store is full) free space; 0: no quota. "
                    "On etcd, etcd's own --quota-backend-bytes applies.")
+@click.option("--event-ttl", "event_ttl", default=3600.0, show_default=True, metavar="SECONDS",
+              type=click.FloatRange(min=1), help="Events older than this are deleted (kube-apiserver's --event-ttl).")
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafile: str, etcd_certfile: str,
@@ -101,7 +103,8 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
            scheduler_config: str | None, grace: float, eviction: float, local_agent: bool,
            leader_elect: bool | None, identity: str, advertise_url: str, lease_seconds: float, renew_deadline: float,
            retry_period: float, tls_sans: tuple[str, ...], write_kubeconfig: bool, audit_log: str, audit_max_mib: int,
-           max_reads: int, max_writes: int, max_object_size: str, quota: str, log_level: str) -> None:
+           max_reads: int, max_writes: int, max_object_size: str, quota: str, event_ttl: float,
+           log_level: str) -> None:
     """Run the control plane in the foreground: API server, store and scheduler.
 
     \b
@@ -140,7 +143,7 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
                           identity=identity, advertise_url=advertise_url, lease_seconds=lease_seconds, renew_deadline=renew_deadline,
                           retry_period=retry_period, tls_sans=tuple(n for v in tls_sans for n in v.split(",") if n),
                           user_kubeconfig=write_kubeconfig, audit_log=audit_log,
-                          audit_log_max_bytes=audit_max_mib * 2**20, max_object_size=object_limit, quota_bytes=quota_bytes,
+                          audit_log_max_bytes=audit_max_mib * 2**20, max_object_size=object_limit, quota_bytes=quota_bytes, event_ttl=event_ttl,
                           max_requests_inflight=max_reads, max_mutating_requests_inflight=max_writes)
     try:
         import uvloop

@@ -18,6 +18,7 @@ import hashlib
 import logging
 import os
 import time
+from datetime import datetime
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
@@ -27,7 +28,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, Proc
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from corral.aio import cancel_and_wait, wait_for_termination
-from corral.api.defaults import apply_create_defaults
+from corral.api.defaults import apply_create_defaults, rfc3339
 from corral.api.resources import NODE_LEASE_NAMESPACE, SYSTEM_NAMESPACES, SYSTEM_PRIORITY_CLASSES, by_kind
 from corral.server import errors
 from corral.server.cache import WatchCache
@@ -48,7 +49,8 @@ from corral.server.authn.join import join_handler
 from corral.server.rest import ResourceAPI
 from corral.pki import CA_PATH, JOIN_PATH, MASTERS_GROUP, NODE_PREFIX, NODES_GROUP
 from corral.pki.kubeconfig import Credentials
-from corral.store import DEFAULT_MAX_VALUE_BYTES, KeyExists, Store, StoreFull, TooLarge, Unavailable, open_store
+from corral.store import (DEFAULT_MAX_VALUE_BYTES, Conflict, KeyExists, KeyNotFound, Store, StoreFull, TooLarge,
+                          Unavailable, open_store)
 from corral.store.etcd import EtcdTLS
 
 __all__ = ["Server", "ServerConfig", "DEFAULT_ADDRESS", "default_data_dir"]
@@ -78,6 +80,7 @@ class ServerConfig:
     address: str = DEFAULT_ADDRESS
     history_revisions: int = 100_000  # store history kept for watches and paged lists
     compact_interval: float = 60.0
+    event_ttl: float = 3600.0  # Events older than this are deleted (kube-apiserver's --event-ttl)
     sqlite_synchronous: str = "FULL"
     scheduler: bool = True  # run the scheduler in this process
     scheduler_config: str | None = None  # a SchedulerConfiguration YAML file
@@ -394,9 +397,29 @@ class Server:
                     await self.compact(self.store.revision - min(self.config.history_revisions, SPACE_HISTORY))
                 if loop.time() >= regular:
                     regular = loop.time() + self.config.compact_interval
+                    await self.expire_events()
                     await self.compact()
             except Exception:  # pragma: no cover - logged, retried next round
                 log.exception("compaction failed")
+
+    async def expire_events(self, now: float | None = None) -> int:
+        """Delete the Events older than ``event_ttl`` (by their last time, else their creation), as
+        kube-apiserver lets them expire: each scheduled pod leaves one, and a soak of 33,000 pods
+        had kept every one (memory and store growing without end). Returns how many went."""
+        assert self.store is not None and self.cache is not None
+        cutoff = rfc3339((time.time() if now is None else now) - self.config.event_ttl)
+        expired = 0
+        for record in self.cache.items(by_kind("Event").store_prefix):
+            obj = record.obj
+            stamp = obj.get("lastTimestamp") or (obj.get("metadata") or {}).get("creationTimestamp") or ""
+            if not isinstance(stamp, str) or _stamp_order(stamp) >= cutoff:
+                continue
+            try:
+                await self.store.delete(record.key, record.revision)
+                expired += 1
+            except (KeyNotFound, Conflict):  # gone or changed meanwhile: judged again next round
+                pass
+        return expired
 
     async def compact(self, revision: int | None = None) -> int:
         """Compact store history (default: keep ``history_revisions``) and the cache's window."""
@@ -669,6 +692,17 @@ class Server:
             self.scheduler.update_gauges()
         return web.Response(body=generate_latest(self.metrics.registry),
                             headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+
+def _stamp_order(stamp: str) -> str:
+    """A timestamp in the form ``rfc3339`` writes (``2026-11-24T12:00:00Z``), which orders as text;
+    others (fractions, offsets) are parsed and rewritten; one that does not parse orders last."""
+    if len(stamp) == 20 and stamp.endswith("Z"):
+        return stamp
+    try:
+        return rfc3339(datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp())
+    except ValueError:
+        return "~"  # after every date: never expired on a guess
 
 
 def tune_gc_for_server() -> None:
