@@ -94,7 +94,7 @@ def _operations(r: ResourceType, ref: str) -> dict[str, Any]:
         for p, t in (("labelSelector", "string"), ("fieldSelector", "string"), ("limit", "integer"),
                      ("continue", "string"), ("watch", "boolean"), ("resourceVersion", "string"),
                      ("timeoutSeconds", "integer"), ("allowWatchBookmarks", "boolean"))
-    ] + [{"name": "resourceVersionMatch", "in": "query", "schema": {"type": "string", "enum": ["Exact", "NotOlderThan"]}}]
+    ] + [{"name": "resourceVersionMatch", "in": "query", "schema": {"type": "string", "enum": ["", "Exact", "NotOlderThan"]}}]
     delete_params = [{"name": "gracePeriodSeconds", "in": "query", "schema": {"type": "integer"}},
                      {"name": "dryRun", "in": "query", "schema": {"type": "string", "enum": ["All"]}}]
     body = {"required": True, "content": {"application/json": {"schema": {"$ref": ref}}}}
