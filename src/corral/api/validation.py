@@ -168,8 +168,24 @@ def _quantities(path: str, values: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def resources(path: str, req: models.ResourceRequirements | None) -> list[Cause]:
+    """The causes against a container's requests and limits. Pods repeat a handful of these blocks
+    (every replica the same), so the answer is remembered by the block's contents: parsing and
+    comparing its quantities was about half of a pod's validation."""
     if req is None:
         return []
+    try:
+        return list(_resource_causes(path, tuple((req.requests or {}).items()), tuple((req.limits or {}).items())))
+    except TypeError:  # a value that cannot be a key (the model's types allow none): judged afresh
+        return _resources_now(path, req.requests, req.limits)
+
+
+@functools.lru_cache(maxsize=4096)
+def _resource_causes(path: str, requests: tuple, limits: tuple) -> tuple[Cause, ...]:
+    return tuple(_resources_now(path, dict(requests) or None, dict(limits) or None))
+
+
+def _resources_now(path: str, requested: dict[str, Any] | None, limited: dict[str, Any] | None) -> list[Cause]:
+    req = models.ResourceRequirements(requests=requested, limits=limited)
     requests = _quantities(f"{path}.requests", req.requests)
     limits = _quantities(f"{path}.limits", req.limits)
     causes = [v for v in (*requests.values(), *limits.values()) if isinstance(v, Cause)]
