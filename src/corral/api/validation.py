@@ -173,30 +173,24 @@ def resources(path: str, req: models.ResourceRequirements | None) -> list[Cause]
     comparing its quantities was about half of a pod's validation."""
     if req is None:
         return []
-    try:
-        return list(_resource_causes(path, tuple((req.requests or {}).items()), tuple((req.limits or {}).items())))
-    except TypeError:  # a value that cannot be a key (the model's types allow none): judged afresh
-        return _resources_now(path, req.requests, req.limits)
+    # Quantities are strings or numbers, so the block's items are a key as they are.
+    return list(_resource_causes(path, tuple((req.requests or {}).items()), tuple((req.limits or {}).items())))
 
 
 @functools.lru_cache(maxsize=4096)
-def _resource_causes(path: str, requests: tuple, limits: tuple) -> tuple[Cause, ...]:
-    return tuple(_resources_now(path, dict(requests) or None, dict(limits) or None))
-
-
-def _resources_now(path: str, requested: dict[str, Any] | None, limited: dict[str, Any] | None) -> list[Cause]:
-    req = models.ResourceRequirements(requests=requested, limits=limited)
-    requests = _quantities(f"{path}.requests", req.requests)
-    limits = _quantities(f"{path}.limits", req.limits)
+def _resource_causes(path: str, requested: tuple, limited: tuple) -> tuple[Cause, ...]:
+    raw_requests, raw_limits = dict(requested), dict(limited)
+    requests = _quantities(f"{path}.requests", raw_requests)
+    limits = _quantities(f"{path}.limits", raw_limits)
     causes = [v for v in (*requests.values(), *limits.values()) if isinstance(v, Cause)]
     for key, request in requests.items():
         limit = limits.get(key)
         if isinstance(request, Cause) or limit is None or isinstance(limit, Cause):
             continue
         if _greater(request, limit):
-            causes.append(_invalid(f"{path}.requests[{key}]", req.requests[key],  # type: ignore[index]
-                                   f"must be less than or equal to {key} limit of {req.limits[key]}"))  # type: ignore[index]
-    return causes
+            causes.append(_invalid(f"{path}.requests[{key}]", raw_requests[key],
+                                   f"must be less than or equal to {key} limit of {raw_limits[key]}"))
+    return tuple(causes)
 
 
 # --- pods -----------------------------------------------------------------------------------------------

@@ -98,7 +98,7 @@ def _int_param(request: web.Request, name: str) -> int | None:
     values = request.query.getall(name, ())
     if not values or values == [""]:
         return None
-    parsed = []
+    first = None
     for raw in values:
         try:
             value = int(raw)
@@ -106,8 +106,8 @@ def _int_param(request: web.Request, name: str) -> int | None:
             raise errors.bad_request(f"{name} must be an integer, got {raw[:40]!r}") from None
         if not -INT64_MAX - 1 <= value <= INT64_MAX:
             raise errors.bad_request(f"{name} must fit in 64 bits, got {raw[:40]}")
-        parsed.append(value)
-    return parsed[0]
+        first = value if first is None else first
+    return first
 
 
 def _list_options(request: web.Request, resource: ResourceType) -> ListOptions:

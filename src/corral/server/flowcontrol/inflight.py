@@ -6,8 +6,8 @@ Two lanes, each with its own counts: the cluster's own components (nodes, the sc
 controllers and other servers, i.e. ``system:nodes``, ``system:masters`` and the
 ``system:kube-scheduler`` user) and everyone else, so that a flood of user requests cannot starve
 node heartbeats or bindings; in the users' lane, no one user holds more than half of it, so one
-client's flood leaves room for everyone else's requests. Long-running requests (watches, followed logs, throughput tests) are
-not counted here: they are bounded elsewhere.
+client's flood leaves room for everyone else's requests. Long-running requests (watches, followed
+logs, throughput tests) are not counted here: they are bounded elsewhere.
 
 Counted after authentication (the lane is the user's), before the body is read. Watches are
 counted per user instead (``watches_per_user``, default 1,000): each holds a buffer in the server.
@@ -45,12 +45,12 @@ class TooManyRequests(errors.ApiError):
 
 def long_running(request: web.Request) -> bool:
     """Watches and streams: they hold a connection for minutes by design."""
+    if request.path.startswith("/corral/v1/throughput"):
+        return True
     if not request.query_string:  # most requests: no query to parse (parsing it cost ~1.5 µs)
-        return request.path.startswith("/corral/v1/throughput")
+        return False
     query = request.query
-    return (is_true(query.get("watch"))
-            or (is_true(query.get("follow")) and request.path.endswith("/log"))
-            or request.path.startswith("/corral/v1/throughput"))
+    return is_true(query.get("watch")) or (is_true(query.get("follow")) and request.path.endswith("/log"))
 
 
 class InflightLimits:
