@@ -202,6 +202,7 @@ class Soak:
         # A deleted pod that was running may still be finishing on its node (deletionTimestamp set).
         not_terminating = {item["metadata"]["name"] for item in items if not item["metadata"].get("deletionTimestamp")}
         _, nodes = await self.call(http, "nodes", "GET", "/api/v1/nodes")
+        _, events = await self.call(http, "list", "GET", "/api/v1/events")
         not_ready = [n["metadata"]["name"] for n in nodes.get("items", [])
                      if not any(c.get("type") == "Ready" and c.get("status") == "True"
                                 for c in (n.get("status") or {}).get("conditions") or ())]
@@ -209,12 +210,15 @@ class Soak:
         resurrected = sorted(set(self.deleted) & not_terminating)
         unseen = [len(self.created - seen) for seen in self.seen_by_watcher]
         rss = [r for _, r in self.rss]
+        last_third = [r for t, r in self.rss if t >= seconds * 2 / 3]
         return {
             "minutes": round(seconds / 60, 1), "nodes": self.args.nodes, "watchers": self.args.watchers,
             "created": len(self.created), "deleted": len(self.deleted), "livePods": len(self.live),
             "lostPods": lost[:20], "lostCount": len(lost), "deletedButPresent": resurrected[:20],
             "createsUnseenByAWatcher": unseen, "nodesNotReady": not_ready[:20], "nodesNotReadyCount": len(not_ready),
-            "rssMiB": {"start": rss[0] if rss else 0, "end": rss[-1] if rss else 0, "peak": max(rss, default=0)},
+            "rssMiB": {"start": rss[0] if rss else 0, "end": rss[-1] if rss else 0, "peak": max(rss, default=0),
+                       "growthOverLastThird": round(last_third[-1] - last_third[0]) if last_third else 0},
+            "eventsAtEnd": len(events.get("items", [])),
             "rssCurve": [[round(t), round(r)] for t, r in self.rss],
             "latencyMs": {k: {"count": len(v), "p50": round(1e3 * percentile(v, 0.5), 1),
                               "p99": round(1e3 * percentile(v, 0.99), 1)} for k, v in sorted(self.latency.items())},
@@ -224,7 +228,7 @@ class Soak:
 
 async def main(args: argparse.Namespace) -> int:
     data = tempfile.mkdtemp(prefix="corral-soak-")
-    server = ServerProcess(os.path.join(data, "server"))
+    server = ServerProcess(os.path.join(data, "server"), *args.server_arg)
     server.start()
     sim = None
     try:
@@ -270,6 +274,8 @@ if __name__ == "__main__":
     parser.add_argument("--creates-per-second", type=float, default=20.0)
     parser.add_argument("--live-pods", type=int, default=2000, help="pods kept; older ones are deleted")
     parser.add_argument("--json", default="", help="write the whole result (with the RSS curve) here")
+    parser.add_argument("--server-arg", action="append", default=[], metavar="ARG",
+                        help="passed to `corral server` (repeatable), e.g. --server-arg=--event-ttl=600")
     try:
         import uvloop
 

@@ -93,11 +93,13 @@ def test_the_soak_benchmark_runs_its_mixed_load_and_finds_nothing_lost(tmp_path)
 
     out = tmp_path / "soak.json"
     proc = subprocess.run([sys.executable, os.path.join("bench", "soak_bench.py"), "--minutes", "0.2", "--nodes", "5",
-                           "--watchers", "2", "--creates-per-second", "10", "--live-pods", "20", "--json", str(out)],
+                           "--watchers", "2", "--creates-per-second", "10", "--live-pods", "20", "--json", str(out),
+                           "--server-arg=--event-ttl=3600"],
                           capture_output=True, text=True, timeout=110, env=child_env(None))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["created"] >= 50 and result["deleted"] == result["created"] - result["livePods"]
     assert result["lostCount"] == 0 and result["createsUnseenByAWatcher"] == [0, 0] and result["errors"] == {}
-    assert result["rssCurve"] and result["rssMiB"]["start"] > 20
+    assert result["rssCurve"] and result["rssMiB"]["start"] > 20 and "growthOverLastThird" in result["rssMiB"]
+    assert result["eventsAtEnd"] > 0  # the scheduler's and the hollow nodes' Events, listed at the end
     assert set(result["latencyMs"]) >= {"create", "update", "delete", "list"}
