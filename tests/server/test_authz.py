@@ -282,3 +282,26 @@ async def test_a_namespace_admin_grants_what_it_holds_and_nothing_more(server):
         names = {b["metadata"]["name"] for b in (await admin.list("rolebindings", "team", raw=True)).items}
         assert names == {"leads-admin", "devs-edit"}
         assert {r["metadata"]["name"] for r in (await admin.list("roles", "team", raw=True)).items} == {"reader"}
+
+
+def test_remembered_attributes_tell_users_groups_methods_and_queries_apart():
+    """The server remembers what each request asks; a remembered answer must never be another's."""
+    from corral.server.authz import RememberedAttributes
+
+    remembered, parsed = RememberedAttributes(limit=4), []
+    pods = "/api/v1/namespaces/default/pods"
+
+    def query():
+        parsed.append(1)
+        return {"watch": "true"}
+
+    watch = remembered("ann", ("dev",), "GET", pods, "watch=true", query)
+    assert (watch.user, watch.groups, watch.verb, watch.resource, watch.namespace) == \
+        ("ann", ("dev",), "watch", "pods", "default")
+    assert remembered("ann", ("dev",), "GET", pods, "watch=true", query) is watch and parsed == [1]
+    assert remembered("bob", ("dev",), "GET", pods, "watch=true", query).user == "bob"
+    assert remembered("ann", ("ops",), "GET", pods, "watch=true", query).groups == ("ops",)
+    assert remembered("ann", ("dev",), "GET", pods, "", query).verb == "list"
+    assert remembered("ann", ("dev",), "DELETE", pods, "", query).verb == "deletecollection"
+    assert remembered("ann", ("dev",), "GET", pods + "/web", "", query).name == "web"
+    assert len(remembered._known) <= 4  # bounded: it started over

@@ -40,7 +40,7 @@ from corral.server.admission import Admission
 from corral.server.agents import AgentConnector
 from corral.server.audit import DEFAULT_MAX_BYTES as DEFAULT_AUDIT_MAX_BYTES, AuditLog
 from corral.server.authn import ANONYMOUS_PATHS, BOOTSTRAPPERS, Authenticator, UserInfo
-from corral.server.authz import Attributes, Decision, NodeAuthorizer, RBACAuthorizer, forbidden, request_attributes
+from corral.server.authz import Attributes, Decision, NodeAuthorizer, RBACAuthorizer, RememberedAttributes, forbidden
 from corral.server.authz.review import Reviews
 from corral.server.authz.bootstrap import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES
 from corral.server.authn.certificates import (ServerPKI, is_wildcard, prepare_tls, primary_address,
@@ -166,6 +166,7 @@ class Server:
         self.node_authz: NodeAuthorizer | None = None
         self.admin: Credentials | None = None
         self._own_credentials: Credentials | None = None
+        self._asked = RememberedAttributes()  # what each (user, method, path, query) asks, for authz and audit
         self._leader_tasks: list[asyncio.Task] = []
         self._space_needed = asyncio.Event()  # a write was refused for space: compact now
         self._throughput_running = 0
@@ -494,8 +495,8 @@ class Server:
             raise errors.ApiError(403, "Forbidden", f'User "{user.name}" may only join a node with a join token')
         if MASTERS_GROUP in user.groups:
             return  # allowed everything, as kube-apiserver's privileged group (no rules to look up)
-        attributes = request[ATTRIBUTES] = request_attributes(user.name, user.groups, request.method, path,
-                                                              request.query)
+        attributes = request[ATTRIBUTES] = self._asked(user.name, user.groups, request.method, path,
+                                                       request.query_string, lambda: request.query)
         decision = self.authorize(attributes)
         if not decision.allowed:
             raise forbidden(attributes, decision.reason)
@@ -503,7 +504,8 @@ class Server:
     def _audit(self, request: web.Request, code: int) -> None:
         user = request.get(USER)
         name, groups = (user.name, user.groups) if user is not None else ("system:anonymous", ("system:unauthenticated",))
-        a = request.get(ATTRIBUTES) or request_attributes(name, groups, request.method, request.path, request.query)
+        a = request.get(ATTRIBUTES) or self._asked(name, groups, request.method, request.path, request.query_string,
+                                                   lambda: request.query)
         resource = (a.resource + (f"/{a.subresource}" if a.subresource else "")) if a.is_resource else a.path
         self.audit.record(user=name, groups=groups, verb=a.verb, resource=resource,  # type: ignore[union-attr]
                           namespace=a.namespace, name=a.name, code=code)

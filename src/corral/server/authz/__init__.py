@@ -7,9 +7,10 @@ from __future__ import annotations
 from corral.server import errors
 from corral.server.authz.node import NodeAuthorizer
 from corral.server.authz.rbac import Attributes, Decision, RBACAuthorizer
-from corral.server.authz.request import request_attributes
+from corral.server.authz.request import RememberedAttributes, request_attributes
 
-__all__ = ["Attributes", "Decision", "NodeAuthorizer", "RBACAuthorizer", "forbidden", "request_attributes"]
+__all__ = ["Attributes", "Decision", "NodeAuthorizer", "RBACAuthorizer", "forbidden", "request_attributes",
+           "RememberedAttributes"]
 
 
 def forbidden(a: Attributes, reason: str = "") -> errors.ApiError:

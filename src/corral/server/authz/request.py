@@ -10,15 +10,17 @@ lower-case method. A create names its object only in the body: admission checks 
 
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Callable, Mapping
 
 from corral.server.authz.rbac import Attributes
 from corral.server.params import is_true
 
-__all__ = ["request_attributes", "exact_fields"]
+__all__ = ["request_attributes", "exact_fields", "RememberedAttributes", "MAX_REMEMBERED"]
 
 _VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 _EXPLAIN_PREFIX = "/corral/v1/namespaces/"
+MAX_REMEMBERED = 8192  # distinct (user, method, path, query) remembered before starting over
+_NO_QUERY: Mapping[str, str] = {}
 
 
 def exact_fields(selector: str | None) -> tuple[tuple[str, str], ...]:
@@ -64,3 +66,25 @@ def request_attributes(user: str, groups: tuple[str, ...], method: str, path: st
             verb = "deletecollection"
     fields = exact_fields(query.get("fieldSelector")) if verb in ("list", "watch", "deletecollection") else ()
     return Attributes(user, groups, verb, group, resource, sub, namespace, name, fields=fields)
+
+
+class RememberedAttributes:
+    """:func:`request_attributes` remembered by everything they depend on (user, groups, method,
+    path, raw query): clients repeat the same few requests, and working them out again cost ~2.7 µs
+    of every request (the query is parsed only for a request not seen before). Bounded: past
+    ``limit`` distinct requests it starts over."""
+
+    def __init__(self, limit: int = MAX_REMEMBERED) -> None:
+        self.limit = limit
+        self._known: dict[tuple, Attributes] = {}
+
+    def __call__(self, user: str, groups: tuple[str, ...], method: str, path: str, query_string: str,
+                 query: Callable[[], Mapping[str, str]]) -> Attributes:
+        key = (user, groups, method, path, query_string)
+        known = self._known.get(key)
+        if known is None:
+            known = request_attributes(user, groups, method, path, query() if query_string else _NO_QUERY)
+            if len(self._known) >= self.limit:
+                self._known.clear()
+            self._known[key] = known
+        return known
