@@ -217,6 +217,8 @@ def test_agent_address_and_port_mistakes_are_one_line(server_process, tmp_path):
     ("--quota-backend-bytes", "1Mi", "--quota-backend-bytes must be 0 (none) or at least 16Mi, got 1Mi"),
     ("--quota-backend-bytes", "lots", "--quota-backend-bytes: "),
     ("--max-object-size", "1Ki", "--max-object-size must be at least 4Ki"),
+    ("--history-bytes", "1Mi", "--history-bytes must be at least 4Mi, got 1Mi"),
+    ("--history-bytes", "much", "--history-bytes: "),
 ])
 def test_server_size_flags_out_of_range_are_one_line(tmp_path, flag, value, message):
     proc = corral("server", "--data-dir", str(tmp_path / "d"), "--address", "127.0.0.1:0", flag, value, check=False)

@@ -206,3 +206,41 @@ async def test_throughput_tests_are_few_at_once_streamed_from_one_buffer_and_bou
 
         async with http.post("/corral/v1/throughput", data=too_much()) as r:
             assert r.status == 413
+
+
+async def test_a_stream_of_large_updates_keeps_history_memory_and_the_store_bounded(tmp_path):
+    """Forty updates of 500 KB to one object (20 MB of versions) with --history-bytes 4Mi: the store
+    is compacted as the history outgrows its bytes (not at the next regular compaction), stays a few
+    MiB, and a watch from before the kept history is told 410 Gone while one from now goes on."""
+    from corral.testing import running_server
+
+    async with running_server(str(tmp_path / "d"), scheduler=False, controllers=False,
+                              history_bytes=4 * 2**20) as server:
+        async with aiohttp.ClientSession(server.url, headers=server.admin.headers(),
+                                         connector=aiohttp.TCPConnector(ssl=server.admin.ssl_context())) as http:
+            event = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "big"}, "message": "", "reason": "R",
+                     "involvedObject": {"kind": "Pod", "name": "x", "namespace": "default"}, "type": "Normal"}
+            async with http.post("/api/v1/namespaces/default/events", json=event) as r:
+                assert r.status == 201, await r.text()
+                first = (await r.json())["metadata"]["resourceVersion"]
+            for i in range(40):
+                async with http.patch("/api/v1/namespaces/default/events/big", json={"message": str(i % 10) * 500_000},
+                                      headers={"Content-Type": "application/merge-patch+json"}) as r:
+                    assert r.status == 200, await r.text()
+                    last = (await r.json())["metadata"]["resourceVersion"]
+            async with asyncio.timeout(5):
+                while server.store.compacted_revision <= int(first):
+                    await asyncio.sleep(0.05)
+            assert server.cache.history_size() <= 4 * 2**20
+            assert server.store.used_bytes < 12 * 2**20  # 20 MB written; kept: the live object and ~2-4 MiB
+            async with http.get("/api/v1/namespaces/default/events",
+                                params={"watch": "1", "resourceVersion": first}) as r:
+                line = json.loads(await r.content.readline())
+                assert line["type"] == "ERROR" and line["object"]["code"] == 410
+            async with http.get("/api/v1/namespaces/default/events",
+                                params={"watch": "1", "resourceVersion": last, "timeoutSeconds": "5"}) as r:
+                async with http.patch("/api/v1/namespaces/default/events/big", json={"message": "small"},
+                                      headers={"Content-Type": "application/merge-patch+json"}) as p:
+                    assert p.status == 200
+                line = json.loads(await r.content.readline())
+                assert line["type"] == "MODIFIED" and line["object"]["message"] == "small"

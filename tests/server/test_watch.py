@@ -209,6 +209,56 @@ async def test_the_event_window_keeps_the_newest_changes_and_refuses_watches_fro
         await store.close()
 
 
+async def test_the_event_window_keeps_a_bounded_size_of_superseded_versions_and_says_where_it_cut(tmp_path):
+    """A large object updated again and again: the window keeps about half its byte limit of the
+    versions it superseded (never past the limit), refuses watches from before them, and tells the
+    server up to which revision it let go."""
+    from corral.api.selectors import parse_field_selector, parse_label_selector
+    from corral.server.cache import CacheWatcher, TooOld, WatchCache
+    from corral.store import open_store
+
+    store = await open_store(f"sqlite://{tmp_path}/bytes.db")
+    cache = WatchCache(store, history_bytes=1_000_000)
+    trims: list[int] = []
+    cache.on_trim.append(trims.append)
+    await cache.start()
+    try:
+        small = (await store.create("/core/pods/default/small", pod("small"))).revision
+        big = pod("big")
+        revisions = []
+        for i in range(30):
+            big["metadata"]["annotations"] = {"blob": str(i % 10) * 100_000}
+            trimmed = len(trims)
+            record = await (store.create if i == 0 else store.update)(
+                "/core/pods/default/big", big, *(() if i == 0 else (revisions[-1],)))
+            revisions.append(record.revision)
+            await cache.wait_fresh(record.revision)
+            assert cache.history_size() <= 1_000_000
+            if len(trims) > trimmed:  # just cut: about half the limit kept, not everything dropped
+                assert 400_000 <= cache.history_size() <= 500_000
+        small_bytes = len((await store.get("/core/pods/default/small")).value)
+        big_bytes = len((await store.get("/core/pods/default/big")).value)
+        assert cache.live_bytes == small_bytes + big_bytes
+        assert trims and trims == sorted(trims) and trims[-1] >= revisions[15]
+        assert 400_000 <= cache.history_size() <= 1_000_000
+
+        def watcher():
+            return CacheWatcher("/core/pods/", None, parse_label_selector(""), parse_field_selector("", ()))
+
+        with pytest.raises(TooOld):
+            cache.watch("/core/pods/", watcher(), small)
+        replay = watcher()
+        cache.watch("/core/pods/", replay, trims[-1])  # from where it cut: served
+        assert len(replay.take()) == revisions[-1] - trims[-1]
+        cache.unwatch("/core/pods/", replay)
+        await store.delete("/core/pods/default/big")
+        await cache.wait_fresh()
+        assert cache.live_bytes == small_bytes
+    finally:
+        await cache.stop()
+        await store.close()
+
+
 async def test_waiting_for_a_revision_the_cache_never_reaches_gives_up_after_the_timeout(server):
     waiting = asyncio.ensure_future(server.cache.wait_fresh(server.cache.revision + 100, timeout=0.05))
     await asyncio.wait({waiting}, timeout=3)

@@ -94,6 +94,10 @@ def cli() -> None:
               help="SQLite store: past this much data, creates and updates get 507 and /readyz fails until "
                    "deletions and compaction (run at once when the store is full) free space; 0: no quota. "
                    "On etcd, etcd's own --quota-backend-bytes applies.")
+@click.option("--history-bytes", "history", default="64Mi", show_default=True, metavar="BYTES",
+              help="History kept for watches to resume from: past the larger of this and the live objects' size "
+                   "in superseded versions, the oldest go (from memory and, compacted, the store), and a watch "
+                   "from before them gets 410 Gone and relists. A quantity: 64Mi, 1Gi.")
 @click.option("--event-ttl", "event_ttl", default=3600.0, show_default=True, metavar="SECONDS",
               type=click.FloatRange(min=1), help="Events older than this are deleted (kube-apiserver's --event-ttl).")
 @click.option("--log-level", default="warning", show_default=True,
@@ -103,7 +107,8 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
            scheduler_config: str | None, grace: float, eviction: float, local_agent: bool,
            leader_elect: bool | None, identity: str, advertise_url: str, lease_seconds: float, renew_deadline: float,
            retry_period: float, tls_sans: tuple[str, ...], write_kubeconfig: bool, audit_log: str, audit_max_mib: int,
-           max_reads: int, max_writes: int, max_object_size: str, quota: str, event_ttl: float,
+           max_reads: int, max_writes: int, max_object_size: str, quota: str, history: str,
+           event_ttl: float,
            log_level: str) -> None:
     """Run the control plane in the foreground: API server, store and scheduler.
 
@@ -136,6 +141,12 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
         raise CliError(f"--quota-backend-bytes: {exc}") from None
     if quota_bytes and quota_bytes < 16 * 2**20:
         raise CliError(f"--quota-backend-bytes must be 0 (none) or at least 16Mi, got {quota}")
+    try:
+        history_bytes = to_units(history)
+    except QuantityError as exc:
+        raise CliError(f"--history-bytes: {exc}") from None
+    if history_bytes < 4 * 2**20:
+        raise CliError(f"--history-bytes must be at least 4Mi, got {history}")
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ServerConfig(data_dir=data_dir or "", store_url=store_url or "", etcd_tls=etcd_tls, address=address,
                           scheduler=run_scheduler, scheduler_config=scheduler_config, node_grace_seconds=grace,
@@ -144,6 +155,7 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
                           retry_period=retry_period, tls_sans=tuple(n for v in tls_sans for n in v.split(",") if n),
                           user_kubeconfig=write_kubeconfig, audit_log=audit_log,
                           audit_log_max_bytes=audit_max_mib * 2**20, max_object_size=object_limit, quota_bytes=quota_bytes, event_ttl=event_ttl,
+                          history_bytes=history_bytes,
                           max_requests_inflight=max_reads, max_mutating_requests_inflight=max_writes)
     try:
         import uvloop

@@ -31,7 +31,7 @@ from corral.aio import cancel_and_wait, wait_for_termination
 from corral.api.defaults import apply_create_defaults, rfc3339
 from corral.api.resources import NODE_LEASE_NAMESPACE, SYSTEM_NAMESPACES, SYSTEM_PRIORITY_CLASSES, by_kind
 from corral.server import errors
-from corral.server.cache import WatchCache
+from corral.server.cache import HISTORY_BYTES, WatchCache
 from corral.agent.throughput import THROUGHPUT_PATH
 from corral.server.discovery import discovery_documents, openapi_documents
 from corral.server.http import MAX_BODY_BYTES, RESOURCE, USER, VERB, add_resource_routes
@@ -79,6 +79,7 @@ class ServerConfig:
     etcd_tls: EtcdTLS | None = None  # how to reach an etcd store over TLS
     address: str = DEFAULT_ADDRESS
     history_revisions: int = 100_000  # store history kept for watches and paged lists
+    history_bytes: int = HISTORY_BYTES  # ... and at most this much of superseded versions (or the live data's size)
     compact_interval: float = 60.0
     event_ttl: float = 3600.0  # Events older than this are deleted (kube-apiserver's --event-ttl)
     sqlite_synchronous: str = "FULL"
@@ -168,7 +169,8 @@ class Server:
         self._own_credentials: Credentials | None = None
         self._asked = RememberedAttributes()  # what each (user, method, path, query) asks, for authz and audit
         self._leader_tasks: list[asyncio.Task] = []
-        self._space_needed = asyncio.Event()  # a write was refused for space: compact now
+        self._space_needed = asyncio.Event()  # a write was refused for space, or history outgrew its bytes: compact now
+        self._trimmed_to = 0  # the watch cache let go of history up to here for its size: so may the store
         self._throughput_running = 0
         self.audit: AuditLog | None = None
 
@@ -199,7 +201,8 @@ class Server:
                 self.audit = AuditLog(path, max_bytes=self.config.audit_log_max_bytes)
             except OSError as exc:
                 raise ValueError(f"cannot open the audit log {path}: {exc.strerror or exc}") from None
-        self.cache = WatchCache(self.store)
+        self.cache = WatchCache(self.store, history_bytes=self.config.history_bytes)
+        self.cache.on_trim.append(self._history_trimmed)
         await self.cache.start()
         self.authn = Authenticator(self.cache.get)
         self.inflight = InflightLimits(reads=self.config.max_requests_inflight,
@@ -378,6 +381,12 @@ class Server:
                 except KeyExists:
                     pass
 
+    def _history_trimmed(self, revision: int) -> None:
+        """The watch cache's history outgrew its bytes (large objects updated often): the store's
+        history up to the same revision goes at once, not at the next regular compaction."""
+        self._trimmed_to = max(self._trimmed_to, revision)
+        self._space_needed.set()
+
     async def _compact_loop(self) -> None:
         """Compact every ``compact_interval``; while the store is full, every second as well,
         keeping only the newest history, so what deletions and superseded updates left behind frees
@@ -396,6 +405,8 @@ class Server:
             try:
                 if self.store.full() is not None:
                     await self.compact(self.store.revision - min(self.config.history_revisions, SPACE_HISTORY))
+                if self._trimmed_to > self.store.compacted_revision:
+                    await self.compact(self._trimmed_to)
                 if loop.time() >= regular:
                     regular = loop.time() + self.config.compact_interval
                     await self.expire_events()

@@ -4,7 +4,11 @@ The cache lists the whole store once, then follows one ``store.watch("/")``. It 
 - the current objects by resource and key (their JSON bytes, ready to send, and the decoded dict for
   selector matching), and
 - a window of recent events, so a client watch from a recent resourceVersion resumes without
-  touching the store; older than the window answers 410 Gone, as Kubernetes does.
+  touching the store; older than the window answers 410 Gone, as Kubernetes does. The window holds
+  at most ``window`` events and, in the versions they superseded, at most the larger of
+  ``history_bytes`` and the live objects' size: a stream of large updates (300 of 1.4 MB to one
+  object) otherwise kept every version, 1.35 MiB of memory each, and the store as many. Trimmed for
+  bytes, it calls ``on_trim(revision)``, and the server compacts the store to the same revision.
 
 Reads are consistent. A client's read first waits until the cache has caught up with the store's
 current revision (:meth:`WatchCache.wait_consistent`): on SQLite that is what this process has
@@ -38,6 +42,7 @@ log = logging.getLogger(__name__)
 MAX_PENDING_LINES = 50_000
 _ADDED = b'{"type":"ADDED","object":'
 RELEASE_AFTER_WATCHES = 256  # this many watches gone (and half of the most open): memory given back
+HISTORY_BYTES = 64 * 2**20  # superseded versions kept for watches, when the live objects take less
 
 
 class TooOld(Exception):
@@ -157,12 +162,18 @@ class CacheWatcher:
 
 
 class WatchCache:
-    def __init__(self, store: Store, *, window: int = 50_000) -> None:
+    def __init__(self, store: Store, *, window: int = 50_000, history_bytes: int = HISTORY_BYTES) -> None:
         self._store = store
         self._window = window
+        self.history_bytes = history_bytes
         self._objects: dict[str, dict[str, Record]] = {}
         self._events: list[_CachedEvent] = []
         self._event_revs: list[int] = []
+        # Bytes of the versions the events superseded, cumulative (one per event) from _bytes_base.
+        self._event_bytes: list[int] = []
+        self._bytes_base = 0
+        self.live_bytes = 0  # the current objects' encoded size
+        self.on_trim: list[Callable[[int], None]] = []  # history trimmed for bytes up to this revision
         self._oldest = 0  # watches from revisions >= this can be served
         self._watchers: dict[str, set[CacheWatcher]] = {}
         self._most_watchers = 0  # the most open at once since memory was last given back
@@ -184,8 +195,9 @@ class WatchCache:
         self._objects = {}
         for record in listing.items:
             self._objects.setdefault(resource_prefix(record.key), {})[record.key] = record
+        self.live_bytes = sum(len(record.value) for record in listing.items)
         self.revision = self._oldest = listing.revision
-        self._events, self._event_revs = [], []
+        self._events, self._event_revs, self._event_bytes, self._bytes_base = [], [], [], 0
         for hook in self.on_reload:
             hook()
         self.ready.set()
@@ -225,14 +237,19 @@ class WatchCache:
             prefix = resource_prefix(record.key)
             objects = self._objects.setdefault(prefix, {})
             old = objects.get(record.key)
+            superseded = len(old.value) if old is not None else 0
             if event.type is EventType.DELETED:
                 objects.pop(record.key, None)
                 cached = _CachedEvent(record.revision, prefix, None, record)
+                superseded = len(record.value)
             else:
                 objects[record.key] = record
                 cached = _CachedEvent(record.revision, prefix, record, old)
+                self.live_bytes += len(record.value)
+            self.live_bytes -= superseded
             self._events.append(cached)
             self._event_revs.append(record.revision)
+            self._event_bytes.append((self._event_bytes[-1] if self._event_bytes else self._bytes_base) + superseded)
             for w in self._watchers.get(prefix, ()):
                 w.offer(cached)
             # Its encoded lines were shared by the watchers just fed; kept for the window they
@@ -247,9 +264,16 @@ class WatchCache:
                 old._obj = None
         self.revision = batch[-1].revision
         if len(self._events) > 2 * self._window:
-            cut = len(self._events) - self._window
-            self._oldest = self._event_revs[cut - 1]
-            del self._events[:cut], self._event_revs[:cut]
+            self._cut(len(self._events) - self._window)
+        if self._event_bytes:
+            limit = max(self.history_bytes, self.live_bytes)
+            if self._event_bytes[-1] - self._bytes_base > limit:
+                # Keep half the limit (not trimming again at the next event): the events after the
+                # first whose cumulative count reaches (total - limit / 2).
+                cut = bisect.bisect_left(self._event_bytes, self._event_bytes[-1] - limit // 2) + 1
+                self._cut(cut)
+                for hook in self.on_trim:
+                    hook(self._oldest)
         if self._waiters:
             ready = [w for w in self._waiters if w[0] <= self.revision]
             self._waiters = [w for w in self._waiters if w[0] > self.revision]
@@ -257,11 +281,21 @@ class WatchCache:
                 if not fut.done():
                     fut.set_result(None)
 
+    def _cut(self, cut: int) -> None:
+        """Drop the first ``cut`` events from the window."""
+        self._oldest = max(self._oldest, self._event_revs[cut - 1])
+        self._bytes_base = self._event_bytes[cut - 1]
+        del self._events[:cut], self._event_revs[:cut], self._event_bytes[:cut]
+
+    def history_size(self) -> int:
+        """Bytes of the versions the window's events superseded (held only for watches)."""
+        return self._event_bytes[-1] - self._bytes_base if self._event_bytes else 0
+
     def forget_before(self, revision: int) -> None:
         """Drop events at or before ``revision`` (after a store compaction)."""
         cut = bisect.bisect_right(self._event_revs, revision)
         if cut:
-            del self._events[:cut], self._event_revs[:cut]
+            self._cut(cut)
         self._oldest = max(self._oldest, revision)
 
     async def wait_fresh(self, revision: int | None = None, timeout: float = 10.0) -> None:
