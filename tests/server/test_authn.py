@@ -277,3 +277,39 @@ def test_a_remembered_token_still_expires_on_time_and_follows_every_change_of_it
     del objects[key]
     now[0] -= dt.timedelta(hours=1)
     assert auth.from_token(header) is None  # revoked
+
+
+async def test_a_request_allowed_before_is_judged_again_once_its_binding_token_or_time_changes(server):
+    """The server remembers what a token was allowed; the same request again must still be refused
+    the moment the binding that allowed it goes, the token is revoked, or it expires."""
+    import asyncio
+
+    binding = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+               "metadata": {"name": "carol-view", "namespace": "default"},
+               "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+               "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "carol"}]}
+    async with server.client() as admin:
+        carol, brief = new_token(), new_token()
+        await admin.create(token_object(carol, user="carol"), raw=True)
+        await admin.create(token_object(brief, user="carol", ttl=dt.timedelta(seconds=2)), raw=True)
+        await admin.create(binding, raw=True)
+        async with with_token(server, str(carol)) as as_carol, with_token(server, str(brief)) as briefly:
+            for _ in range(2):  # the second is answered from what the server remembers
+                await as_carol.list("pods", "default", raw=True)
+                await briefly.list("pods", "default", raw=True)
+            await admin.delete("rolebindings", "carol-view", "default")
+            with pytest.raises(ApiError) as err:
+                await as_carol.list("pods", "default", raw=True)
+            assert err.value.code == 403
+            await admin.create(binding, raw=True)
+            for _ in range(2):  # remembered again, under the bindings as they now are
+                await as_carol.list("pods", "default", raw=True)
+                await briefly.list("pods", "default", raw=True)
+            await admin.delete("tokens", carol.id, raw=True)
+            with pytest.raises(ApiError) as err:
+                await as_carol.list("pods", "default", raw=True)
+            assert err.value.code == 401
+            await asyncio.sleep(2.2)
+            with pytest.raises(ApiError) as err:
+                await briefly.list("pods", "default", raw=True)
+            assert err.value.code == 401

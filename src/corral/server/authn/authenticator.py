@@ -103,6 +103,14 @@ class Authenticator:
         cert = peercert()
         return self.from_certificate(cert) if cert else None
 
+    def holds(self, known: _Verified) -> bool:
+        """Whether a token verified before still stands: its object unchanged, not expired."""
+        return self._get(known.key) is known.record and (known.expires is None or known.expires > self._clock())
+
+    def verified(self, authorization: str) -> _Verified | None:
+        """What :meth:`from_token` remembers of this header (to check again with :meth:`holds`)."""
+        return self._verified.get(authorization)
+
     def from_token(self, authorization: str) -> UserInfo | None:
         known = self._verified.get(authorization)
         if known is not None and self._get(known.key) is known.record:

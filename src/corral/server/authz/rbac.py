@@ -114,10 +114,12 @@ class RBACAuthorizer:
         # What was decided, by everything a decision depends on; cleared with the rules. A client
         # repeats the same few requests: matching them against a role's rules again cost ~7 µs each.
         self._decided: dict[tuple, Decision] = {}
+        self.generation = 0  # counts the changes to RBAC objects: a decision kept elsewhere is as old as this
 
     def invalidate(self) -> None:
         self._rules.clear()
         self._decided.clear()
+        self.generation += 1
 
     def on_store_event(self, event: Any) -> None:
         """A watch cache hook: forget what was gathered once an RBAC object changes."""
