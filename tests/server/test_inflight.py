@@ -1,6 +1,7 @@
-"""Requests in flight: past the limit a user's request is a 429 with Retry-After, at once; the
-cluster's own components (nodes here) have a lane of their own that the flood does not fill; the
-corral client waits as asked and gets through."""
+"""Requests in flight: past the limit a user's request waits its turn in its user's queue (round
+robin between users), and past the queue it is a 429 with Retry-After, at once; the cluster's own
+components (nodes here) have a lane of their own that the flood does not fill; the corral client
+waits as asked and gets through."""
 
 from __future__ import annotations
 
@@ -41,8 +42,9 @@ async def busy_server(tmp_path):
         yield server, Credentials(server.url, server.pki.ca.cert_pem, token=str(token))
 
 
-async def test_a_flood_of_writes_gets_429_with_retry_after_while_a_nodes_writes_go_through(busy_server):
+async def test_a_flood_past_the_users_queue_gets_429_with_retry_after_while_a_nodes_writes_go_through(busy_server):
     server, vera = busy_server
+    server.inflight.queue_per_user = 20
     answers: list[tuple[int, str | None, dict]] = []
 
     async def create(session: aiohttp.ClientSession, i: int) -> None:
@@ -62,6 +64,7 @@ async def test_a_flood_of_writes_gets_429_with_retry_after_while_a_nodes_writes_
     assert {(s["reason"], s["details"]["retryAfterSeconds"]) for _, s in refused} == {("TooManyRequests", 1)}
     created = sum(1 for code, _, _ in answers if code == 201)
     assert created + len(refused) == 60 and server.inflight.refused >= len(refused)
+    assert created >= 21 and server.inflight.queued >= 20  # the one in flight and the twenty that waited
     async with server.client() as admin:  # the node's lease, written in its own lane during the flood
         assert (await admin.get("leases", "n1", "corral-node-lease", raw=True))["spec"]["holderIdentity"] == "n1"
         assert len((await admin.list("pods", "default", raw=True)).items) == created
@@ -69,6 +72,7 @@ async def test_a_flood_of_writes_gets_429_with_retry_after_while_a_nodes_writes_
 
 async def test_the_corral_client_waits_as_asked_and_every_write_gets_through(busy_server):
     server, vera = busy_server
+    server.inflight.queue_per_user = 2  # most are refused at first
     async with Client(credentials=vera) as client:
         await asyncio.gather(*(client.create(pod(f"patient-{i}"), raw=True) for i in range(30)))
     assert server.inflight.refused > 0  # some were refused on the way, and sent again
@@ -133,39 +137,93 @@ async def test_watches_are_capped_per_user_and_a_watch_whose_client_left_is_let_
     assert cache.watcher_count() == before and server.inflight.watches == {}
 
 
-async def test_one_user_holds_at_most_half_the_users_lane_so_another_users_writes_go_through(tmp_path):
+async def two_users(server) -> dict[str, Credentials]:
+    """Tokens for ``vera`` and ``walt``, who may each edit the default namespace."""
+    creds = {}
+    async with server.client() as admin:
+        for name in ("vera", "walt"):
+            token = new_token()
+            await admin.create(token_object(token, user=name), raw=True)
+            await admin.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+                                "metadata": {"name": f"{name}-edit", "namespace": "default"},
+                                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                            "name": "edit"},
+                                "subjects": [{"kind": "User", "name": name}]}, raw=True)
+            creds[name] = Credentials(server.url, server.pki.ca.cert_pem, token=str(token))
+    return creds
+
+
+def session(creds: Credentials, limit: int = 100) -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(creds.server, headers=creds.headers(),
+                                 connector=aiohttp.TCPConnector(ssl=creds.ssl_context(), limit=limit))
+
+
+async def test_a_user_at_half_the_lane_waits_while_another_users_write_goes_through_at_once(tmp_path):
     async with running_server(str(tmp_path / "server"), scheduler=False, max_mutating_requests_inflight=4) as server:
-        creds = {}
-        async with server.client() as admin:
-            for name in ("vera", "walt"):
-                token = new_token()
-                await admin.create(token_object(token, user=name), raw=True)
-                await admin.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-                                    "metadata": {"name": f"{name}-edit", "namespace": "default"},
-                                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
-                                                "name": "edit"},
-                                    "subjects": [{"kind": "User", "name": name}]}, raw=True)
-                creds[name] = Credentials(server.url, server.pki.ca.cert_pem, token=str(token))
+        creds = await two_users(server)
         # As if vera had two writes in flight: half of the four seats, all a user may hold.
-        server.inflight.counts[(False, True)] = 2
-        server.inflight.per_user[(True, "vera")] = 2
-        for name, expected in (("vera", 429), ("walt", 201)):
-            async with aiohttp.ClientSession(server.url, headers=creds[name].headers(),
-                                             connector=aiohttp.TCPConnector(ssl=creds[name].ssl_context())) as s:
-                async with s.post("/api/v1/namespaces/default/pods", json=pod(f"{name}-pod")) as r:
-                    body = await r.json()
-                    assert r.status == expected, body
-        assert body["metadata"]["name"] == "walt-pod"
-        assert server.inflight.per_user == {(True, "vera"): 2}  # walt's seat given back; vera's untouched
-        server.inflight.counts[(False, True)] = 0
-        server.inflight.per_user.clear()
-        async with Client(credentials=creds["vera"]) as vera:  # with her seats back, vera writes again
-            await vera.create(pod("vera-later"), raw=True)
+        limits = server.inflight
+        limits.counts[(False, True)] = 2
+        limits.per_user[(True, "vera")] = 2
+        async with session(creds["vera"]) as vera, session(creds["walt"]) as walt:
+            waiting = asyncio.ensure_future(vera.post("/api/v1/namespaces/default/pods", json=pod("vera-pod")))
+            while not limits.queues[True]:
+                await asyncio.sleep(0.01)
+            async with walt.post("/api/v1/namespaces/default/pods", json=pod("walt-pod")) as r:
+                assert r.status == 201, await r.text()  # a seat at once, though vera waits
+            assert not waiting.done() and limits.per_user == {(True, "vera"): 2}  # walt's seat given back
+            for _ in range(2):  # vera's two writes finish: her waiting one gets a seat
+                limits.leave(((False, True), (True, "vera")))
+            async with await waiting as r:
+                assert r.status == 201, await r.text()
+        assert limits.per_user == {} and limits.counts[(False, True)] == 0 and not limits.queues[True]
+
+
+async def test_seats_go_to_the_waiting_users_in_turn_so_a_few_requests_are_not_stuck_behind_a_flood(tmp_path):
+    """vera has thirty writes waiting when walt sends three: walt's are served between vera's, not
+    after them (first come, first served would put them behind all thirty)."""
+    async with running_server(str(tmp_path / "server"), scheduler=False, max_mutating_requests_inflight=2) as server:
+        creds = await two_users(server)
+        done: list[str] = []
+
+        async def create(http: aiohttp.ClientSession, who: str, i: int) -> None:
+            async with http.post("/api/v1/namespaces/default/pods", json=pod(f"{who}-{i}")) as r:
+                assert r.status == 201, await r.text()
+            done.append(who)
+
+        async with session(creds["vera"]) as vera, session(creds["walt"]) as walt:
+            flood = [asyncio.ensure_future(create(vera, "vera", i)) for i in range(30)]
+            while len(server.inflight.queues[True].get("vera", ())) < 20:  # most of vera's are waiting
+                await asyncio.sleep(0.005)
+            before = len(done)
+            await asyncio.gather(*(create(walt, "walt", i) for i in range(3)))
+            served_meanwhile = done[before:].count("vera")
+            await asyncio.gather(*flood)
+        assert done.count("walt") == 3 and done.count("vera") == 30
+        assert served_meanwhile <= 6, done  # about one of vera's per one of walt's
+        assert server.inflight.queued >= 20
+
+
+async def test_a_request_that_waits_too_long_is_a_429_and_leaves_nothing_behind(busy_server):
+    server, vera = busy_server
+    limits = server.inflight
+    limits.queue_wait = 0.3
+    limits.counts[(False, True)] = 1  # the users' only write seat is taken, and stays so
+    async with session(vera) as http:
+        async with http.post("/api/v1/namespaces/default/pods", json=pod("late")) as r:
+            status = await r.json()
+            assert r.status == 429 and r.headers["Retry-After"] == "1", status
+    assert status["message"] == 'user "vera" waited 0.3 s for the server and was not served; try again later'
+    assert not limits.queues[True] and limits.per_user == {} and limits.counts[(False, True)] == 1
+    limits.counts[(False, True)] = 0
+    async with Client(credentials=vera) as client:
+        assert (await client.list("pods", "default", raw=True)).items == []  # the late one was not written
 
 
 async def test_through_a_flood_of_user_writes_twenty_hollow_nodes_heartbeat_and_stay_ready(tmp_path):
-    """The issue's check: a flood gets 429s while every node's heartbeat goes through (none of the
-    nodes' requests is refused) and no node goes NotReady. Client, nodes and server share one event
+    """The issue's check: a flood fills the users' lane (requests wait in their users' queues) while
+    every node's heartbeat goes through (none of the nodes' requests is refused or waits) and no
+    node goes NotReady. Client, nodes and server share one event
     loop here, so the grace period (10 s) leaves room for the loop itself being busy."""
     from corral.sim.hollow import HollowConfig, HollowNodes
 
@@ -217,7 +275,7 @@ async def test_through_a_flood_of_user_writes_twenty_hollow_nodes_heartbeat_and_
                 while asyncio.get_running_loop().time() - started < 5:  # past the grace period, at least
                     await asyncio.sleep(0.5)
                 observer.cancel()
-                assert codes[429] > 0 and codes[201] > 0, codes
+                assert server.inflight.queued > 100 and codes[201] > 0, (server.inflight.queued, codes)
                 assert set(codes) <= {200, 201, 429}, codes
                 assert not_ready == set(), f"nodes NotReady during the flood: {sorted(not_ready)}"
                 server.audit.flush()

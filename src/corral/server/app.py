@@ -35,7 +35,8 @@ from corral.server.cache import HISTORY_BYTES, WatchCache
 from corral.agent.throughput import THROUGHPUT_PATH
 from corral.server.discovery import discovery_documents, openapi_documents
 from corral.server.http import MAX_BODY_BYTES, RESOURCE, USER, VERB, add_resource_routes
-from corral.server.flowcontrol import DEFAULT_READS, DEFAULT_WRITES, RETRY_AFTER_SECONDS, InflightLimits, TooManyRequests
+from corral.server.flowcontrol import (DEFAULT_READS, DEFAULT_WRITES, RETRY_AFTER_SECONDS, InflightLimits, Queued,
+                                      TooManyRequests)
 from corral.server.admission import Admission
 from corral.server.agents import AgentConnector
 from corral.server.audit import DEFAULT_MAX_BYTES as DEFAULT_AUDIT_MAX_BYTES, AuditLog
@@ -563,7 +564,10 @@ class Server:
             if user is None:  # the public paths: health, version, the CA
                 response = await handler(request)
             else:
-                lane = self.inflight.enter(request, user.name, user.groups)
+                try:
+                    lane = self.inflight.enter(request, user.name, user.groups)
+                except Queued as queued:  # no seat free for this user now: wait for one, in turn
+                    lane = await self.inflight.wait(queued)
                 try:
                     self._authorize_request(request, user)
                     response = await handler(request)
