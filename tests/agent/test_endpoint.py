@@ -12,10 +12,11 @@ import pytest
 
 from corral.agent.agent import Agent, AgentConfig
 from corral.agent.runtimes.process import ProcessRuntime
-from corral.client import Client, NotFound
+from corral.client import ApiError, Client, NotFound
 from corral.pki import AGENT_CLIENT_USER
 from corral.pki.kubeconfig import load_cert_pair
 from corral.testing import running_server
+from corral.testing.builders import PodBuilder
 
 
 @pytest.fixture
@@ -63,6 +64,8 @@ async def test_only_the_api_servers_certificate_is_answered(agent):
     for bad in ("abc", "-1", "9" * 40, "١٢"):  # the last: Arabic-Indic digits, which str.isdigit accepts
         assert await get(logs + bad, as_server) == 400
     assert await get(logs + "10", as_server) == 404  # well-formed: on to the pod, which is not here
+    node.max_log_streams = node.log_streams  # as if every stream it answers at once were open
+    assert await get(logs + "10", as_server) == 429
 
 
 async def test_it_listens_on_the_nodes_address_only(agent):
@@ -87,3 +90,25 @@ async def test_a_node_deleted_while_its_agent_runs_registers_again(agent):
             raise AssertionError("the node did not come back within 5 s")
     assert again["metadata"]["uid"] != before["metadata"]["uid"]
     assert again["status"]["allocatable"] == before["status"]["allocatable"]
+
+
+async def test_a_log_stream_read_to_its_end_gives_its_seat_back(agent):
+    """The endpoint answers at most max_log_streams at once: each answered stream, once read,
+    frees its place, or the node would refuse every log request after the 64th."""
+    server, node = agent
+    pod = PodBuilder("talker").node("n1").obj
+    pod["spec"]["containers"][0]["command"] = ["sh", "-c", "echo hello; sleep 30"]
+    async with server.client() as admin:
+        await admin.create(pod, raw=True)
+        for _ in range(100):
+            try:
+                if b"hello" in await admin.request("GET", "/api/v1/namespaces/default/pods/talker/log"):
+                    break
+            except ApiError:  # not started yet
+                pass
+            await asyncio.sleep(0.1)
+        else:
+            raise AssertionError("no log within 10 s")
+        for _ in range(3):
+            assert b"hello" in await admin.request("GET", "/api/v1/namespaces/default/pods/talker/log")
+    assert node.log_streams == 0

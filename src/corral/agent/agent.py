@@ -40,6 +40,10 @@ __all__ = ["Agent", "AgentConfig"]
 
 log = logging.getLogger(__name__)
 
+# Log requests answered at once (each a stream the API server opened for a user, bounded there per
+# user too); past it, 429 with Retry-After.
+MAX_LOG_STREAMS = 64
+
 
 async def _healthz(request: web.Request) -> web.Response:
     return web.Response(text="ok")
@@ -105,6 +109,8 @@ class Agent:
         self.reporter = StatusReporter(client)
         self._site: web.TCPSite | None = None
         self._runner: web.AppRunner | None = None
+        self.log_streams = 0  # log requests being answered; at most max_log_streams
+        self.max_log_streams = MAX_LOG_STREAMS
         self.port = config.port
         self.throughput: dict[str, str] = {}
         self._recovered: dict[tuple[str, str], Any] = {}  # (pod uid, container) → RecoveredContainer
@@ -344,6 +350,10 @@ class Agent:
         if tail and not (tail.isascii() and tail.isdigit() and len(tail) <= 18):
             return web.json_response({"message": f"tailLines must be a non-negative integer, got {tail[:40]!r}"},
                                      status=400)
+        if self.log_streams >= self.max_log_streams:
+            return web.json_response({"message": f"node {self.config.name} is answering {self.log_streams} log "
+                                                 "requests already; try again later"},
+                                     status=429, headers={"Retry-After": "1"})
         entry = next((p for p in self.pods.values() if p.namespace == ns and p.name == pod), None)
         if entry is None:
             return web.json_response({"message": f'pod "{ns}/{pod}" is not on node {self.config.name}'}, status=404)
@@ -354,10 +364,13 @@ class Agent:
         follow = request.query.get("follow", "").lower() in ("true", "1")
         resp = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8"})
         resp.enable_chunked_encoding()
-        await resp.prepare(request)
+        self.log_streams += 1
         try:
+            await resp.prepare(request)
             async for chunk in self.runtime.logs(entry.uid, container, tail=int(tail) if tail else None, follow=follow):
                 await resp.write(chunk)
         except (ConnectionResetError, asyncio.CancelledError):
             pass
+        finally:
+            self.log_streams -= 1
         return resp
