@@ -54,6 +54,7 @@ async def test_a_container_runs_publishes_its_host_port_logs_and_stops(dockerd, 
     attrs = rt.client.containers.get(ref.id.removeprefix("docker://")).attrs
     assert attrs["HostConfig"]["Memory"] == 32 * 1024 * 1024 and attrs["HostConfig"]["NanoCpus"] == 200_000_000
     assert attrs["Config"]["Labels"]["corral.dev/pod-uid"] == "uid-web-0001"
+    assert ref.image_id == f"docker://{attrs['Image']}" and attrs["Image"].startswith("sha256:")
     # Contained: a process limit, no privilege gained through setuid, Docker's default capabilities only.
     assert attrs["HostConfig"]["PidsLimit"] == 1024 and attrs["HostConfig"]["SecurityOpt"] == ["no-new-privileges"]
     assert not attrs["HostConfig"]["CapAdd"] and not attrs["HostConfig"]["Privileged"]
@@ -130,6 +131,7 @@ spec:
     resources: {{limits: {{memory: 16Mi}}}}
 """)
         wait_for(lambda: phase(kc, "hello") == "Running", what="hello Running")
+        assert pods(kc)["hello"]["status"]["containerStatuses"][0]["imageID"].startswith("docker://sha256:")
         assert wait_for(lambda: "hello from docker" in corral("logs", "hello", kubeconfig=kc).stdout)
         wait_for(lambda: phase(kc, "hog") == "Failed", what="the memory hog to fail")
         assert pods(kc)["hog"]["status"]["reason"] == "OOMKilled"

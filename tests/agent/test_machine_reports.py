@@ -35,10 +35,11 @@ def status(now: int, phase: str, ready: bool, containers: list[dict], start: int
             "startTime": t(start), **extra}
 
 
-def cs(name: str, image: str, state: dict, restarts: int = 0, cid: str = "", last: dict | None = None) -> dict:
+def cs(name: str, image: str, state: dict, restarts: int = 0, cid: str = "", last: dict | None = None,
+       image_id: str = "") -> dict:
     running = "running" in state
-    out = {"name": name, "image": image, "ready": running, "started": running, "restartCount": restarts,
-           "state": state}
+    out = {"name": name, "image": image, "imageID": image_id, "ready": running, "started": running,
+           "restartCount": restarts, "state": state}
     if cid:
         out["containerID"] = cid
     if last:
@@ -58,12 +59,12 @@ def test_a_pods_whole_life_reported_exactly():
         cs("app", "app:1", CREATING), cs("side", "side:2", CREATING)]))]
     assert m.handle(Sync(m.pod, 100.5)) == []  # nothing new: nothing to do
 
-    assert m.handle(Started("app", "docker://a1", 101)) == [
+    assert m.handle(Started("app", "docker://a1", 101, "docker://sha256:aa")) == [
         Emit("Normal", "Started", "Started container app"),
         Report(status(101, "Scheduled", False, [
-            cs("app", "app:1", {"running": {"startedAt": t(101)}}, cid="docker://a1"),
+            cs("app", "app:1", {"running": {"startedAt": t(101)}}, cid="docker://a1", image_id="docker://sha256:aa"),
             cs("side", "side:2", CREATING)]))]
-    running = [cs("app", "app:1", {"running": {"startedAt": t(101)}}, cid="docker://a1"),
+    running = [cs("app", "app:1", {"running": {"startedAt": t(101)}}, cid="docker://a1", image_id="docker://sha256:aa"),
                cs("side", "side:2", {"running": {"startedAt": t(102)}}, cid="docker://s1")]
     assert m.handle(Started("side", "docker://s1", 102)) == [
         Emit("Normal", "Started", "Started container side"), Report(status(102, "Running", True, running))]
@@ -104,7 +105,7 @@ def test_a_pods_whole_life_reported_exactly():
     done = m.handle(Stopped(135))
     assert done == [Report(status(135, "Terminated", False, [
         cs("app", "app:1", {"terminated": {"exitCode": 137, "reason": "Killed", "finishedAt": t(135)}},
-           cid="docker://a1"),
+           cid="docker://a1", image_id="docker://sha256:aa"),
         # side was backing off: it just never runs again; its last failure stays in lastState.
         cs("side", "side:2", {"terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": t(135)}},
            restarts=2, cid="docker://s1", last=pull),

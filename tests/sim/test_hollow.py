@@ -37,6 +37,14 @@ def test_hollow_nodes_register_stay_ready_and_run_pods_through_the_agent_state_m
             return {p["metadata"]["name"]: p["status"].get("phase") for p in items}
 
         wait_for(lambda: set(phases().values()) == {"Running"}, what="all pods Running on hollow nodes")
+        # What they wrote reads through the official client's typed models (which refuse a Node
+        # lacking a required nodeInfo field, or a pod's container status lacking imageID).
+        from kubernetes import client as k8s
+
+        for node in json.loads(corral("get", "nodes", "-o", "json", kubeconfig=kc).stdout)["items"][:3]:
+            assert k8s.V1Node.from_dict(node).status.node_info.kubelet_version == "corral-hollow"
+        for pod in json.loads(corral("get", "pods", "-o", "json", kubeconfig=kc).stdout)["items"][:3]:
+            assert k8s.V1Pod.from_dict(pod).status.container_statuses[0].image_id == ""
         # Each node wrote its Node, its Lease and its pods' statuses as itself, through the node
         # authoriser, and the join token made for them is gone.
         with open(os.path.join(cluster_process.data_dir, "audit.log"), encoding="utf-8") as f:

@@ -284,7 +284,7 @@ class Agent:
         if recovered is not None and recovered.running:
             # Still running from before the agent restarted: adopt it instead of starting another.
             entry.refs[name] = recovered.ref
-            self._feed(entry, m.Started(name, recovered.ref.id, time.time()))
+            self._feed(entry, m.Started(name, recovered.ref.id, time.time(), recovered.ref.image_id))
             self._spawn(entry, self._wait(entry, recovered.ref))
             return
         try:
@@ -293,7 +293,7 @@ class Agent:
             self._feed(entry, m.StartFailed(name, exc.reason, exc.message, time.time()))
             return
         entry.refs[name] = ref
-        self._feed(entry, m.Started(name, ref.id, time.time()))
+        self._feed(entry, m.Started(name, ref.id, time.time(), ref.image_id))
         self._spawn(entry, self._wait(entry, ref))
 
     async def _wait(self, entry: _Pod, ref: ContainerRef) -> None:

@@ -44,6 +44,7 @@ class Started:
     container: str
     container_id: str
     now: float
+    image_id: str = ""  # the runtime's id of the image it ran ("" for the process runtime: no image)
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,6 +148,7 @@ class _Container:
     finished_at: float | None = None
     restart_count: int = 0
     container_id: str = ""
+    image_id: str = ""
     restart_at: float | None = None  # when a backed-off restart is due
     starting: bool = False
     last: dict[str, Any] | None = None  # lastState, as reported
@@ -249,7 +251,7 @@ class PodMachine:
             return []
         c.starting = False
         c.state, c.reason, c.message = "running", "", ""
-        c.container_id, c.started_at, c.exit_code = event.container_id, event.now, None
+        c.container_id, c.image_id, c.started_at, c.exit_code = event.container_id, event.image_id, event.now, None
         actions: list[Action] = [Emit("Normal", "Started", f"Started container {c.name}")]
         if all(x.state == "running" for x in self.containers.values()):
             self.phase, self.reason, self.message = "Running", "", ""
@@ -372,8 +374,11 @@ class PodMachine:
                     state["terminated"]["message"] = c.message
             else:
                 state = {"waiting": {"reason": c.reason, **({"message": c.message} if c.message else {})}}
-            status = {"name": c.name, "image": c.spec.get("image", ""), "ready": c.state == "running",
-                      "started": c.state == "running", "restartCount": c.restart_count, "state": state}
+            # imageID, like name, image, ready and restartCount, is required by clients' schemas (the
+            # official Python client refuses a pod without it): "" until a runtime names one.
+            status = {"name": c.name, "image": c.spec.get("image", ""), "imageID": c.image_id,
+                      "ready": c.state == "running", "started": c.state == "running",
+                      "restartCount": c.restart_count, "state": state}
             if c.container_id:
                 status["containerID"] = c.container_id
             if c.last:

@@ -14,7 +14,45 @@ import corral
 from corral.api.quantity import QuantityError, format_bytes, format_cpu, to_milli, to_units
 
 __all__ = ["default_node_name", "host_capacity", "parse_pairs", "parse_taints", "allocatable", "node_object", "FlagError",
-           "default_address"]
+           "default_address", "system_info", "go_arch"]
+
+
+def go_arch() -> str:
+    """This machine's architecture in Kubernetes' (Go's) words: amd64, arm64, ..."""
+    return {"x86_64": "amd64", "aarch64": "arm64", "armv7l": "arm", "i686": "386"}.get(platform.machine(),
+                                                                                    platform.machine())
+
+
+def _first_line(*paths: str) -> str:
+    for path in paths:
+        try:
+            with open(path, encoding="ascii", errors="replace") as f:
+                return f.readline().strip()
+        except OSError:
+            continue
+    return ""
+
+
+def system_info(runtime_version: str) -> dict[str, str]:
+    """``status.nodeInfo`` with every field clients' schemas require (the official Python client
+    refuses a Node that lacks one), read where the kubelet reads them; "" where this machine has
+    none (no DMI product UUID in many VMs; kube-proxy does not exist here)."""
+    try:
+        os_image = platform.freedesktop_os_release().get("PRETTY_NAME", "")
+    except OSError:
+        os_image = ""
+    return {
+        "machineID": _first_line("/etc/machine-id", "/var/lib/dbus/machine-id"),
+        "systemUUID": _first_line("/sys/class/dmi/id/product_uuid").lower(),
+        "bootID": _first_line("/proc/sys/kernel/random/boot_id"),
+        "kernelVersion": platform.release(),
+        "osImage": os_image or platform.platform(),
+        "containerRuntimeVersion": runtime_version,
+        "kubeletVersion": f"corral-{corral.__version__}",
+        "kubeProxyVersion": "",
+        "operatingSystem": platform.system().lower(),
+        "architecture": go_arch(),
+    }
 
 
 class FlagError(ValueError):
@@ -113,7 +151,7 @@ def node_object(name: str, *, capacity: dict[str, str], reserved: dict[str, str]
         "apiVersion": "v1", "kind": "Node",
         "metadata": {"name": name, "labels": {
             "kubernetes.io/hostname": name, "kubernetes.io/os": platform.system().lower(),
-            "kubernetes.io/arch": {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine()),
+            "kubernetes.io/arch": go_arch(),
             **labels}},
         "spec": {"taints": taints} if taints else {},
         "status": {
@@ -122,8 +160,6 @@ def node_object(name: str, *, capacity: dict[str, str], reserved: dict[str, str]
             "addresses": [{"type": "InternalIP", "address": address or default_address()},
                           {"type": "Hostname", "address": socket.gethostname()}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
-            "nodeInfo": {"kernelVersion": platform.release(), "osImage": platform.platform(),
-                         "operatingSystem": platform.system().lower(), "architecture": platform.machine(),
-                         "containerRuntimeVersion": runtime_version, "kubeletVersion": f"corral-{corral.__version__}"},
+            "nodeInfo": system_info(runtime_version),
         },
     }

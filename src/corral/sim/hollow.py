@@ -34,6 +34,10 @@ __all__ = ["HollowNodes", "HollowConfig"]
 
 log = logging.getLogger(__name__)
 JOIN_TOKEN_TTL = dt.timedelta(hours=1)  # revoked once the nodes have joined; expires anyway if sim dies first
+# A hollow node's status.nodeInfo: every field clients' schemas require, none describing a machine.
+HOLLOW_INFO = {"kernelVersion": "", "osImage": "corral hollow node", "containerRuntimeVersion": "hollow://1",
+               "kubeletVersion": "corral-hollow", "kubeProxyVersion": "", "operatingSystem": "linux",
+               "architecture": "amd64", "bootID": ""}
 
 
 @dataclass(slots=True)
@@ -77,7 +81,7 @@ class HollowNodes:
                 "status": {"capacity": dict(self.config.capacity), "allocatable": dict(self.config.capacity),
                            "conditions": [self._ready(now)],
                            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
-                           "nodeInfo": {"kubeletVersion": "corral-hollow", "containerRuntimeVersion": "hollow://1"}}}
+                           "nodeInfo": {**HOLLOW_INFO, "machineID": name, "systemUUID": name}}}
 
     @staticmethod
     def _ready(now: str) -> dict[str, Any]:

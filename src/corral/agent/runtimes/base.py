@@ -18,6 +18,7 @@ class ContainerRef:
     pod_key: str  # namespace/name
     container: str
     id: str  # runtime-specific: process://PID or docker://ID
+    image_id: str = ""  # docker://sha256:… for the docker runtime; none for the process runtime
 
 
 @dataclass(frozen=True, slots=True)

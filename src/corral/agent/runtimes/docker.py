@@ -30,6 +30,12 @@ LABEL_POD = "corral.dev/pod-name"
 LABEL_CONTAINER = "corral.dev/container"
 
 
+def _image_id(container) -> str:
+    """The image a container runs, as Kubernetes reported Docker's: ``docker://sha256:…``."""
+    image = (getattr(container, "attrs", None) or {}).get("Image") or ""
+    return f"docker://{image}" if image else ""
+
+
 class DockerRuntime:
     name = "docker"
 
@@ -139,7 +145,7 @@ class DockerRuntime:
             if "executable file not found" in message or "no such file or directory" in message:
                 raise StartError("StartError", message) from None
             raise StartError("RunContainerError", message) from None
-        return ContainerRef(uid, key, name, f"docker://{created.id}")
+        return ContainerRef(uid, key, name, f"docker://{created.id}", _image_id(created))
 
     # --- the interface -------------------------------------------------------------------------------
 
@@ -207,7 +213,7 @@ class DockerRuntime:
         for c in self.client.containers.list(all=True, filters={"label": LABEL_UID}):
             labels = c.labels
             ref = ContainerRef(labels.get(LABEL_UID, ""), f"{labels.get(LABEL_NAMESPACE)}/{labels.get(LABEL_POD)}",
-                               labels.get(LABEL_CONTAINER, ""), f"docker://{c.id}")
+                               labels.get(LABEL_CONTAINER, ""), f"docker://{c.id}", _image_id(c))
             found.append(RecoveredContainer(ref, c.status == "running"))
         return found
 
