@@ -5,6 +5,10 @@ the node an agent registered and one without an agent, and the other kinds corra
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 from kubernetes import client as k8s
@@ -62,3 +66,16 @@ def test_every_kind_in_every_state_reads_through_the_clients_typed_models(cluste
         assert k8s.SchedulingV1Api(api).list_priority_class().items
         rbac = k8s.RbacAuthorizationV1Api(api)
         assert rbac.list_cluster_role().items and rbac.list_cluster_role_binding().items
+
+
+def test_kubectl_describe_node_finds_the_nodes_lease(cluster):
+    """kubectl reads a node's Lease from kube-node-lease and its times as MicroTime (six digits of
+    microseconds): before, "Failed to get lease" twice over (namespace, then the time's format)."""
+    kubectl = shutil.which("kubectl", path=os.path.dirname(sys.executable))
+    wait_for(lambda: "node-0" in corral("get", "leases", "-n", "kube-node-lease", kubeconfig=cluster.kubeconfig).stdout,
+             what="the node's lease")
+    out = subprocess.run([kubectl, "--kubeconfig", cluster.kubeconfig, "describe", "node", "node-0"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    lease = out.stdout.split("Lease:", 1)[1].split("\n\n", 1)[0]
+    assert "HolderIdentity:  node-0" in lease and "RenewTime:" in lease and "Failed" not in lease, lease

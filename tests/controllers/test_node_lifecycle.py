@@ -23,7 +23,7 @@ async def cluster(server):
     clock = FakeClock(1_800_000_000.0)
     api = server.api
     await api.create(NODES, None, make_node("n1").heartbeat_at(rfc3339(clock())).obj, OPTS)
-    await api.create(LEASES, "corral-node-lease", lease(clock()), OPTS)
+    await api.create(LEASES, "kube-node-lease", lease(clock()), OPTS)
     pod = make_pod("web").node("n1").obj
     pod["metadata"].pop("uid")
     await api.create(PODS, "default", pod, OPTS)
@@ -33,7 +33,7 @@ async def cluster(server):
 
 def lease(renewed: float) -> dict:
     return {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-            "metadata": {"name": "n1", "namespace": "corral-node-lease"},
+            "metadata": {"name": "n1", "namespace": "kube-node-lease"},
             "spec": {"holderIdentity": "n1", "leaseDurationSeconds": 40, "renewTime": rfc3339(renewed)}}
 
 
@@ -77,7 +77,7 @@ async def test_the_unreachable_taint_is_lifted_when_the_node_heartbeats_again(cl
     await controller.reconcile()
     assert (await state(api))[0]
     clock.advance(10)
-    await api.patch(LEASES, "corral-node-lease", "n1", {"spec": {"renewTime": rfc3339(clock())}}, "merge", OPTS)
+    await api.patch(LEASES, "kube-node-lease", "n1", {"spec": {"renewTime": rfc3339(clock())}}, "merge", OPTS)
     await controller.reconcile()
     assert await state(api) == (False, "n1", "Running")
 
@@ -120,7 +120,7 @@ async def test_marking_a_node_not_ready_writes_the_taint_condition_pod_condition
     assert (await api.current(NODES, None, "n1", consistent=True)).obj["spec"]["taints"] == node["spec"]["taints"]
     assert len(await events_of(api)) == 1
     # Heartbeating again lifts only the unreachable taint.
-    await api.patch(LEASES, "corral-node-lease", "n1", {"spec": {"renewTime": rfc3339(clock())}}, "merge", OPTS)
+    await api.patch(LEASES, "kube-node-lease", "n1", {"spec": {"renewTime": rfc3339(clock())}}, "merge", OPTS)
     await controller.reconcile()
     assert (await api.current(NODES, None, "n1", consistent=True)).obj["spec"]["taints"] == [taint]
 
@@ -165,8 +165,8 @@ async def test_where_the_heartbeat_comes_from(server, lease_renewed, ready_beat,
     await api.create(NODES, None, node, OPTS)
     if lease_renewed is not None:
         lease_obj = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                     "metadata": {"name": "solo", "namespace": "corral-node-lease"}, "spec": {"holderIdentity": "solo"}}
-        await api.create(LEASES, "corral-node-lease", lease_obj, OPTS)
+                     "metadata": {"name": "solo", "namespace": "kube-node-lease"}, "spec": {"holderIdentity": "solo"}}
+        await api.create(LEASES, "kube-node-lease", lease_obj, OPTS)
     created_at = (await api.current(NODES, None, "solo", consistent=True)).obj["metadata"]["creationTimestamp"]
     from corral.scheduler.cache.node_table import parse_timestamp
 

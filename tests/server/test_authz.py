@@ -126,9 +126,9 @@ async def test_a_node_reads_and_writes_only_what_its_own_pods_need(server):
         # What it may do: its own Node, Lease and pods.
         await n1.patch("nodes", "n1", {"status": {"conditions": []}}, subresource="status", raw=True)
         await n1.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                         "metadata": {"name": "n1", "namespace": "corral-node-lease"},
+                         "metadata": {"name": "n1", "namespace": "kube-node-lease"},
                          "spec": {"holderIdentity": "n1"}}, raw=True)
-        await n1.patch("leases", "n1", {"spec": {"leaseDurationSeconds": 40}}, "corral-node-lease", raw=True)
+        await n1.patch("leases", "n1", {"spec": {"leaseDurationSeconds": 40}}, "kube-node-lease", raw=True)
         mine = await n1.list("pods", None, field_selector="spec.nodeName=n1", raw=True)
         assert [p["metadata"]["name"] for p in mine.items] == ["mine"]
         await n1.get("pods", "mine", "default", raw=True)
@@ -138,8 +138,8 @@ async def test_a_node_reads_and_writes_only_what_its_own_pods_need(server):
         await refused(n1.patch("nodes", "n2", {"metadata": {"labels": {"x": "y"}}}, raw=True))
         await refused(n1.create(NodeBuilder("n3").obj, raw=True))
         await refused(n1.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                                 "metadata": {"name": "n2", "namespace": "corral-node-lease"}, "spec": {}}, raw=True))
-        await refused(n1.patch("leases", "n2", {"spec": {}}, "corral-node-lease", raw=True))
+                                 "metadata": {"name": "n2", "namespace": "kube-node-lease"}, "spec": {}}, raw=True))
+        await refused(n1.patch("leases", "n2", {"spec": {}}, "kube-node-lease", raw=True))
         await refused(n1.get("pods", "theirs", "default", raw=True))
         await refused(n1.patch("pods", "theirs", {"status": {"phase": "Failed"}}, "default", subresource="status",
                                raw=True))
@@ -212,7 +212,7 @@ async def test_collection_deletes_only_where_served_and_never_of_what_every_clus
         err = await refused(admin.delete("priorityclasses", "system-node-critical"))
         names = {c["metadata"]["name"] for c in (await admin.list("priorityclasses", raw=True)).items}
         assert names == {"batch", "system-cluster-critical", "system-node-critical"}  # all or nothing
-        await refused(admin.delete("namespaces", "corral-node-lease"))
+        await refused(admin.delete("namespaces", "kube-node-lease"))
         token = (await admin.list("tokens", raw=True)).items[0]["metadata"]["name"]
         await refused(admin.patch("tokens", token, {"spec": {"user": "someone-else"}}, raw=True), 405)
 

@@ -55,7 +55,7 @@ async def test_a_flood_past_the_users_queue_gets_429_with_retry_after_while_a_no
                                      connector=aiohttp.TCPConnector(ssl=vera.ssl_context(), limit=60)) as session:
         async with Client(credentials=server.node_credentials("n1")) as node:
             node_writes = [node.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                                        "metadata": {"name": "n1", "namespace": "corral-node-lease"},
+                                        "metadata": {"name": "n1", "namespace": "kube-node-lease"},
                                         "spec": {"holderIdentity": "n1"}}, raw=True)]
             await asyncio.gather(*(create(session, i) for i in range(60)), *node_writes)
     refused = [(retry, status) for code, retry, status in answers if code == 429]
@@ -66,7 +66,7 @@ async def test_a_flood_past_the_users_queue_gets_429_with_retry_after_while_a_no
     assert created + len(refused) == 60 and server.inflight.refused >= len(refused)
     assert created >= 21 and server.inflight.queued >= 20  # the one in flight and the twenty that waited
     async with server.client() as admin:  # the node's lease, written in its own lane during the flood
-        assert (await admin.get("leases", "n1", "corral-node-lease", raw=True))["spec"]["holderIdentity"] == "n1"
+        assert (await admin.get("leases", "n1", "kube-node-lease", raw=True))["spec"]["holderIdentity"] == "n1"
         assert len((await admin.list("pods", "default", raw=True)).items) == created
 
 
@@ -102,7 +102,7 @@ async def test_a_full_user_lane_leaves_the_clusters_own_lane_free(busy_server):
     server, vera = busy_server
     server.inflight.counts[(False, True)] = 1  # as if one user write were in flight: the users' lane is full
     lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-             "metadata": {"name": "n2", "namespace": "corral-node-lease"}, "spec": {"holderIdentity": "n2"}}
+             "metadata": {"name": "n2", "namespace": "kube-node-lease"}, "spec": {"holderIdentity": "n2"}}
     async with aiohttp.ClientSession(server.url, headers=vera.headers(),
                                      connector=aiohttp.TCPConnector(ssl=vera.ssl_context())) as session:
         async with session.post("/api/v1/namespaces/default/pods", json=pod("waits")) as r:

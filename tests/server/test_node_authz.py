@@ -25,7 +25,7 @@ PODS = {
 
 
 def decide(user=NODE, **attrs):
-    authz = NodeAuthorizer(PODS.get, lease_namespace="corral-node-lease",
+    authz = NodeAuthorizer(PODS.get, lease_namespace="kube-node-lease",
                            non_resource_paths=frozenset({"/version", "/corral/v1/throughput"}))
     decision = authz.authorize(Attributes(user[0], user[1], **attrs))
     return None if decision is None else decision.allowed
@@ -41,9 +41,9 @@ def decide(user=NODE, **attrs):
     pytest.param(dict(verb="update", resource="nodes", name="n2"), None, id="it cannot change another Node"),
     pytest.param(dict(verb="delete", resource="nodes", name="n1"), None, id="it cannot delete even its own Node"),
     pytest.param(dict(verb="list", resource="nodes"), True, id="it reads Nodes"),
-    pytest.param(dict(verb="patch", api_group="coordination.k8s.io", resource="leases", namespace="corral-node-lease",
+    pytest.param(dict(verb="patch", api_group="coordination.k8s.io", resource="leases", namespace="kube-node-lease",
                       name="n1"), True, id="it renews its own Lease"),
-    pytest.param(dict(verb="patch", api_group="coordination.k8s.io", resource="leases", namespace="corral-node-lease",
+    pytest.param(dict(verb="patch", api_group="coordination.k8s.io", resource="leases", namespace="kube-node-lease",
                       name="n2"), None, id="it cannot renew another node's Lease"),
     pytest.param(dict(verb="patch", api_group="coordination.k8s.io", resource="leases", namespace="kube-system",
                       name="corral-control-plane"), None, id="it cannot touch the leader's Lease"),
@@ -94,3 +94,25 @@ def test_only_a_node_name_in_the_nodes_group_is_a_node(user, groups):
 
 def test_a_node_credential_names_its_node():
     assert node_name(*NODE) == "n1"
+
+
+async def test_node_leases_live_in_kube_node_lease_and_old_ones_are_let_go_at_start(tmp_path):
+    """Where kubectl describe node looks for them; a cluster from before keeps no stale heartbeat
+    in corral-node-lease (its agents renew theirs in the new place)."""
+    from corral.client import Client, NotFound
+    from corral.testing import running_server
+
+    lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "spec": {"holderIdentity": "n1"}}
+    async with running_server(str(tmp_path / "d"), scheduler=False, controllers=False) as server:
+        async with server.client() as admin:
+            await admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "corral-node-lease"}},
+                               raw=True)
+            await admin.create({**lease, "metadata": {"name": "n1", "namespace": "corral-node-lease"}}, raw=True)
+    async with running_server(str(tmp_path / "d"), scheduler=False, controllers=False) as server:
+        async with server.client() as admin:
+            with pytest.raises(NotFound):
+                await admin.get("leases", "n1", "corral-node-lease", raw=True)
+            await admin.get("namespaces", "kube-node-lease", raw=True)
+        async with Client(credentials=server.node_credentials("n1")) as n1:
+            await n1.create({**lease, "metadata": {"name": "n1", "namespace": "kube-node-lease"}}, raw=True)
+            await n1.patch("leases", "n1", {"spec": {"leaseDurationSeconds": 40}}, "kube-node-lease", raw=True)

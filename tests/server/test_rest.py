@@ -222,7 +222,7 @@ async def test_a_dry_run_delete_answers_the_object_and_deletes_nothing(c):
     assert err.code == 404
 
 
-@pytest.mark.parametrize("name", ["default", "kube-system", "kube-public", "corral-node-lease"])
+@pytest.mark.parametrize("name", ["default", "kube-system", "kube-public", "kube-node-lease"])
 async def test_the_system_namespaces_cannot_be_deleted(c, name):
     err = await failure(c.delete("namespaces", name))
     assert err.code == 403 and err.message.endswith("this namespace may not be deleted")

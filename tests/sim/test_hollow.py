@@ -23,7 +23,7 @@ def test_hollow_nodes_register_stay_ready_and_run_pods_through_the_agent_state_m
         nodes = json.loads(corral("get", "nodes", "-o", "json", kubeconfig=kc).stdout)["items"]
         assert len(nodes) == 20
         assert {n["metadata"]["labels"]["topology.kubernetes.io/zone"] for n in nodes} == {"zone-1", "zone-2"}
-        leases = json.loads(corral("get", "leases", "-n", "corral-node-lease", "-o", "json", kubeconfig=kc).stdout)["items"]
+        leases = json.loads(corral("get", "leases", "-n", "kube-node-lease", "-o", "json", kubeconfig=kc).stdout)["items"]
         assert len(leases) == 20
         manifest = tmp_path / "pods.json"
         manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from typing import Any
 
-from corral.api.defaults import now_rfc3339
+from corral.api.defaults import now_micro_rfc3339
 from corral.api.resources import NODE_LEASE_NAMESPACE
 from corral.client.rest import ApiError, Client, ConnectionFailed, NotFound
 
@@ -18,7 +18,7 @@ LEASE_NAMESPACE = NODE_LEASE_NAMESPACE
 
 async def renew_lease(client: Client, node: str, *, duration_seconds: int = 40) -> None:
     """Renew ``node``'s Lease (creating it the first time): the heartbeat the control plane watches."""
-    now = now_rfc3339()
+    now = now_micro_rfc3339()
     spec = {"holderIdentity": node, "leaseDurationSeconds": duration_seconds, "renewTime": now}
     try:
         await client.patch("leases", node, {"spec": spec}, LEASE_NAMESPACE, raw=True)

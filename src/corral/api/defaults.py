@@ -16,7 +16,7 @@ from typing import Any
 
 from corral.api.resources import ResourceType
 
-__all__ = ["now_rfc3339", "rfc3339", "apply_create_defaults", "apply_update_defaults", "generate_name", "DEFAULT_SCHEDULER"]
+__all__ = ["now_rfc3339", "now_micro_rfc3339", "rfc3339", "apply_create_defaults", "apply_update_defaults", "generate_name", "DEFAULT_SCHEDULER"]
 
 DEFAULT_SCHEDULER = "default-scheduler"
 DEFAULT_GRACE_SECONDS = 30
@@ -29,6 +29,14 @@ _last_stamp: tuple[int, str] = (0, "")
 def rfc3339(t: float) -> str:
     """``t`` (seconds since the epoch) as Kubernetes writes timestamps."""
     return datetime.fromtimestamp(int(t), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def now_micro_rfc3339(t: float | None = None) -> str:
+    """Kubernetes' MicroTime (a Lease's ``renewTime`` and ``acquireTime``): microseconds, always six
+    digits, which kubectl requires when it reads one (``describe node`` fails on a Lease without)."""
+    t = time.time() if t is None else t
+    second = int(t)
+    return f"{rfc3339(second)[:-1]}.{int((t - second) * 1e6):06d}Z"
 
 
 def now_rfc3339() -> str:

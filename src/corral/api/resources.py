@@ -15,7 +15,8 @@ from corral.api import models
 __all__ = ["ResourceType", "RESOURCES", "by_kind", "by_plural", "lookup", "UnknownResource", "NODE_LEASE_NAMESPACE",
            "SYSTEM_NAMESPACES", "SYSTEM_PRIORITY_CLASSES"]
 
-NODE_LEASE_NAMESPACE = "corral-node-lease"  # where each node's heartbeat Lease lives
+NODE_LEASE_NAMESPACE = "kube-node-lease"  # where each node's heartbeat Lease lives (Kubernetes' name)
+OLD_NODE_LEASE_NAMESPACE = "corral-node-lease"  # where corral kept them before; emptied at start
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", NODE_LEASE_NAMESPACE)  # every cluster has them
 SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
 

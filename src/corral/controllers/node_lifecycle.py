@@ -2,7 +2,7 @@
 
 Every ``interval`` seconds, for every node:
 
-1. its heartbeat is its Lease's ``renewTime`` in ``corral-node-lease`` (or, without a Lease, the
+1. its heartbeat is its Lease's ``renewTime`` in ``kube-node-lease`` (or, without a Lease, the
    Ready condition's ``lastHeartbeatTime``);
 2. older than the grace period (default 40 s): the node becomes NotReady — Ready condition
    ``Unknown``, taint ``node.kubernetes.io/unreachable:NoExecute`` (so nothing new lands there) —

@@ -29,7 +29,8 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from corral.aio import cancel_and_wait, wait_for_termination
 from corral.api.defaults import apply_create_defaults, rfc3339
-from corral.api.resources import NODE_LEASE_NAMESPACE, SYSTEM_NAMESPACES, SYSTEM_PRIORITY_CLASSES, by_kind
+from corral.api.resources import (NODE_LEASE_NAMESPACE, OLD_NODE_LEASE_NAMESPACE, SYSTEM_NAMESPACES,
+                                  SYSTEM_PRIORITY_CLASSES, by_kind)
 from corral.server import errors
 from corral.server.cache import HISTORY_BYTES, WatchCache
 from corral.agent.throughput import THROUGHPUT_PATH
@@ -387,6 +388,15 @@ class Server:
                     await self.store.create(resource.key(None, name), obj)  # type: ignore[union-attr]
                 except KeyExists:
                     pass
+        # Node Leases moved to Kubernetes' kube-node-lease (kubectl describe node looks there). The
+        # old ones are not copied: a copy would be a stale heartbeat until its agent renews it in
+        # the new place; without one, a node is judged by its Ready condition's heartbeat meanwhile.
+        leases = by_kind("Lease")
+        for record in list(self.cache.items(leases.store_prefix, leases.key(OLD_NODE_LEASE_NAMESPACE, ""))):  # type: ignore[union-attr]
+            try:
+                await self.store.delete(record.key, record.revision)  # type: ignore[union-attr]
+            except (KeyNotFound, Conflict):
+                pass
 
     def _history_trimmed(self, revision: int) -> None:
         """The watch cache's history outgrew its bytes (large objects updated often): the store's

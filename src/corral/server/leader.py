@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable
 
-from corral.api.defaults import apply_create_defaults, now_rfc3339
+from corral.api.defaults import apply_create_defaults, now_micro_rfc3339
 from corral.api.resources import by_kind
 from corral.store import Conflict, KeyExists, KeyNotFound, Store, StoreError
 
@@ -195,7 +195,7 @@ class LeaderElector:
     async def _try_acquire_or_renew(self) -> bool:
         """One read and one compare-and-swap write of the Lease; True when we hold it afterwards."""
         self._lost = False
-        now, wall = self._clock(), now_rfc3339()
+        now, wall = self._clock(), now_micro_rfc3339()
         try:
             record = await self.store.get(self.key)
             if record is None:
@@ -257,7 +257,7 @@ class LeaderElector:
             if record is None or (record.obj.get("spec") or {}).get("holderIdentity") != self.identity:
                 return
             spec = {**(record.obj.get("spec") or {}), "holderIdentity": "", "leaseDurationSeconds": 1,
-                    "renewTime": now_rfc3339()}
+                    "renewTime": now_micro_rfc3339()}
             await self.store.update(self.key, {**record.obj, "spec": spec}, record.revision)
         except StoreError as exc:
             log.warning("could not release the leader Lease: %s", exc)
