@@ -262,6 +262,8 @@ class WatchCache:
                 # Superseded: only the event window still holds it. Keep its bytes, let its decoded
                 # dict go (decoded again only if a watcher replaying history needs it).
                 old._obj = None
+            if event.type is EventType.DELETED:
+                record._obj = None  # the same for the last state of what was deleted
         self.revision = batch[-1].revision
         if len(self._events) > 2 * self._window:
             self._cut(len(self._events) - self._window)
