@@ -250,3 +250,11 @@ def test_get_watch_prints_the_table_then_each_change(kubeconfig, manifests):
     finally:
         watcher.kill()
         watcher.wait()
+
+
+def test_a_second_server_on_the_same_data_directory_is_refused_in_one_line(server_process):
+    proc = corral("server", "--data-dir", server_process.data_dir, "--address", "127.0.0.1:0",
+                  "--no-write-kubeconfig", check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"error: another corral server (pid {server_process.proc.pid}) is using ")
+    assert len(proc.stderr.strip().splitlines()) == 1

@@ -99,3 +99,28 @@ async def test_a_store_url_may_be_a_plain_or_home_relative_path_and_other_scheme
         await open_store("postgres://db:5432/corral")
     assert str(refused.value) == "unsupported store 'postgres': use sqlite:///path or etcd://host:port"
     assert not (tmp_path / "postgres:").exists()
+
+
+async def test_one_database_file_serves_one_process_at_a_time(tmp_path):
+    """A second store on the same file (a second server on one data directory) would number
+    revisions on its own and fork the history: refused, naming the holder, until the first closes."""
+    import os
+
+    from corral.store import StoreLocked
+
+    path = str(tmp_path / "one.db")
+    from corral.store.sqlite import SQLiteStore
+
+    first = await SQLiteStore.open(path)
+    try:
+        with pytest.raises(StoreLocked) as refused:
+            await SQLiteStore.open(path)
+        assert f"another corral server (pid {os.getpid()}) is using {path}" in str(refused.value)
+        await first.create("/core/pods/default/a", {"metadata": {"name": "a"}})
+    finally:
+        await first.close()
+    second = await SQLiteStore.open(path)  # released when the first closed (or its process ended)
+    try:
+        assert (await second.get("/core/pods/default/a")) is not None
+    finally:
+        await second.close()

@@ -23,13 +23,14 @@ from corral.store.base import (
     Store,
     StoreError,
     StoreFull,
+    StoreLocked,
     TooLarge,
     Unavailable,
 )
 
 __all__ = [
     "Compacted", "Conflict", "Event", "EventType", "Fenced", "KeyExists", "KeyNotFound", "ListResult",
-    "Record", "Store", "StoreError", "StoreFull", "TooLarge", "Unavailable", "open_store", "DEFAULT_MAX_VALUE_BYTES",
+    "Record", "Store", "StoreError", "StoreFull", "StoreLocked", "TooLarge", "Unavailable", "open_store", "DEFAULT_MAX_VALUE_BYTES",
 ]
 
 

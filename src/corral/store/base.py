@@ -155,6 +155,17 @@ class StoreFull(StoreError):
         self.used, self.quota = used, quota
 
 
+class StoreLocked(StoreError, ValueError):
+    """Another process serves this SQLite file (a ValueError too: the server's command line turns
+    it into one line)."""
+
+    def __init__(self, path: str, holder: str) -> None:
+        super().__init__(f"another corral server (pid {holder}) is using {path}: one SQLite store serves one "
+                         "server (two would each number revisions on their own); stop that one first, or run "
+                         "several servers on etcd (see the README's \"Running three servers\")")
+        self.path, self.holder = path, holder
+
+
 class Unavailable(StoreError):
     """The backend could not be reached (an etcd cluster without quorum, say); the caller may retry.
 

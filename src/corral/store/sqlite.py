@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import fcntl
 import os
 import queue
 import sqlite3
@@ -44,6 +45,7 @@ from corral.store.base import (
     Record,
     StoreError,
     StoreFull,
+    StoreLocked,
     TooLarge,
     prefix_end,
 )
@@ -123,6 +125,7 @@ class SQLiteStore:
         # It is the only writer, so this is authoritative; the unique (key, prev_rev) index still
         # refuses a conflicting write from anywhere else.
         self._latest: dict[str, tuple[int, bool, int]] = {}
+        self._lock_fd = -1  # PATH.lock, held (flock) while this process serves the file
 
     # --- lifecycle -------------------------------------------------------------------------------------
 
@@ -139,6 +142,7 @@ class SQLiteStore:
             # reads it. SQLite gives the -wal and -shm files the database file's mode.
             os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
             os.chmod(self.path, 0o600)
+            self._lock()
         self._loop = asyncio.get_running_loop()
         conn = self._connect()
         conn.executescript(_SCHEMA)
@@ -151,6 +155,22 @@ class SQLiteStore:
         conn.close()
         self._writer = threading.Thread(target=self._write_loop, name="corral-sqlite-writer", daemon=True)
         self._writer.start()
+
+    def _lock(self) -> None:
+        """One process per database file: this one is its only writer (revisions are assigned in
+        memory), so a second server on the same file would fork its history. Refused with
+        :class:`StoreLocked` naming the process that holds it; the kernel releases the lock when
+        that process ends, however it ends."""
+        fd = os.open(self.path + ".lock", os.O_CREAT | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 32).decode("ascii", "replace").strip() or "unknown"
+            os.close(fd)
+            raise StoreLocked(self.path, holder) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        self._lock_fd = fd
 
     def _load_latest(self, conn: sqlite3.Connection) -> None:
         self._latest = {
@@ -183,6 +203,9 @@ class SQLiteStore:
         conn = getattr(self._local, "conn", None)
         if conn is not None:
             conn.close()
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)
+            self._lock_fd = -1
         for w in list(self._watchers):
             w.pending.append(None)
             w.wakeup.set()
