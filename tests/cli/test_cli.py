@@ -66,6 +66,16 @@ def test_apply_creates_then_reports_unchanged_then_configured(kubeconfig, manife
     assert corral("apply", "-f", str(manifests / "pod.yaml"), kubeconfig=kubeconfig).stdout == "pod/web configured\n"
 
 
+def test_apply_creates_a_namespace_and_what_goes_in_it_from_one_file(kubeconfig, tmp_path):
+    """Every document is checked before any is sent, but a namespace the same apply creates is
+    not there to check against yet: what goes in it is judged once it exists."""
+    path = tmp_path / "team.yaml"
+    path.write_text("apiVersion: v1\nkind: Namespace\nmetadata: {name: team}\n---\n"
+                    + POD.replace("name: web\n  labels", "name: web\n  namespace: team\n  labels"))
+    assert corral("apply", "-f", str(path), kubeconfig=kubeconfig).stdout == "namespace/team created\npod/web created\n"
+    assert corral("apply", "-f", str(path), kubeconfig=kubeconfig).stdout == "namespace/team unchanged\npod/web unchanged\n"
+
+
 def test_apply_reads_multi_document_yaml_and_json_from_stdin(kubeconfig):
     out = corral("apply", "-f", "-", kubeconfig=kubeconfig, stdin=POD + "---\n" + NODE).stdout
     assert out.splitlines() == ["pod/web created", "node/node-1 created"]
@@ -175,6 +185,9 @@ def test_a_wrong_token_is_refused_with_one_line_naming_the_kubeconfig(server_pro
                      "document 1 (Pod web): spec.containers[0].image", id="a wrong type names the field path"),
         pytest.param(POD.replace("name: web\n  labels", "name: " + "a" * 300 + "\n  labels"),
                      "metadata.name: Too long", id="an over-long name is refused"),
+        pytest.param(POD + "---\n" + POD.replace("name: web", "name: second").replace("cpu: 100m", "cpu: lots"),
+                     'document 2 (Pod second): spec.containers[0].resources.requests[cpu]: Invalid value: "lots"',
+                     id="a document the server refuses leaves the documents before it unsent"),
         pytest.param(POD + "---\na: &a [x, x, x, x, x, x, x, x, x, x]\n"
                      + "".join(f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(6)),
                      "document 2: a YAML document of more than 200000 nodes", id="a YAML alias bomb is refused unexpanded"),

@@ -195,39 +195,67 @@ async def apply(files: tuple[str, ...], namespace: str | None, server: str | Non
     from corral.cli.manifests import load_manifests
     from corral.client.rest import ApiError, NotFound
 
-    manifests = load_manifests(list(files))
-    params = {"dryRun": "All"} if dry_run else None
-    suffix = " (server dry run)" if dry_run else ""
-    failed = 0
-    async with _client(server) as client:
-        for m in manifests:
-            resource = by_kind(m.obj["kind"])
-            name = m.obj["metadata"]["name"]
-            ns = (namespace or m.obj["metadata"].get("namespace") or "default") if resource.namespaced else None
-            if resource.namespaced:
-                m.obj["metadata"]["namespace"] = ns
-            try:
-                try:
-                    live = await client.get(resource, name, ns, raw=True)
-                except NotFound:
-                    await client.create(m.obj, ns, params=params)
-                    verb = "created"
-                else:
-                    patch = {k: v for k, v in m.obj.items() if k != "status"}
-                    after = await client.request(
-                        "PATCH", resource.item_path(ns, name), body=patch,
-                        content_type="application/merge-patch+json", params=params)
-                    import msgspec
+    import msgspec
 
-                    new_rv = msgspec.json.decode(after)["metadata"].get("resourceVersion")
-                    verb = "unchanged" if new_rv == live["metadata"].get("resourceVersion") else "configured"
+    manifests = load_manifests(list(files))
+    suffix = " (server dry run)" if dry_run else ""
+
+    async def send(client, m, params) -> str:
+        resource = by_kind(m.obj["kind"])
+        name, ns = m.obj["metadata"]["name"], m.obj["metadata"].get("namespace")
+        try:
+            live = await client.get(resource, name, ns, raw=True)
+        except NotFound:
+            await client.create(m.obj, ns, params=params)
+            return "created"
+        patch = {k: v for k, v in m.obj.items() if k != "status"}
+        after = await client.request("PATCH", resource.item_path(ns, name), body=patch,
+                                     content_type="application/merge-patch+json", params=params)
+        new_rv = msgspec.json.decode(after)["metadata"].get("resourceVersion")
+        return "unchanged" if new_rv == live["metadata"].get("resourceVersion") else "configured"
+
+    def refused(m, exc) -> None:
+        what = f"{m.where} ({m.obj['kind']} {m.obj['metadata']['name']})"
+        click.echo(f"error: {format_api_error(exc, what)}", err=True)
+
+    for m in manifests:
+        resource = by_kind(m.obj["kind"])
+        if resource.namespaced:
+            m.obj["metadata"]["namespace"] = namespace or m.obj["metadata"].get("namespace") or "default"
+    async with _client(server) as client:
+        # Every document is checked by the server (a dry run: validation, admission, rights)
+        # before any is sent, so a bad document 2 does not leave document 1 applied alone.
+        failed = 0
+        made_here: set[str] = set()  # namespaces an earlier document creates
+        for m in manifests:
+            try:
+                verb = await send(client, m, {"dryRun": "All"})
             except ApiError as exc:
+                ns = m.obj["metadata"].get("namespace")
+                if exc.code == 404 and ns in made_here and f'namespaces "{ns}" not found' in exc.message:
+                    continue  # its namespace comes with this apply: the server judges it once that exists
                 failed += 1
-                click.echo(f"error: {format_api_error(exc, f'{m.where} ({resource.kind} {name})')}", err=True)
+                refused(m, exc)
+                continue
+            finally:
+                if m.obj["kind"] == "Namespace":
+                    made_here.add(m.obj["metadata"]["name"])
+            if dry_run:
+                for w in client.warnings:
+                    click.echo(f"Warning: {m.where}: {w}", err=True)
+                click.echo(f"{_display(by_kind(m.obj['kind']), m.obj['metadata']['name'])} {verb}{suffix}")
+        if failed or dry_run:  # a refused document: one line each, and none of the others sent
+            raise SystemExit(1 if failed else 0)
+        for m in manifests:
+            try:
+                verb = await send(client, m, None)
+            except ApiError as exc:  # changed since the check (another client): said, and the rest go on
+                failed += 1
+                refused(m, exc)
                 continue
             for w in client.warnings:
                 click.echo(f"Warning: {m.where}: {w}", err=True)
-            click.echo(f"{_display(resource, name)} {verb}{suffix}")
+            click.echo(f"{_display(by_kind(m.obj['kind']), m.obj['metadata']['name'])} {verb}")
     if failed:
         raise SystemExit(1)
 
