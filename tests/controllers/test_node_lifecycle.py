@@ -170,9 +170,10 @@ async def test_where_the_heartbeat_comes_from(server, lease_renewed, ready_beat,
     created_at = (await api.current(NODES, None, "solo", consistent=True)).obj["metadata"]["creationTimestamp"]
     from corral.scheduler.cache.node_table import parse_timestamp
 
-    clock = FakeClock(parse_timestamp(created_at) if ready_beat is None else clock())
+    at = parse_timestamp(created_at) if ready_beat is None else clock()
+    clock = FakeClock(at - 1000)  # a controller running long before: judged by the heartbeat alone
     controller = NodeLifecycleController(api, grace_seconds=GRACE, eviction_seconds=EVICTION, clock=clock)
-    clock.advance(GRACE - 1)
+    clock.advance(1000 + GRACE - 1)
     await controller.reconcile()
     node = (await api.current(NODES, None, "solo", consistent=True)).obj
     tainted = any(t["key"] == UNREACHABLE_TAINT for t in node["spec"].get("taints") or ())
@@ -258,8 +259,10 @@ async def test_a_node_that_never_reported_a_heartbeat_gets_no_invented_one(serve
     created = (await server.api.current(NODES, None, "mute", consistent=True)).obj["metadata"]["creationTimestamp"]
     from corral.scheduler.cache.node_table import parse_timestamp
 
-    clock = FakeClock(parse_timestamp(created) + GRACE + 1)
-    await NodeLifecycleController(server.api, clock=clock).reconcile()
+    clock = FakeClock(parse_timestamp(created) - 1000)
+    controller = NodeLifecycleController(server.api, clock=clock)
+    clock.advance(1000 + GRACE + 1)
+    await controller.reconcile()
     (ready,) = (await server.api.current(NODES, None, "mute", consistent=True)).obj["status"]["conditions"]
     assert ready["status"] == "Unknown" and "lastHeartbeatTime" not in ready
 
@@ -284,3 +287,32 @@ async def test_eviction_goes_on_past_a_pod_that_was_being_deleted(cluster):
 
 async def test_a_controller_never_started_stops_cleanly(server):
     await NodeLifecycleController(server.api).stop()
+
+
+async def test_after_a_restart_past_the_grace_period_nodes_get_a_full_grace_period_to_beat_again(server):
+    """The server was down for ten minutes: every lease is ten minutes old when it comes back. Its
+    controller judges from its own start (as kube-controller-manager does from when it first sees a
+    node), so the agents have a grace period to reach it; one that does not is then NotReady."""
+    from corral.api.defaults import now_micro_rfc3339
+
+    clock = FakeClock(1_800_000_000.0)
+    for name in ("back", "gone"):
+        await server.api.create(NODES, None, make_node(name).obj, OPTS)
+        await server.api.create(LEASES, "kube-node-lease", {
+            "apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name},
+            "spec": {"holderIdentity": name, "renewTime": now_micro_rfc3339(clock() - 600)}}, OPTS)
+    controller = NodeLifecycleController(server.api, grace_seconds=GRACE, eviction_seconds=EVICTION, clock=clock)
+
+    async def tainted() -> set[str]:
+        await controller.reconcile()
+        nodes = [r.obj for r in server.api.cache.items(NODES.store_prefix)]
+        return {n["metadata"]["name"] for n in nodes
+                if any(t["key"] == UNREACHABLE_TAINT for t in n["spec"].get("taints") or ())}
+
+    assert await tainted() == set()  # just started: no node judged on its old lease
+    clock.advance(GRACE - 1)
+    await server.api.patch(LEASES, "kube-node-lease", "back", {"spec": {"renewTime": now_micro_rfc3339(clock())}},
+                           "merge", OPTS)  # its agent reached the server again
+    assert await tainted() == set()
+    clock.advance(2)
+    assert await tainted() == {"gone"}  # a full grace period from the start, and no heartbeat

@@ -3,7 +3,7 @@
 Every ``interval`` seconds, for every node:
 
 1. its heartbeat is its Lease's ``renewTime`` in ``kube-node-lease`` (or, without a Lease, the
-   Ready condition's ``lastHeartbeatTime``);
+   Ready condition's ``lastHeartbeatTime``), but never earlier than the controller's start;
 2. older than the grace period (default 40 s): the node becomes NotReady — Ready condition
    ``Unknown``, taint ``node.kubernetes.io/unreachable:NoExecute`` (so nothing new lands there) —
    and each of its pods gets a ``NotReadyAt`` condition and an event;
@@ -47,6 +47,12 @@ class NodeLifecycleController(PeriodicController):
         self.eviction = eviction_seconds
         self.interval = interval
         self.clock = clock
+        # A node is judged from when this controller began (its server started, or took the lead)
+        # at the earliest, as kube-controller-manager judges from when it first saw the node: after
+        # a server was down past the grace period, every lease is old, and the agents need a
+        # heartbeat's time to reach it again; judged by the leases alone, every node went NotReady
+        # at once on restart.
+        self.started = clock()
         self._opts = WriteOptions(warn=False)
         self._nodes, self._pods, self._events = by_kind("Node"), by_kind("Pod"), by_kind("Event")
 
@@ -69,7 +75,7 @@ class NodeLifecycleController(PeriodicController):
         for record in list(self.api.cache.items(self._nodes.store_prefix)):
             node = record.obj
             taint = next((t for t in (node.get("spec") or {}).get("taints") or () if t.get("key") == UNREACHABLE_TAINT), None)
-            silent_for = now - self._heartbeat(node)
+            silent_for = now - max(self._heartbeat(node), self.started)
             if silent_for > self.grace:
                 if taint is None:
                     await self._mark_not_ready(node, silent_for)
