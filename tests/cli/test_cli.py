@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import textwrap
@@ -271,3 +272,30 @@ def test_a_second_server_on_the_same_data_directory_is_refused_in_one_line(serve
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"error: another corral server (pid {server_process.proc.pid}) is using ")
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_sim_on_a_taken_port_is_one_line_and_without_address_takes_a_free_one(tmp_path):
+    with socket.socket() as other:
+        other.bind(("127.0.0.1", 0))
+        other.listen()
+        port = other.getsockname()[1]
+        proc = corral("sim", "--nodes", "1", "--address", f"127.0.0.1:{port}", check=False)
+        assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert proc.stderr.startswith(f"error: cannot serve on 127.0.0.1:{port}: ") and "--address" in proc.stderr
+        with socket.socket() as default:
+            default.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # past any TIME_WAIT of earlier tests
+            try:
+                default.bind(("127.0.0.1", 7443))
+                default.listen()
+            except OSError:
+                pass  # someone else listens there: taken all the same
+            sim = subprocess.Popen([CORRAL, "sim", "--nodes", "1"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, env=child_env())
+            try:
+                line = sim.stdout.readline()
+                assert line.startswith("corral server (in-process) listening on https://127.0.0.1:"), \
+                    line + sim.stderr.read() if sim.poll() is not None else line
+                assert ":7443" not in line
+            finally:
+                sim.terminate()
+                sim.wait(15)

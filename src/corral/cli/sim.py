@@ -15,8 +15,9 @@ __all__ = ["sim"]
               help="A running server to join, or several separated by commas (default: start one in this "
                    "process, on --address).")
 @kubeconfig_option
-@click.option("--address", default="127.0.0.1:7443", show_default=True, metavar="HOST:PORT",
-              help="Where the in-process server listens when no --server is given.")
+@click.option("--address", default=None, metavar="HOST:PORT",
+              help="Where the in-process server listens when no --server is given [default: 127.0.0.1:7443, or "
+                   "a free port if that one is taken].")
 @click.option("--prefix", default="hollow", show_default=True, help="Node names are PREFIX-0, PREFIX-1, ...")
 @click.option("--capacity", default="cpu=4,memory=32Gi,pods=110", show_default=True, metavar="R=Q,...",
               help="Each node's capacity (and allocatable).")
@@ -65,8 +66,18 @@ async def sim(count, server, address, prefix, capacity, zones, labels, taints, r
         from corral.server.app import Server, ServerConfig, tune_gc_for_server
 
         data = tempfile.TemporaryDirectory(prefix="corral-sim-")
-        embedded = Server(ServerConfig(data_dir=data.name, address=address, user_kubeconfig=False))
-        await embedded.start()
+        # The default port taken (a corral server already runs here): any free one, said below.
+        for listen in ((address,) if address else ("127.0.0.1:7443", "127.0.0.1:0")):
+            embedded = Server(ServerConfig(data_dir=data.name, address=listen, user_kubeconfig=False))
+            try:
+                await embedded.start()
+                break
+            except OSError as exc:
+                await embedded.stop()
+                if address or listen.endswith(":0"):
+                    data.cleanup()
+                    raise CliError(f"cannot serve on {listen}: {exc.strerror or exc}; choose another --address "
+                                   "(HOST:0 for any free port)") from None
         tune_gc_for_server()
         click.echo(f"corral server (in-process) listening on {embedded.url}; admin kubeconfig: "
                    f"{embedded.pki.admin_kubeconfig} (removed when sim stops)")
