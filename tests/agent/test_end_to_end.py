@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -44,11 +45,18 @@ def running_processes(marker: str) -> int:
     return len(out.split())
 
 
+@contextlib.contextmanager
+def local_cluster(tmp_path, agents: int):
+    """A LocalCluster under ``tmp_path`` once every agent has registered its node."""
+    with LocalCluster(str(tmp_path / "cluster"), agents=agents) as c:
+        wait_for(lambda: len(json.loads(corral("get", "nodes", "-o", "json", kubeconfig=c.kubeconfig).stdout)["items"])
+                 == agents, what=f"{agents} nodes")
+        yield c
+
+
 @pytest.fixture
 def cluster(tmp_path):
-    with LocalCluster(str(tmp_path / "cluster"), agents=3) as c:
-        wait_for(lambda: len(json.loads(corral("get", "nodes", "-o", "json", kubeconfig=c.kubeconfig).stdout)["items"]) == 3,
-                 what="three nodes")
+    with local_cluster(tmp_path, 3) as c:
         yield c
 
 

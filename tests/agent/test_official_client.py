@@ -14,16 +14,14 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from corral.testing.cluster import LocalCluster, wait_for
-from tests.agent.test_end_to_end import apply, phase, pod_yaml, pods
+from corral.testing.cluster import wait_for
+from tests.agent.test_end_to_end import apply, local_cluster, phase, pod_yaml, pods
 from tests.cli.test_cli import corral
 
 
 @pytest.fixture
 def cluster(tmp_path):
-    with LocalCluster(str(tmp_path / "cluster"), agents=1) as c:
-        wait_for(lambda: len(json.loads(corral("get", "nodes", "-o", "json", kubeconfig=c.kubeconfig).stdout)["items"]) == 1,
-                 what="the node")
+    with local_cluster(tmp_path, 1) as c:
         yield c
 
 

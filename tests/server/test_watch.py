@@ -140,7 +140,7 @@ async def test_a_watch_a_client_leaves_is_no_longer_counted_or_fed(server, c):
 
 def test_a_watcher_is_closed_only_once_more_lines_wait_than_it_may_hold(monkeypatch):
     from corral.api.selectors import parse_field_selector, parse_label_selector
-    from corral.server import cache as cache_module
+    from corral.server.watch import cache as cache_module
     from corral.store.base import Record
 
     monkeypatch.setattr(cache_module, "MAX_PENDING_LINES", 3)
@@ -157,7 +157,7 @@ def test_a_watcher_is_closed_only_once_more_lines_wait_than_it_may_hold(monkeypa
 
 def test_a_watch_sends_its_initial_objects_then_the_changes_in_order_a_chunk_at_a_time():
     from corral.api.selectors import parse_field_selector, parse_label_selector
-    from corral.server import cache as cache_module
+    from corral.server.watch import cache as cache_module
     from corral.store.base import Record
 
     def record(name: str, revision: int) -> Record:
@@ -178,7 +178,7 @@ def test_a_watch_sends_its_initial_objects_then_the_changes_in_order_a_chunk_at_
 
 
 async def test_the_event_window_keeps_the_newest_changes_and_refuses_watches_from_before_them(tmp_path):
-    from corral.server.cache import CacheWatcher, TooOld, WatchCache
+    from corral.server.watch import CacheWatcher, TooOld, WatchCache
     from corral.api.selectors import parse_field_selector, parse_label_selector
     from corral.store import open_store
 
@@ -214,7 +214,7 @@ async def test_the_event_window_keeps_a_bounded_size_of_superseded_versions_and_
     versions it superseded (never past the limit), refuses watches from before them, and tells the
     server up to which revision it let go."""
     from corral.api.selectors import parse_field_selector, parse_label_selector
-    from corral.server.cache import CacheWatcher, TooOld, WatchCache
+    from corral.server.watch import CacheWatcher, TooOld, WatchCache
     from corral.store import open_store
 
     store = await open_store(f"sqlite://{tmp_path}/bytes.db")
@@ -270,7 +270,7 @@ async def test_waiting_for_a_revision_the_cache_never_reaches_gives_up_after_the
 async def test_a_watcher_that_never_reads_is_dropped_while_the_others_keep_receiving(server, monkeypatch):
     from urllib.parse import urlsplit
 
-    from corral.server import cache as cache_module
+    from corral.server.watch import cache as cache_module
     from corral.server import http as http_module
 
     monkeypatch.setattr(cache_module, "MAX_PENDING_LINES", 200)

@@ -32,7 +32,7 @@ from corral.api.defaults import apply_create_defaults, rfc3339
 from corral.api.resources import (NODE_LEASE_NAMESPACE, OLD_NODE_LEASE_NAMESPACE, SYSTEM_NAMESPACES,
                                   SYSTEM_PRIORITY_CLASSES, by_kind)
 from corral.server import errors
-from corral.server.cache import HISTORY_BYTES, WatchCache
+from corral.server.watch import HISTORY_BYTES, WatchCache
 from corral.agent.throughput import THROUGHPUT_PATH
 from corral.server.discovery import discovery_documents, openapi_documents
 from corral.server.http import MAX_BODY_BYTES, RESOURCE, USER, VERB, add_resource_routes

@@ -24,7 +24,7 @@ from corral.api.validation import MAX_GRACE_SECONDS
 from corral.server import errors
 from corral.server.agents import AgentConnector
 from corral.server.authz.review import Reviews
-from corral.server.cache import CacheWatcher, TooOld
+from corral.server.watch import CacheWatcher, TooOld
 from corral.server.flowcontrol import InflightLimits
 from corral.server.params import FALSE_WORDS, TRUE_WORDS
 from corral.server.rest import ListOptions, Reply, ResourceAPI, WriteOptions

@@ -26,7 +26,7 @@ from corral.api.patch import PatchError, json_patch, merge_patch, strategic_merg
 from corral.api.resources import SYSTEM_NAMESPACES, SYSTEM_PRIORITY_CLASSES, ResourceType, by_kind
 from corral.api.selectors import FieldSelector, LabelSelector
 from corral.server import errors
-from corral.server.cache import WatchCache
+from corral.server.watch import WatchCache
 from corral.store.base import Compacted, Conflict, KeyExists, KeyNotFound, Record, Store
 
 __all__ = ["ResourceAPI", "Reply", "ListOptions", "WriteOptions"]
