@@ -58,6 +58,22 @@ def test_the_list_and_a_bad_name_are_answered_clearly():
     assert bad.returncode == 1 and "has no size '9Nodes'" in bad.stderr
 
 
+def test_the_table_shows_throughput_percentiles_only_for_runs_long_enough_to_have_them(capsys):
+    """Percentiles of one-second samples from a run under 5 s were the one sample there was."""
+    out = corral("bench", "SchedulingBasic/500Nodes", "--small").stdout
+    row = next(line for line in out.splitlines() if line.startswith("throughput (pods/s)"))
+    assert row.split()[-3:] == ["—", "—", "—"] and "throughput percentiles need a measurement of 5 s" in out
+    from corral.cli.bench import _print_table
+
+    result = json.loads(corral("bench", "SchedulingBasic/500Nodes", "--small", "-o", "json").stdout)
+    result["measureSeconds"] = 12.0  # as a long run reports
+    result["throughput"].update(p50=101.0, p90=202.0, p99=303.0)
+    _print_table(result)
+    printed = capsys.readouterr().out
+    row = next(line for line in printed.splitlines() if line.startswith("throughput (pods/s)"))
+    assert row.split()[-3:] == ["101.0", "202.0", "303.0"] and "need a measurement" not in printed
+
+
 def test_throughput_over_time_can_be_drawn_to_a_png(tmp_path):
     path = tmp_path / "throughput.png"
     out = corral("bench", "SchedulingBasic/500Nodes", "--small", "--plot", str(path)).stdout

@@ -9,6 +9,8 @@ import click
 
 from corral.cli.common import CliError, kubeconfig_option, run
 
+MIN_SAMPLE_SECONDS = 5  # one-second throughput samples needed before their percentiles mean anything
+
 __all__ = ["bench"]
 
 
@@ -43,12 +45,20 @@ def _print_table(d: dict) -> None:
     t, a, e, p = d["throughput"], d["attemptLatencyMs"], d["e2eLatencyMs"], d["placement"]
     click.echo(f"{d['workload']} ({d['mode']}{', small' if d['small'] else ''}): {d['boundPods']}/{d['measuredPods']} "
                f"measured pods bound on {d['nodes']} nodes in {d['measureSeconds']} s\n")
+    # Throughput's percentiles are over one-second samples: from a run of a few seconds they are the
+    # one or two samples there are (a 0.2 s run printed p50 = p99 = the pod count), so only the
+    # average is shown below MIN_SAMPLE_SECONDS.
+    seconds = int(d["measureSeconds"])  # the full seconds sampled
+    spread = [f"{t['p50']}", f"{t['p90']}", f"{t['p99']}"] if seconds >= MIN_SAMPLE_SECONDS else ["—"] * 3
     rows = [
-        ["throughput (pods/s)", f"{t['average']}", f"{t['p50']}", f"{t['p90']}", f"{t['p99']}"],
+        ["throughput (pods/s)", f"{t['average']}", *spread],
         ["attempt latency (ms)", "", f"{a['p50']}", f"{a['p90']}", f"{a['p99']}"],
         ["create→bound latency (ms)", "", f"{e['p50']}", f"{e['p90']}", f"{e['p99']}"],
     ]
     print_table(["MEASURE", "AVERAGE", "P50", "P90", "P99"], rows, out=sys.stdout)
+    if seconds < MIN_SAMPLE_SECONDS:
+        click.echo(f"(throughput percentiles need a measurement of {MIN_SAMPLE_SECONDS} s or more; "
+                   f"this one took {d['measureSeconds']} s: a larger size gives them)")
     click.echo(f"\npeak RSS {d['peakRssBytes'] / 2**20:.0f} MiB; overcommitted nodes {d['overcommittedNodes']}; "
                f"nodes used {p['nodesUsed']}; pods per node min {p['podsPerNodeMin']} max {p['podsPerNodeMax']} "
                f"stdev {p['podsPerNodeStdev']}")
