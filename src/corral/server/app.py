@@ -533,14 +533,11 @@ class Server:
         attributes = request[ATTRIBUTES] = self._asked(user.name, user.groups, request.method, path,
                                                        request.query_string, lambda: request.query)
         if MASTERS_GROUP not in user.groups:  # else allowed everything, as kube-apiserver's privileged group
-            if node_name(user.name, user.groups) is not None:
-                decision = self.authorize(attributes)  # the node authoriser looks at objects: never remembered
-                if not decision.allowed:
-                    raise forbidden(attributes, decision.reason)
-                return
-            decision = self.rbac.authorize(attributes)  # type: ignore[union-attr]
+            decision = self.authorize(attributes)
             if not decision.allowed:
                 raise forbidden(attributes, decision.reason)
+            if node_name(user.name, user.groups) is not None:
+                return  # the node authoriser looks at objects (where a pod is bound): never remembered
         header = request.headers.get("Authorization")
         verified = self.authn.verified(header) if header else None  # type: ignore[union-attr]
         if verified is not None and verified.user is user:
