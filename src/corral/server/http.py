@@ -21,7 +21,7 @@ from corral.api.decoding import DecodeError, decode_json, decode_yaml
 from corral.api.resources import ResourceType, by_plural
 from corral.api.selectors import SelectorError, parse_field_selector, parse_label_selector
 from corral.api.validation import MAX_GRACE_SECONDS
-from corral.server import errors
+from corral.server import errors, tables
 from corral.server.agents import AgentConnector
 from corral.server.authz.review import Reviews
 from corral.server.watch import CacheWatcher, TooOld
@@ -255,6 +255,11 @@ def respond(reply: Reply) -> web.Response:
     return resp
 
 
+def _rendering(request: web.Request, *, listing: bool) -> tables.Rendering | None:
+    """The Table or metadata-only rendering the client's Accept header asks for (None: the object)."""
+    return tables.negotiate(request.headers.get("Accept", ""), request.query.get("includeObject"), listing=listing)
+
+
 def _verb(request: web.Request, resource: ResourceType, verb: str) -> None:
     """Record what the request does (for the metrics) and refuse what the resource does not serve."""
     request[VERB] = verb
@@ -289,7 +294,11 @@ class ResourceRoutes:
                     with self.inflight.watching(request[USER].name):
                         return await self.watch(request, t)
                 _verb(request, res, "list")
-                return respond(await api.list(res, t.namespace, _list_options(request, res)))
+                rendering = _rendering(request, listing=True)
+                reply = await api.list(res, t.namespace, _list_options(request, res))
+                if rendering is not None:
+                    reply.body = tables.render_list(res, reply.body, rendering)
+                return respond(reply)
             if method == "POST":
                 _verb(request, res, "create")
                 body = await self.read_body(request)
@@ -326,7 +335,11 @@ class ResourceRoutes:
                                           _write_options(request)))
         if method == "GET":
             _verb(request, res, "get")
-            return respond(await api.get(res, t.namespace, t.name))
+            rendering = _rendering(request, listing=False)
+            reply = await api.get(res, t.namespace, t.name)
+            if rendering is not None:
+                reply.body = tables.render_object(res, reply.body, rendering)
+            return respond(reply)
         if method == "PUT":
             _verb(request, res, "update")
             return respond(await api.update(res, t.namespace, t.name, await self.read_body(request),
@@ -369,6 +382,8 @@ class ResourceRoutes:
         from_revision = int(rv_raw) if rv_raw not in ("", "0") else None
         timeout = float(_int_param(request, "timeoutSeconds") or DEFAULT_WATCH_TIMEOUT)
         bookmarks = _flag(request, "allowWatchBookmarks")
+        rendering = _rendering(request, listing=False)
+        first = True  # a Table's column definitions go with the first event only
         prefix = f"{res.store_prefix}{t.namespace}/" if res.namespaced and t.namespace else res.store_prefix
         watcher = CacheWatcher(prefix, opts.fields.exact("metadata.name"), opts.labels, opts.fields)
         cache = self.api.cache
@@ -404,6 +419,10 @@ class ResourceRoutes:
                 if transport is None or transport.is_closing():
                     break  # the client left (aiohttp does not cancel the handler): let its buffer go
                 lines = watcher.take(WATCH_CHUNK_BYTES)
+                if lines and rendering is not None:
+                    lines = [tables.render_watch_event(res, line, rendering, first=first and i == 0)
+                             for i, line in enumerate(lines)]
+                    first = False
                 if lines:
                     try:
                         await asyncio.wait_for(resp.write(b"".join(lines)), WATCH_WRITE_SECONDS)
@@ -414,7 +433,11 @@ class ResourceRoutes:
                 elif bookmarks and time.monotonic() >= next_bookmark:
                     mark = {"kind": res.kind, "apiVersion": res.api_version,
                             "metadata": {"resourceVersion": str(max(watcher.last_revision, cache.revision))}}
-                    await resp.write(b'{"type":"BOOKMARK","object":' + _encode(mark) + b"}\n")
+                    line = b'{"type":"BOOKMARK","object":' + _encode(mark) + b"}\n"
+                    if rendering is not None:
+                        line = tables.render_watch_event(res, line, rendering, first=first)
+                        first = False
+                    await resp.write(line)
                 if time.monotonic() >= next_bookmark:
                     next_bookmark = time.monotonic() + BOOKMARK_INTERVAL
         except (ConnectionResetError, asyncio.CancelledError):

@@ -25,6 +25,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from corral import GIT_VERSION
 from corral.agent import machine as m
 from corral.agent.reporting import StatusReporter, renew_lease
 from corral.api.defaults import now_rfc3339
@@ -36,7 +37,7 @@ log = logging.getLogger(__name__)
 JOIN_TOKEN_TTL = dt.timedelta(hours=1)  # revoked once the nodes have joined; expires anyway if sim dies first
 # A hollow node's status.nodeInfo: every field clients' schemas require, none describing a machine.
 HOLLOW_INFO = {"kernelVersion": "", "osImage": "corral hollow node", "containerRuntimeVersion": "hollow://1",
-               "kubeletVersion": "corral-hollow", "kubeProxyVersion": "", "operatingSystem": "linux",
+               "kubeletVersion": GIT_VERSION, "kubeProxyVersion": "", "operatingSystem": "linux",
                "architecture": "amd64", "bootID": ""}
 
 
