@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from corral.api import printing
-from corral.api.printing import human_duration, node_roles, node_status, pod_ready, pod_restarts, pod_status
+from corral.api.kubectl import printing
+from corral.api.kubectl.printing import human_duration, node_roles, node_status, pod_ready, pod_restarts, pod_status
 
 NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z
 

@@ -51,3 +51,30 @@ def test_a_non_resource_review_and_a_rules_review():
 def test_bad_bodies_are_refused_with_a_reason(body, message):
     with pytest.raises(ProtobufError, match=message):
         decode_object(body)
+
+
+# kubectl create namespace team-a (kubectl v1.37.1), byte for byte from its -v=9 log
+CREATE_NAMESPACE = bytes.fromhex(
+    "6b 38 73 00 0a 0f 0a 02 76 31 12 09 4e 61 6d 65 73 70 61 63 65 12 1e 0a 16 0a 06 74 65 61 6d 2d"
+    "61 12 00 1a 00 22 00 2a 00 32 00 38 00 42 00 12 00 1a 02 0a 00 1a 00 22 00")
+
+
+def test_a_namespace_from_kubectl_create_reads_as_its_json_would():
+    obj = decode_object(CREATE_NAMESPACE)
+    assert (obj["apiVersion"], obj["kind"], obj["metadata"]["name"]) == ("v1", "Namespace", "team-a")
+
+
+def _field(number: int, payload: bytes) -> bytes:
+    return bytes([number << 3 | 2, len(payload)]) + payload
+
+
+def test_an_eviction_and_delete_options_carry_grace_preconditions_and_dry_run():
+    options = (b"\x08\x1e" + _field(2, _field(2, b"42")) + _field(4, b"Foreground") + _field(5, b"All"))
+    eviction = _unknown(b"policy/v1", b"Eviction", _field(1, _field(1, b"web") + _field(3, b"default"))
+                        + _field(2, options))
+    obj = decode_object(eviction)
+    assert obj["metadata"] == {"name": "web", "namespace": "default"}
+    assert obj["deleteOptions"] == {"gracePeriodSeconds": 30, "preconditions": {"resourceVersion": "42"},
+                                    "propagationPolicy": "Foreground", "dryRun": ["All"]}
+    negative = _unknown(b"meta.k8s.io/v1", b"DeleteOptions", b"\x08" + b"\xff" * 9 + b"\x01")
+    assert decode_object(negative)["gracePeriodSeconds"] == -1  # int64 as two's complement: refused later, as a 400

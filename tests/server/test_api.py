@@ -65,15 +65,31 @@ async def test_unknown_paths_kinds_and_namespaces_are_not_found(http):
         assert r.status == 404 and 'namespaces "missing" not found' in (await r.json())["message"]
 
 
-async def test_fields_corral_does_not_act_on_are_kept_with_a_warning_and_strict_rejects_them(http):
+async def test_fields_corral_does_not_act_on_are_kept_with_a_warning_and_strict_refuses_only_misspelt_ones(http):
+    """kubectl sends fieldValidation=Strict by default: a Kubernetes field corral does not act on
+    (a probe) is kept with a warning, as before; a field Kubernetes does not have either is refused,
+    as Kubernetes refuses it, each named with its path."""
     obj = pod("extra")
     obj["spec"]["containers"][0]["livenessProbe"] = {"exec": {"command": ["true"]}}
     async with http.post("/api/v1/namespaces/default/pods?fieldValidation=Strict", json=obj) as r:
-        assert r.status == 400 and "spec.containers[0].livenessProbe" in (await r.json())["message"]
-    async with http.post("/api/v1/namespaces/default/pods", json=obj) as r:
-        assert r.status == 201
-        assert any("livenessProbe" in w for w in r.headers.getall("Warning"))
+        assert r.status == 201, await r.text()
+        assert any("spec.containers[0].livenessProbe" in w and "does not act on it" in w
+                   for w in r.headers.getall("Warning"))
         assert (await r.json())["spec"]["containers"][0]["livenessProbe"] == {"exec": {"command": ["true"]}}
+    typo = pod("typo")
+    typo["spec"]["containers"][0]["livenessProbe"] = {"exec": {"comand": ["true"]}}
+    typo["spec"]["nodeSelecter"] = {"zone": "a"}
+    async with http.post("/api/v1/namespaces/default/pods?fieldValidation=Strict", json=typo) as r:
+        assert r.status == 400
+        message = (await r.json())["message"]
+        assert "strict decoding error" in message and 'unknown field "spec.nodeSelecter"' in message
+        assert 'unknown field "spec.containers[0].livenessProbe.exec.comand"' in message
+    assert await pod_count(http) == 1
+    async with http.post("/api/v1/namespaces/default/pods", json=typo) as r:
+        assert r.status == 201
+        warnings = r.headers.getall("Warning")
+        assert any("unknown field 'spec.nodeSelecter'" in w for w in warnings)  # quotes become ' in a header
+        assert any("spec.containers[0].livenessProbe" in w and "does not act" in w for w in warnings)
 
 
 async def test_update_is_compare_and_swap_and_a_no_op_update_writes_nothing(server):

@@ -737,7 +737,7 @@ async def test_warnings_about_unknown_fields_come_back_from_every_kind_of_put(se
     await send(http, "POST", PODS, pod("warned"))
     _, got = await send(http, "GET", f"{PODS}/warned")
     odd = {**got, "bogus": 1}
-    warning = '299 - "unknown field \'bogus\': corral keeps it as written but does not act on it"'
+    warning = '299 - "unknown field \'bogus\': Kubernetes has no such field (misspelt?); kept as written"'
 
     async def put(path: str, body: dict, **params) -> tuple[int, list[str]]:
         async with http.put(path, data=json.dumps(body), params=params,
@@ -753,8 +753,8 @@ async def test_warnings_about_unknown_fields_come_back_from_every_kind_of_put(se
     _, ending = await send(http, "DELETE", f"{PODS}/ending")
     ending["status"] = {"phase": "Terminated", "bogus": 1}
     code, warnings = await put(f"{PODS}/ending/status", ending)
-    assert code == 200 and warnings == ['299 - "unknown field \'status.bogus\': corral keeps it as written but '
-                                        'does not act on it"']
+    assert code == 200 and warnings == ['299 - "unknown field \'status.bogus\': Kubernetes has no such field '
+                                        '(misspelt?); kept as written"']
     assert (await send(http, "GET", f"{PODS}/ending"))[0] == 404
 
 

@@ -33,6 +33,17 @@ class ProtobufError(ValueError):
 _OBJECT_META: Schema = {
     1: ("name", "string"), 2: ("generateName", "string"), 3: ("namespace", "string"), 5: ("uid", "string"),
     6: ("resourceVersion", "string"), 11: ("labels", ("map",)), 12: ("annotations", ("map",)),
+    14: ("finalizers", ("repeated", "string")),
+}
+# k8s.io/apimachinery meta/v1 DeleteOptions and Preconditions
+_DELETE_OPTIONS: Schema = {
+    1: ("gracePeriodSeconds", "int"), 2: ("preconditions", {1: ("uid", "string"), 2: ("resourceVersion", "string")}),
+    3: ("orphanDependents", "bool"), 4: ("propagationPolicy", "string"), 5: ("dryRun", ("repeated", "string")),
+}
+# k8s.io/api core/v1 ObjectReference
+_OBJECT_REFERENCE: Schema = {
+    1: ("kind", "string"), 2: ("namespace", "string"), 3: ("name", "string"), 4: ("uid", "string"),
+    5: ("apiVersion", "string"), 6: ("resourceVersion", "string"), 7: ("fieldPath", "string"),
 }
 _RESOURCE_ATTRIBUTES: Schema = {
     1: ("namespace", "string"), 2: ("verb", "string"), 3: ("group", "string"), 4: ("version", "string"),
@@ -50,6 +61,13 @@ SCHEMAS: dict[tuple[str, str], Schema] = {
         1: ("metadata", _OBJECT_META),
         2: ("spec", {1: ("namespace", "string")}),
     },
+    # kubectl create namespace
+    ("v1", "Namespace"): {1: ("metadata", _OBJECT_META), 2: ("spec", {1: ("finalizers", ("repeated", "string"))})},
+    ("v1", "Binding"): {1: ("metadata", _OBJECT_META), 2: ("target", _OBJECT_REFERENCE)},
+    # kubectl drain: an eviction per pod, or a delete with these options
+    ("policy/v1", "Eviction"): {1: ("metadata", _OBJECT_META), 2: ("deleteOptions", _DELETE_OPTIONS)},
+    ("meta.k8s.io/v1", "DeleteOptions"): _DELETE_OPTIONS,
+    ("v1", "DeleteOptions"): _DELETE_OPTIONS,
 }
 
 _UNKNOWN: Schema = {1: ("typeMeta", {1: ("apiVersion", "string"), 2: ("kind", "string")}), 2: ("raw", "bytes"),
@@ -105,7 +123,9 @@ def _scalar(kind: str, wire: int, value: Any) -> Any:
             raise ProtobufError("a string is not valid UTF-8") from None
     if wire != 0:
         raise ProtobufError(f"expected a varint {kind}")
-    return bool(value) if kind == "bool" else value
+    if kind == "bool":
+        return bool(value)
+    return value - (1 << 64) if value >= 1 << 63 else value  # int64: two's complement
 
 
 def _message(buf: bytes, schema: Schema, depth: int) -> dict[str, Any]:

@@ -1,7 +1,7 @@
 """Tables and documents for the terminal: kubectl's columns, rich's layout, YAML and JSON.
 
 Objects are plain dicts as the server returned them, so every field the user wrote is shown.
-Statuses, readiness, restarts and ages come from :mod:`corral.api.printing`, the functions behind
+Statuses, readiness, restarts and ages come from :mod:`corral.api.kubectl.printing`, the functions behind
 the server's tables, so ``corral get`` and ``kubectl get`` never disagree; corral adds a few columns
 of its own (a node's allocatable cpu and memory, its measured download).
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 from typing import Any, Callable, Iterable
 
-from corral.api.printing import age, node_status, pod_ready, pod_restarts, pod_status
+from corral.api.kubectl.printing import age, node_status, pod_ready, pod_restarts, pod_status
 from corral.api.quantity import QuantityError, format_bytes, format_cpu, to_milli, to_units
 from corral.api.resources import ResourceType
 

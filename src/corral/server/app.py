@@ -481,8 +481,13 @@ class Server:
             body = openapi.get(request.path.rstrip("/"))
             if body is None:
                 raise errors.ApiError(404, "NotFound", f"no OpenAPI document at {request.path}")
+            accept = request.headers.get("Accept", "")
+            if accept and not any(t in accept for t in ("application/json", "*/*", "application/*")):
+                raise errors.ApiError(406, "NotAcceptable",
+                                      f"the OpenAPI documents are served as application/json only; asked for {accept!r}")
             return web.Response(body=body, content_type="application/json")
 
+        app.router.add_get("/openapi/v2", openapi_handler)
         app.router.add_get("/openapi/v3", openapi_handler)
         app.router.add_get(r"/openapi/v3/{tail:.+}", openapi_handler)
         for path in ("/healthz", "/livez"):

@@ -14,6 +14,7 @@ import corral
 from corral import GIT_VERSION, KUBERNETES_VERSION
 from corral.agent.node_info import go_arch
 from corral.api import models
+from corral.api.kubectl.descriptions import DESCRIPTIONS
 from corral.api.resources import RESOURCES, ResourceType, groups
 
 __all__ = ["discovery_documents", "openapi_documents", "KUBERNETES_VERSION"]  # KUBERNETES_VERSION: from corral
@@ -94,7 +95,43 @@ def _list_schema(r: ResourceType, ref: str) -> dict[str, Any]:
         "items": {"type": "array", "items": {"$ref": ref}}}}
 
 
+_WRITE_PARAMS = [
+    {"name": "dryRun", "in": "query", "schema": {"type": "string", "enum": ["All"]},
+     "description": "All: validate and admit the request, and answer as if it were done, but store nothing."},
+    {"name": "fieldManager", "in": "query", "schema": {"type": "string"},
+     "description": "The name of the actor making the change (accepted; corral does not track managed fields)."},
+    {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "enum": ["Ignore", "Warn", "Strict"]},
+     "description": "What to do with fields corral does not know or act on: Ignore them, Warn (the default: "
+                    "a Warning header per field) or Strict (refuse the request with 400, naming each field)."},
+]
+
+
+def _gvk(r: ResourceType, kind: str | None = None) -> dict[str, str]:
+    return {"group": r.group, "version": r.version, "kind": kind or r.kind}
+
+
 def _operations(r: ResourceType, ref: str) -> dict[str, Any]:
+    paths = _plain_operations(r, ref)
+    # kubectl finds a kind's operations by these extensions: it sends fieldValidation (and leaves
+    # validation to the server) only when the kind's PATCH lists it; without them it looked for
+    # /openapi/v2 and `kubectl apply` failed with "failed to download openapi".
+    actions = {"get": "get", "post": "post", "put": "put", "patch": "patch", "delete": "delete"}
+    for path, item in paths.items():
+        for method, op in item.items():
+            action = actions[method]
+            if method == "get" and op["operationId"].startswith("list"):
+                action = "list"
+            elif method == "delete" and op["operationId"].startswith("deleteCollection"):
+                action = "deletecollection"
+            kind = "Binding" if path.endswith("/binding") else r.kind
+            op["x-kubernetes-action"] = action
+            op["x-kubernetes-group-version-kind"] = _gvk(r, kind)
+            if method in ("post", "put", "patch"):
+                op["parameters"] = op["parameters"] + _WRITE_PARAMS
+    return paths
+
+
+def _plain_operations(r: ResourceType, ref: str) -> dict[str, Any]:
     ns = [{"name": "namespace", "in": "path", "required": True, "schema": {"type": "string"}}]
     name = [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}]
     list_params = [
@@ -165,13 +202,70 @@ def _operations(r: ResourceType, ref: str) -> dict[str, Any]:
     return paths
 
 
-def openapi_documents() -> dict[str, bytes]:
-    """``/openapi/v3`` (the index) and one OpenAPI 3.0 document per group-version."""
+_STANDARD = {
+    "apiVersion": "The versioned schema of this representation of an object, as group/version (v1 for the "
+                  "core group).",
+    "kind": "The kind of object this is, in CamelCase; the server infers it from the endpoint a client "
+            "writes to, and refuses a body of another kind.",
+    "metadata": "Standard object metadata: name, namespace, labels, annotations, and what the server keeps "
+                "(uid, resourceVersion, creationTimestamp).",
+    "spec": "What the object's owner wants: the desired state.",
+    "status": "What the system observed most recently: written by corral's components, read-only to others.",
+}
+
+
+def _nullable_to_openapi3(node: Any) -> Any:
+    """msgspec's JSON schema as OpenAPI 3.0 readers (kubectl explain, its validation, schemathesis)
+    take it: ``anyOf: [X, {type: null}]`` becomes X with ``nullable: true`` (a reference wrapped in
+    ``allOf``, as Kubernetes writes it, since siblings of ``$ref`` are ignored), and empty
+    ``required`` lists and ``default: null`` go."""
+    if isinstance(node, list):
+        return [_nullable_to_openapi3(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    node = {k: _nullable_to_openapi3(v) for k, v in node.items()}
+    alts = node.get("anyOf")
+    if isinstance(alts, list) and len(alts) == 2 and {"type": "null"} in alts:
+        other = next(a for a in alts if a != {"type": "null"})
+        del node["anyOf"]
+        node.pop("default", None)
+        node.update({"allOf": [other]} if "$ref" in other else other)
+        node["nullable"] = True
+    if node.get("required") == []:
+        del node["required"]
+    return node
+
+
+def _components() -> dict[str, Any]:
     types = [r.model for r in RESOURCES] + [models.Status, models.DeleteOptions]
     _, components = msgspec.json.schema_components(types, ref_template="#/components/schemas/{name}")
+    components = _nullable_to_openapi3(components)
+    for name, schema in components.items():  # what kubectl explain prints
+        if name in DESCRIPTIONS:
+            schema["description"] = DESCRIPTIONS[name]
+        for field_name, prop in schema.get("properties", {}).items():
+            text = DESCRIPTIONS.get(f"{name}.{field_name}")
+            if text:
+                prop["description"] = text
     for r in RESOURCES:
+        schema = components[r.model.__name__]
+        schema.setdefault("x-kubernetes-group-version-kind", []).append(_gvk(r))
+        for field_name, text in _STANDARD.items():
+            prop = schema.get("properties", {}).get(field_name)
+            if prop is not None:
+                prop.setdefault("description", text)
+                if field_name == "kind":
+                    prop.update({"type": "string"})
+                    prop.pop("enum", None)
         if "list" in r.verbs:
             components[r.list_kind] = _list_schema(r, f"#/components/schemas/{r.model.__name__}")
+            components[r.list_kind]["x-kubernetes-group-version-kind"] = [_gvk(r, r.list_kind)]
+    return components
+
+
+def openapi_documents() -> dict[str, bytes]:
+    """``/openapi/v3`` (the index) and one OpenAPI 3.0 document per group-version."""
+    components = _components()
     index: dict[str, Any] = {"paths": {}}
     docs: dict[str, bytes] = {}
     by_gv: dict[str, list[ResourceType]] = {}
@@ -187,4 +281,52 @@ def openapi_documents() -> dict[str, bytes]:
         docs[f"/openapi/v3/{gv}"] = _encode(doc)
         index["paths"][gv] = {"serverRelativeURL": f"/openapi/v3/{gv}"}
     docs["/openapi/v3"] = _encode(index)
+    docs["/openapi/v2"] = _encode(_swagger2(components))
     return docs
+
+
+def _v2_refs(node: Any) -> Any:
+    """A v3 schema as Swagger 2.0 writes it: references into #/definitions, nullable as x-nullable."""
+    if isinstance(node, list):
+        return [_v2_refs(n) for n in node]
+    if not isinstance(node, dict):
+        return node
+    out = {}
+    for k, v in node.items():
+        if k == "$ref":
+            out[k] = v.replace("#/components/schemas/", "#/definitions/")
+        elif k == "nullable":
+            out["x-nullable"] = v
+        else:
+            out[k] = _v2_refs(v)
+    return out
+
+
+def _swagger2(components: dict[str, Any]) -> dict[str, Any]:
+    """``/openapi/v2``: every group-version in one Swagger 2.0 document, for clients that read only it
+    (JSON; kubectl reads v3 and asks v2 only of servers without it)."""
+    paths: dict[str, Any] = {}
+    for r in RESOURCES:
+        for path, item in _operations(r, f"#/components/schemas/{r.model.__name__}").items():
+            paths[path] = {method: _swagger2_operation(op) for method, op in item.items()}
+    return {"swagger": "2.0", "info": {"title": "corral", "version": corral.__version__},
+            "consumes": ["application/json", "application/yaml"], "produces": ["application/json"],
+            "paths": _v2_refs(paths), "definitions": _v2_refs(components)}
+
+
+def _swagger2_operation(op: dict[str, Any]) -> dict[str, Any]:
+    out = {k: v for k, v in op.items() if k not in ("parameters", "requestBody", "responses")}
+    params = [{**{k: v for k, v in p.items() if k != "schema"}, **p.get("schema", {})} for p in op["parameters"]]
+    body = op.get("requestBody")
+    if body is not None:
+        content = body["content"]
+        schema = (content.get("application/json") or next(iter(content.values())))["schema"]
+        params.append({"name": "body", "in": "body", "required": True, "schema": schema})
+        if "application/json" not in content:
+            out["consumes"] = list(content)
+    out["parameters"] = params
+    out["responses"] = {
+        code: {"description": answer.get("description", ""),
+               **({"schema": next(iter(answer["content"].values()))["schema"]} if answer.get("content") else {})}
+        for code, answer in op["responses"].items()}
+    return out

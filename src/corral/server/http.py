@@ -158,10 +158,13 @@ def _grace(seconds: int | None) -> int | None:
     return seconds
 
 
-def _delete_options(raw: bytes) -> dict[str, Any]:
-    """A DeleteOptions body, its fields' types checked (a wrong one is a 400, never a 500)."""
+def _delete_options(raw: bytes, content_type: str = "application/json") -> dict[str, Any]:
+    """A DeleteOptions body (JSON, or protobuf as kubectl's typed clients send it), its fields'
+    types checked (a wrong one is a 400, never a 500)."""
     try:
-        opts = decode_json(raw)
+        opts = protobuf.decode_object(raw) if content_type == protobuf.CONTENT_TYPE else decode_json(raw)
+    except protobuf.ProtobufError as exc:
+        raise errors.ApiError(415, "UnsupportedMediaType", f"the protobuf DeleteOptions cannot be read: {exc}") from None
     except DecodeError as exc:
         raise errors.bad_request(f"the DeleteOptions body is {exc}") from None
     if not isinstance(opts, dict):
@@ -364,7 +367,7 @@ class ResourceRoutes:
             if request.can_read_body:
                 raw = await request.read()
                 if raw.strip():
-                    opts = _delete_options(raw)
+                    opts = _delete_options(raw, request.content_type)
                     if opts.get("gracePeriodSeconds") is not None and grace is None:
                         grace = _grace(opts["gracePeriodSeconds"])
                     pre = opts.get("preconditions") or {}

@@ -24,6 +24,7 @@ from corral.api import validation
 from corral.api.defaults import apply_create_defaults, apply_update_defaults, now_rfc3339
 from corral.api.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from corral.api.resources import SYSTEM_NAMESPACES, SYSTEM_PRIORITY_CLASSES, ResourceType, by_kind
+from corral.api.kubectl.fields import kubernetes_unknown_fields
 from corral.api.selectors import FieldSelector, LabelSelector
 from corral.server import errors
 from corral.server.watch import WatchCache
@@ -61,6 +62,11 @@ class WriteOptions:
     warn: bool = True  # fieldValidation=Ignore turns warnings off
     dry_run: bool = False
     user: Any = None  # the client's UserInfo: its writes pass admission (the server's own do not)
+
+
+def _within(path: str, roots: list[str]) -> bool:
+    """Whether ``path`` is one of ``roots`` or inside one (``a.b[0].c`` is inside ``a.b``)."""
+    return any(path == r or path.startswith((r + ".", r + "[")) for r in roots)
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -241,12 +247,22 @@ class ResourceAPI:
         if causes:
             raise errors.invalid(resource, name if isinstance(name, str) else None, causes)
         unknown = validation.unknown_fields(resource, obj)
-        if unknown and opts.strict:
-            listed = ", ".join(f'unknown field "{u}"' for u in unknown)
-            raise errors.bad_request(f"strict decoding error: {listed}")
+        if not unknown:
+            return []
+        # Of the fields corral does not model, those Kubernetes does not have either are misspelt:
+        # refused under Strict (what kubectl asks by default), as Kubernetes refuses them. The rest
+        # are Kubernetes fields corral keeps without acting on them: a warning, never a refusal.
+        k8s_unknown = kubernetes_unknown_fields(resource.api_version, resource.kind, obj)
+        typos = unknown if k8s_unknown is None else [t for t in k8s_unknown if _within(t, unknown)]
+        if typos and opts.strict:
+            listed = ", ".join(f'unknown field "{u}"' for u in typos)
+            raise errors.bad_request(f"{resource.kind} in version \"{resource.version}\" cannot be handled as a "
+                                     f"{resource.kind}: strict decoding error: {listed}")
         if not opts.warn:
             return []
-        return [f'unknown field "{u}": corral keeps it as written but does not act on it' for u in unknown]
+        kept = [u for u in unknown if not _within(u, typos)]
+        return ([f'unknown field "{t}": Kubernetes has no such field (misspelt?); kept as written' for t in typos]
+                + [f'field "{u}": corral keeps it as written but does not act on it' for u in kept])
 
     async def create(self, resource: ResourceType, namespace: str | None, obj: Any, opts: WriteOptions) -> Reply:
         self._check_kind(resource, obj)

@@ -1,7 +1,7 @@
 """Other renderings of a read than the object itself, chosen by the ``Accept`` header as Kubernetes does.
 
 - ``application/json;as=Table;v=v1;g=meta.k8s.io`` (and ``v1beta1``): a ``Table`` of the kind's printed
-  columns (:mod:`corral.api.printing`), one row per object, for get, list and watch. This is what
+  columns (:mod:`corral.api.kubectl.printing`), one row per object, for get, list and watch. This is what
   ``kubectl get`` asks for first; without it kubectl shows only NAME and AGE. ``?includeObject=``
   ``None`` | ``Object`` | ``PartialObjectMetadata`` (the default) says what each row carries.
 - ``as=PartialObjectMetadata`` / ``as=PartialObjectMetadataList``: only the objects' metadata (what
@@ -21,7 +21,7 @@ from typing import Any
 
 import msgspec
 
-from corral.api import printing
+from corral.api.kubectl import printing
 from corral.api.resources import ResourceType
 from corral.server import errors
 
