@@ -107,7 +107,8 @@ class Soak:
             name = f"soak-{self.count}"
             body = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "labels": {"app": "soak"}},
                     "spec": {"containers": [{"name": "c", "image": "busybox",
-                                             "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}
+                                             "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}],
+                             "tolerations": [{"key": "corral.dev/hollow", "operator": "Exists"}]}}
             status, _ = await self.call(http, "create", "POST", PODS, json=body)
             if status == 201:
                 self.live.append(name)

@@ -164,7 +164,7 @@ async def test_a_killed_leader_is_replaced_within_20s_and_every_pod_is_bound_exa
             sim_log = open(tmp_path / "sim.log", "wb")
             sim = subprocess.Popen([sys.executable, "-m", "corral", "sim", "--nodes", "40", "--server", sim_servers,
                                     "--kubeconfig", servers[0].kubeconfig,
-                                    "--capacity", "cpu=64,memory=256Gi,pods=110", "--run-delay", "0.2"],
+                                    "--capacity", "cpu=64,memory=256Gi,pods=110", "--run-delay", "0.2", "--no-taint"],
                                    stdout=sim_log, stderr=subprocess.STDOUT, env=child_env())
             sim_log.close()
 

@@ -8,6 +8,7 @@ import os
 import subprocess
 
 from corral import GIT_VERSION
+from corral.sim.taint import HOLLOW_TAINT, HOLLOW_TOLERATION
 from corral.testing.cluster import wait_for
 from corral.testing.process import child_env
 from tests.cli.test_cli import CORRAL, corral
@@ -26,25 +27,32 @@ def test_hollow_nodes_register_stay_ready_and_run_pods_through_the_agent_state_m
         assert {n["metadata"]["labels"]["topology.kubernetes.io/zone"] for n in nodes} == {"zone-1", "zone-2"}
         leases = json.loads(corral("get", "leases", "-n", "kube-node-lease", "-o", "json", kubeconfig=kc).stdout)["items"]
         assert len(leases) == 20
+        # Tainted by default, so that joined to a real cluster they take only pods meant for them.
+        assert all(n["spec"]["taints"] == [HOLLOW_TAINT] for n in nodes)
+        assert "tolerations: [{key: corral.dev/hollow" in sim.stdout.readline()
         manifest = tmp_path / "pods.json"
         manifest.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": [
             {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}"},
-             "spec": {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m"}}}]}}
-            for i in range(30)]}))
+             "spec": {"containers": [{"name": "c", "image": "pause", "resources": {"requests": {"cpu": "100m"}}}],
+                      **({"tolerations": [HOLLOW_TOLERATION]} if i else {})}}
+            for i in range(31)]}))
         corral("apply", "-f", str(manifest), kubeconfig=kc)
 
         def phases() -> dict[str, str]:
             items = json.loads(corral("get", "pods", "-o", "json", kubeconfig=kc).stdout)["items"]
             return {p["metadata"]["name"]: p["status"].get("phase") for p in items}
 
-        wait_for(lambda: set(phases().values()) == {"Running"}, what="all pods Running on hollow nodes")
+        wait_for(lambda: {v for k, v in phases().items() if k != "p0"} == {"Running"},
+                 what="all tolerating pods Running on hollow nodes")
+        assert phases()["p0"] == "Pending"  # a pod not meant for them stays off them
         # What they wrote reads through the official client's typed models (which refuse a Node
         # lacking a required nodeInfo field, or a pod's container status lacking imageID).
         from kubernetes import client as k8s
 
         for node in json.loads(corral("get", "nodes", "-o", "json", kubeconfig=kc).stdout)["items"][:3]:
             assert k8s.V1Node.from_dict(node).status.node_info.kubelet_version == GIT_VERSION
-        for pod in json.loads(corral("get", "pods", "-o", "json", kubeconfig=kc).stdout)["items"][:3]:
+        for pod in [p for p in json.loads(corral("get", "pods", "-o", "json", kubeconfig=kc).stdout)["items"]
+                    if p["metadata"]["name"] != "p0"][:3]:
             assert k8s.V1Pod.from_dict(pod).status.container_statuses[0].image_id == ""
         # Each node wrote its Node, its Lease and its pods' statuses as itself, through the node
         # authoriser, and the join token made for them is gone.

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from corral.cli.common import CliError, kubeconfig_option, make_client, run
+from corral.sim.taint import HOLLOW_TAINT
 
 __all__ = ["sim"]
 
@@ -25,6 +26,10 @@ __all__ = ["sim"]
               help="Spread nodes over these zones (topology.kubernetes.io/zone), or over N zones zone-1..N.")
 @click.option("--labels", default=None, metavar="K=V,...", help="Extra labels on every node.")
 @click.option("--taints", default=None, metavar="K[=V]:EFFECT,...", help="Taints on every node.")
+@click.option("--taint/--no-taint", "hollow_taint", default=True, show_default=True,
+              help=f"Taint every node {HOLLOW_TAINT['key']}:{HOLLOW_TAINT['effect']}, so that only pods that "
+                   "tolerate it (corral bench's do) are placed on nodes that run nothing: joined to a real "
+                   "cluster, untainted hollow nodes would take real pods.")
 @click.option("--run-delay", default=1.0, show_default=True, help="Seconds from binding to Running.")
 @click.option("--join-token", default="", metavar="TOKEN",
               help="The join token the nodes join with (default: one made with this command's credential, "
@@ -35,8 +40,8 @@ __all__ = ["sim"]
                    "(one connection for all nodes, for control-plane runs at many thousands of nodes).")
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 @run
-async def sim(count, server, address, prefix, capacity, zones, labels, taints, run_delay, join_token, node_identities,
-              log_level) -> None:
+async def sim(count, server, address, prefix, capacity, zones, labels, taints, hollow_taint, run_delay, join_token,
+              node_identities, log_level) -> None:
     """Run COUNT hollow nodes: they register, renew their leases and run the pods bound to them (without
     running anything), through the agent's own state machine.
 
@@ -56,8 +61,9 @@ async def sim(count, server, address, prefix, capacity, zones, labels, taints, r
         raise CliError("--nodes must be at least 1")
     zone_list = [f"zone-{i + 1}" for i in range(int(zones))] if zones.isdigit() else [z for z in zones.split(",") if z]
     try:
+        taint_list = parse_taints(taints) + ([dict(HOLLOW_TAINT)] if hollow_taint else [])
         config = HollowConfig(count=count, prefix=prefix, capacity=parse_pairs(capacity, "--capacity"),
-                              zones=zone_list, labels=parse_pairs(labels, "--labels"), taints=parse_taints(taints),
+                              zones=zone_list, labels=parse_pairs(labels, "--labels"), taints=taint_list,
                               run_delay=run_delay, node_identities=node_identities, join_token=join_token)
     except FlagError as exc:
         raise CliError(str(exc)) from None
@@ -89,6 +95,10 @@ async def sim(count, server, address, prefix, capacity, zones, labels, taints, r
                 who = "each as system:node:NAME" if node_identities else "with one shared credential"
                 click.echo(f"{count} hollow nodes ({prefix}-0 … {prefix}-{count - 1}) registered with "
                            f"{client.base_url}, {who}")
+                if hollow_taint:
+                    click.echo(f"they are tainted {HOLLOW_TAINT['key']}:{HOLLOW_TAINT['effect']}: pods need "
+                               f"tolerations: [{{key: {HOLLOW_TAINT['key']}, operator: Exists}}] to land on them "
+                               "(or run sim with --no-taint)")
                 await wait_for_termination()
             except JoinError as exc:
                 raise CliError(f"the hollow nodes could not join: {exc}") from None
