@@ -148,6 +148,23 @@ async def test_eviction_returns_pods_to_pending_with_an_event_and_finishes_pods_
     assert pod["status"]["message"] == "node n1 was unreachable for more than 300s (was on node n1)"
 
 
+async def test_a_finished_pod_on_a_lost_node_stays_as_it_ended(cluster):
+    """restartPolicy Never and Succeeded: placed again, it would run its work a second time."""
+    api, clock, controller = cluster
+    done = make_pod("done").node("n1").obj
+    done["metadata"].pop("uid")
+    done["spec"]["restartPolicy"] = "Never"
+    await api.create(PODS, "default", done, OPTS)
+    await api.patch(PODS, "default", "done", {"status": {"phase": "Succeeded"}}, "merge", OPTS, "status")
+    clock.advance(GRACE + 1)
+    await controller.reconcile()
+    clock.advance(EVICTION + 1)
+    await controller.reconcile()
+    pod = (await api.current(PODS, "default", "done", consistent=True)).obj
+    assert (pod["spec"]["nodeName"], pod["status"]["phase"]) == ("n1", "Succeeded")
+    assert [e["involvedObject"]["name"] for e in await events_of(api) if e["reason"] == "NodeLost"] == ["web"]
+
+
 @pytest.mark.parametrize("lease_renewed, ready_beat, created, silent", [
     pytest.param(None, 0, 0, False, id="without a Lease the Ready condition's heartbeat counts"),
     pytest.param(None, None, 0, False, id="without either the node's creation counts"),

@@ -483,6 +483,18 @@ async def test_an_eviction_leaves_a_pod_being_deleted_or_unbound_alone(server, c
     assert reply.code == 200 and json.loads(reply.body) == unbound
 
 
+@pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
+async def test_an_eviction_never_places_a_finished_pod_again(server, c, phase):
+    """A finished pod (restartPolicy Never, say) on a lost or drained node: moving it back to
+    Pending would run its work a second time."""
+    await c.create({**pod("done", node="n1"), "spec": {**pod("done", node="n1")["spec"], "restartPolicy": "Never"}},
+                   "default")
+    finished = await c.patch("pods", "done", {"status": {"phase": phase}}, "default", subresource="status", raw=True)
+    reply = await server.api.evict("default", "done", "NodeLost", "gone")
+    assert reply.code == 200 and json.loads(reply.body) == finished
+    assert (await c.get("pods", "done", "default", raw=True))["spec"]["nodeName"] == "n1"
+
+
 async def test_an_evicted_pod_keeps_no_trace_of_where_it_ran(server, c):
     await c.create(pod("trace", node="n1"), "default")
     await c.patch("pods", "trace", {"status": {"phase": "Running", "podIPs": [{"ip": "10.1.0.1"}],

@@ -125,6 +125,8 @@ class NodeLifecycleController(PeriodicController):
                 # Its agent is gone and will not report Terminated: finish the deletion here.
                 await self._delete_now(meta["namespace"], meta["name"])
                 continue
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                continue  # finished: it stays as it ended, never run again
             message = f"node {node} was unreachable for more than {self.eviction:.0f}s"
             await self.api.evict(meta["namespace"], meta["name"], "NodeLost", message)
             await self._event(pod, "Warning", "NodeLost", f"Evicted: {message}; returned to Pending to be placed again")

@@ -655,11 +655,14 @@ class ResourceAPI:
 
         corral's eviction moves the pod (there is no ReplicaSet to recreate it): spec.nodeName is
         cleared, the phase returns to Pending with PodScheduled=False, and the agent that ran it
-        sees it leave and stops its copy. A pod that is being deleted is left to finish.
+        sees it leave and stops its copy. A pod that is being deleted is left to finish, and one that
+        has finished (Succeeded or Failed) is never placed again: it stays as it ended.
         """
         def unbind(current: Record, pod: dict[str, Any]) -> Reply | None:
             if _meta(pod).get("deletionTimestamp") or not (pod.get("spec") or {}).get("nodeName"):
                 return Reply(200, current.value)  # being deleted, or not on a node: nothing to move
+            if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+                return Reply(200, current.value)  # its work is done: running it again would repeat it
             node = pod["spec"].pop("nodeName")
             status = pod.setdefault("status", {})
             status["phase"] = "Pending"
