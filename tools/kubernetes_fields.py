@@ -32,7 +32,7 @@ ROOTS = {
     "rbac.authorization.k8s.io/v1/ClusterRoleBinding": "V1ClusterRoleBinding",
     "authorization.k8s.io/v1/SelfSubjectAccessReview": "V1SelfSubjectAccessReview",
     "authorization.k8s.io/v1/SelfSubjectRulesReview": "V1SelfSubjectRulesReview",
-    "policy/v1/Eviction": "V1Eviction",
+    "policy/v1/Eviction": "V1Eviction", "policy/v1/PodDisruptionBudget": "V1PodDisruptionBudget",
 }
 OUT = os.path.join(os.path.dirname(__file__), "..", "src", "corral", "api", "kubectl", "kubernetes_fields.json")
 

@@ -422,6 +422,31 @@ class Lease(Model, tag_field="kind", tag="Lease"):
     spec: LeaseSpec | None = None
 
 
+class PodDisruptionBudgetSpec(Model):
+    """How many of the pods ``selector`` matches must stay (minAvailable) or may go (maxUnavailable)
+    at once through evictions: a count or a percentage of the matching pods."""
+
+    min_available: int | str | None = None
+    max_unavailable: int | str | None = None
+    selector: LabelSelector | None = None
+    unhealthy_pod_eviction_policy: str | None = None
+
+
+class PodDisruptionBudgetStatus(Model):
+    current_healthy: int | None = None
+    desired_healthy: int | None = None
+    disruptions_allowed: int | None = None
+    expected_pods: int | None = None
+    observed_generation: int | None = None
+
+
+class PodDisruptionBudget(Model, tag_field="kind", tag="PodDisruptionBudget"):
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: PodDisruptionBudgetSpec | None = None
+    status: PodDisruptionBudgetStatus | None = None
+
+
 class PriorityClass(Model, tag_field="kind", tag="PriorityClass"):
     api_version: str | None = None
     metadata: ObjectMeta | None = None

@@ -127,6 +127,12 @@ RESOURCES: tuple[ResourceType, ...] = (
         "PriorityClass", "priorityclasses", "scheduling.k8s.io", "v1", False, models.PriorityClass,
         short_names=("pc",),
     ),
+    # Honoured by the eviction API (kubectl drain): an eviction that would leave fewer healthy
+    # pods than a budget wants is a 429.
+    ResourceType(
+        "PodDisruptionBudget", "poddisruptionbudgets", "policy", "v1", True, models.PodDisruptionBudget,
+        short_names=("pdb",), subresources=("status",), has_status=True,
+    ),
     ResourceType("Role", "roles", "rbac.authorization.k8s.io", "v1", True, models.Role),
     ResourceType("ClusterRole", "clusterroles", "rbac.authorization.k8s.io", "v1", False, models.ClusterRole),
     ResourceType("RoleBinding", "rolebindings", "rbac.authorization.k8s.io", "v1", True, models.RoleBinding),

@@ -579,7 +579,29 @@ def _binding(b: models.Binding) -> list[Cause]:
     return []
 
 
+def _int_or_percent(path: str, value: int | str | None) -> list[Cause]:
+    if value is None or (isinstance(value, int) and value >= 0):
+        return []
+    if isinstance(value, str) and value.endswith("%") and value[:-1].isdigit() and int(value[:-1]) <= 100:
+        return []
+    return [_invalid(path, value, "must be a non-negative integer or a percentage from 0% to 100%")]
+
+
+def _pod_disruption_budget(pdb: models.PodDisruptionBudget) -> list[Cause]:
+    spec = pdb.spec or models.PodDisruptionBudgetSpec()
+    causes = _int_or_percent("spec.minAvailable", spec.min_available)
+    causes += _int_or_percent("spec.maxUnavailable", spec.max_unavailable)
+    if spec.min_available is not None and spec.max_unavailable is not None:
+        causes.append(Cause("spec", INVALID, "Invalid value: minAvailable and maxUnavailable cannot both be set"))
+    causes += label_selector("spec.selector", spec.selector)
+    policy = spec.unhealthy_pod_eviction_policy
+    if policy not in (None, "IfHealthyBudget", "AlwaysAllow"):
+        causes.append(_not_supported("spec.unhealthyPodEvictionPolicy", policy, ("IfHealthyBudget", "AlwaysAllow")))
+    return causes
+
+
 _KIND_CHECKS: dict[str, Callable[[Any], list[Cause]]] = {
+    "PodDisruptionBudget": _pod_disruption_budget,
     "Pod": _pod,
     "Node": _node,
     "Event": _event,

@@ -191,7 +191,9 @@ async def drain(node, server) -> None:
         pods = (await client.list("pods", None, field_selector=f"spec.nodeName={node}", raw=True)).items
         for pod in pods:
             meta = pod["metadata"]
+            # ?move=true: corral's eviction that keeps the pod and places it again (kubectl's deletes it).
             await client.request("POST", f"/api/v1/namespaces/{meta['namespace']}/pods/{meta['name']}/eviction",
+                                 params={"move": "true"},
                                  body={"apiVersion": "policy/v1", "kind": "Eviction",
                                        "metadata": {"name": meta["name"], "namespace": meta["namespace"]}})
             click.echo(f"evicting pod {meta['namespace']}/{meta['name']}")

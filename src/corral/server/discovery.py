@@ -35,8 +35,11 @@ def _resource_list(group: str, version: str) -> dict[str, Any]:
         for sub in r.subresources:
             verbs = {"binding": ["create"], "eviction": ["create"], "log": ["get"]}.get(sub, ["get", "patch", "update"])
             kind = {"binding": "Binding", "eviction": "Eviction"}.get(sub, r.kind)
-            resources.append({"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
-                              "kind": kind, "verbs": verbs})
+            entry = {"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
+                     "kind": kind, "verbs": verbs}
+            if sub == "eviction":  # kubectl drain evicts (rather than deletes) only when this names policy/v1
+                entry.update(group="policy", version="v1")
+            resources.append(entry)
     return {"kind": "APIResourceList", "apiVersion": "v1",
             "groupVersion": f"{group}/{version}" if group else version, "resources": resources}
 

@@ -169,6 +169,10 @@ def _delete_options(raw: bytes, content_type: str = "application/json") -> dict[
         raise errors.bad_request(f"the DeleteOptions body is {exc}") from None
     if not isinstance(opts, dict):
         raise errors.bad_request("the DeleteOptions body must be a JSON object")
+    return _checked_delete_options(opts)
+
+
+def _checked_delete_options(opts: dict[str, Any]) -> dict[str, Any]:
     grace = opts.get("gracePeriodSeconds")
     if grace is not None and (not isinstance(grace, int) or isinstance(grace, bool)):
         raise errors.bad_request(f"DeleteOptions.gracePeriodSeconds must be an integer, got {grace!r}")
@@ -323,8 +327,7 @@ class ResourceRoutes:
             if method != "POST":
                 raise errors.method_not_allowed(method, "pods/eviction")
             request[VERB] = "create"
-            return respond(await api.evict(t.namespace or "default", t.name, "Evicted",
-                                           "evicted through the API"))
+            return respond(await self._evict(request, t))
         if t.subresource == "log":
             if method != "GET":
                 raise errors.method_not_allowed(method, "pods/log")
@@ -375,6 +378,24 @@ class ResourceRoutes:
                     dry_run = _dry_run(opts.get("dryRun") or (), "DeleteOptions.dryRun") or dry_run
             return respond(await api.delete(res, t.namespace, t.name, grace, pre_rv, pre_uid, dry_run))
         raise errors.method_not_allowed(method, f"{res.plural}/{t.name}")
+
+    async def _evict(self, request: web.Request, t: Target) -> Reply:
+        """An Eviction (JSON, or protobuf from kubectl drain): its deleteOptions' grace period and
+        dry run; ``?move=true`` is corral's own (corral drain): the pod returns to Pending instead
+        of being deleted."""
+        grace, dry_run = None, _dry_run(request.query.getall("dryRun", ()))
+        if request.can_read_body:
+            body = await self.read_body(request)
+            if not isinstance(body, dict) or body.get("kind") not in (None, "Eviction"):
+                raise errors.bad_request("the body of pods/eviction must be an Eviction (policy/v1)")
+            opts = body.get("deleteOptions") or {}
+            if not isinstance(opts, dict):
+                raise errors.bad_request("Eviction.deleteOptions must be an object")
+            opts = _checked_delete_options(opts)
+            grace = _grace(opts.get("gracePeriodSeconds"))
+            dry_run = _dry_run(opts.get("dryRun") or (), "Eviction.deleteOptions.dryRun") or dry_run
+        return await self.api.evict_through_api(t.namespace or "default", t.name, move=_flag(request, "move"),
+                                                grace=grace, dry_run=dry_run)
 
     async def watch(self, request: web.Request, t: Target) -> web.StreamResponse:
         res = t.resource
@@ -454,7 +475,7 @@ def add_resource_routes(app: web.Application, api: ResourceAPI, reviews: Reviews
                         inflight: InflightLimits) -> None:
     routes = ResourceRoutes(api, reviews, agents, inflight)
     app.router.add_route("*", r"/api/{version:v1}/{tail:.+}", routes.core)
-    app.router.add_route("*", r"/apis/{group:[^/]+\.[^/]+}/{version:[^/]+}/{tail:.+}", routes.grouped)
+    app.router.add_route("*", r"/apis/{group:[^/]+}/{version:[^/]+}/{tail:.+}", routes.grouped)
 
 
 async def proxy_logs(request: web.Request, api: ResourceAPI, agents: AgentConnector, namespace: str,

@@ -26,7 +26,7 @@ from corral.api.patch import PatchError, json_patch, merge_patch, strategic_merg
 from corral.api.resources import SYSTEM_NAMESPACES, SYSTEM_PRIORITY_CLASSES, ResourceType, by_kind
 from corral.api.kubectl.fields import kubernetes_unknown_fields
 from corral.api.selectors import FieldSelector, LabelSelector
-from corral.server import errors
+from corral.server import disruption, errors
 from corral.server.watch import WatchCache
 from corral.store.base import Compacted, Conflict, KeyExists, KeyNotFound, Record, Store
 
@@ -86,6 +86,8 @@ class ResourceAPI:
         self.continue_key = continue_key or secrets.token_bytes(32)
         # (resource, new object, old object or None, user) → raises ApiError: the server's admission
         self.admit: Callable[[ResourceType, dict[str, Any], dict[str, Any] | None, Any], None] | None = None
+        # Evictions one at a time: each counts the healthy pods its budgets want after the last one.
+        self._evicting = asyncio.Lock()
 
     # --- reads -------------------------------------------------------------------------------------------
 
@@ -649,6 +651,29 @@ class ResourceAPI:
         return answer
 
     # --- eviction ----------------------------------------------------------------------------------------
+
+    async def evict_through_api(self, namespace: str, name: str, *, move: bool = False, grace: int | None = None,
+                                dry_run: bool = False) -> Reply:
+        """``POST pods/NAME/eviction`` (kubectl drain): refused with 429 while a PodDisruptionBudget
+        that selects the pod allows no more disruptions (:mod:`corral.server.disruption`); then, as
+        Kubernetes does, the pod is deleted gracefully. With ``move`` (corral drain) it is instead
+        returned to Pending, the same pod, for the scheduler to place elsewhere (:meth:`evict`)."""
+        pods, pdbs = by_kind("Pod"), by_kind("PodDisruptionBudget")
+        async with self._evicting:
+            pod = (await self.current(pods, namespace, name, consistent=True)).obj
+            budgets = disruption.budgets_for(
+                pod, [r.obj for r in self.cache.items(pdbs.store_prefix, self._key_prefix(pdbs, namespace))],
+                [r.obj for r in self.cache.items(pods.store_prefix, self._key_prefix(pods, namespace))])
+            why = disruption.refusal(pod, budgets)
+            if why is not None:
+                raise errors.ApiError(429, "TooManyRequests", why, {
+                    "name": name, "kind": "pods", "causes": [{"reason": "DisruptionBudget", "message": why}]})
+            if not dry_run:
+                if move:
+                    await self.evict(namespace, name, "Evicted", "evicted through the API")
+                else:
+                    await self.delete(pods, namespace, name, grace, None, None)
+        return Reply(201, errors.status_body(201, "", "", status="Success"))
 
     async def evict(self, namespace: str, name: str, reason: str, message: str) -> Reply:
         """Take a pod off its node and back to Pending, for the scheduler to place again.

@@ -373,6 +373,16 @@ _COLUMNS: dict[str, list[Column]] = {
         Column("PreemptionPolicy", "string", lambda o, _n: o.get("preemptionPolicy") or "PreemptLowerPriority",
                "The policy for preempting pods of lower priority."),
     ],
+    # Allowed Disruptions (Kubernetes' fourth column) is left out: corral works it out at each
+    # eviction rather than keeping it in the budget's status.
+    "PodDisruptionBudget": [
+        NAME,
+        Column("Min Available", "string", lambda o, _n: str(_spec(o).get("minAvailable", "N/A")),
+               "The minimum number of pods that must be available."),
+        Column("Max Unavailable", "string", lambda o, _n: str(_spec(o).get("maxUnavailable", "N/A")),
+               "The maximum number of pods that may be unavailable."),
+        AGE,
+    ],
     "Role": _DEFAULT,
     "ClusterRole": _DEFAULT,
     "RoleBinding": _BINDING,
