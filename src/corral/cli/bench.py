@@ -102,10 +102,12 @@ async def bench(name, list_, output, server, store_url, small, timeout, plot) ->
         workload, size = resolve(name)
     except WorkloadError as exc:
         raise CliError(str(exc)) from None
+    from corral.cli.common import kubeconfig_flag, server_flag
+
+    server = server or server_flag()  # corral --server URL bench ...
     if server and store_url:
         raise CliError("--store is for in-process runs; a server given with --server has its own store")
     if server:
-        from corral.cli.common import kubeconfig_flag
         from corral.client.config import client_credentials
 
         target = HttpTarget(client_credentials(server, kubeconfig_flag()), lambda *a: None)

@@ -12,7 +12,7 @@ import click
 import corral
 
 __all__ = ["CliError", "run", "format_api_error", "make_client", "resolve_kind", "server_option",
-           "namespace_option", "kubeconfig_option", "kubeconfig_flag"]
+           "namespace_option", "kubeconfig_option", "kubeconfig_flag", "server_flag", "global_server_option"]
 
 SERVER_HELP = ("API server URL, or several separated by commas (the client fails over between them); default: "
                "$CORRAL_SERVER, then the kubeconfig's server")
@@ -91,12 +91,20 @@ def _credentials_hint() -> str:
     return f"is {', '.join(files)} the kubeconfig of this server, with a valid credential?"
 
 
+def server_flag() -> str | None:
+    """``corral --server URL COMMAND``: the server given before the command."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.find_root().meta.get("corral.server") if ctx is not None else None
+
+
 def make_client(server: str | None, *, user_agent: str = ""):
-    """A client for the command's server and credentials (see :mod:`corral.client.config`)."""
+    """A client for the command's server and credentials (see :mod:`corral.client.config`): the
+    command's own ``--server``, else one given before the command, else $CORRAL_SERVER or the
+    kubeconfig's."""
     from corral.client.config import client_credentials
     from corral.client.rest import Client
 
-    creds = client_credentials(server, kubeconfig_flag())
+    creds = client_credentials(server or server_flag(), kubeconfig_flag())
     return Client(credentials=creds, user_agent=user_agent or f"corral-cli/{corral.__version__}")
 
 
@@ -114,7 +122,15 @@ def _remember_kubeconfig(ctx: click.Context, param: click.Parameter, value: str 
         ctx.find_root().meta["corral.kubeconfig"] = value
 
 
+def _remember_server(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value:
+        ctx.find_root().meta["corral.server"] = value
+
+
 _server = click.option("--server", "-s", envvar=None, default=None, help=SERVER_HELP)
+# Before the command (corral --kubeconfig FILE get pods), as kubectl takes them.
+global_server_option = click.option("--server", "-s", default=None, metavar="URL", expose_value=False,
+                                    is_eager=True, callback=_remember_server, help=SERVER_HELP)
 kubeconfig_option = click.option("--kubeconfig", default=None, metavar="FILE", expose_value=False, is_eager=True,
                            callback=_remember_kubeconfig, help=KUBECONFIG_HELP)
 

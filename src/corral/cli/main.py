@@ -17,6 +17,8 @@ import corral
 from corral.cli.common import (  # noqa: E402
     CliError,
     format_api_error,
+    global_server_option,
+    kubeconfig_option,
     make_client as _client,
     namespace_option,
     resolve_kind as _resolve,
@@ -26,6 +28,8 @@ from corral.cli.common import (  # noqa: E402
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(corral.__version__, "--version", prog_name="corral")
+@kubeconfig_option
+@global_server_option
 def cli() -> None:
     """corral: a lightweight container orchestrator with a Kubernetes-compatible API.
 
@@ -271,15 +275,24 @@ async def apply(files: tuple[str, ...], namespace: str | None, server: str | Non
               help="Seconds a running pod gets to stop (default: the pod's own).")
 @click.option("--force", is_flag=True, help="Remove at once, without waiting for the agent (grace 0).")
 @click.option("--ignore-not-found", is_flag=True, help="Do not fail for objects that do not exist.")
+@click.option("--selector", "-l", default=None, help="Delete every object of KIND whose labels match, e.g. app=web.")
+@click.option("--all", "all_", is_flag=True, help="Delete every object of KIND (in the namespace).")
 @run
 async def delete(kind: str | None, names: tuple[str, ...], files: tuple[str, ...], namespace: str | None,
-                 server: str | None, grace_period: int | None, force: bool, ignore_not_found: bool) -> None:
-    """Delete objects: `corral delete pod web` or `corral delete -f pod.yaml`."""
+                 server: str | None, grace_period: int | None, force: bool, ignore_not_found: bool,
+                 selector: str | None, all_: bool) -> None:
+    """Delete objects: `corral delete pod web`, `corral delete pods -l app=web`, `corral delete pods --all`
+    or `corral delete -f pod.yaml`."""
     from corral.api.resources import by_kind
     from corral.cli.manifests import load_manifests
     from corral.client.rest import NotFound
 
     targets: list[tuple[Any, str, str | None]] = []
+    by_selection = selector is not None or all_
+    if by_selection and (names or files or not kind):
+        raise CliError("-l/--all select objects of one KIND: `corral delete pods -l app=web`, without names or -f")
+    if selector is not None and all_:
+        raise CliError("give either -l SELECTOR or --all, not both")
     if files:
         if kind or names:
             raise CliError("give either -f FILE or KIND NAME, not both")
@@ -287,14 +300,22 @@ async def delete(kind: str | None, names: tuple[str, ...], files: tuple[str, ...
             resource = by_kind(m.obj["kind"])
             ns = (namespace or m.obj["metadata"].get("namespace") or "default") if resource.namespaced else None
             targets.append((resource, m.obj["metadata"]["name"], ns))
-    else:
+    elif not by_selection:
         if not kind or not names:
-            raise CliError("name what to delete: `corral delete KIND NAME...` or `corral delete -f FILE`")
+            raise CliError("name what to delete: `corral delete KIND NAME...`, `corral delete KIND -l SELECTOR`, "
+                           "`corral delete KIND --all` or `corral delete -f FILE`")
         resource = _resolve(kind)
         targets = [(resource, n, namespace or "default") for n in names]
     grace = 0 if force else grace_period
     missing = 0
     async with _client(server) as client:
+        if by_selection:
+            resource = _resolve(kind)  # type: ignore[arg-type]
+            ns = (namespace or "default") if resource.namespaced else None
+            listing = await client.list(resource, ns, label_selector=selector, raw=True)
+            targets = [(resource, o["metadata"]["name"], ns) for o in listing.items]
+            if not targets:
+                click.echo("No resources found", err=True)
         for resource, name, ns in targets:
             try:
                 await client.delete(resource, name, ns, grace_period_seconds=grace, raw=True)
@@ -320,10 +341,12 @@ async def delete(kind: str | None, names: tuple[str, ...], files: tuple[str, ...
 @click.option("--field-selector", default=None, help="Field selector, e.g. spec.nodeName=node-1.")
 @click.option("--output", "-o", type=click.Choice(["wide", "json", "yaml", "name"]), default=None)
 @click.option("--watch", "-w", is_flag=True, help="After listing, print changes as they happen.")
+@click.option("--show-labels", is_flag=True, help="Add a LABELS column: each object's labels as k=v,...")
 @server_option
 @run
 async def get(kind: str, name: str | None, namespace: str | None, all_namespaces: bool, selector: str | None,
-              field_selector: str | None, output: str | None, watch: bool, server: str | None) -> None:
+              field_selector: str | None, output: str | None, watch: bool, show_labels: bool,
+              server: str | None) -> None:
     """Show objects: `corral get pods`, `corral get nodes -o wide`, `corral get pod web -o yaml`."""
     from corral.cli.printers import dump, print_table, table_rows
 
@@ -345,7 +368,8 @@ async def get(kind: str, name: str | None, namespace: str | None, all_namespaces
             for o in objs:
                 click.echo(f"{resource.singular}/{o['metadata']['name']}")
         else:
-            headers, rows = table_rows(resource, objs, wide=output == "wide", all_namespaces=all_namespaces)
+            headers, rows = table_rows(resource, objs, wide=output == "wide", all_namespaces=all_namespaces,
+                                       show_labels=show_labels)
             if rows or watch:
                 print_table(headers, rows)
             else:
@@ -364,7 +388,7 @@ async def get(kind: str, name: str | None, namespace: str | None, all_namespaces
                 click.echo(f"{resource.singular}/{event.object['metadata']['name']}")
             else:
                 _, rows = table_rows(resource, [event.object], wide=output == "wide",
-                                     all_namespaces=all_namespaces)
+                                     all_namespaces=all_namespaces, show_labels=show_labels)
                 suffix = "   (deleted)" if event.type == "DELETED" else ""
                 click.echo("   ".join(rows[0]) + suffix)
 
@@ -491,12 +515,13 @@ async def version(server: str | None, client_only: bool) -> None:
 
 def _register() -> None:
     from corral.cli.bench import bench
+    from corral.cli.edit import annotate, edit, label
     from corral.cli.nodes import agent, drain, logs
     from corral.cli.scheduling import explain, scheduler
     from corral.cli.sim import sim
     from corral.cli.tokens import token
 
-    for command in (scheduler, explain, agent, logs, drain, bench, sim, token):
+    for command in (scheduler, explain, agent, logs, drain, bench, sim, token, label, annotate, edit):
         cli.add_command(command)
 
 

@@ -123,18 +123,20 @@ _DEFAULT_COLUMNS: list[Column] = [
 ]
 
 
-def columns(resource: ResourceType, wide: bool, all_namespaces: bool) -> list[Column]:
+def columns(resource: ResourceType, wide: bool, all_namespaces: bool, show_labels: bool = False) -> list[Column]:
     cols = list(_COLUMNS.get(resource.kind, _DEFAULT_COLUMNS))
     if wide:
         cols += _WIDE.get(resource.kind, [("LABELS", _labels)] if resource.kind not in _COLUMNS else [])
+    if show_labels and not any(name == "LABELS" for name, _ in cols):
+        cols.append(("LABELS", _labels))
     if all_namespaces and resource.namespaced:
         cols.insert(0, ("NAMESPACE", lambda o: _meta(o).get("namespace", "")))
     return cols
 
 
 def table_rows(resource: ResourceType, objs: Iterable[dict[str, Any]], *, wide: bool = False,
-               all_namespaces: bool = False) -> tuple[list[str], list[list[str]]]:
-    cols = columns(resource, wide, all_namespaces)
+               all_namespaces: bool = False, show_labels: bool = False) -> tuple[list[str], list[list[str]]]:
+    cols = columns(resource, wide, all_namespaces, show_labels)
     return [c[0] for c in cols], [[fn(o) for _, fn in cols] for o in objs]
 
 
