@@ -25,7 +25,7 @@ from kubernetes.client import models
 
 ROOTS = {
     "v1/Pod": "V1Pod", "v1/Node": "V1Node", "v1/Namespace": "V1Namespace", "v1/Event": "CoreV1Event",
-    "v1/Binding": "V1Binding", "coordination.k8s.io/v1/Lease": "V1Lease",
+    "v1/Binding": "V1Binding", "v1/Service": "V1Service", "coordination.k8s.io/v1/Lease": "V1Lease",
     "scheduling.k8s.io/v1/PriorityClass": "V1PriorityClass",
     "rbac.authorization.k8s.io/v1/Role": "V1Role", "rbac.authorization.k8s.io/v1/ClusterRole": "V1ClusterRole",
     "rbac.authorization.k8s.io/v1/RoleBinding": "V1RoleBinding",

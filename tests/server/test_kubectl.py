@@ -84,3 +84,13 @@ def test_kubectl_typed_commands_send_protobuf_that_corral_reads(kubeconfig):
     assert out.returncode == 0, out.stderr
     assert "application/vnd.kubernetes.protobuf" in out.stderr  # what kubectl sent, from its own log
     assert json.loads(kubectl(kubeconfig, "get", "namespace", "team-a", "-o", "json").stdout)["metadata"]["name"] == "team-a"
+
+
+def test_kubectl_cluster_info_names_the_control_plane(kubeconfig, server_process):
+    """Before: "the server doesn't have a resource type services". There are none (corral has no
+    service networking yet), and none can be made: the list is empty, a create is refused."""
+    out = kubectl(kubeconfig, "cluster-info")
+    assert out.returncode == 0, out.stderr
+    assert f"Kubernetes control plane is running at {server_process.url}" in out.stdout
+    refused = kubectl(kubeconfig, "create", "service", "clusterip", "web", "--tcp=80")
+    assert refused.returncode != 0 and "does not allow the method POST on services" in refused.stderr

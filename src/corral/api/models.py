@@ -365,6 +365,16 @@ class Node(Model, tag_field="kind", tag="Node"):
 # --- the others --------------------------------------------------------------------------------------
 
 
+class Service(Model, tag_field="kind", tag="Service"):
+    """Read-only, and none exist: corral has no service networking yet. Listed so that clients that
+    look for Services (kubectl cluster-info) get an empty answer instead of an error."""
+
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: dict[str, Any] | None = None
+    status: dict[str, Any] | None = None
+
+
 class NamespaceSpec(Model):
     finalizers: list[str] | None = None
 

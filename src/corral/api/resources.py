@@ -114,6 +114,9 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType(
         "Binding", "bindings", "", "v1", True, models.Binding, verbs=("create",),
     ),
+    # None exist and none can be made (no service networking yet): kubectl cluster-info lists them.
+    ResourceType("Service", "services", "", "v1", True, models.Service, short_names=("svc",),
+                 verbs=("get", "list", "watch")),
     ResourceType(
         "Event", "events", "", "v1", True, models.Event,
         short_names=("ev",),

@@ -162,9 +162,10 @@ def _plain_operations(r: ResourceType, ref: str) -> dict[str, Any]:
         paths[base] = {
             "get": {"operationId": f"list{r.kind}", "parameters": scope + list_params,
                     "responses": _answers({"200": many}, READ_ERRORS)},
-            "post": {"operationId": f"create{r.kind}", "parameters": scope, "requestBody": body,
-                     "responses": _answers({"201": {**one, "description": "Created"}}, WRITE_ERRORS)},
         }
+        if "create" in r.verbs:
+            paths[base]["post"] = {"operationId": f"create{r.kind}", "parameters": scope, "requestBody": body,
+                                   "responses": _answers({"201": {**one, "description": "Created"}}, WRITE_ERRORS)}
         if "deletecollection" in r.verbs:
             paths[base]["delete"] = {
                 "operationId": f"deleteCollection{r.kind}",
@@ -173,9 +174,10 @@ def _plain_operations(r: ResourceType, ref: str) -> dict[str, Any]:
         item: dict[str, Any] = {
             "get": {"operationId": f"read{r.kind}", "parameters": scope + name,
                     "responses": _answers({"200": one}, READ_ERRORS)},
-            "delete": {"operationId": f"delete{r.kind}", "parameters": scope + name + delete_params,
-                       "responses": _answers({"200": one}, WRITE_ERRORS)},
         }
+        if "delete" in r.verbs:
+            item["delete"] = {"operationId": f"delete{r.kind}", "parameters": scope + name + delete_params,
+                              "responses": _answers({"200": one}, WRITE_ERRORS)}
         if "update" in r.verbs:
             item["put"] = {"operationId": f"replace{r.kind}", "parameters": scope + name, "requestBody": body,
                            "responses": _answers({"200": one}, WRITE_ERRORS)}

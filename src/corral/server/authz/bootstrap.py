@@ -18,7 +18,7 @@ READ = ["get", "list", "watch"]
 WRITE = ["create", "delete", "deletecollection", "patch", "update"]
 # What users run, by API group; a user's own view of each (status, logs, scale, corral's explain).
 _WORKLOADS: dict[str, list[str]] = {
-    "": ["pods", "pods/log", "pods/status", "pods/explain", "configmaps", "events"],
+    "": ["pods", "pods/log", "pods/status", "pods/explain", "configmaps", "events", "services"],
     "apps": ["deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale",
              "replicasets/status", "daemonsets", "daemonsets/status"],
     "batch": ["jobs", "jobs/status", "cronjobs", "cronjobs/status"],
