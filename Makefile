@@ -1,15 +1,23 @@
 # Two commands: `make up` starts a local cluster, `make test` runs the whole suite.
-# Both create .venv and install the locked dependencies when needed.
+# Both create .venv and install the locked dependencies when needed: `make up` only what running
+# corral needs (requirements-runtime.lock), `make test` the test tools too (requirements.lock).
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
+RUNTIME_STAMP := $(VENV)/.installed-runtime
 
 .PHONY: install system-deps up test bench mutation lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --disable-pip-version-check -r requirements.lock
+	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
+	@touch $@ $(RUNTIME_STAMP)
+
+$(RUNTIME_STAMP): pyproject.toml requirements-runtime.lock
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --disable-pip-version-check -r requirements-runtime.lock
 	$(BIN)/pip install -q --disable-pip-version-check --no-deps -e .
 	@touch $@
 
@@ -25,7 +33,7 @@ system-deps:
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq docker.io busybox-static etcd-server >/dev/null; \
 	fi
 
-up: $(STAMP)
+up: $(RUNTIME_STAMP)
 	@echo "Starting corral on https://127.0.0.1:7443: API server, scheduler, and this machine as a node"
 	@echo "(process runtime; data, the cluster CA and the admin kubeconfig in ~/.local/share/corral)."
 	@echo "In another terminal, the one line for corral and kubectl alike:"
@@ -52,11 +60,15 @@ mutation: $(STAMP) system-deps
 	PYTEST_TIMEOUT=45 $(BIN)/mutmut run --max-children $$(nproc) $(MUTMUT_ARGS)
 	$(BIN)/python tools/mutation_report.py
 
-# Re-resolve the lock file from pyproject.toml (needs the package registry).
+# Re-resolve the lock files from pyproject.toml (needs the package registry): everything, then the
+# part of it that running corral needs.
 lock:
 	rm -rf .lockenv && $(PYTHON) -m venv .lockenv
 	.lockenv/bin/pip install -q --disable-pip-version-check -e '.[test]'
 	.lockenv/bin/pip freeze --exclude-editable | grep -v '^corral' > requirements.lock
+	rm -rf .lockenv && $(PYTHON) -m venv .lockenv
+	.lockenv/bin/pip install -q --disable-pip-version-check -c requirements.lock -e .
+	.lockenv/bin/pip freeze --exclude-editable | grep -v '^corral' > requirements-runtime.lock
 	rm -rf .lockenv
 
 clean:
