@@ -227,6 +227,14 @@ def test_agent_address_and_port_mistakes_are_one_line(server_process, tmp_path):
     assert "address already in use" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
 
 
+def test_the_docker_runtime_without_an_engine_is_one_line_saying_what_to_do(server_process, tmp_path):
+    proc = corral("agent", *server_process.join_args(), "--name", "n1", "--data-dir", str(tmp_path / "a"),
+                  "--runtime", "docker", "--docker-host", f"unix://{tmp_path}/no-dockerd.sock", check=False)
+    assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert proc.stderr.startswith(f"error: cannot reach the Docker engine at unix://{tmp_path}/no-dockerd.sock "
+                                  "(no socket there): start it") and "--runtime process" in proc.stderr
+
+
 @pytest.mark.parametrize("flag, value, message", [
     ("--quota-backend-bytes", "1Mi", "--quota-backend-bytes must be 0 (none) or at least 16Mi, got 1Mi"),
     ("--quota-backend-bytes", "lots", "--quota-backend-bytes: "),

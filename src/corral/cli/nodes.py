@@ -86,9 +86,21 @@ async def agent(server, token, ca_cert_hash, kubeconfig, name, runtime, labels, 
     except FlagError as exc:
         raise CliError(str(exc)) from None
     if runtime == "docker":
+        import docker.errors
+
         from corral.agent.runtimes.docker import DockerRuntime
 
-        rt = DockerRuntime(data_dir, base_url=docker_host, pids_limit=max_processes)
+        engine = docker_host or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+        try:
+            rt = DockerRuntime(data_dir, base_url=docker_host, pids_limit=max_processes)
+        except docker.errors.DockerException as exc:
+            detail = str(exc)
+            reason = ("no socket there" if "FileNotFoundError" in detail else
+                      "permission denied (run as root or in the docker group)" if "ermission" in detail else
+                      detail.split(": ", 1)[-1][:160])
+            raise CliError(f"cannot reach the Docker engine at {engine} ({reason}): start it (systemctl start "
+                           "docker), install it (apt-get install docker.io), point --docker-host at it, or run "
+                           "with --runtime process") from None
     else:
         from corral.agent.runtimes.process import ProcessRuntime
 
