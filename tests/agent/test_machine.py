@@ -151,3 +151,18 @@ def test_a_container_that_exits_0_with_restart_always_is_restarted_and_the_pod_s
     assert kinds(m.handle(Tick(12))) == ["Start"]
     status = last_report(m.handle(Started("c0", "id2", 13)))
     assert status["containerStatuses"][0]["state"] == {"running": {"startedAt": "1970-01-01T00:00:13Z"}}
+
+
+def test_restart_counts_and_last_states_go_on_after_an_agent_restart():
+    """A new machine for a pod its agent ran before restarting: the server's copy of the pod carries
+    what that agent reported, and the counts go on from there instead of starting again at 0."""
+    before = pod()
+    last = {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": "2026-11-24T10:00:00Z"}}
+    before["status"] = {"phase": "Running", "containerStatuses": [
+        {"name": "c0", "restartCount": 3, "lastState": last, "state": {"running": {}}, "ready": True}]}
+    m = PodMachine(before, backoff=BackoffPolicy(initial=10, maximum=40))
+    m.handle(Sync(m.pod, 0))
+    status = last_report(m.handle(Started("c0", "id", 1)))["containerStatuses"][0]
+    assert status["restartCount"] == 3 and status["lastState"] == last
+    status = last_report(m.handle(Exited("c0", 1, False, 2)))["containerStatuses"][0]
+    assert status["restartCount"] == 4

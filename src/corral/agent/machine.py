@@ -174,8 +174,18 @@ class PodMachine:
     forgotten: bool = False
 
     def __post_init__(self) -> None:
+        # What an agent reported before it restarted (the server's copy of the pod carries it): its
+        # restart counts and last states go on, rather than starting again from zero.
+        reported = {cs.get("name"): cs for cs in (self.pod.get("status") or {}).get("containerStatuses") or ()
+                    if isinstance(cs, dict)}
         for c in (self.pod.get("spec") or {}).get("containers") or ():
-            self.containers[c.get("name", "")] = _Container(c)
+            container = self.containers[c.get("name", "")] = _Container(c)
+            before = reported.get(container.name)
+            if before is not None:
+                count = before.get("restartCount")
+                container.restart_count = count if isinstance(count, int) and count > 0 else 0
+                last = before.get("lastState")
+                container.last = last if isinstance(last, dict) and last else None
 
     # --- properties ---------------------------------------------------------------------------------
 
