@@ -37,13 +37,20 @@ class CachedPod:
 
 
 class PodGroups:
-    """Pods by (namespace, labels) → a per-node count column for each group."""
+    """Pods by (namespace, labels) → a per-node count column for each group.
+
+    A group whose pods are all gone is dropped, a batch at a time (when the empty ones outnumber
+    the rest): pods relabelled as they run (a label per version, a counter) made a new group each
+    time, and a soak's server grew by a node-wide column per label change, ~5 MiB a minute, for
+    as long as it ran. Group indexes are valid until the next :meth:`add`."""
 
     def __init__(self, capacity: int) -> None:
         self._capacity = capacity
         self._index: dict[tuple[str, tuple[tuple[str, str], ...]], int] = {}
         self.groups: list[tuple[str, dict[str, str]]] = []
         self.counts: list[np.ndarray] = []
+        self._pods: list[int] = []  # pods in each group, all nodes together
+        self._empty = 0  # groups with no pods
         self._match_cache: dict[Any, tuple[int, list[int]]] = {}
 
     def grow(self, capacity: int) -> None:
@@ -60,7 +67,23 @@ class PodGroups:
             idx = self._index[key] = len(self.groups)
             self.groups.append((namespace, labels))
             self.counts.append(np.zeros(self._capacity, dtype=np.int32))
+            self._pods.append(0)
+            self._empty += 1
         self.counts[idx][row] += delta
+        before = self._pods[idx]
+        self._pods[idx] = after = before + delta
+        self._empty += (after == 0) - (before == 0)
+        if self._empty > max(64, len(self.groups) // 2):
+            self._drop_empty()
+
+    def _drop_empty(self) -> None:
+        keep = [i for i, n in enumerate(self._pods) if n != 0]
+        self.groups = [self.groups[i] for i in keep]
+        self.counts = [self.counts[i] for i in keep]
+        self._pods = [self._pods[i] for i in keep]
+        self._index = {(ns, tuple(sorted(labels.items()))): i for i, (ns, labels) in enumerate(self.groups)}
+        self._empty = 0
+        self._match_cache.clear()  # it holds indexes
 
     def matching(self, cache_key: Any, predicate: Callable[[str, dict[str, str]], bool]) -> list[int]:
         """Indexes of the groups ``predicate`` accepts (memoised under ``cache_key``)."""
