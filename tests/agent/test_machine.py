@@ -166,3 +166,57 @@ def test_restart_counts_and_last_states_go_on_after_an_agent_restart():
     assert status["restartCount"] == 3 and status["lastState"] == last
     status = last_report(m.handle(Exited("c0", 1, False, 2)))["containerStatuses"][0]
     assert status["restartCount"] == 4
+
+
+def with_init(restart: str = "Always", inits: int = 2) -> dict:
+    obj = pod(restart)
+    obj["spec"]["initContainers"] = [{"name": f"init{i}", "image": "img", "command": ["prepare"]}
+                                     for i in range(inits)]
+    return obj
+
+
+def started_names(actions) -> list[str]:
+    return [a.container["name"] for a in actions if type(a).__name__ == "Start"]
+
+
+def initialized(status: dict) -> str:
+    return next(c["status"] for c in status["conditions"] if c["type"] == "Initialized")
+
+
+def test_init_containers_run_one_at_a_time_in_order_before_the_containers():
+    m = PodMachine(with_init())
+    actions = m.handle(Sync(m.pod, 0))
+    assert started_names(actions) == ["init0"]
+    status = last_report(actions)
+    assert initialized(status) == "False" and [s["name"] for s in status["initContainerStatuses"]] == ["init0", "init1"]
+    assert status["containerStatuses"][0]["state"] == {"waiting": {"reason": "PodInitializing"}}
+    m.handle(Started("init0", "i0", 1))
+    assert started_names(m.handle(Exited("init0", 0, False, 2))) == ["init1"]
+    m.handle(Started("init1", "i1", 3))
+    actions = m.handle(Exited("init1", 0, False, 4))
+    assert started_names(actions) == ["c0"]
+    assert initialized(last_report(actions)) == "True"
+    actions = m.handle(Started("c0", "c", 5))
+    status = last_report(actions)
+    assert m.phase == "Running" and status["initContainerStatuses"][1]["state"]["terminated"]["reason"] == "Completed"
+
+
+def test_a_failed_init_container_fails_the_pod_with_restart_never_and_nothing_else_runs():
+    m = PodMachine(with_init("Never"))
+    m.handle(Sync(m.pod, 0))
+    m.handle(Started("init0", "i0", 1))
+    actions = m.handle(Exited("init0", 3, False, 2))
+    assert started_names(actions) == [] and m.phase == "Failed"
+    assert last_report(actions)["message"] == "init container init0 failed: exit code 3"
+
+
+def test_a_failed_init_container_is_restarted_with_back_off_and_the_containers_wait():
+    m = PodMachine(with_init("Always", inits=1), backoff=BackoffPolicy(initial=10, maximum=40))
+    m.handle(Sync(m.pod, 0))
+    m.handle(Started("init0", "i0", 1))
+    actions = m.handle(Exited("init0", 1, False, 2))
+    status = last_report(actions)["initContainerStatuses"][0]
+    assert status["restartCount"] == 1 and status["state"]["waiting"]["reason"] == "CrashLoopBackOff"
+    assert started_names(m.handle(Tick(12))) == ["init0"]
+    m.handle(Started("init0", "i0", 12))
+    assert started_names(m.handle(Exited("init0", 0, False, 13))) == ["c0"]

@@ -45,10 +45,21 @@ def _pods_in_every_state(kc: str, tmp_path) -> None:
     apply(kc, tmp_path, pod_yaml("crasher", ["sh", "-c", "exit 3"]))
     apply(kc, tmp_path, pod_yaml("never-started", ["definitely-not-a-command-xyz"], restart="Never"))
     apply(kc, tmp_path, pod_yaml("pending", ["true"]).replace("spec:\n", "spec:\n  nodeSelector: {none: none}\n", 1))
+    # Init containers run first, in order: the second sees what the first wrote in the pod's shared
+    # directory (the process runtime's ../shared), and so does the container after them.
+    init = ("  initContainers:\n"
+            "  - {name: fetch, image: local/none, command: [sh, -c, 'echo fetched > ../shared/ready.txt']}\n"
+            "  - {name: check, image: local/none, command: [sh, -c, 'test -f ../shared/ready.txt']}\n")
+    apply(kc, tmp_path, pod_yaml("initialized", ["sh", "-c", "cat ../shared/ready.txt; exec sleep 600"])
+          .replace("  containers:", init + "  containers:", 1))
+    apply(kc, tmp_path, pod_yaml("init-fails", ["sh", "-c", "echo never; exec sleep 600"], restart="Never")
+          .replace("  containers:", "  initContainers:\n  - {name: setup, image: local/none, command: [sh, -c, "
+                   "'exit 4']}\n  containers:", 1))
     corral("apply", "-f", "-", kubeconfig=kc, stdin=json.dumps(
         {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "no-agent"}}))
-    wait_for(lambda: [phase(kc, n) for n in ("running", "succeeded", "failed", "never-started")]
-             == ["Running", "Succeeded", "Failed", "Failed"], what="the pods to reach their states")
+    wait_for(lambda: [phase(kc, n) for n in ("running", "succeeded", "failed", "never-started", "initialized",
+                                             "init-fails")]
+             == ["Running", "Succeeded", "Failed", "Failed", "Running", "Failed"], what="the pods to reach their states")
     wait_for(lambda: (pods(kc)["crasher"]["status"].get("containerStatuses") or [{}])[0].get("restartCount", 0) >= 1,
              what="the crasher to restart")
 
@@ -60,7 +71,8 @@ def test_every_kind_in_every_state_reads_through_the_clients_typed_models(cluste
     with k8s.ApiClient(config) as api:
         core = k8s.CoreV1Api(api)
         listed = {p.metadata.name: p for p in core.list_namespaced_pod("default").items}
-        assert set(listed) == {"running", "succeeded", "failed", "crasher", "never-started", "pending"}
+        assert set(listed) == {"running", "succeeded", "failed", "crasher", "never-started", "pending", "initialized",
+                               "init-fails"}
         running = listed["running"].status.container_statuses[0]
         assert running.ready and running.state.running and running.image == "local/none"
         assert running.image_id == "" and running.container_id.startswith("process://")  # no image: none to name
@@ -123,3 +135,21 @@ def test_kubectl_get_prints_kubernetes_columns_from_the_servers_tables(cluster):
     events = kubectl(kc, "get", "events")
     assert events.split("\n")[0].split() == ["LAST", "SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"]
     assert "pod/running" in events
+
+
+def test_init_containers_run_in_order_before_the_containers_and_a_failed_one_fails_the_pod(cluster):
+    """Before: initContainers were stored and silently skipped while the pod said Initialized."""
+    kc = cluster.kubeconfig
+    assert wait_for(lambda: "fetched" in corral("logs", "initialized", kubeconfig=kc).stdout)
+    done = pods(kc)["initialized"]["status"]
+    assert [(s["name"], s["state"]["terminated"]["reason"]) for s in done["initContainerStatuses"]] == [
+        ("fetch", "Completed"), ("check", "Completed")]
+    failed = pods(kc)["init-fails"]
+    assert failed["status"]["initContainerStatuses"][0]["state"]["terminated"]["exitCode"] == 4
+    assert "running" not in failed["status"]["containerStatuses"][0]["state"]  # the container never ran
+    assert _table(kubectl(kc, "get", "pods"))["init-fails"]["STATUS"] == "Init:Error"
+    config = k8s.Configuration()
+    k8s_config.load_kube_config(config_file=kc, client_configuration=config)
+    with k8s.ApiClient(config) as api:
+        typed = k8s.CoreV1Api(api).read_namespaced_pod("initialized", "default")
+        assert [s.name for s in typed.status.init_container_statuses] == ["fetch", "check"]

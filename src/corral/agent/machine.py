@@ -168,6 +168,8 @@ class PodMachine:
     message: str = ""
     start_time: float | None = None
     containers: dict[str, _Container] = field(default_factory=dict)
+    # spec.initContainers: run one at a time, in order, each to success, before the containers start.
+    init: dict[str, _Container] = field(default_factory=dict)
     history: list[Transition] = field(default_factory=list)
     stopping: bool = False
     deleting: bool = False
@@ -176,10 +178,16 @@ class PodMachine:
     def __post_init__(self) -> None:
         # What an agent reported before it restarted (the server's copy of the pod carries it): its
         # restart counts and last states go on, rather than starting again from zero.
-        reported = {cs.get("name"): cs for cs in (self.pod.get("status") or {}).get("containerStatuses") or ()
-                    if isinstance(cs, dict)}
-        for c in (self.pod.get("spec") or {}).get("containers") or ():
-            container = self.containers[c.get("name", "")] = _Container(c)
+        status = self.pod.get("status") or {}
+        reported = {cs.get("name"): cs for cs in (*(status.get("initContainerStatuses") or ()),
+                                                  *(status.get("containerStatuses") or ())) if isinstance(cs, dict)}
+        spec = self.pod.get("spec") or {}
+        for c in spec.get("initContainers") or ():
+            self.init[c.get("name", "")] = _Container(c, reason="PodInitializing")
+        for c in spec.get("containers") or ():
+            self.containers[c.get("name", "")] = _Container(c, reason="PodInitializing" if self.init else
+                                                           "ContainerCreating")
+        for container in (*self.init.values(), *self.containers.values()):
             before = reported.get(container.name)
             if before is not None:
                 count = before.get("restartCount")
@@ -208,9 +216,23 @@ class PodMachine:
         value = meta.get("deletionGracePeriodSeconds")
         return float(value if value is not None else spec.get("terminationGracePeriodSeconds", 30))
 
+    @property
+    def initialized(self) -> bool:
+        """Every init container has run to success (true at once without any)."""
+        return all(c.state == "terminated" and c.exit_code == 0 for c in self.init.values())
+
+    def _all(self) -> list[_Container]:
+        return [*self.init.values(), *self.containers.values()]
+
+    def _container(self, name: str) -> _Container | None:
+        return self.init.get(name) or self.containers.get(name)
+
+    def _next_init(self) -> _Container | None:
+        return next((c for c in self.init.values() if not (c.state == "terminated" and c.exit_code == 0)), None)
+
     def next_deadline(self) -> float | None:
         """When the machine next wants a Tick (a back-off running out), or None."""
-        due = [c.restart_at for c in self.containers.values() if c.restart_at is not None]
+        due = [c.restart_at for c in self._all() if c.restart_at is not None]
         return min(due) if due else None
 
     # --- the transition function ---------------------------------------------------------------------
@@ -244,11 +266,19 @@ class PodMachine:
             return self._begin_stop(event.now, terminating=True)
         if self.start_time is None and not self.deleting:
             self.start_time = event.now
-            actions: list[Action] = []
-            for c in self.containers.values():
-                actions += self._start(c)
-            return actions + [self._report(event.now)]
+            return self._start_next() + [self._report(event.now)]
         return []
+
+    def _start_next(self) -> list[Action]:
+        """The next init container, or once they have all succeeded, every container."""
+        first = self._next_init()
+        if first is not None:
+            return self._start(first)
+        actions: list[Action] = []
+        for c in self.containers.values():
+            c.reason = "ContainerCreating" if c.state == "waiting" and c.reason == "PodInitializing" else c.reason
+            actions += self._start(c)
+        return actions
 
     def _start(self, c: _Container) -> list[Action]:
         c.starting = True
@@ -256,19 +286,19 @@ class PodMachine:
         return [Start(c.spec)]
 
     def _started(self, event: Started) -> list[Action]:
-        c = self.containers.get(event.container)
+        c = self._container(event.container)
         if c is None or self.stopping:
             return []
         c.starting = False
         c.state, c.reason, c.message = "running", "", ""
         c.container_id, c.image_id, c.started_at, c.exit_code = event.container_id, event.image_id, event.now, None
         actions: list[Action] = [Emit("Normal", "Started", f"Started container {c.name}")]
-        if all(x.state == "running" for x in self.containers.values()):
+        if c.name not in self.init and all(x.state == "running" for x in self.containers.values()):
             self.phase, self.reason, self.message = "Running", "", ""
         return actions + [self._report(event.now)]
 
     def _start_failed(self, event: StartFailed) -> list[Action]:
-        c = self.containers.get(event.container)
+        c = self._container(event.container)
         if c is None or self.stopping:
             return []
         c.starting = False
@@ -284,17 +314,23 @@ class PodMachine:
                     self._report(event.now)]
         c.state, c.reason, c.message, c.exit_code = "terminated", event.reason, event.message, 128
         c.finished_at = event.now
-        self._settle(event.now)
+        self._settle(event.now, init_failed=c if c.name in self.init else None)
         return [emit, self._report(event.now)]
 
     def _exited(self, event: Exited) -> list[Action]:
-        c = self.containers.get(event.container)
+        c = self._container(event.container)
         if c is None or self.stopping:
             return []
         reason = "OOMKilled" if event.oom_killed else ("Completed" if event.exit_code == 0 else "Error")
         c.state, c.reason, c.exit_code, c.finished_at = "terminated", reason, event.exit_code, event.now
         c.message = "the container used more memory than its limit" if event.oom_killed else ""
-        if self._restarts(failed=event.exit_code != 0):
+        if c.name in self.init:
+            if event.exit_code == 0:  # this one is done: the next, or the containers
+                return self._start_next() + [self._report(event.now)]
+            if self.restart_policy == "Never":  # as Kubernetes: a failed init container fails the pod
+                self._settle(event.now, init_failed=c)
+                return [self._report(event.now)]
+        if self._restarts(failed=event.exit_code != 0) or (c.name in self.init and event.exit_code != 0):
             c.last = {"terminated": {"exitCode": event.exit_code, "reason": reason,
                                      "startedAt": rfc3339(c.started_at or event.now),
                                      "finishedAt": rfc3339(event.now)}}
@@ -312,8 +348,13 @@ class PodMachine:
         policy = self.restart_policy
         return policy == "Always" or (policy == "OnFailure" and failed)
 
-    def _settle(self, now: float) -> None:
-        """Every container is done for good: Succeeded or Failed."""
+    def _settle(self, now: float, init_failed: _Container | None = None) -> None:
+        """Every container is done for good: Succeeded or Failed (or an init container failed for good)."""
+        if init_failed is not None:
+            c = init_failed
+            self.phase, self.reason = "Failed", c.reason
+            self.message = f"init container {c.name} failed: {c.message or f'exit code {c.exit_code}'}"
+            return
         if any(c.state != "terminated" or c.restart_at is not None for c in self.containers.values()):
             return
         failed = [c for c in self.containers.values() if c.exit_code != 0]
@@ -330,27 +371,28 @@ class PodMachine:
         if self.stopping:
             return []
         actions: list[Action] = []
-        for c in self.containers.values():
+        for c in self._all():
             if c.restart_at is not None and c.restart_at <= event.now and not c.starting:
                 actions += self._start(c)
         return actions
 
     def _begin_stop(self, now: float, *, terminating: bool) -> list[Action]:
         self.stopping = True
-        for c in self.containers.values():
+        for c in self._all():
             c.restart_at = None
         if terminating:
             self.phase = "Terminating"
-        running = any(c.state == "running" or c.starting for c in self.containers.values())
+        running = [c for c in self._all() if c.state == "running" or c.starting]
         grace = self.grace_seconds if terminating else 0.0
         actions: list[Action] = []
         if running:
-            names = ", ".join(c.name for c in self.containers.values())
+            shown = self.containers.values() if any(c.name in self.containers for c in running) else running
+            names = ", ".join(c.name for c in shown)
             actions.append(Emit("Normal", "Killing", f"Stopping container {names}"))
         return actions + [Stop(grace)]
 
     def _stopped(self, event: Stopped) -> list[Action]:
-        for c in self.containers.values():
+        for c in self._all():
             if c.state != "terminated":
                 # A running container was killed (137); a waiting one (never started, or backing
                 # off after a crash, whose details stay in lastState) simply never runs again.
@@ -373,43 +415,35 @@ class PodMachine:
     # --- status ---------------------------------------------------------------------------------------
 
     def _report(self, now: float) -> Report:
-        statuses = []
-        for c in self.containers.values():
-            if c.state == "running":
-                state = {"running": {"startedAt": rfc3339(c.started_at or now)}}
-            elif c.state == "terminated":
-                state = {"terminated": {"exitCode": c.exit_code, "reason": c.reason,
-                                        "finishedAt": rfc3339(c.finished_at or now)}}
-                if c.message:
-                    state["terminated"]["message"] = c.message
-            else:
-                state = {"waiting": {"reason": c.reason, **({"message": c.message} if c.message else {})}}
-            # imageID, like name, image, ready and restartCount, is required by clients' schemas (the
-            # official Python client refuses a pod without it): "" until a runtime names one.
-            status = {"name": c.name, "image": c.spec.get("image", ""), "imageID": c.image_id,
-                      "ready": c.state == "running", "started": c.state == "running",
-                      "restartCount": c.restart_count, "state": state}
-            if c.container_id:
-                status["containerID"] = c.container_id
-            if c.last:
-                status["lastState"] = c.last
-            statuses.append(status)
+        statuses = [self._container_status(c, now) for c in self.containers.values()]
+        init_statuses = [self._container_status(c, now) for c in self.init.values()]
         ready = "True" if self.phase == "Running" and all(c.state == "running" for c in self.containers.values()) else "False"
         ts = rfc3339(now)
         scheduled = next((c for c in ((self.pod.get("status") or {}).get("conditions") or ())
                           if c.get("type") == "PodScheduled"), {"type": "PodScheduled", "status": "True",
                                                                  "lastTransitionTime": ts})
+        initialized = {"type": "Initialized", "status": "True", "lastTransitionTime": ts}
+        if not self.initialized:
+            initialized.update(status="False", reason="ContainersNotInitialized",
+                               message="containers with incomplete status: [" + " ".join(
+                                   c.name for c in self.init.values()
+                                   if not (c.state == "terminated" and c.exit_code == 0)) + "]")
         status: dict[str, Any] = {
             "phase": self.phase,
             "conditions": [
                 scheduled,
-                {"type": "Initialized", "status": "True", "lastTransitionTime": ts},
+                initialized,
                 {"type": "ContainersReady", "status": ready, "lastTransitionTime": ts},
                 {"type": "Ready", "status": ready, "lastTransitionTime": ts},
             ],
             "containerStatuses": statuses,
             "qosClass": (self.pod.get("status") or {}).get("qosClass", "BestEffort"),
         }
+        if init_statuses:
+            status["initContainerStatuses"] = init_statuses
+        return self._report_rest(status, now)
+
+    def _report_rest(self, status: dict[str, Any], now: float) -> Report:
         if self.host_ip:
             status["hostIP"] = status["podIP"] = self.host_ip
             status["podIPs"] = [{"ip": self.host_ip}]
@@ -420,3 +454,25 @@ class PodMachine:
         if self.message:
             status["message"] = self.message
         return Report(status)
+
+    @staticmethod
+    def _container_status(c: _Container, now: float) -> dict[str, Any]:
+        if c.state == "running":
+            state = {"running": {"startedAt": rfc3339(c.started_at or now)}}
+        elif c.state == "terminated":
+            state = {"terminated": {"exitCode": c.exit_code, "reason": c.reason,
+                                    "finishedAt": rfc3339(c.finished_at or now)}}
+            if c.message:
+                state["terminated"]["message"] = c.message
+        else:
+            state = {"waiting": {"reason": c.reason, **({"message": c.message} if c.message else {})}}
+        # imageID, like name, image, ready and restartCount, is required by clients' schemas (the
+        # official Python client refuses a pod without it): "" until a runtime names one.
+        status = {"name": c.name, "image": c.spec.get("image", ""), "imageID": c.image_id,
+                  "ready": c.state == "running", "started": c.state == "running",
+                  "restartCount": c.restart_count, "state": state}
+        if c.container_id:
+            status["containerID"] = c.container_id
+        if c.last:
+            status["lastState"] = c.last
+        return status
