@@ -49,32 +49,29 @@ async def _set_metadata(field: str, done: str, kind: str, name: str, items: tupl
     click.echo(f"{resource.singular}/{name} {done}")
 
 
-@click.command()
-@click.argument("kind")
-@click.argument("name")
-@click.argument("labels", nargs=-1, required=True)
-@namespace_option
-@server_option
-@click.option("--overwrite", is_flag=True, help="Replace a label that already has another value.")
-@run
-async def label(kind: str, name: str, labels: tuple[str, ...], namespace: str | None, server: str | None,
-                overwrite: bool) -> None:
-    """Set or remove labels: `corral label pod web tier=front`, `corral label node n1 gpu-`."""
-    await _set_metadata("labels", "labeled", kind, name, labels, namespace, server, overwrite)
+def _metadata_command(field: str, done: str, doc: str) -> click.Command:
+    """``corral label`` and ``corral annotate``: the same command over metadata.labels or .annotations."""
+
+    @click.command(name={"labels": "label", "annotations": "annotate"}[field], help=doc)
+    @click.argument("kind")
+    @click.argument("name")
+    @click.argument(field, nargs=-1, required=True)
+    @namespace_option
+    @server_option
+    @click.option("--overwrite", is_flag=True, help=f"Replace {'a label' if field == 'labels' else 'an annotation'} "
+                                                    "that already has another value.")
+    @run
+    async def command(kind: str, name: str, namespace: str | None, server: str | None, overwrite: bool,
+                      **items: tuple[str, ...]) -> None:
+        await _set_metadata(field, done, kind, name, items[field], namespace, server, overwrite)
+
+    return command
 
 
-@click.command()
-@click.argument("kind")
-@click.argument("name")
-@click.argument("annotations", nargs=-1, required=True)
-@namespace_option
-@server_option
-@click.option("--overwrite", is_flag=True, help="Replace an annotation that already has another value.")
-@run
-async def annotate(kind: str, name: str, annotations: tuple[str, ...], namespace: str | None, server: str | None,
-                   overwrite: bool) -> None:
-    """Set or remove annotations: `corral annotate pod web owner=ops`, `corral annotate pod web owner-`."""
-    await _set_metadata("annotations", "annotated", kind, name, annotations, namespace, server, overwrite)
+label = _metadata_command("labels", "labeled",
+                          "Set or remove labels: `corral label pod web tier=front`, `corral label node n1 gpu-`.")
+annotate = _metadata_command("annotations", "annotated", "Set or remove annotations: `corral annotate pod web "
+                             "owner=ops`, `corral annotate pod web owner-`.")
 
 
 def _run_editor(path: str) -> None:

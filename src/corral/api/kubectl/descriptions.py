@@ -1,5 +1,5 @@
 """What ``kubectl explain`` says about corral's kinds and fields: the descriptions of the OpenAPI
-documents (``corral.server.discovery``), keyed by model name and ``Model.field``.
+documents (``corral.server.discovery.openapi``), keyed by model name and ``Model.field``.
 
 Written for corral: each says what the field means and what corral does with it, including where
 corral differs from Kubernetes. A field without an entry is explained by its type alone.
