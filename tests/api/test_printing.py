@@ -126,3 +126,13 @@ def test_every_kind_has_a_name_column_and_cells_for_each_column_even_for_an_empt
         assert any(c.format == "name" for c in cols), r.kind
         assert len(printing.row_cells(cols, {}, NOW)) == len(cols)
         assert all(c.definition()["type"] in ("string", "integer", "number", "boolean", "date") for c in cols)
+
+
+@pytest.mark.parametrize("amount, shown", [
+    (32 * 2**30, "32Gi"), (2002 * 2**20, "2002Mi"), (1_500_000_000, "1431Mi"), (16_001_437_696, "14.9Gi"),
+    (3_000, "3Ki"), (512, "512"), (0, "0"),
+])
+def test_corral_get_shows_memory_in_binary_units_rounded_when_not_exact(amount, shown):
+    from corral.cli.printers import human_bytes
+
+    assert human_bytes(amount) == shown

@@ -15,7 +15,7 @@ from corral.api.kubectl.printing import age, node_status, pod_ready, pod_restart
 from corral.api.quantity import QuantityError, format_bytes, format_cpu, to_milli, to_units
 from corral.api.resources import ResourceType
 
-__all__ = ["table_rows", "print_table", "dump", "age", "node_status", "pod_status"]
+__all__ = ["table_rows", "print_table", "dump", "age", "node_status", "pod_status", "human_bytes"]
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -29,9 +29,23 @@ def _cpu(value: Any) -> str:
         return str(value)
 
 
+def human_bytes(amount: int) -> str:
+    """Bytes as people read them: exact binary suffixes when they fit (32Gi), else rounded to Mi
+    below 10 Gi (1431Mi) and to a tenth of a Gi above (15.6Gi); never a bare 16001437696."""
+    exact = format_bytes(amount)
+    mi, gi = 2**20, 2**30
+    if not exact.isdigit() and not (exact.endswith("Ki") and amount >= mi):  # 15626404Ki reads as 14.9Gi
+        return exact
+    if amount >= 10 * gi:
+        return f"{amount / gi:.1f}Gi"
+    if amount >= mi:
+        return f"{round(amount / mi)}Mi"
+    return f"{round(amount / 1024)}Ki" if amount >= 1024 else str(amount)
+
+
 def _mem(value: Any) -> str:
     try:
-        return format_bytes(to_units(value))
+        return human_bytes(to_units(value))
     except QuantityError:
         return str(value)
 
