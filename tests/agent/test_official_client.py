@@ -141,6 +141,7 @@ def test_init_containers_run_in_order_before_the_containers_and_a_failed_one_fai
     """Before: initContainers were stored and silently skipped while the pod said Initialized."""
     kc = cluster.kubeconfig
     assert wait_for(lambda: "fetched" in corral("logs", "initialized", kubeconfig=kc).stdout)
+    assert corral("logs", "initialized", "-c", "fetch", kubeconfig=kc).returncode == 0  # an init container's log
     done = pods(kc)["initialized"]["status"]
     assert [(s["name"], s["state"]["terminated"]["reason"]) for s in done["initContainerStatuses"]] == [
         ("fetch", "Completed"), ("check", "Completed")]

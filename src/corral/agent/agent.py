@@ -357,8 +357,8 @@ class Agent:
         entry = next((p for p in self.pods.values() if p.namespace == ns and p.name == pod), None)
         if entry is None:
             return web.json_response({"message": f'pod "{ns}/{pod}" is not on node {self.config.name}'}, status=404)
-        if container not in entry.machine.containers:
-            names = ", ".join(entry.machine.containers)
+        if container not in entry.machine.containers and container not in entry.machine.init:
+            names = ", ".join([*entry.machine.init, *entry.machine.containers])
             return web.json_response({"message": f'container "{container}" is not in pod {pod} (it has: {names})'},
                                      status=404)
         follow = request.query.get("follow", "").lower() in ("true", "1")

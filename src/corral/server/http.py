@@ -490,11 +490,14 @@ async def proxy_logs(request: web.Request, api: ResourceAPI, agents: AgentConnec
     if not node_name:
         raise errors.bad_request(f'pod "{name}" is not on a node yet: no logs to show')
     containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or ()]
+    inits = [c.get("name") for c in (pod.get("spec") or {}).get("initContainers") or ()]
     container = request.query.get("container") or (containers[0] if len(containers) == 1 else "")
     if not container:
-        raise errors.bad_request(f"a container name must be specified for pod {name}, choose one of: {containers}")
-    if container not in containers:
-        raise errors.bad_request(f"container {container} is not valid for pod {name}, choose one of: {containers}")
+        raise errors.bad_request(f"a container name must be specified for pod {name}, choose one of: {containers}"
+                                 + (f" or one of the init containers: {inits}" if inits else ""))
+    if container not in containers and container not in inits:
+        raise errors.bad_request(f"container {container} is not valid for pod {name}, choose one of: {containers}"
+                                 + (f" or one of the init containers: {inits}" if inits else ""))
     node = api.cache.get(by_kind("Node").key(None, node_name))
     url = agents.logs_url(node_name, node.obj if node is not None else None, namespace, name, container)
     params = {}
