@@ -42,7 +42,7 @@ def _pods_in_every_state(kc: str, tmp_path) -> None:
     apply(kc, tmp_path, pod_yaml("running", ["sh", "-c", "exec sleep 600"]))
     apply(kc, tmp_path, pod_yaml("succeeded", ["sh", "-c", "exit 0"], restart="Never"))
     apply(kc, tmp_path, pod_yaml("failed", ["sh", "-c", "exit 2"], restart="Never"))
-    apply(kc, tmp_path, pod_yaml("crasher", ["sh", "-c", "exit 3"]))
+    apply(kc, tmp_path, pod_yaml("crasher", ["sh", "-c", "echo crashing in run $$; exit 3"]))
     apply(kc, tmp_path, pod_yaml("never-started", ["definitely-not-a-command-xyz"], restart="Never"))
     apply(kc, tmp_path, pod_yaml("pending", ["true"]).replace("spec:\n", "spec:\n  nodeSelector: {none: none}\n", 1))
     # Init containers run first, in order: the second sees what the first wrote in the pod's shared
@@ -154,3 +154,16 @@ def test_init_containers_run_in_order_before_the_containers_and_a_failed_one_fai
     with k8s.ApiClient(config) as api:
         typed = k8s.CoreV1Api(api).read_namespaced_pod("initialized", "default")
         assert [s.name for s in typed.status.init_container_statuses] == ["fetch", "check"]
+
+
+def test_logs_show_the_current_run_and_previous_the_one_before(cluster):
+    """A crash-looping container's output per run, as kubectl logs and logs --previous show it: before,
+    every run's output piled up in one log and the run before could not be asked for."""
+    kc = cluster.kubeconfig
+    wait_for(lambda: (pods(kc)["crasher"]["status"].get("containerStatuses") or [{}])[0].get("restartCount", 0) >= 2,
+             what="the crasher's third run")
+    previous = kubectl(kc, "logs", "crasher", "--previous")  # first: a restart meanwhile keeps the two apart
+    current = corral("logs", "crasher", kubeconfig=kc).stdout
+    assert current.count("crashing in run") == 1 and previous.count("crashing in run") == 1, (current, previous)
+    assert current != previous
+    assert corral("logs", "running", "--previous", kubeconfig=kc).stdout == ""  # it never restarted

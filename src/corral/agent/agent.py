@@ -362,12 +362,14 @@ class Agent:
             return web.json_response({"message": f'container "{container}" is not in pod {pod} (it has: {names})'},
                                      status=404)
         follow = request.query.get("follow", "").lower() in ("true", "1")
+        previous = request.query.get("previous", "").lower() in ("true", "1")
         resp = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8"})
         resp.enable_chunked_encoding()
         self.log_streams += 1
         try:
             await resp.prepare(request)
-            async for chunk in self.runtime.logs(entry.uid, container, tail=int(tail) if tail else None, follow=follow):
+            async for chunk in self.runtime.logs(entry.uid, container, tail=int(tail) if tail else None, follow=follow,
+                                                 previous=previous):
                 await resp.write(chunk)
         except (ConnectionResetError, asyncio.CancelledError):
             pass

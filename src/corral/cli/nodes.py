@@ -164,18 +164,22 @@ async def _keep_certificate_fresh(client, data_dir: str, name: str) -> None:
 @click.option("--container", "-c", default=None, help="Container name (needed when the pod has several).")
 @click.option("--follow", "-f", is_flag=True, help="Keep printing new output.")
 @click.option("--tail", type=int, default=None, help="Only the last N lines.")
+@click.option("--previous", "-p", is_flag=True, help="The output of the container's run before this one "
+                                                      "(why it crashed).")
 @namespace_option
 @server_option
 @run
-async def logs(pod, container, follow, tail, namespace, server) -> None:
-    """Print a container's output (through the server, from the agent of the pod's node)."""
+async def logs(pod, container, follow, tail, previous, namespace, server) -> None:
+    """Print a container's output since it last started (through the server, from the agent of the
+    pod's node); --previous for the run before."""
     import aiohttp
 
     from corral.client.rest import ConnectionFailed, _error
 
     ns = namespace or "default"
     params = {k: v for k, v in (("container", container), ("follow", "true" if follow else None),
-                                ("tailLines", str(tail) if tail is not None else None)) if v}
+                                ("tailLines", str(tail) if tail is not None else None),
+                                ("previous", "true" if previous else None)) if v}
     async with make_client(server) as client:
         url = f"{client.base_url}/api/v1/namespaces/{ns}/pods/{pod}/log"
         try:

@@ -503,6 +503,8 @@ async def proxy_logs(request: web.Request, api: ResourceAPI, agents: AgentConnec
     params = {}
     if _flag(request, "follow"):
         params["follow"] = "true"
+    if _flag(request, "previous"):
+        params["previous"] = "true"
     tail = _int_param(request, "tailLines")
     if tail is not None:
         params["tailLines"] = str(max(tail, 0))

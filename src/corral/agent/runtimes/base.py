@@ -57,8 +57,10 @@ class Runtime(Protocol):
     async def stop(self, ref: ContainerRef, grace_seconds: float) -> None:
         """SIGTERM, wait up to ``grace_seconds``, SIGKILL. Idempotent."""
 
-    async def logs(self, pod_uid: str, container: str, *, tail: int | None, follow: bool) -> AsyncIterator[bytes]:
-        """The container's output (stdout and stderr), optionally following it."""
+    async def logs(self, pod_uid: str, container: str, *, tail: int | None, follow: bool,
+                   previous: bool = False) -> AsyncIterator[bytes]:
+        """The container's output (stdout and stderr) since it last started, optionally following it;
+        ``previous``: the output of the run before that (a crashed container's last words)."""
 
     async def recover(self) -> list[RecoveredContainer]:
         """Containers this runtime started before the agent restarted."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import shutil
 from typing import Any, AsyncIterator
 
 from corral.agent.runtimes.base import ContainerRef, ExitInfo, RecoveredContainer, StartError
@@ -121,7 +122,12 @@ class DockerRuntime:
         self._ensure_image(pod, image, container.get("imagePullPolicy", "IfNotPresent"))
         cname = f"corral-{namespace}-{pod_name}-{name}-{uid[:8]}"
         try:
-            self.client.containers.get(cname).remove(force=True)  # a previous attempt's leftover
+            old = self.client.containers.get(cname)  # a previous attempt's leftover: its output is kept
+            previous = self._previous_log(uid, name)
+            os.makedirs(os.path.dirname(previous), mode=0o700, exist_ok=True)
+            with open(os.open(previous, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as f:
+                f.write(old.logs(stdout=True, stderr=True))
+            old.remove(force=True)
         except docker.errors.NotFound:
             pass
         ports = {f"{p['containerPort']}/{p.get('protocol', 'TCP').lower()}": p["hostPort"]
@@ -186,7 +192,23 @@ class DockerRuntime:
                                                                          f"{LABEL_CONTAINER}={container}"]})
         return found[0] if found else None
 
-    async def logs(self, pod_uid: str, container: str, *, tail: int | None, follow: bool) -> AsyncIterator[bytes]:
+    def _previous_log(self, pod_uid: str, container: str) -> str:
+        """Where a container's last run's output goes when it starts again (Docker's copy goes with
+        the container, which is removed)."""
+        return os.path.join(self.data_dir, "previous-logs", pod_uid, f"{container}.log")
+
+    async def logs(self, pod_uid: str, container: str, *, tail: int | None, follow: bool,
+                   previous: bool = False) -> AsyncIterator[bytes]:
+        if previous:
+            try:
+                with open(self._previous_log(pod_uid, container), "rb") as f:
+                    data = f.read()
+            except FileNotFoundError:
+                return
+            if tail is not None:
+                data = b"".join(data.splitlines(keepends=True)[-tail:]) if tail > 0 else b""
+            yield data
+            return
         c = await asyncio.to_thread(self._find, pod_uid, container)
         if c is None:
             return
@@ -223,6 +245,7 @@ class DockerRuntime:
     def _remove_sync(self, pod_uid: str) -> None:
         import docker.errors
 
+        shutil.rmtree(os.path.dirname(self._previous_log(pod_uid, "x")), ignore_errors=True)
         for c in self.client.containers.list(all=True, filters={"label": f"{LABEL_UID}={pod_uid}"}):
             try:
                 c.remove(force=True)

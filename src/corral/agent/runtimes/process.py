@@ -166,8 +166,8 @@ class ProcessRuntime:
     def _dir(self, pod_uid: str) -> Path:
         return self.root / pod_uid
 
-    def log_path(self, pod_uid: str, container: str) -> Path:
-        return self._dir(pod_uid) / f"{container}.log"
+    def log_path(self, pod_uid: str, container: str, *, previous: bool = False) -> Path:
+        return self._dir(pod_uid) / (f"{container}.previous.log" if previous else f"{container}.log")
 
     async def start(self, pod: dict[str, Any], container: dict[str, Any]) -> ContainerRef:
         meta = pod.get("metadata") or {}
@@ -216,6 +216,8 @@ class ProcessRuntime:
                 raise StartError("StartError", f"container {name}: cannot set up its control group: "
                                                f"{exc.strerror or exc}") from None
         log_path = self.log_path(uid, name)
+        if log_path.exists() and log_path.stat().st_size:  # a restart: the last run's output becomes "previous"
+            os.replace(log_path, self.log_path(uid, name, previous=True))
         with open(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log:
             try:
                 proc = await asyncio.create_subprocess_exec(
@@ -283,8 +285,10 @@ class ProcessRuntime:
             while self._alive(ref):
                 await asyncio.sleep(_POLL / 4)
 
-    async def logs(self, pod_uid: str, container: str, *, tail: int | None, follow: bool) -> AsyncIterator[bytes]:
-        path = self.log_path(pod_uid, container)
+    async def logs(self, pod_uid: str, container: str, *, tail: int | None, follow: bool,
+                   previous: bool = False) -> AsyncIterator[bytes]:
+        path = self.log_path(pod_uid, container, previous=previous)
+        follow = follow and not previous  # the previous run is over
         if not path.exists():
             return
         with open(path, "rb") as f:
