@@ -60,7 +60,10 @@ def cli() -> None:
 @click.option("--scheduler-config", default=None, metavar="FILE",
               help="Scheduler profiles (a SchedulerConfiguration YAML file); default: the default profile.")
 @click.option("--node-monitor-grace-period", "grace", default=40.0, show_default=True, metavar="SECONDS",
-              help="A node whose lease is older than this becomes NotReady.")
+              help="A node whose lease is older than this becomes NotReady: at least twice --node-heartbeat.")
+@click.option("--node-heartbeat", "heartbeat", default=10.0, show_default=True, metavar="SECONDS",
+              type=click.FloatRange(min=0, min_open=True),
+              help="How often the agents renew their leases (their --heartbeat), for the check above.")
 @click.option("--pod-eviction-timeout", "eviction", default=300.0, show_default=True, metavar="SECONDS",
               help="Pods of a node NotReady this long are placed elsewhere.")
 @click.option("--local-agent", is_flag=True, help="Also run this machine as a node (process runtime).")
@@ -108,7 +111,7 @@ def cli() -> None:
               type=click.Choice(["debug", "info", "warning", "error"]))
 def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafile: str, etcd_certfile: str,
            etcd_keyfile: str, run_scheduler: bool,
-           scheduler_config: str | None, grace: float, eviction: float, local_agent: bool,
+           scheduler_config: str | None, grace: float, heartbeat: float, eviction: float, local_agent: bool,
            leader_elect: bool | None, identity: str, advertise_url: str, lease_seconds: float, renew_deadline: float,
            retry_period: float, tls_sans: tuple[str, ...], write_kubeconfig: bool, audit_log: str, audit_max_mib: int,
            max_reads: int, max_writes: int, max_object_size: str, quota: str, history: str,
@@ -125,6 +128,10 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
     from corral.server.app import ServerConfig, serve_forever
     from corral.store.etcd import EtcdTLS
 
+    if grace < 2 * heartbeat:
+        raise CliError(f"--node-monitor-grace-period {grace:g}s is shorter than twice the agents' heartbeat "
+                       f"({heartbeat:g}s, --node-heartbeat): a node whose agent is a moment late would go NotReady "
+                       f"and back; use at least {2 * heartbeat:g}s")
     if (etcd_certfile or etcd_keyfile) and not etcd_cafile:
         raise CliError("--etcd-certfile and --etcd-keyfile need --etcd-cafile (the CA that signed etcd's certificates)")
     try:

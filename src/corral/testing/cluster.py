@@ -28,7 +28,7 @@ class LocalCluster:
         self.agent_args = agent_args
         self.heartbeat = heartbeat
         self.server = ServerProcess(os.path.join(root, "server"), "--node-monitor-grace-period", str(grace),
-                                    "--pod-eviction-timeout", str(eviction))
+                                    "--node-heartbeat", str(heartbeat), "--pod-eviction-timeout", str(eviction))
         self.agents: dict[str, subprocess.Popen] = {}
 
     @property
