@@ -474,6 +474,14 @@ async def test_explain_a_bound_pod_as_if_it_were_still_pending():
     h.add_pod(make_pod("p").node("a"))
     report = h.scheduler.explain(make_pod("p").node("a").obj)
     assert report["feasible"] == 2  # not only the node it is bound to
+    # Its own hostPort and requests do not count against its own node (they did: "didn't have free ports").
+    web = make_pod("web").node("a").host_port(8080).requests(cpu="3")
+    h.add_pod(web)
+    table = h.scheduler.cache.table
+    before = int(table.requested["cpu"][table.row_of["a"]])
+    report = h.scheduler.explain(web.obj)
+    assert report["feasible"] == 2, report["nodes"]
+    assert int(table.requested["cpu"][table.row_of["a"]]) == before  # and it is counted again afterwards
     with pytest.raises(LookupError, match="no profile for schedulerName 'other'"):
         h.scheduler.explain(make_pod("x").scheduler("other").obj)
 

@@ -298,9 +298,20 @@ class Scheduler:
         fwk = self.frameworks.get(info.scheduler_name)
         if fwk is None:
             raise LookupError(f"no profile for schedulerName {info.scheduler_name!r}")
-        if self.cache.is_assumed(info.key) or info.key in self.cache.pods:
-            info = PodInfo.from_object({**pod, "spec": {**(pod.get("spec") or {}), "nodeName": ""}})
-        return explain(fwk, self.cache, info)
+        if not (self.cache.is_assumed(info.key) or info.key in self.cache.pods):
+            return explain(fwk, self.cache, info)
+        # A bound pod, explained as if it were pending: without itself on its node, or it would be
+        # the one whose ports and resources its own node lacks. Taken out and put back within this
+        # call (no await between), so no scheduling cycle sees it missing; a binding still in flight
+        # (assumed) stays as it is.
+        info = PodInfo.from_object({**pod, "spec": {**(pod.get("spec") or {}), "nodeName": ""}})
+        if self.cache.is_assumed(info.key):
+            return explain(fwk, self.cache, info)
+        self.cache.remove_pod(info.key)
+        try:
+            return explain(fwk, self.cache, info)
+        finally:
+            self.cache.set_pod(pod)
 
     def update_gauges(self) -> None:
         for name, n in self.queue.counts().items():
