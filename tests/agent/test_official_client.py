@@ -167,3 +167,14 @@ def test_logs_show_the_current_run_and_previous_the_one_before(cluster):
     assert current.count("crashing in run") == 1 and previous.count("crashing in run") == 1, (current, previous)
     assert current != previous
     assert corral("logs", "running", "--previous", kubeconfig=kc).stdout == ""  # it never restarted
+
+
+def test_logs_since_is_refused_plainly_where_the_runtime_keeps_no_times(cluster):
+    kc = cluster.kubeconfig
+    proc = corral("logs", "running", "--since", "5m", kubeconfig=kc, check=False)
+    assert proc.returncode == 1 and "--since is not available on this node" in proc.stderr, proc.stderr
+    out = subprocess.run([KUBECTL, "--kubeconfig", kc, "logs", "running", "--since=5m"], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode != 0 and "(BadRequest)" in out.stderr and "not available on this node" in out.stderr
+    bad = corral("logs", "running", "--since", "soon", kubeconfig=kc, check=False)
+    assert bad.returncode == 1 and "is not a duration like 30s" in bad.stderr

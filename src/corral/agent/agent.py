@@ -363,13 +363,21 @@ class Agent:
                                      status=404)
         follow = request.query.get("follow", "").lower() in ("true", "1")
         previous = request.query.get("previous", "").lower() in ("true", "1")
+        since_raw = request.query.get("sinceSeconds", "")
+        if since_raw and not (since_raw.isascii() and since_raw.isdigit() and len(since_raw) <= 12):
+            return web.json_response({"message": f"sinceSeconds must be a positive integer, got {since_raw[:40]!r}"},
+                                     status=400)
+        since = int(since_raw) if since_raw else None
+        unavailable = self.runtime.logs_unavailable(previous=previous, since_seconds=since)
+        if unavailable is not None:
+            return web.json_response({"message": unavailable}, status=400)
         resp = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8"})
         resp.enable_chunked_encoding()
         self.log_streams += 1
         try:
             await resp.prepare(request)
-            async for chunk in self.runtime.logs(entry.uid, container, tail=int(tail) if tail else None, follow=follow,
-                                                 previous=previous):
+            async for chunk in self.runtime.logs(entry.uid, container, tail=int(tail) if tail else None,
+                                                 follow=follow, previous=previous, since_seconds=since):
                 await resp.write(chunk)
         except (ConnectionResetError, asyncio.CancelledError):
             pass

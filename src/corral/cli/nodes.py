@@ -159,6 +159,20 @@ async def _keep_certificate_fresh(client, data_dir: str, name: str) -> None:
             logging.getLogger(__name__).exception("renewing the node certificate failed; retrying in 12 h")
 
 
+def _duration(text: str, flag: str) -> int:
+    """``30s``, ``5m``, ``2h``, ``1h30m`` → whole seconds (at least 1); anything else is one line naming it."""
+    import re
+
+    parts = re.fullmatch(r"(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?", text.strip())
+    if not text.strip() or parts is None:
+        raise CliError(f"{flag} {text!r} is not a duration like 30s, 5m, 2h or 1h30m")
+    h, m, s = (int(g or 0) for g in parts.groups())
+    seconds = h * 3600 + m * 60 + s
+    if seconds < 1:
+        raise CliError(f"{flag} must be at least 1s, got {text!r}")
+    return seconds
+
+
 @click.command()
 @click.argument("pod")
 @click.option("--container", "-c", default=None, help="Container name (needed when the pod has several).")
@@ -166,10 +180,13 @@ async def _keep_certificate_fresh(client, data_dir: str, name: str) -> None:
 @click.option("--tail", type=int, default=None, help="Only the last N lines.")
 @click.option("--previous", "-p", is_flag=True, help="The output of the container's run before this one "
                                                       "(why it crashed).")
+@click.option("--since", default=None, metavar="DURATION",
+              help="Only what was written in the last DURATION: 30s, 5m, 2h (the docker runtime; the process "
+                   "runtime keeps no times and says so).")
 @namespace_option
 @server_option
 @run
-async def logs(pod, container, follow, tail, previous, namespace, server) -> None:
+async def logs(pod, container, follow, tail, previous, since, namespace, server) -> None:
     """Print a container's output since it last started (through the server, from the agent of the
     pod's node); --previous for the run before."""
     import aiohttp
@@ -177,9 +194,11 @@ async def logs(pod, container, follow, tail, previous, namespace, server) -> Non
     from corral.client.rest import ConnectionFailed, _error
 
     ns = namespace or "default"
+    since_seconds = _duration(since, "--since") if since is not None else None
     params = {k: v for k, v in (("container", container), ("follow", "true" if follow else None),
                                 ("tailLines", str(tail) if tail is not None else None),
-                                ("previous", "true" if previous else None)) if v}
+                                ("previous", "true" if previous else None),
+                                ("sinceSeconds", str(since_seconds) if since_seconds is not None else None)) if v}
     async with make_client(server) as client:
         url = f"{client.base_url}/api/v1/namespaces/{ns}/pods/{pod}/log"
         try:

@@ -505,6 +505,11 @@ async def proxy_logs(request: web.Request, api: ResourceAPI, agents: AgentConnec
         params["follow"] = "true"
     if _flag(request, "previous"):
         params["previous"] = "true"
+    since = _int_param(request, "sinceSeconds")
+    if since is not None:
+        if since < 1:
+            raise errors.bad_request(f"sinceSeconds must be at least 1, got {since}")
+        params["sinceSeconds"] = str(since)
     tail = _int_param(request, "tailLines")
     if tail is not None:
         params["tailLines"] = str(max(tail, 0))
@@ -514,8 +519,14 @@ async def proxy_logs(request: web.Request, api: ResourceAPI, agents: AgentConnec
             async with session.get(url, params=params, ssl=agents.ssl_context(), server_hostname=node_name) as upstream:
                 if upstream.status != 200:
                     text = (await upstream.content.read(4096)).decode("utf-8", "replace")
-                    raise errors.ApiError(upstream.status if upstream.status < 500 else 502, "NotFound"
-                                          if upstream.status == 404 else "InternalError", text.strip())
+                    reason = {400: "BadRequest", 404: "NotFound", 429: "TooManyRequests"}.get(upstream.status,
+                                                                                              "InternalError")
+                    try:  # the agent answers {"message": ...}
+                        answer = decode_json(text.encode())
+                        text = answer.get("message", text) if isinstance(answer, dict) else text
+                    except DecodeError:
+                        pass
+                    raise errors.ApiError(upstream.status if upstream.status < 500 else 502, reason, text.strip())
                 resp = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8"})
                 resp.enable_chunked_encoding()
                 await resp.prepare(request)

@@ -58,9 +58,15 @@ class Runtime(Protocol):
         """SIGTERM, wait up to ``grace_seconds``, SIGKILL. Idempotent."""
 
     async def logs(self, pod_uid: str, container: str, *, tail: int | None, follow: bool,
-                   previous: bool = False) -> AsyncIterator[bytes]:
+                   previous: bool = False, since_seconds: int | None = None) -> AsyncIterator[bytes]:
         """The container's output (stdout and stderr) since it last started, optionally following it;
-        ``previous``: the output of the run before that (a crashed container's last words)."""
+        ``previous``: the output of the run before that (a crashed container's last words);
+        ``since_seconds``: only what it wrote in the last so many seconds (where
+        :meth:`logs_unavailable` allows it)."""
+
+    def logs_unavailable(self, *, previous: bool, since_seconds: int | None) -> str | None:
+        """Why this runtime cannot give these logs (the agent answers 400 with it), or None."""
+        return None
 
     async def recover(self) -> list[RecoveredContainer]:
         """Containers this runtime started before the agent restarted."""

@@ -16,6 +16,7 @@ import asyncio
 import concurrent.futures
 import os
 import shutil
+import time
 from typing import Any, AsyncIterator
 
 from corral.agent.runtimes.base import ContainerRef, ExitInfo, RecoveredContainer, StartError
@@ -197,8 +198,13 @@ class DockerRuntime:
         the container, which is removed)."""
         return os.path.join(self.data_dir, "previous-logs", pod_uid, f"{container}.log")
 
+    def logs_unavailable(self, *, previous: bool, since_seconds: int | None) -> str | None:
+        if previous and since_seconds is not None:
+            return "the previous run's output is kept without times: --since and --previous do not go together"
+        return None
+
     async def logs(self, pod_uid: str, container: str, *, tail: int | None, follow: bool,
-                   previous: bool = False) -> AsyncIterator[bytes]:
+                   previous: bool = False, since_seconds: int | None = None) -> AsyncIterator[bytes]:
         if previous:
             try:
                 with open(self._previous_log(pod_uid, container), "rb") as f:
@@ -212,8 +218,10 @@ class DockerRuntime:
         c = await asyncio.to_thread(self._find, pod_uid, container)
         if c is None:
             return
+        since = {"since": int(time.time()) - since_seconds} if since_seconds is not None else {}
         if not follow:
-            yield await asyncio.to_thread(c.logs, stdout=True, stderr=True, tail="all" if tail is None else tail)
+            yield await asyncio.to_thread(c.logs, stdout=True, stderr=True, tail="all" if tail is None else tail,
+                                          **since)
             return
         queue: asyncio.Queue = asyncio.Queue()
         loop = asyncio.get_running_loop()
@@ -221,7 +229,7 @@ class DockerRuntime:
         def pump() -> None:
             try:
                 for chunk in c.logs(stdout=True, stderr=True, stream=True, follow=True,
-                                    tail="all" if tail is None else tail):
+                                    tail="all" if tail is None else tail, **since):
                     loop.call_soon_threadsafe(queue.put_nowait, chunk)
             finally:
                 loop.call_soon_threadsafe(queue.put_nowait, None)

@@ -285,8 +285,14 @@ class ProcessRuntime:
             while self._alive(ref):
                 await asyncio.sleep(_POLL / 4)
 
+    def logs_unavailable(self, *, previous: bool, since_seconds: int | None) -> str | None:
+        if since_seconds is not None:
+            return ("the process runtime keeps a container's output without times: --since is not available "
+                    "on this node (use --tail, or the docker runtime)")
+        return None
+
     async def logs(self, pod_uid: str, container: str, *, tail: int | None, follow: bool,
-                   previous: bool = False) -> AsyncIterator[bytes]:
+                   previous: bool = False, since_seconds: int | None = None) -> AsyncIterator[bytes]:
         path = self.log_path(pod_uid, container, previous=previous)
         follow = follow and not previous  # the previous run is over
         if not path.exists():
