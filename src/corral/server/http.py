@@ -8,6 +8,7 @@ leaves as a ``Status`` object.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from dataclasses import dataclass
@@ -303,8 +304,9 @@ class ResourceRoutes:
                 _verb(request, res, "list")
                 rendering = _rendering(request, listing=True)
                 reply = await api.list(res, t.namespace, _list_options(request, res))
-                if rendering is not None:
-                    reply.body = tables.render_list(res, reply.body, rendering)
+                if rendering is not None:  # a large list is rendered off the loop, as large bodies are decoded
+                    render = functools.partial(tables.render_list, res, reply.body, rendering)
+                    reply.body = await asyncio.to_thread(render) if len(reply.body) > OFF_LOOP_BYTES else render()
                 return respond(reply)
             if method == "POST":
                 _verb(request, res, "create")
