@@ -1,4 +1,4 @@
-"""Write src/corral/api/kubectl/kubernetes_fields.json: the field names of Kubernetes' API types for the kinds
+"""Write src/corral/api/kubectl/kubernetes_fields.py: the field names of Kubernetes' API types for the kinds
 corral serves, read from the locked official Python client's models (its ``openapi_types`` and
 ``attribute_map``, generated from Kubernetes' OpenAPI). Facts only: names and what each field holds.
 
@@ -8,7 +8,7 @@ Run it when the locked ``kubernetes`` client changes; the server reads the file 
 field (unknown to Kubernetes: refused under fieldValidation=Strict) from a Kubernetes field corral
 keeps but does not act on (a warning, never a refusal).
 
-The file: ``kinds`` maps "apiVersion/Kind" to a type; ``types`` maps each type to its fields, each
+The module: ``KINDS`` maps "apiVersion/Kind" to a type; ``TYPES`` maps each type to its fields, each
 field to "" (a scalar, or a list or map of scalars), "*" (anything: free-form), "T" (an object of
 type T), "[]T" (a list of them) or "{}T" (a map of them).
 """
@@ -34,7 +34,7 @@ ROOTS = {
     "authorization.k8s.io/v1/SelfSubjectRulesReview": "V1SelfSubjectRulesReview",
     "policy/v1/Eviction": "V1Eviction", "policy/v1/PodDisruptionBudget": "V1PodDisruptionBudget",
 }
-OUT = os.path.join(os.path.dirname(__file__), "..", "src", "corral", "api", "kubectl", "kubernetes_fields.json")
+OUT = os.path.join(os.path.dirname(__file__), "..", "src", "corral", "api", "kubectl", "kubernetes_fields.py")
 
 
 def field_kind(openapi_type: str) -> tuple[str, str | None]:
@@ -63,9 +63,15 @@ def main() -> int:
             if nested is not None:
                 todo.append(nested)
     with open(OUT, "w", encoding="utf-8") as f:
-        json.dump({"client": client_version, "kinds": ROOTS, "types": dict(sorted(types.items()))}, f,
-                  separators=(",", ":"), sort_keys=False)
-        f.write("\n")
+        f.write(f'''"""Kubernetes' field names for the kinds corral serves, from the official Python client
+{client_version}'s models. Written by tools/kubernetes_fields.py; do not edit (run it again).
+"""
+
+# fmt: off
+CLIENT = {client_version!r}
+KINDS = {json.dumps(ROOTS, sort_keys=True)}
+TYPES = {json.dumps(dict(sorted(types.items())), sort_keys=True)}
+''')
     print(f"{len(types)} types for {len(ROOTS)} kinds from kubernetes {client_version} -> {os.path.normpath(OUT)}")
     return 0
 
