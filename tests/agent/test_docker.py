@@ -104,6 +104,28 @@ async def test_exit_codes_oom_kills_missing_commands_and_missing_images_are_told
     await rt.close()
 
 
+async def test_logs_hold_the_current_run_and_previous_the_run_before_and_since_filters(dockerd, tmp_path):
+    rt = DockerRuntime(str(tmp_path), base_url=dockerd.url)
+    p = pod("again", "uid-again-0003")
+    c = p["spec"]["containers"][0]
+    c.update(command=["sh", "-c", "echo first run"])
+    await rt.wait(await rt.start(p, c))
+    c.update(command=["sh", "-c", "echo second run"])
+    await rt.wait(await rt.start(p, c))  # the restart: the first run's container is replaced
+
+    async def logs(**kw) -> bytes:
+        return b"".join([chunk async for chunk in rt.logs("uid-again-0003", "main", tail=None, follow=False, **kw)])
+
+    assert await logs() == b"second run\n"
+    assert await logs(previous=True) == b"first run\n"
+    assert await logs(since_seconds=3600) == b"second run\n"
+    assert rt.logs_unavailable(previous=True, since_seconds=60) is not None
+    assert rt.logs_unavailable(previous=False, since_seconds=60) is None
+    await rt.remove_pod("uid-again-0003")
+    assert await logs(previous=True) == b""  # the pod's kept output goes with it
+    await rt.close()
+
+
 def test_a_cluster_on_the_docker_runtime_runs_logs_reports_oom_and_cleans_up(dockerd, tmp_path):
     with LocalCluster(str(tmp_path / "c"), agents=1, runtime="docker", docker_host=dockerd.url) as cluster:
         kc = cluster.kubeconfig
