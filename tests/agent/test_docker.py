@@ -152,13 +152,30 @@ spec:
     command: [sh, -c, "a=$(yes | head -c 200000000)"]
     resources: {{limits: {{memory: 16Mi}}}}
 """)
+        # Init containers first, in order, each to success; then the container (Docker's own
+        # filesystem per container: the second init container only checks its turn came).
+        apply(kc, tmp_path, f"""apiVersion: v1
+kind: Pod
+metadata: {{name: staged}}
+spec:
+  initContainers:
+  - {{name: first, image: {BUSYBOX_IMAGE}, command: [sh, -c, "echo init one"]}}
+  - {{name: second, image: {BUSYBOX_IMAGE}, command: [sh, -c, "echo init two"]}}
+  containers:
+  - {{name: main, image: {BUSYBOX_IMAGE}, command: [sh, -c, "echo main after init; exec sleep 600"]}}
+""")
         wait_for(lambda: phase(kc, "hello") == "Running", what="hello Running")
+        wait_for(lambda: phase(kc, "staged") == "Running", what="staged Running after its init containers")
+        staged = pods(kc)["staged"]["status"]
+        assert [(s["name"], s["state"]["terminated"]["reason"]) for s in staged["initContainerStatuses"]] == [
+            ("first", "Completed"), ("second", "Completed")]
+        assert "init two" in corral("logs", "staged", "-c", "second", kubeconfig=kc).stdout
         assert pods(kc)["hello"]["status"]["containerStatuses"][0]["imageID"].startswith("docker://sha256:")
         assert wait_for(lambda: "hello from docker" in corral("logs", "hello", kubeconfig=kc).stdout)
         wait_for(lambda: phase(kc, "hog") == "Failed", what="the memory hog to fail")
         assert pods(kc)["hog"]["status"]["reason"] == "OOMKilled"
         assert "OOMKilled" in corral("describe", "pod", "hog", kubeconfig=kc).stdout
-        corral("delete", "pod", "hello", "hog", "--grace-period", "2", kubeconfig=kc)  # sleep as PID 1 ignores SIGTERM
+        corral("delete", "pod", "hello", "hog", "staged", "--grace-period", "2", kubeconfig=kc)  # sleep as PID 1 ignores SIGTERM
         wait_for(lambda: not pods(kc), what="records removed")
         import docker
 
