@@ -330,7 +330,7 @@ class PodMachine:
             if self.restart_policy == "Never":  # as Kubernetes: a failed init container fails the pod
                 self._settle(event.now, init_failed=c)
                 return [self._report(event.now)]
-        if self._restarts(failed=event.exit_code != 0) or (c.name in self.init and event.exit_code != 0):
+        if self._restarts(failed=event.exit_code != 0):  # (a succeeded init container returned above)
             c.last = {"terminated": {"exitCode": event.exit_code, "reason": reason,
                                      "startedAt": rfc3339(c.started_at or event.now),
                                      "finishedAt": rfc3339(event.now)}}

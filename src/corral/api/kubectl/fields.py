@@ -13,17 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["kubernetes_unknown_fields", "knows_kind"]
+__all__ = ["kubernetes_unknown_fields"]
 
 
 def _schema() -> tuple[dict[str, str], dict[str, dict[str, str]]]:
     from corral.api.kubectl import kubernetes_fields  # 27 KB of names: only when needed
 
     return kubernetes_fields.KINDS, kubernetes_fields.TYPES
-
-
-def knows_kind(api_version: str, kind: str) -> bool:
-    return f"{api_version}/{kind}" in _schema()[0]
 
 
 def _walk(value: Any, type_name: str, path: str, out: list[str]) -> None:
