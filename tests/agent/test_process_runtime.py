@@ -7,11 +7,12 @@ import asyncio
 import os
 import pwd
 import shutil
+import socket
 from pathlib import Path
 
 import pytest
 
-from corral.agent.runtimes.base import StartError
+from corral.agent.runtimes.base import StartError, StreamError
 from corral.agent.runtimes.process import ProcessRuntime
 
 ROOT = os.geteuid() == 0
@@ -134,3 +135,59 @@ def test_the_pods_stay_under_the_data_directory_when_their_user_can_reach_it(tmp
     hidden.mkdir(mode=0o700)
     expected_inside = not ROOT  # an agent running pods as itself can always reach its own directory
     assert (runtimes(str(hidden)).root == hidden / "pods") == expected_inside
+
+
+@pytest.mark.skipif(not ROOT, reason="only an agent running as root runs pods as another user than its own")
+async def test_port_forward_reaches_only_a_declared_port_the_pods_user_listens_on(tmp_path, runtimes):
+    rt = runtimes(str(tmp_path))
+    p, c = pod("pf", "sleep", "30")
+    with socket.socket() as agents_own:  # the agent's (root's) listener on a port the pod declares
+        agents_own.bind(("127.0.0.1", 0))
+        agents_own.listen()
+        port = agents_own.getsockname()[1]
+        c["ports"] = [{"containerPort": port}]
+        ref = await rt.start(p, c)
+        try:
+            with pytest.raises(StreamError, match="another user's process listens on it"):
+                await rt.port_address(ref, p, port)
+            with pytest.raises(StreamError, match="not a containerPort of the pod"):
+                await rt.port_address(ref, p, 22)
+        finally:
+            await rt.stop(ref, 1)
+    served = await rt.start(p, {**c, "name": "web", "command": ["python3", "-m", "http.server", str(port),
+                                                               "--bind", "127.0.0.1"]})
+    try:
+        address = None
+        for _ in range(100):
+            try:
+                address = await rt.port_address(served, p, port)
+                break
+            except StreamError:
+                await asyncio.sleep(0.05)
+        assert address == ("127.0.0.1", port)  # the pod's own listener, as its user
+    finally:
+        await rt.stop(served, 1)
+
+
+async def test_exec_runs_as_the_container_in_its_directory_and_ends_what_it_started(tmp_path, runtimes):
+    rt = runtimes(str(tmp_path))
+    p, c = pod("ex", "sleep", "30")
+    c["env"] = [{"name": "GREETING", "value": "hi"}]
+    ref = await rt.start(p, c)
+    try:
+        session = await rt.exec(ref, p, c, ["sh", "-c", "echo $GREETING; id -u; pwd; echo e >&2; exit 4"],
+                                stdin=False, tty=False)
+        out = [chunk async for chunk in session.output()]
+        assert await session.wait() == 4
+        stdout = b"".join(d for ch, d in out if ch == 1).decode().split("\n")
+        assert stdout[0] == "hi" and int(stdout[1]) == (pwd.getpwnam("nobody").pw_uid if ROOT else os.geteuid())
+        assert stdout[2].endswith("/ex/c") and b"".join(d for ch, d in out if ch == 2) == b"e\n"
+        lingering = await rt.exec(ref, p, c, ["sh", "-c", "sleep 300 & echo started; wait"], stdin=False, tty=False)
+        async for _ in lingering.output():
+            break
+        await lingering.close()  # the user left: the command and its children end
+        assert await asyncio.wait_for(lingering.wait(), 5) == 128 + 9
+    finally:
+        await rt.stop(ref, 1)
+    with pytest.raises(StreamError, match="container c is not running"):
+        await rt.exec(ref, p, c, ["true"], stdin=False, tty=False)

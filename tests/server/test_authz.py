@@ -62,6 +62,11 @@ async def test_a_view_user_reads_and_is_refused_every_write_with_a_status_naming
         await refused(vera.patch("pods", "web", {"metadata": {"labels": {"x": "y"}}}, "default", raw=True))
         await refused(vera.list("pods", "other", raw=True))  # the binding is for default only
         await refused(vera.request("GET", "/api/v1/namespaces/default/secrets"))  # view does not read Secrets
+        # Nor run commands in a pod or reach its ports: a WebSocket upgrade is a GET, judged as create.
+        err = await refused(vera.request("GET", "/api/v1/namespaces/default/pods/web/exec?command=id"))
+        assert err.message == ('pods "web" is forbidden: User "vera" cannot create resource "pods/exec" in API group '
+                               '"" in the namespace "default"')
+        await refused(vera.request("GET", "/api/v1/namespaces/default/pods/web/portforward"))
         await refused(vera.list("nodes", raw=True))
         await refused(vera.list("tokens", raw=True))
         await refused(vera.create(binding("escalate", "cluster-admin", "dev"), raw=True))
@@ -82,6 +87,9 @@ async def test_an_edit_user_runs_workloads_in_its_namespace_but_cannot_grant_rig
         await admin.create(NodeBuilder("n1").obj, raw=True)
     async with as_user(server, "eddie", "team-devs") as eddie:
         await eddie.create(PodBuilder("app", "team").obj, raw=True)
+        # May exec (authorised: what it lacks is the WebSocket upgrade, not the right).
+        err = await refused(eddie.request("GET", "/api/v1/namespaces/team/pods/app/exec?command=id"), 400)
+        assert "served over WebSocket" in err.message
         await eddie.delete("pods", "app", "team")
         await refused(eddie.create(PodBuilder("app").obj, raw=True))  # default is not its namespace
         await refused(eddie.create(binding("me-admin", "admin", "team-devs", "team"), raw=True))

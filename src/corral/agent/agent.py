@@ -5,7 +5,8 @@ against the server at start and every 10 minutes, watches the pods bound to it (
 ``spec.nodeName``), feeds every change and every runtime outcome to each pod's
 :class:`~corral.agent.machine.PodMachine`, and carries out the actions the machine returns:
 starting and stopping containers through the runtime, writing the pod's status, recording events.
-It also serves container logs over HTTP for ``corral logs`` (through the server).
+It also serves container logs, exec and port-forward for ``kubectl logs|exec|cp|port-forward``
+(through the server, which alone may call it).
 
 After a restart it adopts the containers its runtime still runs for pods still bound here, and
 stops the others (their pods were deleted or placed elsewhere while it was away).
@@ -28,6 +29,7 @@ from corral.agent import machine as m
 from corral.agent.node_info import default_address, node_object
 from corral.agent.reporting import StatusReporter, renew_lease
 from corral.agent.runtimes.base import ContainerRef, Runtime, StartError
+from corral.agent.streams import StreamEndpoints
 from corral.api.defaults import now_rfc3339
 from corral.client.informer import Informer
 from corral.client.rest import AlreadyExists, ApiError, Client, ConnectionFailed, NotFound
@@ -109,6 +111,7 @@ class Agent:
         self.reporter = StatusReporter(client)
         self._site: web.TCPSite | None = None
         self._runner: web.AppRunner | None = None
+        self.streams = StreamEndpoints(self)  # exec and port-forward
         self.log_streams = 0  # log requests being answered; at most max_log_streams
         self.max_log_streams = MAX_LOG_STREAMS
         self.port = config.port
@@ -337,6 +340,7 @@ class Agent:
         app = web.Application(middlewares=[_only_the_api_server])
         app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self._logs)
         app.router.add_get("/healthz", _healthz)
+        self.streams.add_routes(app)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
         host = self.config.listen_address or self.config.address

@@ -1,4 +1,4 @@
-"""Reaching a node's agent from the API server (``corral logs``), safely.
+"""Reaching a node's agent from the API server (logs, exec, port-forward), safely.
 
 The URL is built only from what the node registered, each part validated on its own: the
 ``InternalIP`` of ``status.addresses`` must be an IP address or a DNS name, the port of
@@ -62,11 +62,11 @@ class AgentConnector:
         return self._ssl
 
     @staticmethod
-    def logs_url(node_name: str, node: dict[str, Any] | None, namespace: str, pod: str, container: str) -> str:
+    def url(node_name: str, node: dict[str, Any] | None, *parts: str) -> str:
+        """``https://{agent}/{parts…}``: the agent of ``node_name`` as it registered, each part quoted."""
         endpoint = agent_endpoint(node)
         if endpoint is None:
             raise errors.ApiError(503, "ServiceUnavailable",
-                                  f"node {node_name} has registered no valid agent endpoint to read logs from")
+                                  f"node {node_name} has registered no valid agent endpoint to reach")
         host, port = endpoint
-        path = "/".join(quote(part, safe="") for part in ("containerLogs", namespace, pod, container))
-        return f"https://{host}:{port}/{path}"
+        return f"https://{host}:{port}/" + "/".join(quote(part, safe="") for part in parts)

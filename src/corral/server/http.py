@@ -22,7 +22,7 @@ from corral.api.decoding import DecodeError, decode_json, decode_yaml
 from corral.api.resources import ResourceType, by_plural
 from corral.api.selectors import SelectorError, parse_field_selector, parse_label_selector
 from corral.api.validation import MAX_GRACE_SECONDS
-from corral.server import errors, tables
+from corral.server import errors, streams, tables
 from corral.server.agents import AgentConnector
 from corral.server.authz.review import Reviews
 from corral.server.watch import CacheWatcher, TooOld
@@ -335,6 +335,11 @@ class ResourceRoutes:
                 raise errors.method_not_allowed(method, "pods/log")
             request[VERB] = "get"
             return await proxy_logs(request, api, self.agents, t.namespace or "default", t.name)
+        if t.subresource in ("exec", "portforward"):
+            request[VERB] = "create"
+            serve = streams.exec_stream if t.subresource == "exec" else streams.portforward_stream
+            with self.inflight.watching(request[USER].name):
+                return await serve(request, api, self.agents, t.namespace or "default", t.name)
         if t.subresource == "binding":
             if method != "POST":
                 raise errors.method_not_allowed(method, "pods/binding")
@@ -501,7 +506,7 @@ async def proxy_logs(request: web.Request, api: ResourceAPI, agents: AgentConnec
         raise errors.bad_request(f"container {container} is not valid for pod {name}, choose one of: {containers}"
                                  + (f" or one of the init containers: {inits}" if inits else ""))
     node = api.cache.get(by_kind("Node").key(None, node_name))
-    url = agents.logs_url(node_name, node.obj if node is not None else None, namespace, name, container)
+    url = agents.url(node_name, node.obj if node is not None else None, "containerLogs", namespace, name, container)
     params = {}
     if _flag(request, "follow"):
         params["follow"] = "true"

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Protocol
 
-__all__ = ["Runtime", "ContainerRef", "ExitInfo", "StartError", "RecoveredContainer"]
+__all__ = ["Runtime", "ContainerRef", "ExitInfo", "StartError", "RecoveredContainer", "ExecSession", "StreamError"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,6 +44,32 @@ class StartError(Exception):
         self.message = message
 
 
+class StreamError(Exception):
+    """An exec, attach or port-forward the runtime cannot carry out; the message is the user's."""
+
+
+class ExecSession(Protocol):
+    """A command running in a container (``kubectl exec``), as the agent drives it."""
+
+    def output(self) -> AsyncIterator[tuple[int, bytes]]:
+        """(1 for stdout | 2 for stderr, bytes) as the command writes them, until its output ends
+        (with a TTY everything is stdout)."""
+
+    async def write(self, data: bytes) -> None:
+        """To the command's stdin (ignored when it was started without one)."""
+
+    async def close_stdin(self) -> None: ...
+
+    def resize(self, width: int, height: int) -> None:
+        """The terminal's new size (TTY only; ignored otherwise)."""
+
+    async def wait(self) -> int:
+        """The command's exit code, once it has ended."""
+
+    async def close(self) -> None:
+        """End the command and whatever it started, if still running. Idempotent."""
+
+
 class Runtime(Protocol):
     name: str
     version: str
@@ -67,6 +93,15 @@ class Runtime(Protocol):
     def logs_unavailable(self, *, previous: bool, since_seconds: int | None) -> str | None:
         """Why this runtime cannot give these logs (the agent answers 400 with it), or None."""
         return None
+
+    async def exec(self, ref: ContainerRef, pod: dict[str, Any], container: dict[str, Any], command: list[str], *,
+                   stdin: bool, tty: bool) -> ExecSession:
+        """Run ``command`` in the running container ``ref`` (its user, environment, working directory
+        and limits); raises :class:`StreamError` when it cannot start."""
+
+    async def port_address(self, ref: ContainerRef, pod: dict[str, Any], port: int) -> tuple[str, int]:
+        """Where the agent connects to reach ``port`` of the pod (``kubectl port-forward``); raises
+        :class:`StreamError` when the runtime will not forward it."""
 
     async def recover(self) -> list[RecoveredContainer]:
         """Containers this runtime started before the agent restarted."""

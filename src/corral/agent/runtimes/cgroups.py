@@ -112,6 +112,11 @@ class Cgroups:
                     _write(memory / "memory.memsw.limit_in_bytes", str(limits.memory_bytes))
         return tuple(str(d / "cgroup.procs") for d in self._dirs(pod_uid, container))
 
+    def procs_files(self, pod_uid: str, container: str) -> tuple[str, ...]:
+        """The ``cgroup.procs`` files of a running container's groups, for another process to join
+        (``kubectl exec``): its processes then count against the container's limits."""
+        return tuple(str(d / "cgroup.procs") for d in self._dirs(pod_uid, container) if d.is_dir())
+
     def pids(self, pod_uid: str, container: str) -> list[int]:
         try:
             text = (self._dir("pids", pod_uid, container) / "cgroup.procs").read_text()

@@ -23,6 +23,7 @@ processes of the user (all pods together). The image is not used. Use ``docker``
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import functools
 import hashlib
 import json
@@ -33,13 +34,16 @@ import resource
 import shutil
 import signal
 import stat
+import subprocess
+import termios
 import time
 from pathlib import Path
 from typing import Any, AsyncIterator
 
 import corral
 from corral.agent.runtimes import cgroups as cg
-from corral.agent.runtimes.base import ContainerRef, ExitInfo, RecoveredContainer, StartError
+from corral.agent.runtimes.base import ContainerRef, ExecSession, ExitInfo, RecoveredContainer, StartError, StreamError
+from corral.agent.runtimes.sessions import PipeSession, PtySession, set_window_size
 
 __all__ = ["ProcessRuntime", "DEFAULT_MAX_PROCESSES", "DEFAULT_MAX_OPEN_FILES", "pods_root"]
 
@@ -58,7 +62,7 @@ def _within_hard(limit: int, value: int) -> int:
 
 
 def _enter(workdir: str, user: pwd.struct_passwd | None, limits: tuple[tuple[int, int], ...],
-           groups: tuple[str, ...] = ()) -> None:
+           groups: tuple[str, ...] = (), *, terminal: int = -1) -> None:
     """In the child, between fork and exec (system calls only): into the working directory while
     still the agent (the pod directories above it are the agent's alone) and into its control
     groups, then the pod's user, then the limits. Done here rather than with ``cwd=``/``user=``,
@@ -71,6 +75,25 @@ def _enter(workdir: str, user: pwd.struct_passwd | None, limits: tuple[tuple[int
         os.setuid(user.pw_uid)
     for limit, value in limits:
         resource.setrlimit(limit, (value, value))
+    if terminal >= 0:  # a session of its own whose controlling terminal is the pty
+        if os.getsid(0) != os.getpid():  # uvloop starts the new session after this, not before,
+            os.setsid()
+        fcntl.ioctl(terminal, termios.TIOCSCTTY, 0)  # and makes the pty stdin after it too: its own fd
+
+
+def _listener_uid(port: int) -> int | None:
+    """The owner of the socket listening on TCP ``port`` (IPv4 or IPv6, any address), or None."""
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(table, encoding="ascii") as f:
+                lines = f.readlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if len(fields) > 7 and fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:
+                return int(fields[7])
+    return None
 
 
 def _traversable(path: Path, user: pwd.struct_passwd) -> bool:
@@ -169,6 +192,33 @@ class ProcessRuntime:
     def log_path(self, pod_uid: str, container: str, *, previous: bool = False) -> Path:
         return self._dir(pod_uid) / (f"{container}.previous.log" if previous else f"{container}.log")
 
+    @staticmethod
+    def _environment(pod: dict[str, Any], container: dict[str, Any]) -> dict[str, str]:
+        """The container's environment: a few of the agent's variables, the pod's names, its ``env``."""
+        meta = pod.get("metadata") or {}
+        env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "PYTHONPATH")}
+        env.update({"HOSTNAME": meta.get("name", ""), "POD_NAME": meta.get("name", ""),
+                    "POD_NAMESPACE": meta.get("namespace", "default")})
+        for e in container.get("env") or ():
+            if e.get("name"):
+                env[e["name"]] = str(e.get("value", ""))
+        return env
+
+    def _as_user(self, env: dict[str, str], workdir: Path) -> None:
+        if self.user is not None:
+            if env.get("HOME") == os.environ.get("HOME"):  # not the agent's home: its own directory
+                env["HOME"] = str(workdir)
+            env["USER"] = env["LOGNAME"] = self.user.pw_name
+
+    def _workdir(self, pod_uid: str, container: dict[str, Any]) -> Path | None:
+        """The container's working directory (its own directory, or ``workingDir`` inside it);
+        None when ``workingDir`` would lead out of it."""
+        base = self._dir(pod_uid) / container.get("name", "")
+        if not container.get("workingDir"):
+            return base
+        workdir = (base / container["workingDir"].lstrip("/")).resolve()
+        return workdir if workdir.is_relative_to(base.resolve()) else None
+
     async def start(self, pod: dict[str, Any], container: dict[str, Any]) -> ContainerRef:
         meta = pod.get("metadata") or {}
         uid, name = meta.get("uid", ""), container.get("name", "")
@@ -177,12 +227,7 @@ class ProcessRuntime:
         if not container.get("command"):
             raise StartError("StartError", f"container {name}: the process runtime runs the container's "
                                            "command, and it has none (set `command`)")
-        env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "LC_ALL", "TZ", "PYTHONPATH")}
-        env.update({"HOSTNAME": meta.get("name", ""), "POD_NAME": meta.get("name", ""),
-                    "POD_NAMESPACE": meta.get("namespace", "default")})
-        for e in container.get("env") or ():
-            if e.get("name"):
-                env[e["name"]] = str(e.get("value", ""))
+        env = self._environment(pod, container)
         self._dir(uid).mkdir(exist_ok=True)
         os.chmod(self._dir(uid), 0o711 if self.user is not None else 0o700)
         shared = self._dir(uid) / SHARED_DIR  # the pod's containers' common ground (Kubernetes' emptyDir)
@@ -191,19 +236,15 @@ class ProcessRuntime:
             os.chown(shared, self.user.pw_uid, self.user.pw_gid)
         base = self._dir(uid) / name
         base.mkdir(exist_ok=True, mode=0o700)
-        workdir = base
-        if container.get("workingDir"):
-            workdir = (base / container["workingDir"].lstrip("/")).resolve()
-            if not workdir.is_relative_to(base.resolve()):
-                raise StartError("StartError", f'container {name}: workingDir "{container["workingDir"]}" leads out '
-                                               "of the container's directory")
-            workdir.mkdir(parents=True, exist_ok=True)
+        workdir = self._workdir(uid, container)
+        if workdir is None:
+            raise StartError("StartError", f'container {name}: workingDir "{container["workingDir"]}" leads out '
+                                           "of the container's directory")
+        workdir.mkdir(parents=True, exist_ok=True)
         if self.user is not None:
             for d in {base, workdir}:
                 os.chown(d, self.user.pw_uid, self.user.pw_gid)
-            if env.get("HOME") == os.environ.get("HOME"):  # not the agent's home: its own directory
-                env["HOME"] = str(workdir)
-            env["USER"] = env["LOGNAME"] = self.user.pw_name
+        self._as_user(env, workdir)
         program = argv[0]
         if "/" not in program and shutil.which(program, path=env.get("PATH")) is None:
             raise StartError("StartError", f'exec: "{program}": executable file not found in $PATH')
@@ -322,6 +363,62 @@ class ProcessRuntime:
                         yield rest
                     return
                 await asyncio.sleep(0.2)
+
+    async def exec(self, ref: ContainerRef, pod: dict[str, Any], container: dict[str, Any], command: list[str], *,
+                   stdin: bool, tty: bool) -> ExecSession:
+        """The command as the container runs: its user, environment, working directory, rlimits and
+        control groups (so its processes count against the container's limits)."""
+        if not command:
+            raise StreamError("you must specify at least one command for the container")
+        if not self._alive(ref):
+            raise StreamError(f"container {ref.container} is not running")
+        env = self._environment(pod, container)
+        workdir = self._workdir(ref.pod_uid, container)
+        if workdir is None or not workdir.is_dir():
+            raise StreamError(f"container {ref.container} has no working directory to run in")
+        self._as_user(env, workdir)
+        if tty:
+            env.setdefault("TERM", "xterm")
+        if "/" not in command[0] and shutil.which(command[0], path=env.get("PATH")) is None:
+            raise StreamError(f'exec: "{command[0]}": executable file not found in $PATH')
+        groups = self.cgroups.procs_files(ref.pod_uid, ref.container) if self.cgroups is not None else ()
+        master = slave = -1
+        try:
+            if tty:
+                master, slave = os.openpty()
+                set_window_size(master, 80, 24)
+                streams = {"stdin": slave, "stdout": slave, "stderr": slave}
+            else:
+                pipe = asyncio.subprocess.PIPE
+                streams = {"stdin": pipe if stdin else asyncio.subprocess.DEVNULL, "stdout": pipe, "stderr": pipe}
+            enter = functools.partial(_enter, str(workdir), self.user, self._limits, groups, terminal=slave)
+            proc = await asyncio.create_subprocess_exec(*command, env=env, start_new_session=True, preexec_fn=enter,
+                                                        **streams)
+        except (OSError, subprocess.SubprocessError) as exc:
+            if master >= 0:
+                os.close(master)
+            raise StreamError(f'exec: "{command[0]}": {getattr(exc, "strerror", None) or exc}') from None
+        finally:
+            if slave >= 0:
+                os.close(slave)
+        return PtySession(proc, master) if tty else PipeSession(proc)
+
+    async def port_address(self, ref: ContainerRef, pod: dict[str, Any], port: int) -> tuple[str, int]:
+        """Pods of this runtime share the node's network, so a pod's port is the node's: forwarded
+        only when the pod declares it (``containerPort``) and the socket listening on it is the pods'
+        user's — never the agent's, another service's of the node, or root's."""
+        declared = {p.get("containerPort") for c in (pod.get("spec") or {}).get("containers") or ()
+                    for p in c.get("ports") or ()}
+        if port not in declared:
+            raise StreamError(f"port {port} is not a containerPort of the pod: the process runtime forwards only "
+                              "ports the pod declares")
+        owner = _listener_uid(port)
+        if owner is None:
+            raise StreamError(f"nothing is listening on port {port} of the pod")
+        expected = self.user.pw_uid if self.user is not None else os.geteuid()
+        if owner != expected:
+            raise StreamError(f"port {port} is not the pod's: another user's process listens on it")
+        return "127.0.0.1", port
 
     async def recover(self) -> list[RecoveredContainer]:
         found = []

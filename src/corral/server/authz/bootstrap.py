@@ -26,8 +26,10 @@ _WORKLOADS: dict[str, list[str]] = {
     "placement.corral.dev": ["placements", "placements/status"],
     "scheduling.corral.dev": ["podgroups", "podgroups/status"],
 }
-# What only a writer does: evict a pod, read Secrets (their values are as good as write access).
-_WRITER_ONLY: dict[str, list[str]] = {"": ["pods/eviction", "secrets"]}
+# What only a writer does: evict a pod, read Secrets (their values are as good as write access), run
+# commands in a pod or reach its ports (exec, attach, port-forward: as good as the pod's own rights).
+_WRITER_ONLY: dict[str, list[str]] = {"": ["pods/eviction", "secrets", "pods/exec", "pods/attach",
+                                           "pods/portforward"]}
 
 
 def _rule(verbs: list[str], resources: list[str], groups: list[str] | None = None) -> dict[str, Any]:

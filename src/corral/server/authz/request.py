@@ -19,6 +19,7 @@ __all__ = ["request_attributes", "exact_fields", "RememberedAttributes", "MAX_RE
 
 _VERBS = {"GET": "get", "HEAD": "get", "POST": "create", "PUT": "update", "PATCH": "patch", "DELETE": "delete"}
 _EXPLAIN_PREFIX = "/corral/v1/namespaces/"
+_STREAMS = ("exec", "attach", "portforward")
 MAX_REMEMBERED = 8192  # distinct (user, method, path, query) remembered before starting over
 _NO_QUERY: Mapping[str, str] = {}
 
@@ -59,6 +60,8 @@ def request_attributes(user: str, groups: tuple[str, ...], method: str, path: st
     name = rest[1] if len(rest) > 1 else ""
     sub = "/".join(rest[2:])
     verb = _VERBS.get(method, method.lower())
+    if resource == "pods" and sub in _STREAMS:
+        verb = "create"  # a WebSocket upgrade is a GET; it starts a command all the same (Kubernetes asks create)
     if not name:
         if verb == "get":
             verb = "watch" if is_true(query.get("watch")) else "list"

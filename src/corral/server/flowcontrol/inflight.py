@@ -11,7 +11,7 @@ everyone else's requests; a request that finds no seat for it waits in its user'
 ``queue_per_user`` waiting, ``queue_wait`` seconds each), and each seat that frees goes to the next
 user in turn that has one waiting, round robin, so a user with a few requests is served between the
 requests of one with thousands. A full queue, or a wait that runs out, is a 429 with
-``Retry-After``. Long-running requests (watches, followed logs, throughput tests) are not counted
+``Retry-After``. Long-running requests (watches, followed logs, exec and port-forward, throughput tests) are not counted
 here: they are bounded elsewhere.
 
 Counted after authentication (the lane is the user's), before the body is read. Watches are
@@ -53,9 +53,13 @@ class TooManyRequests(errors.ApiError):
         super().__init__(429, "TooManyRequests", message, {"retryAfterSeconds": RETRY_AFTER_SECONDS})
 
 
+_STREAMS = ("/exec", "/attach", "/portforward")
+
+
 def long_running(request: web.Request) -> bool:
-    """Watches and streams: they hold a connection for minutes by design."""
-    if request.path.startswith("/corral/v1/throughput"):
+    """Watches and streams (logs followed, exec, port-forward): they hold a connection for minutes
+    by design."""
+    if request.path.startswith("/corral/v1/throughput") or request.path.endswith(_STREAMS):
         return True
     if not request.query_string:  # most requests: no query to parse (parsing it cost ~1.5 µs)
         return False

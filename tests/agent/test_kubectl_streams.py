@@ -1,0 +1,183 @@
+"""kubectl exec, cp and port-forward against a real cluster (one agent, process runtime), as a
+user runs them: through the server, which authorises the user and relays to the pod's agent."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import pty
+import select
+import socket
+import struct
+import subprocess
+import termios
+import time
+import urllib.request
+
+import pytest
+
+from corral.testing.cluster import wait_for
+from tests.agent.test_end_to_end import apply, local_cluster, phase, pod_yaml
+from tests.agent.test_official_client import KUBECTL
+from tests.cli.test_cli import corral
+
+WEB_PORT = 18791
+
+
+def run(kc: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([KUBECTL, "--kubeconfig", kc, *args], capture_output=True, text=True, input=stdin,
+                          timeout=60)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    tmp_path = tmp_path_factory.mktemp("streams")
+    with local_cluster(tmp_path, 1) as c:
+        apply(c.kubeconfig, tmp_path, pod_yaml("web", ["python3", "-m", "http.server", str(WEB_PORT)], port=WEB_PORT))
+        apply(c.kubeconfig, tmp_path, pod_yaml("done", ["true"], restart="Never"))
+        wait_for(lambda: phase(c.kubeconfig, "web") == "Running" and phase(c.kubeconfig, "done") == "Succeeded",
+                 what="web Running and done Succeeded")
+        c.tmp_path = tmp_path
+        yield c
+
+
+def test_exec_runs_in_the_pod_as_its_user_with_its_environment_and_returns_its_exit_code(cluster):
+    out = run(cluster.kubeconfig, "exec", "web", "--", "sh", "-c", "echo $HOSTNAME; id -un; echo oops >&2; exit 3")
+    assert out.returncode == 3, out.stderr
+    assert out.stdout == "web\nnobody\n"
+    assert "oops" in out.stderr and "command terminated with exit code 3" in out.stderr
+    ok = run(cluster.kubeconfig, "exec", "web", "-c", "c0", "--", "pwd")
+    assert ok.returncode == 0 and ok.stdout.strip().endswith("/c0")  # the container's working directory
+
+
+def test_exec_with_stdin_reads_what_the_user_pipes_in_to_its_end(cluster):
+    out = run(cluster.kubeconfig, "exec", "-i", "web", "--", "sh", "-c", "tr a-z A-Z; echo done", stdin="hello\nworld\n")
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "HELLO\nWORLD\ndone\n"
+
+
+def test_exec_with_a_terminal_gives_a_tty_of_the_users_size_and_a_shell_that_answers(cluster):
+    code, screen = _in_terminal(cluster.kubeconfig, ["exec", "-it", "web", "--", "sh"],
+                                keys=b"tty; stty size; echo answer $((6*7))\rexit 5\r")
+    assert code == 5, screen
+    assert b"/dev/pts/" in screen and b"33 101" in screen and b"answer 42" in screen
+
+
+def test_errors_reach_the_user_in_words(cluster):
+    missing = run(cluster.kubeconfig, "exec", "web", "--", "no-such-program-xyz")
+    assert missing.returncode != 0 and 'exec: "no-such-program-xyz": executable file not found' in missing.stderr
+    bad_container = run(cluster.kubeconfig, "exec", "web", "-c", "nope", "--", "true")
+    assert bad_container.returncode != 0 and "container nope is not valid for pod web" in bad_container.stderr
+    finished = run(cluster.kubeconfig, "exec", "done", "--", "true")
+    assert finished.returncode != 0 and "completed pod" in finished.stderr
+
+
+def test_cp_copies_files_into_the_pod_and_back_out(cluster):
+    src = cluster.tmp_path / "upload.txt"
+    src.write_text("uploaded through kubectl cp\n")
+    up = run(cluster.kubeconfig, "cp", str(src), "web:upload.txt")
+    assert up.returncode == 0, up.stderr
+    assert run(cluster.kubeconfig, "exec", "web", "--", "cat", "upload.txt").stdout == "uploaded through kubectl cp\n"
+    back = cluster.tmp_path / "download.txt"
+    down = run(cluster.kubeconfig, "cp", "web:upload.txt", str(back))
+    assert down.returncode == 0, down.stderr
+    assert back.read_text() == "uploaded through kubectl cp\n"
+
+
+def test_port_forward_reaches_the_pods_http_port_for_each_connection(cluster):
+    local = _free_port()
+    with _port_forward(cluster.kubeconfig, f"{local}:{WEB_PORT}") as pf:
+        for _ in range(3):  # one SPDY session, a tunnel per connection
+            body = wait_for(lambda: _http(f"http://127.0.0.1:{local}/"), what="the forwarded port to answer")
+            assert b"Directory listing" in body
+    assert pf.stdout.read().count("Handling connection for") >= 3
+
+
+def test_port_forward_to_a_port_the_pod_does_not_declare_is_refused_with_the_reason(cluster):
+    local = _free_port()
+    with _port_forward(cluster.kubeconfig, f"{local}:22") as pf:
+        assert _http(f"http://127.0.0.1:{local}/") is None
+    assert "port 22 is not a containerPort of the pod" in pf.stderr.read()
+
+
+def test_a_view_user_may_neither_exec_nor_port_forward(cluster):
+    kc = cluster.tmp_path / "vera.kubeconfig"
+    kc.write_text(corral("token", "create", "--user", "vera", kubeconfig=cluster.kubeconfig).stdout)
+    corral("apply", "-f", "-", kubeconfig=cluster.kubeconfig, stdin=json.dumps({
+        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+        "metadata": {"name": "vera-view", "namespace": "default"},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "vera"}]}))
+    assert run(str(kc), "get", "pod", "web").returncode == 0
+    out = run(str(kc), "exec", "web", "--", "id")
+    assert out.returncode != 0 and 'cannot create resource "pods/exec"' in out.stderr
+    local = _free_port()
+    with _port_forward(str(kc), f"{local}:{WEB_PORT}", wait=False) as pf:
+        pf.wait(timeout=30)
+    assert 'cannot create resource "pods/portforward"' in pf.stderr.read()
+
+
+# --- helpers ------------------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _http(url: str) -> bytes | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.read()
+    except OSError:
+        return None
+
+
+class _port_forward:
+    def __init__(self, kc: str, ports: str, *, wait: bool = True) -> None:
+        self.args = [KUBECTL, "--kubeconfig", kc, "port-forward", "pod/web", ports, "--address", "127.0.0.1"]
+        self.wait = wait
+
+    def __enter__(self) -> subprocess.Popen:
+        self.proc = subprocess.Popen(self.args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if self.wait:
+            line = self.proc.stdout.readline()
+            assert line.startswith("Forwarding from"), (line, self.proc.stderr.read() if self.proc.poll() else "")
+        return self.proc
+
+    def __exit__(self, *exc) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+        self.proc.wait(timeout=10)
+
+
+def _in_terminal(kc: str, args: list[str], *, keys: bytes, seconds: float = 20) -> tuple[int, bytes]:
+    """Run kubectl on a pseudo-terminal of 101×33, type ``keys`` once it is connected, and return its
+    exit code and what it showed."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 101, 0, 0))
+    proc = subprocess.Popen([KUBECTL, "--kubeconfig", kc, *args], stdin=slave, stdout=slave, stderr=slave,
+                            start_new_session=True)
+    os.close(slave)
+    screen, typed, deadline = b"", False, time.monotonic() + seconds
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([master], [], [], 0.1)
+            if ready:
+                try:
+                    chunk = os.read(master, 4096)
+                except OSError:  # EIO: kubectl has exited
+                    break
+                screen += chunk
+            if not typed and b"$ " in screen:  # the shell's prompt: it is listening
+                os.write(master, keys)
+                typed = True
+            if proc.poll() is not None and not ready:
+                break
+        return proc.wait(timeout=10), screen
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        os.close(master)
