@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 import urllib.request
 
 import pytest
 
-from corral.agent.runtimes.base import StartError
+from corral.agent.runtimes.base import StartError, StreamError
 from corral.agent.runtimes.docker import DockerRuntime
 from corral.testing.cluster import LocalCluster, wait_for
 from corral.testing.dockerd import BUSYBOX_IMAGE, Dockerd
 from corral.testing.process import free_port
 from tests.agent.test_end_to_end import apply, phase, pods
+from tests.agent.test_official_client import KUBECTL
 from tests.cli.test_cli import corral
 
 
@@ -172,6 +174,15 @@ spec:
         assert "init two" in corral("logs", "staged", "-c", "second", kubeconfig=kc).stdout
         assert pods(kc)["hello"]["status"]["containerStatuses"][0]["imageID"].startswith("docker://sha256:")
         assert wait_for(lambda: "hello from docker" in corral("logs", "hello", kubeconfig=kc).stdout)
+        # kubectl exec and cp (exec + tar) reach the container through the server and the agent.
+        kubectl = [KUBECTL, "--kubeconfig", kc]
+        out = subprocess.run([*kubectl, "exec", "hello", "--", "sh", "-c", "hostname; exit 4"], capture_output=True,
+                             text=True, timeout=60)
+        assert (out.returncode, out.stdout) == (4, "hello\n"), out.stderr
+        (tmp_path / "up.txt").write_text("copied in\n")
+        subprocess.run([*kubectl, "cp", str(tmp_path / "up.txt"), "hello:/tmp/up.txt"], check=True, timeout=60)
+        subprocess.run([*kubectl, "cp", "hello:/tmp/up.txt", str(tmp_path / "down.txt")], check=True, timeout=60)
+        assert (tmp_path / "down.txt").read_text() == "copied in\n"
         wait_for(lambda: phase(kc, "hog") == "Failed", what="the memory hog to fail")
         assert pods(kc)["hog"]["status"]["reason"] == "OOMKilled"
         assert "OOMKilled" in corral("describe", "pod", "hog", kubeconfig=kc).stdout
@@ -183,3 +194,41 @@ spec:
         wait_for(lambda: not client.containers.list(all=True, filters={"label": "corral.dev/pod-uid"}),
                  what="containers removed")
         client.close()
+
+
+async def test_exec_runs_in_the_container_apart_or_on_a_terminal_and_port_forward_reaches_its_address(dockerd, tmp_path):
+    rt = DockerRuntime(str(tmp_path), base_url=dockerd.url)
+    p = pod("shell", "uid-exec-00004", command=["sh", "-c", "echo served > /tmp/index.html; "
+                                                     "exec httpd -f -p 8080 -h /tmp"])
+    c = p["spec"]["containers"][0]
+    ref = await rt.start(p, c)
+    try:
+        session = await rt.exec(ref, p, c, ["sh", "-c", "hostname; echo oops >&2; exit 3"], stdin=False, tty=False)
+        out = [chunk async for chunk in session.output()]
+        assert await session.wait() == 3
+        assert b"".join(d for ch, d in out if ch == 1) == b"shell\n" and b"".join(d for ch, d in out if ch == 2) == b"oops\n"
+
+        piped = await rt.exec(ref, p, c, ["sh", "-c", "read line; echo got $line; cat; echo end"], stdin=True,
+                              tty=False)
+        await piped.write(b"through stdin\nand more\n")
+        await piped.close_stdin()  # cat ends only when stdin does
+        assert b"".join([d async for _, d in piped.output()]) == b"got through stdin\nand more\nend\n"
+        assert await piped.wait() == 0
+
+        terminal = await rt.exec(ref, p, c, ["sh", "-c", "sleep 0.3; stty size; tty"], stdin=True, tty=True)
+        terminal.resize(101, 33)
+        screen = b"".join([d async for _, d in terminal.output()])
+        assert b"33 101" in screen and b"/dev/pts/" in screen
+
+        bad = await rt.exec(ref, p, c, ["no-such-program-xyz"], stdin=False, tty=False)
+        said = b"".join([d async for _, d in bad.output()])  # Docker says why, and exits 126 or 127
+        assert b"executable file not found" in said and await bad.wait() in (126, 127)
+
+        host, port = await rt.port_address(ref, p, 8080)
+        assert port == 8080 and host.count(".") == 3
+        body = await asyncio.to_thread(lambda: wait_for(lambda: http(f"http://{host}:{port}/index.html")))
+        assert body == b"served\n"
+    finally:
+        await rt.stop(ref, 1)
+        await rt.remove_pod("uid-exec-00004")
+        await rt.close()

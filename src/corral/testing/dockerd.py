@@ -14,7 +14,8 @@ import time
 __all__ = ["Dockerd", "BUSYBOX_IMAGE", "DockerdMissing"]
 
 BUSYBOX_IMAGE = "corral.local/busybox:1"
-_APPLETS = ("sh", "echo", "sleep", "cat", "ls", "httpd", "true", "false", "yes", "head", "wc", "env", "date")
+_APPLETS = ("sh", "echo", "sleep", "cat", "ls", "httpd", "true", "false", "yes", "head", "wc", "env", "date", "tar",
+            "hostname")
 
 
 class DockerdMissing(RuntimeError):

@@ -19,7 +19,8 @@ import shutil
 import time
 from typing import Any, AsyncIterator
 
-from corral.agent.runtimes.base import ContainerRef, ExitInfo, RecoveredContainer, StartError
+from corral.agent.runtimes.base import ContainerRef, ExecSession, ExitInfo, RecoveredContainer, StartError, StreamError
+from corral.agent.runtimes.docker_exec import open_exec
 from corral.api.quantity import QuantityError, to_milli, to_units
 
 __all__ = ["DockerRuntime", "DEFAULT_PIDS_LIMIT"]
@@ -46,8 +47,8 @@ class DockerRuntime:
 
         self.data_dir = data_dir
         self.pids_limit = pids_limit
-        self.client = docker.DockerClient(base_url=base_url or os.environ.get("DOCKER_HOST")
-                                          or "unix:///var/run/docker.sock", timeout=120)
+        self.base_url = base_url or os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+        self.client = docker.DockerClient(base_url=self.base_url, timeout=120)
         self._waits = concurrent.futures.ThreadPoolExecutor(max_workers=512, thread_name_prefix="docker-wait")
         # Set by the agent: on_event(pod, type, reason, message), called from a worker thread.
         self.on_event = None
@@ -187,6 +188,44 @@ class DockerRuntime:
 
     async def stop(self, ref: ContainerRef, grace_seconds: float) -> None:
         await asyncio.to_thread(self._stop_sync, ref, grace_seconds)
+
+    def _exec_create(self, ref: ContainerRef, command: list[str], stdin: bool, tty: bool) -> str:
+        import docker.errors
+
+        try:
+            return self.client.api.exec_create(self._id(ref), command, stdin=stdin, tty=tty, stdout=True,
+                                               stderr=True, environment={"TERM": "xterm"} if tty else None)["Id"]
+        except docker.errors.NotFound:
+            raise StreamError(f"container {ref.container} is not running") from None
+        except docker.errors.APIError as exc:
+            raise StreamError(exc.explanation or str(exc)) from None
+
+    async def exec(self, ref: ContainerRef, pod: dict[str, Any], container: dict[str, Any], command: list[str], *,
+                   stdin: bool, tty: bool) -> ExecSession:
+        """Docker's exec: in the container's namespaces, as its user, with its environment."""
+        if not command:
+            raise StreamError("you must specify at least one command for the container")
+        exec_id = await asyncio.to_thread(self._exec_create, ref, command, stdin, tty)
+        session = await open_exec(self.base_url, self.client.api, exec_id, tty=tty)
+        if tty:
+            session.resize(80, 24)
+        return session
+
+    def _address_sync(self, ref: ContainerRef) -> str:
+        import docker.errors
+
+        try:
+            attrs = self.client.containers.get(self._id(ref)).attrs
+        except docker.errors.NotFound:
+            raise StreamError(f"container {ref.container} is not running") from None
+        for network in ((attrs.get("NetworkSettings") or {}).get("Networks") or {}).values():
+            if network.get("IPAddress"):
+                return network["IPAddress"]
+        raise StreamError("the pod has no network address")
+
+    async def port_address(self, ref: ContainerRef, pod: dict[str, Any], port: int) -> tuple[str, int]:
+        """The pod's own address on its network: every port of it is the pod's, none the node's."""
+        return await asyncio.to_thread(self._address_sync, ref), port
 
     def _find(self, pod_uid: str, container: str):
         found = self.client.containers.list(all=True, filters={"label": [f"{LABEL_UID}={pod_uid}",

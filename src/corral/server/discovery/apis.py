@@ -31,8 +31,10 @@ def _resource_list(group: str, version: str) -> dict[str, Any]:
             "kind": r.kind, "verbs": list(r.verbs), "shortNames": list(r.short_names),
         })
         for sub in r.subresources:
-            verbs = {"binding": ["create"], "eviction": ["create"], "log": ["get"]}.get(sub, ["get", "patch", "update"])
-            kind = {"binding": "Binding", "eviction": "Eviction"}.get(sub, r.kind)
+            verbs = {"binding": ["create"], "eviction": ["create"], "log": ["get"], "exec": ["create", "get"],
+                     "portforward": ["create", "get"]}.get(sub, ["get", "patch", "update"])
+            kind = {"binding": "Binding", "eviction": "Eviction", "exec": "PodExecOptions",
+                    "portforward": "PodPortForwardOptions"}.get(sub, r.kind)
             entry = {"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
                      "kind": kind, "verbs": verbs}
             if sub == "eviction":  # kubectl drain evicts (rather than deletes) only when this names policy/v1
