@@ -224,6 +224,9 @@ async def test_exec_runs_in_the_container_apart_or_on_a_terminal_and_port_forwar
         said = b"".join([d async for _, d in bad.output()])  # Docker says why, and exits 126 or 127
         assert b"executable file not found" in said and await bad.wait() in (126, 127)
 
+        cpu, memory = (await rt.usage([ref]))[ref.id]  # what kubectl top shows, from Docker's figures
+        assert cpu > 0 and 0 < memory < 64 << 20
+
         host, port = await rt.port_address(ref, p, 8080)
         assert port == 8080 and host.count(".") == 3
         body = await asyncio.to_thread(lambda: wait_for(lambda: http(f"http://{host}:{port}/index.html")))

@@ -1,5 +1,5 @@
-"""kubectl exec, cp and port-forward against a real cluster (one agent, process runtime), as a
-user runs them: through the server, which authorises the user and relays to the pod's agent."""
+"""kubectl exec, cp, port-forward and top against a real cluster (one agent, process runtime), as a
+user runs them: through the server, which authorises the user and relays to (or asks) the pod's agent."""
 
 from __future__ import annotations
 
@@ -36,8 +36,9 @@ def cluster(tmp_path_factory):
     with local_cluster(tmp_path, 1) as c:
         apply(c.kubeconfig, tmp_path, pod_yaml("web", ["python3", "-m", "http.server", str(WEB_PORT)], port=WEB_PORT))
         apply(c.kubeconfig, tmp_path, pod_yaml("done", ["true"], restart="Never"))
-        wait_for(lambda: phase(c.kubeconfig, "web") == "Running" and phase(c.kubeconfig, "done") == "Succeeded",
-                 what="web Running and done Succeeded")
+        apply(c.kubeconfig, tmp_path, pod_yaml("burn", ["sh", "-c", "while :; do :; done"]))
+        wait_for(lambda: [phase(c.kubeconfig, n) for n in ("web", "done", "burn")] == ["Running", "Succeeded", "Running"],
+                 what="web and burn Running, done Succeeded")
         c.tmp_path = tmp_path
         yield c
 
@@ -101,6 +102,26 @@ def test_port_forward_to_a_port_the_pod_does_not_declare_is_refused_with_the_rea
     assert "port 22 is not a containerPort of the pod" in pf.stderr.read()
 
 
+def test_top_shows_what_a_pod_burns_and_what_the_node_uses(cluster):
+    kc = cluster.kubeconfig
+
+    def burning() -> int | None:
+        out = run(kc, "top", "pods", "--no-headers")
+        rows = {line.split()[0]: line.split() for line in out.stdout.splitlines()}
+        millicores = int(rows["burn"][1].rstrip("m")) if "burn" in rows else 0
+        return millicores if millicores >= 500 else None  # one busy loop: about a core
+
+    assert wait_for(burning, what="kubectl top pods to show the busy loop") <= 1100
+    nodes = run(kc, "top", "nodes", "--no-headers").stdout.split()
+    assert nodes[0] == "node-0" and int(nodes[1].rstrip("m")) >= 500 and nodes[3].endswith("Mi")
+    containers = run(kc, "top", "pod", "burn", "--containers", "--no-headers").stdout.split()
+    assert containers[:2] == ["burn", "c0"]
+    scraped = run(kc, "get", "--raw", "/api/v1/nodes/node-0/proxy/metrics/resource").stdout
+    line = next(x for x in scraped.splitlines()
+                if x.startswith('container_cpu_usage_seconds_total{container="c0",namespace="default",pod="burn"}'))
+    assert float(line.split()[1]) > 0.5 and "node_memory_working_set_bytes" in scraped
+
+
 def test_a_view_user_may_neither_exec_nor_port_forward(cluster):
     kc = cluster.tmp_path / "vera.kubeconfig"
     kc.write_text(corral("token", "create", "--user", "vera", kubeconfig=cluster.kubeconfig).stdout)
@@ -116,6 +137,9 @@ def test_a_view_user_may_neither_exec_nor_port_forward(cluster):
     with _port_forward(str(kc), f"{local}:{WEB_PORT}", wait=False) as pf:
         pf.wait(timeout=30)
     assert 'cannot create resource "pods/portforward"' in pf.stderr.read()
+    assert "burn" in run(str(kc), "top", "pods").stdout  # but may see what its pods use
+    proxied = run(str(kc), "get", "--raw", "/api/v1/nodes/node-0/proxy/metrics/resource")
+    assert proxied.returncode != 0 and 'cannot get resource "nodes/proxy"' in proxied.stderr
 
 
 # --- helpers ------------------------------------------------------------------------------------------

@@ -30,6 +30,7 @@ from corral.agent.node_info import default_address, node_object
 from corral.agent.reporting import StatusReporter, renew_lease
 from corral.agent.runtimes.base import ContainerRef, Runtime, StartError
 from corral.agent.streams import StreamEndpoints
+from corral.agent.usage import UsageSampler
 from corral.api.defaults import now_rfc3339
 from corral.client.informer import Informer
 from corral.client.rest import AlreadyExists, ApiError, Client, ConnectionFailed, NotFound
@@ -78,6 +79,7 @@ class AgentConfig:
     throughput_interval_seconds: float = 600.0
     throughput_bytes: int = 8 * 1024 * 1024
     restart_backoff: m.BackoffPolicy = field(default_factory=m.BackoffPolicy)
+    metrics_interval_seconds: float = 10.0  # how often usage is measured (kubectl top's resolution)
 
 
 @dataclass(slots=True)
@@ -112,6 +114,7 @@ class Agent:
         self._site: web.TCPSite | None = None
         self._runner: web.AppRunner | None = None
         self.streams = StreamEndpoints(self)  # exec and port-forward
+        self.usage = UsageSampler(self, config.metrics_interval_seconds)
         self.log_streams = 0  # log requests being answered; at most max_log_streams
         self.max_log_streams = MAX_LOG_STREAMS
         self.port = config.port
@@ -142,6 +145,7 @@ class Agent:
             asyncio.create_task(self._heartbeat_loop(), name="agent-heartbeat"),
             asyncio.create_task(self._tick_loop(), name="agent-ticks"),
             asyncio.create_task(self._throughput_loop(), name="agent-throughput"),
+            asyncio.create_task(self.usage.run(), name="agent-usage"),
         ]
 
     async def stop(self) -> None:
@@ -340,6 +344,8 @@ class Agent:
         app = web.Application(middlewares=[_only_the_api_server])
         app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self._logs)
         app.router.add_get("/healthz", _healthz)
+        app.router.add_get("/stats", self._stats)
+        app.router.add_get("/metrics/resource", self._resource_metrics)
         self.streams.add_routes(app)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
         await self._runner.setup()
@@ -347,6 +353,17 @@ class Agent:
         site = web.TCPSite(self._runner, host, self.config.port, reuse_address=True, ssl_context=ctx)
         await site.start()
         self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+
+    async def _stats(self, request: web.Request) -> web.Response:
+        stats = self.usage.stats()
+        if stats is None:
+            return web.json_response({"message": f"node {self.config.name} has not measured its usage twice yet"},
+                                     status=503, headers={"Retry-After": str(int(self.usage.interval) + 1)})
+        return web.json_response(stats)
+
+    async def _resource_metrics(self, request: web.Request) -> web.Response:
+        return web.Response(body=self.usage.prometheus().encode(),
+                            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
     async def _logs(self, request: web.Request) -> web.StreamResponse:
         ns, pod, container = (request.match_info[k] for k in ("namespace", "pod", "container"))

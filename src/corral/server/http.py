@@ -27,6 +27,7 @@ from corral.server.agents import AgentConnector
 from corral.server.authz.review import Reviews
 from corral.server.watch import CacheWatcher, TooOld
 from corral.server.flowcontrol import InflightLimits
+from corral.server.metrics_api import MetricsAPI
 from corral.server.params import FALSE_WORDS, TRUE_WORDS
 from corral.server.rest import ListOptions, Reply, ResourceAPI, WriteOptions
 
@@ -481,6 +482,7 @@ class ResourceRoutes:
 def add_resource_routes(app: web.Application, api: ResourceAPI, reviews: Reviews, agents: AgentConnector,
                         inflight: InflightLimits) -> None:
     routes = ResourceRoutes(api, reviews, agents, inflight)
+    MetricsAPI(api, agents).add_routes(app)  # before the routes of stored resources, which would take its paths
     app.router.add_route("*", r"/api/{version:v1}/{tail:.+}", routes.core)
     app.router.add_route("*", r"/apis/{group:[^/]+}/{version:[^/]+}/{tail:.+}", routes.grouped)
 

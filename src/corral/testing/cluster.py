@@ -49,7 +49,7 @@ class LocalCluster:
         os.makedirs(data, exist_ok=True)
         args = [sys.executable, "-m", "corral", "agent", *self.server.join_args(), "--name", name, "--data-dir", data,
                 "--port", "0", "--address", "127.0.0.1", "--heartbeat", str(self.heartbeat), "--restart-backoff", "0.5",
-                "--runtime", self.runtime, "--log-level", "info", *self.agent_args]
+                "--metrics-interval", "1", "--runtime", self.runtime, "--log-level", "info", *self.agent_args]
         if self.docker_host:
             args += ["--docker-host", self.docker_host]
         log = open(os.path.join(data, "agent.log"), "ab")

@@ -103,6 +103,10 @@ class Runtime(Protocol):
         """Where the agent connects to reach ``port`` of the pod (``kubectl port-forward``); raises
         :class:`StreamError` when the runtime will not forward it."""
 
+    async def usage(self, refs: list[ContainerRef]) -> dict[str, tuple[float, int]]:
+        """For each running container of ``refs``, by its id: (CPU seconds it has used so far, bytes
+        of memory it holds now). Containers it cannot measure are left out."""
+
     async def recover(self) -> list[RecoveredContainer]:
         """Containers this runtime started before the agent restarted."""
 

@@ -227,6 +227,26 @@ class DockerRuntime:
         """The pod's own address on its network: every port of it is the pod's, none the node's."""
         return await asyncio.to_thread(self._address_sync, ref), port
 
+    def _usage_sync(self, refs: list[ContainerRef]) -> dict[str, tuple[float, int]]:
+        import docker.errors
+
+        out = {}
+        for ref in refs:
+            try:
+                stats = self.client.api.stats(self._id(ref), stream=False, one_shot=True)
+            except docker.errors.APIError:
+                continue
+            cpu = ((stats.get("cpu_stats") or {}).get("cpu_usage") or {}).get("total_usage")
+            memory = stats.get("memory_stats") or {}
+            if cpu is None or "usage" not in memory:
+                continue  # not running
+            cached = (memory.get("stats") or {}).get("inactive_file", (memory.get("stats") or {}).get("cache", 0))
+            out[ref.id] = (cpu / 1e9, max(memory["usage"] - cached, 0))  # the working set, as the kubelet counts it
+        return out
+
+    async def usage(self, refs: list[ContainerRef]) -> dict[str, tuple[float, int]]:
+        return await asyncio.to_thread(self._usage_sync, refs)
+
     def _find(self, pod_uid: str, container: str):
         found = self.client.containers.list(all=True, filters={"label": [f"{LABEL_UID}={pod_uid}",
                                                                          f"{LABEL_CONTAINER}={container}"]})

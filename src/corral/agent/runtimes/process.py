@@ -96,6 +96,27 @@ def _listener_uid(port: int) -> int | None:
     return None
 
 
+def _session_usage(sessions: dict[int, str]) -> dict[str, tuple[float, int]]:
+    """(CPU seconds, resident bytes) of the processes of each session (leader pid → key)."""
+    ticks, page = os.sysconf("SC_CLK_TCK"), os.sysconf("SC_PAGE_SIZE")
+    totals: dict[str, list[float]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2:].split()
+        key = sessions.get(int(fields[3])) if len(fields) > 21 else None
+        if key is not None:
+            total = totals.setdefault(key, [0.0, 0])
+            total[0] += sum(int(x) for x in fields[11:15]) / ticks
+            total[1] += int(fields[21]) * page
+    return {key: (cpu, int(rss)) for key, (cpu, rss) in totals.items()}
+
+
 def _traversable(path: Path, user: pwd.struct_passwd) -> bool:
     """Whether ``user`` may pass through every directory from / down to ``path``."""
     for directory in (path, *path.parents):
@@ -419,6 +440,14 @@ class ProcessRuntime:
         if owner != expected:
             raise StreamError(f"port {port} is not the pod's: another user's process listens on it")
         return "127.0.0.1", port
+
+    async def usage(self, refs: list[ContainerRef]) -> dict[str, tuple[float, int]]:
+        """Each container is the session its main process leads (it starts one): its processes'
+        CPU time (with that of the children they have waited for) and resident memory, from /proc."""
+        sessions = {self._pid(ref): ref.id for ref in refs if self._alive(ref)}
+        if not sessions:
+            return {}
+        return await asyncio.to_thread(_session_usage, sessions)
 
     async def recover(self) -> list[RecoveredContainer]:
         found = []

@@ -46,6 +46,10 @@ def _role(name: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
             "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}}, "rules": rules}
 
 
+# kubectl top, for whoever may read pods (nodes' figures only under a ClusterRoleBinding), as
+# metrics-server's aggregated reader role gives it.
+_METRICS = _rule(READ, ["pods", "nodes"], ["metrics.k8s.io"])
+
 CLUSTER_ROLES: list[dict[str, Any]] = [
     _role("cluster-admin", [_rule(["*"], ["*"], ["*"]), {"nonResourceURLs": ["*"], "verbs": ["*"]}]),
     _role("admin", [
@@ -53,14 +57,17 @@ CLUSTER_ROLES: list[dict[str, Any]] = [
         _rule(READ + WRITE, ["roles", "rolebindings"], ["rbac.authorization.k8s.io"]),
         _rule(READ + WRITE, ["leases"], ["coordination.k8s.io"]),
         _rule(READ, ["namespaces"]),
+        _METRICS,
     ]),
     _role("edit", [
         *_per_group(READ + WRITE, _WORKLOADS, _WRITER_ONLY),
         _rule(READ, ["namespaces"]),
+        _METRICS,
     ]),
     _role("view", [
         *_per_group(READ, _WORKLOADS),
         _rule(READ, ["namespaces"]),
+        _METRICS,
     ]),
     _role("system:discovery", [{"nonResourceURLs": ["/api", "/api/*", "/apis", "/apis/*", "/openapi", "/openapi/*",
                                                     "/version", "/version/"], "verbs": ["get"]}]),

@@ -58,7 +58,7 @@ def request_attributes(user: str, groups: tuple[str, ...], method: str, path: st
             rest = rest[2:]
     resource = rest[0]
     name = rest[1] if len(rest) > 1 else ""
-    sub = "/".join(rest[2:])
+    sub = rest[2] if len(rest) > 2 else ""  # as Kubernetes: nodes/NAME/proxy/metrics/resource is nodes/proxy
     verb = _VERBS.get(method, method.lower())
     if resource == "pods" and sub in _STREAMS:
         verb = "create"  # a WebSocket upgrade is a GET; it starts a command all the same (Kubernetes asks create)

@@ -59,6 +59,17 @@ def discovery_documents() -> dict[str, bytes]:
                                   "versions": gvs, "preferredVersion": gvs[0]}
         for v in versions:
             docs[f"/apis/{group}/{v}"] = _resource_list(group, v)
+    # The resource metrics API (kubectl top looks for it here), served from the agents' figures.
+    metrics = [{"groupVersion": "metrics.k8s.io/v1beta1", "version": "v1beta1"}]
+    group_list.append({"name": "metrics.k8s.io", "versions": metrics, "preferredVersion": metrics[0]})
+    docs["/apis/metrics.k8s.io"] = {"kind": "APIGroup", "apiVersion": "v1", "name": "metrics.k8s.io",
+                                    "versions": metrics, "preferredVersion": metrics[0]}
+    docs["/apis/metrics.k8s.io/v1beta1"] = {
+        "kind": "APIResourceList", "apiVersion": "v1", "groupVersion": "metrics.k8s.io/v1beta1",
+        "resources": [{"name": "nodes", "singularName": "", "namespaced": False, "kind": "NodeMetrics",
+                       "verbs": ["get", "list"]},
+                      {"name": "pods", "singularName": "", "namespaced": True, "kind": "PodMetrics",
+                       "verbs": ["get", "list"]}]}
     docs["/apis"] = {"kind": "APIGroupList", "apiVersion": "v1", "groups": group_list}
     # In Kubernetes' form, for the Kubernetes release whose API corral serves (and whose kubectl
     # and Python client its tests run), with corral's own version as build metadata, as k3s
