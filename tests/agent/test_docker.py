@@ -224,6 +224,13 @@ async def test_exec_runs_in_the_container_apart_or_on_a_terminal_and_port_forwar
         said = b"".join([d async for _, d in bad.output()])  # Docker says why, and exits 126 or 127
         assert b"executable file not found" in said and await bad.wait() in (126, 127)
 
+        attached = await rt.attach(ref, p, c, stdin=False, tty=False)  # the container's own output from now on
+        await rt.exec(ref, p, c, ["sh", "-c", "echo to the main process > /proc/1/fd/1"], stdin=False, tty=False)
+        async for channel, data in attached.output():
+            assert (channel, data) == (1, b"to the main process\n")
+            break
+        await attached.close()
+
         cpu, memory = (await rt.usage([ref]))[ref.id]  # what kubectl top shows, from Docker's figures
         assert cpu > 0 and 0 < memory < 64 << 20
 

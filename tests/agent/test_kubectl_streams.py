@@ -37,8 +37,10 @@ def cluster(tmp_path_factory):
         apply(c.kubeconfig, tmp_path, pod_yaml("web", ["python3", "-m", "http.server", str(WEB_PORT)], port=WEB_PORT))
         apply(c.kubeconfig, tmp_path, pod_yaml("done", ["true"], restart="Never"))
         apply(c.kubeconfig, tmp_path, pod_yaml("burn", ["sh", "-c", "while :; do :; done"]))
-        wait_for(lambda: [phase(c.kubeconfig, n) for n in ("web", "done", "burn")] == ["Running", "Succeeded", "Running"],
-                 what="web and burn Running, done Succeeded")
+        apply(c.kubeconfig, tmp_path, pod_yaml("echo", ["sh", "-c", 'while read line; do echo "echo: $line"; done'])
+              .replace("    command:", "    stdin: true\n    command:", 1))
+        wait_for(lambda: [phase(c.kubeconfig, n) for n in ("web", "done", "burn", "echo")]
+                 == ["Running", "Succeeded", "Running", "Running"], what="web, burn and echo Running, done Succeeded")
         c.tmp_path = tmp_path
         yield c
 
@@ -100,6 +102,30 @@ def test_port_forward_to_a_port_the_pod_does_not_declare_is_refused_with_the_rea
     with _port_forward(cluster.kubeconfig, f"{local}:22") as pf:
         assert _http(f"http://127.0.0.1:{local}/") is None
     assert "port 22 is not a containerPort of the pod" in pf.stderr.read()
+
+
+def test_attach_shows_the_containers_output_from_now_and_feeds_its_open_stdin(cluster):
+    proc = subprocess.Popen([KUBECTL, "--kubeconfig", cluster.kubeconfig, "attach", "-i", "echo"], text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        time.sleep(1.5)  # attached (kubectl says nothing on stdout until the container does)
+        proc.stdin.write("hello\nworld\n")
+        proc.stdin.flush()
+        assert proc.stdout.readline() == "echo: hello\n" and proc.stdout.readline() == "echo: world\n"
+    finally:
+        proc.terminate()  # detaching leaves the container running, as in Kubernetes
+        proc.wait(timeout=10)
+    assert phase(cluster.kubeconfig, "echo") == "Running"
+    again = subprocess.Popen([KUBECTL, "--kubeconfig", cluster.kubeconfig, "attach", "-i", "echo"], text=True,
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:  # its stdin stayed open for the next attachment
+        time.sleep(1.5)
+        again.stdin.write("again\n")
+        again.stdin.flush()
+        assert again.stdout.readline() == "echo: again\n"
+    finally:
+        again.terminate()
+        again.wait(timeout=10)
 
 
 def test_top_shows_what_a_pod_burns_and_what_the_node_uses(cluster):

@@ -5,7 +5,8 @@ server's client certificate (see ``Agent._serve_logs``). The server terminates t
 and authorises the user; what reaches here is already allowed.
 
 - ``GET /exec/{namespace}/{pod}/{container}?command=…&stdin=&tty=``: the channel protocol, v5
-  (:mod:`corral.streaming.channels`), the command run by the runtime in the container.
+  (:mod:`corral.streaming.channels`), the command run by the runtime in the container;
+  ``/attach/…`` the same for the container's own stdio (its output from now on, its stdin if open).
 - ``GET /portforward/{namespace}/{pod}?port=P``: one forwarded connection. Binary messages are the
   bytes, both ways; the server's text message ``eof`` says the user's side has finished writing;
   the agent closes the WebSocket when the pod's side has, after a text message ``error: …`` if the
@@ -48,6 +49,7 @@ class StreamEndpoints:
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_get("/exec/{namespace}/{pod}/{container}", self.exec)
+        app.router.add_get("/attach/{namespace}/{pod}/{container}", self.exec)
         app.router.add_get("/portforward/{namespace}/{pod}", self.portforward)
 
     def _running(self, namespace: str, pod: str, container: str | None):
@@ -96,9 +98,13 @@ class StreamEndpoints:
             return ws
         entry, spec, ref = found
         with self._session():
+            stdin, tty = _flag(request, "stdin"), _flag(request, "tty")
             try:
-                session = await self.agent.runtime.exec(ref, entry.machine.pod, spec, request.query.getall("command", []),
-                                                        stdin=_flag(request, "stdin"), tty=_flag(request, "tty"))
+                if request.path.startswith("/attach/"):
+                    session = await self.agent.runtime.attach(ref, entry.machine.pod, spec, stdin=stdin, tty=tty)
+                else:
+                    session = await self.agent.runtime.exec(ref, entry.machine.pod, spec,
+                                                            request.query.getall("command", []), stdin=stdin, tty=tty)
             except StreamError as exc:
                 await ws.send_bytes(channels.failure(str(exc)))
                 await ws.close()

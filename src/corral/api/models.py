@@ -191,6 +191,8 @@ class Container(Model):
     env: list[EnvVar] | None = None
     ports: list[ContainerPort] | None = None
     resources: ResourceRequirements | None = None
+    stdin: bool | None = None  # keep stdin open for `kubectl attach -i`
+    tty: bool | None = None  # a terminal for the container (docker runtime)
 
 
 class PodSpec(Model):

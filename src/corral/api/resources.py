@@ -104,7 +104,7 @@ RESOURCES: tuple[ResourceType, ...] = (
     ),
     ResourceType(
         "Pod", "pods", "", "v1", True, models.Pod,
-        short_names=("po",), subresources=("status", "binding", "log", "eviction", "exec", "portforward"),
+        short_names=("po",), subresources=("status", "binding", "log", "eviction", "exec", "attach", "portforward"),
         field_selectors=(
             "spec.nodeName", "status.phase", "spec.schedulerName", "spec.restartPolicy",
             "status.nominatedNodeName",

@@ -336,11 +336,13 @@ class ResourceRoutes:
                 raise errors.method_not_allowed(method, "pods/log")
             request[VERB] = "get"
             return await proxy_logs(request, api, self.agents, t.namespace or "default", t.name)
-        if t.subresource in ("exec", "portforward"):
+        if t.subresource in ("exec", "attach", "portforward"):
             request[VERB] = "create"
-            serve = streams.exec_stream if t.subresource == "exec" else streams.portforward_stream
             with self.inflight.watching(request[USER].name):
-                return await serve(request, api, self.agents, t.namespace or "default", t.name)
+                if t.subresource == "portforward":
+                    return await streams.portforward_stream(request, api, self.agents, t.namespace or "default", t.name)
+                return await streams.exec_stream(request, api, self.agents, t.namespace or "default", t.name,
+                                                 attach=t.subresource == "attach")
         if t.subresource == "binding":
             if method != "POST":
                 raise errors.method_not_allowed(method, "pods/binding")

@@ -1,14 +1,13 @@
-"""``pods/exec``, ``pods/attach``-less exec and ``pods/portforward``: the user's stream, relayed to the
-pod's agent.
+"""``pods/exec``, ``pods/attach`` and ``pods/portforward``: the user's stream, relayed to the pod's agent.
 
-The user has been authenticated and authorised (``create`` on ``pods/exec`` or
+The user has been authenticated and authorised (``create`` on ``pods/exec``, ``pods/attach`` or
 ``pods/portforward``, as Kubernetes asks since WebSocket upgrades became the default) before this
 runs. The server then opens its own WebSocket to the agent of the pod's node — the authenticated
 channel of ``corral logs``: the server's client certificate, the agent's certificate checked to
 name that node — and relays:
 
-- **exec** (``v5.channel.k8s.io``, or ``v4`` for the official Python client): messages both ways as
-  they are; the agent speaks v5 and a v4 client never sends v5's close signal.
+- **exec and attach** (``v5.channel.k8s.io``, or ``v4`` for the official Python client): messages
+  both ways as they are; the agent speaks v5 and a v4 client never sends v5's close signal.
 - **port-forward** (``SPDY/3.1+portforward.k8s.io``, kubectl ≥ 1.31): the SPDY session ends here
   (:mod:`corral.streaming.spdy`); each forwarded connection (an ``error`` and a ``data`` stream
   with the same ``requestid``) becomes one plain byte tunnel to the agent, which connects to the
@@ -89,22 +88,24 @@ def _session() -> aiohttp.ClientSession:
     return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=5))
 
 
-async def exec_stream(request: web.Request, api: Any, agents: AgentConnector, namespace: str,
-                      name: str) -> web.StreamResponse:
-    """``GET pods/{name}/exec?command=…&container=&stdin=&stdout=&stderr=&tty=`` over WebSocket."""
-    _require_websocket(request, channels.PROTOCOLS, "exec")
+async def exec_stream(request: web.Request, api: Any, agents: AgentConnector, namespace: str, name: str, *,
+                      attach: bool = False) -> web.StreamResponse:
+    """``GET pods/{name}/exec?command=…&container=&stdin=&stdout=&stderr=&tty=`` over WebSocket; with
+    ``attach``, ``pods/{name}/attach`` (the same without a command: the container's own stdio)."""
+    what = "attach" if attach else "exec"
+    _require_websocket(request, channels.PROTOCOLS, what)
     pod, node_name, node = await _pod_on_node(api, namespace, name)
     containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or ()]
     container = request.query.get("container") or (containers[0] if containers else "")
     if container not in containers:
         raise errors.bad_request(f"container {container} is not valid for pod {name}, choose one of: {containers}")
     command = request.query.getall("command", [])
-    if not command:
+    if not command and not attach:
         raise errors.bad_request("you must specify at least one command for the container")
     params = [("command", c) for c in command] + [(k, "true") for k in ("stdin", "tty")
                                                   if request.query.get(k, "").lower() in ("true", "1")]
     async with _session() as session:
-        upstream = await _connect(agents, session, node_name, node, ("exec", namespace, name, container), params,
+        upstream = await _connect(agents, session, node_name, node, (what, namespace, name, container), params,
                                   channels.V5)
         ws = web.WebSocketResponse(protocols=channels.PROTOCOLS, max_msg_size=MAX_MESSAGE_BYTES)
         await ws.prepare(request)

@@ -99,6 +99,11 @@ class Runtime(Protocol):
         """Run ``command`` in the running container ``ref`` (its user, environment, working directory
         and limits); raises :class:`StreamError` when it cannot start."""
 
+    async def attach(self, ref: ContainerRef, pod: dict[str, Any], container: dict[str, Any], *, stdin: bool,
+                     tty: bool) -> ExecSession:
+        """The running container's own output from now on and, if its spec has ``stdin: true``, its
+        stdin (``kubectl attach``); the session's end leaves the container running."""
+
     async def port_address(self, ref: ContainerRef, pod: dict[str, Any], port: int) -> tuple[str, int]:
         """Where the agent connects to reach ``port`` of the pod (``kubectl port-forward``); raises
         :class:`StreamError` when the runtime will not forward it."""

@@ -20,7 +20,7 @@ import time
 from typing import Any, AsyncIterator
 
 from corral.agent.runtimes.base import ContainerRef, ExecSession, ExitInfo, RecoveredContainer, StartError, StreamError
-from corral.agent.runtimes.docker_exec import open_exec
+from corral.agent.runtimes.docker_exec import open_attach, open_exec
 from corral.api.quantity import QuantityError, to_milli, to_units
 
 __all__ = ["DockerRuntime", "DEFAULT_PIDS_LIMIT"]
@@ -146,6 +146,7 @@ class DockerRuntime:
                 # Contained as Docker contains by default (its default capabilities only: nothing
                 # added), plus a process limit and no privilege gained through setuid binaries.
                 pids_limit=self.pids_limit, security_opt=["no-new-privileges"],
+                stdin_open=bool(container.get("stdin")), tty=bool(container.get("tty")),
             )
             created.start()
         except docker.errors.APIError as exc:
@@ -210,6 +211,11 @@ class DockerRuntime:
         if tty:
             session.resize(80, 24)
         return session
+
+    async def attach(self, ref: ContainerRef, pod: dict[str, Any], container: dict[str, Any], *, stdin: bool,
+                     tty: bool) -> ExecSession:
+        return await open_attach(self.base_url, self.client.api, self._id(ref), stdin=stdin and bool(container.get("stdin")),
+                                 tty=bool(container.get("tty")))
 
     def _address_sync(self, ref: ContainerRef) -> str:
         import docker.errors

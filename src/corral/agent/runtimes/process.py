@@ -43,7 +43,7 @@ from typing import Any, AsyncIterator
 import corral
 from corral.agent.runtimes import cgroups as cg
 from corral.agent.runtimes.base import ContainerRef, ExecSession, ExitInfo, RecoveredContainer, StartError, StreamError
-from corral.agent.runtimes.sessions import PipeSession, PtySession, set_window_size
+from corral.agent.runtimes.sessions import AttachedSession, PipeSession, PtySession, set_window_size
 
 __all__ = ["ProcessRuntime", "DEFAULT_MAX_PROCESSES", "DEFAULT_MAX_OPEN_FILES", "pods_root"]
 
@@ -280,20 +280,36 @@ class ProcessRuntime:
         log_path = self.log_path(uid, name)
         if log_path.exists() and log_path.stat().st_size:  # a restart: the last run's output becomes "previous"
             os.replace(log_path, self.log_path(uid, name, previous=True))
+        stdin = self._stdin_fifo(uid, name) if container.get("stdin") else asyncio.subprocess.DEVNULL
         with open(os.open(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600), "ab") as log:
             try:
                 proc = await asyncio.create_subprocess_exec(
-                    *argv, env=env, stdin=asyncio.subprocess.DEVNULL,
+                    *argv, env=env, stdin=stdin,
                     stdout=log, stderr=asyncio.subprocess.STDOUT, start_new_session=True,
                     preexec_fn=functools.partial(_enter, str(workdir), self.user, self._limits, groups),
                 )
             except OSError as exc:
                 raise StartError("StartError", f'exec: "{program}": {exc.strerror or exc}') from None
+            finally:
+                if isinstance(stdin, int) and stdin >= 0:
+                    os.close(stdin)  # the container holds its own
         ref = ContainerRef(uid, key, name, f"process://{proc.pid}")
         self._procs[ref.id] = proc
         (self._dir(uid) / f"{name}.pid").write_text(json.dumps({
             "pid": proc.pid, "start": _start_time(proc.pid), "pod": key, "container": name}))
         return ref
+
+    def _stdin_path(self, pod_uid: str, container: str) -> Path:
+        return self._dir(pod_uid) / f"{container}.stdin"
+
+    def _stdin_fifo(self, pod_uid: str, container: str) -> int:
+        """A container with ``stdin: true`` reads a named pipe that ``kubectl attach -i`` writes to;
+        the container holds both of its ends, so its stdin stays open between attachments (as
+        Kubernetes' without ``stdinOnce``). The pipe is the agent's alone (0600)."""
+        path = self._stdin_path(pod_uid, container)
+        if not path.exists():
+            os.mkfifo(path, 0o600)
+        return os.open(path, os.O_RDWR)
 
     @staticmethod
     def _pid(ref: ContainerRef) -> int:
@@ -423,6 +439,20 @@ class ProcessRuntime:
             if slave >= 0:
                 os.close(slave)
         return PtySession(proc, master) if tty else PipeSession(proc)
+
+    async def attach(self, ref: ContainerRef, pod: dict[str, Any], container: dict[str, Any], *, stdin: bool,
+                     tty: bool) -> ExecSession:
+        """The container's output from now on (what it appends to its log) and, with ``stdin: true``
+        in its spec, its stdin. The process runtime gives containers no terminal: ``tty`` is ignored."""
+        if not self._alive(ref):
+            raise StreamError(f"container {ref.container} is not running")
+        writer = -1
+        if stdin and container.get("stdin"):
+            try:
+                writer = os.open(self._stdin_path(ref.pod_uid, ref.container), os.O_WRONLY | os.O_NONBLOCK)
+            except OSError as exc:
+                raise StreamError(f"cannot open the stdin of container {ref.container}: {exc.strerror}") from None
+        return AttachedSession(self.log_path(ref.pod_uid, ref.container), lambda: self._alive(ref), writer)
 
     async def port_address(self, ref: ContainerRef, pod: dict[str, Any], port: int) -> tuple[str, int]:
         """Pods of this runtime share the node's network, so a pod's port is the node's: forwarded

@@ -1,8 +1,10 @@
-"""Exec sessions over a local child process: with pipes, or with a pseudo-terminal (``-t``).
+"""Exec and attach sessions of the process runtime.
 
-The process runtime starts the command (see ``ProcessRuntime.exec``) and hands it to one of these;
-the agent reads its output, feeds its stdin and, at the end, closes it, which kills the command's
-whole process group (it runs in a session of its own) if it still runs.
+For exec, the runtime starts the command (see ``ProcessRuntime.exec``) and hands it to a
+:class:`PipeSession` or, with ``-t``, a :class:`PtySession`; the agent reads its output, feeds its
+stdin and, at the end, closes it, which kills the command's whole process group (it runs in a
+session of its own) if it still runs. For attach, an :class:`AttachedSession` follows what the
+container appends to its log and writes to its stdin pipe; closing it leaves the container be.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import struct
 import termios
 from typing import AsyncIterator
 
-__all__ = ["PipeSession", "PtySession", "set_window_size"]
+__all__ = ["PipeSession", "PtySession", "AttachedSession", "set_window_size"]
 
 _READ = 64 * 1024
 
@@ -152,3 +154,50 @@ class PtySession:
             asyncio.get_running_loop().remove_reader(self._master)
             os.close(self._master)
             self._master = -1
+
+
+class AttachedSession:
+    """A running container's output from now on, and its stdin pipe (``writer``, -1 for none)."""
+
+    def __init__(self, log_path, alive, writer: int) -> None:
+        self._log_path = log_path
+        self._alive = alive
+        self._writer = writer
+
+    async def output(self) -> AsyncIterator[tuple[int, bytes]]:
+        with open(self._log_path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            while True:
+                chunk = f.read(_READ)
+                if chunk:
+                    yield 1, chunk
+                    continue
+                if not self._alive():
+                    if rest := f.read():
+                        yield 1, rest
+                    return
+                await asyncio.sleep(0.1)
+
+    async def write(self, data: bytes) -> None:
+        while data and self._writer >= 0:
+            try:
+                data = data[os.write(self._writer, data):]
+            except BlockingIOError:  # the container reads slower than the user types
+                await asyncio.sleep(0.01)
+            except OSError:
+                return
+
+    async def close_stdin(self) -> None:
+        """The user's input ends; the container's stdin stays open for the next attachment."""
+        if self._writer >= 0:
+            os.close(self._writer)
+            self._writer = -1
+
+    def resize(self, width: int, height: int) -> None:
+        pass
+
+    async def wait(self) -> int:
+        return 0  # the container's own end is reported in its status, not to whoever attached
+
+    async def close(self) -> None:
+        await self.close_stdin()

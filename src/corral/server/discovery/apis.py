@@ -32,9 +32,9 @@ def _resource_list(group: str, version: str) -> dict[str, Any]:
         })
         for sub in r.subresources:
             verbs = {"binding": ["create"], "eviction": ["create"], "log": ["get"], "exec": ["create", "get"],
-                     "portforward": ["create", "get"]}.get(sub, ["get", "patch", "update"])
+                     "attach": ["create", "get"], "portforward": ["create", "get"]}.get(sub, ["get", "patch", "update"])
             kind = {"binding": "Binding", "eviction": "Eviction", "exec": "PodExecOptions",
-                    "portforward": "PodPortForwardOptions"}.get(sub, r.kind)
+                    "attach": "PodAttachOptions", "portforward": "PodPortForwardOptions"}.get(sub, r.kind)
             entry = {"name": f"{r.plural}/{sub}", "singularName": "", "namespaced": r.namespaced,
                      "kind": kind, "verbs": verbs}
             if sub == "eviction":  # kubectl drain evicts (rather than deletes) only when this names policy/v1
