@@ -231,3 +231,36 @@ def _in_terminal(kc: str, args: list[str], *, keys: bytes, seconds: float = 20) 
         if proc.poll() is None:
             proc.kill()
         os.close(master)
+
+
+def test_the_official_python_client_execs_with_stdin_and_forwards_ports_over_its_channel_protocol(cluster):
+    from kubernetes import client as k8s
+    from kubernetes import config as k8s_config
+    from kubernetes.stream import portforward, stream
+
+    config = k8s.Configuration()
+    k8s_config.load_kube_config(config_file=cluster.kubeconfig, client_configuration=config)
+    with k8s.ApiClient(config) as client:
+        api = k8s.CoreV1Api(client)
+        assert stream(api.connect_get_namespaced_pod_exec, "web", "default", command=["sh", "-c", "echo $HOSTNAME"],
+                      stderr=True, stdin=False, stdout=True, tty=False) == "web\n"
+        session = stream(api.connect_get_namespaced_pod_exec, "web", "default", _preload_content=False,
+                         command=["sh", "-c", "read x; echo got $x; exit 7"], stderr=True, stdin=True, stdout=True,
+                         tty=False)
+        session.write_stdin("piped\n")  # as a text frame: the client's way with str
+        session.run_forever(timeout=10)
+        assert session.read_stdout() == "got piped\n" and session.returncode == 7
+
+        forwarded = portforward(api.connect_get_namespaced_pod_portforward, "web", "default", ports=str(WEB_PORT))
+        sock = forwarded.socket(WEB_PORT)
+        sock.setblocking(True)
+        sock.sendall(b"GET / HTTP/1.0\r\n\r\n")
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+        assert answer.startswith(b"HTTP/1.0 200 OK") and b"Directory listing" in answer
+        assert forwarded.error(WEB_PORT) is None
+
+        refused = portforward(api.connect_get_namespaced_pod_portforward, "web", "default", ports="22")
+        wait_for(lambda: refused.error(22), what="the refusal on the error channel")
+        assert "port 22 is not a containerPort of the pod" in refused.error(22)

@@ -11,7 +11,8 @@ name that node — and relays:
 - **port-forward** (``SPDY/3.1+portforward.k8s.io``, kubectl ≥ 1.31): the SPDY session ends here
   (:mod:`corral.streaming.spdy`); each forwarded connection (an ``error`` and a ``data`` stream
   with the same ``requestid``) becomes one plain byte tunnel to the agent, which connects to the
-  pod's port.
+  pod's port. Or ``v4.channel.k8s.io`` (the official Python client): one connection per port
+  named in the query, on channels 2i (data) and 2i+1 (errors).
 
 kubectl's older SPDY-only upgrade is refused with a 400 saying which protocol to use.
 """
@@ -40,6 +41,7 @@ AGENT_PORTFORWARD_PROTOCOL = "portforward.corral.dev"
 MAX_MESSAGE_BYTES = 1 << 20
 _DATA_CHUNK = 32 * 1024
 MAX_PENDING = 64  # data frames held per connection while its agent tunnel opens
+MAX_CHANNEL_PORTS = 64  # ports of one channel-protocol port-forward (two channels each, of 256)
 
 
 def _offered(request: web.Request) -> list[str]:
@@ -84,6 +86,16 @@ async def _connect(agents: AgentConnector, session: aiohttp.ClientSession, node_
         raise errors.ApiError(502, "InternalError", f"cannot reach the agent of node {node_name}: {exc}") from None
 
 
+def _bytes_of(msg: aiohttp.WSMessage) -> bytes | None:
+    """A client's channel message: binary, or text (the official Python client writes str stdin as
+    text frames, the channel byte first)."""
+    if msg.type == WSMsgType.BINARY:
+        return msg.data
+    if msg.type == WSMsgType.TEXT:
+        return msg.data.encode()
+    return None
+
+
 def _session() -> aiohttp.ClientSession:
     return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=5))
 
@@ -123,8 +135,9 @@ async def _relay(client: web.WebSocketResponse, upstream: aiohttp.ClientWebSocke
 
     async def up() -> None:
         async for msg in client:
-            if msg.type == WSMsgType.BINARY:
-                await upstream.send_bytes(msg.data)
+            data = _bytes_of(msg)
+            if data is not None:
+                await upstream.send_bytes(data)
 
     tasks = [asyncio.ensure_future(down()), asyncio.ensure_future(up())]
     try:
@@ -137,16 +150,79 @@ async def _relay(client: web.WebSocketResponse, upstream: aiohttp.ClientWebSocke
 
 async def portforward_stream(request: web.Request, api: Any, agents: AgentConnector, namespace: str,
                              name: str) -> web.StreamResponse:
-    """``GET pods/{name}/portforward``: SPDY/3.1 tunnelled through a WebSocket, kubectl's way."""
-    _require_websocket(request, (PORTFORWARD_PROTOCOL,), "port-forward")
+    """``GET pods/{name}/portforward``: SPDY/3.1 tunnelled through a WebSocket, kubectl's way; or the
+    channel protocol (``v4.channel.k8s.io``, ``?ports=P&ports=Q``), the official Python client's."""
+    _require_websocket(request, (PORTFORWARD_PROTOCOL, channels.V4), "port-forward")
+    channel_ports = []
+    if PORTFORWARD_PROTOCOL not in _offered(request):
+        raw = request.query.getall("ports", [])
+        channel_ports = [_port(p) for text in raw for p in text.split(",")]
+        if not channel_ports or len(channel_ports) > MAX_CHANNEL_PORTS:
+            raise errors.bad_request(f"port-forward over {channels.V4} needs 1 to {MAX_CHANNEL_PORTS} ports "
+                                     "(?ports=P)")
     _, node_name, node = await _pod_on_node(api, namespace, name)
-    ws = web.WebSocketResponse(protocols=(PORTFORWARD_PROTOCOL,), max_msg_size=MAX_MESSAGE_BYTES)
+    ws = web.WebSocketResponse(protocols=(PORTFORWARD_PROTOCOL, channels.V4), max_msg_size=MAX_MESSAGE_BYTES)
     await ws.prepare(request)
     async with _session() as session:
-        forwarder = _Forwarder(ws, lambda port: _connect(agents, session, node_name, node, ("portforward", namespace, name),
-                                                         [("port", str(port))], AGENT_PORTFORWARD_PROTOCOL))
-        await forwarder.run()
+        def connect(port: int):
+            return _connect(agents, session, node_name, node, ("portforward", namespace, name), [("port", str(port))],
+                            AGENT_PORTFORWARD_PROTOCOL)
+
+        if ws.ws_protocol == PORTFORWARD_PROTOCOL:
+            await _Forwarder(ws, connect).run()
+        else:
+            await _forward_channels(ws, channel_ports, connect)
     return ws
+
+
+def _port(text: str) -> int:
+    text = text.strip()
+    if not (text.isascii() and text.isdigit() and len(text) <= 5 and 0 < int(text) < 65536):
+        raise errors.bad_request(f"invalid port {text[:20]!r}: a port is an integer in 1..65535")
+    return int(text)
+
+
+async def _forward_channels(ws: web.WebSocketResponse, ports: list[int], connect) -> None:
+    """Kubernetes' WebSocket port-forward: port i's bytes on channel 2i, its errors on 2i+1, each
+    channel's first message the port (two bytes, little-endian); one connection per port."""
+    upstreams: list[aiohttp.ClientWebSocketResponse | None] = []
+    for i, port in enumerate(ports):
+        prefix = port.to_bytes(2, "little")
+        await ws.send_bytes(bytes([2 * i]) + prefix)
+        await ws.send_bytes(bytes([2 * i + 1]) + prefix)
+        try:
+            upstreams.append(await connect(port))
+        except errors.ApiError as exc:
+            await ws.send_bytes(bytes([2 * i + 1]) + exc.message.encode())
+            upstreams.append(None)
+
+    async def down(i: int, upstream: aiohttp.ClientWebSocketResponse) -> None:
+        async for msg in upstream:
+            if msg.type == WSMsgType.BINARY:
+                await ws.send_bytes(bytes([2 * i]) + msg.data)
+            elif msg.type == WSMsgType.TEXT and msg.data.startswith("error: "):
+                await ws.send_bytes(bytes([2 * i + 1]) + msg.data[7:].encode())
+
+    async def up() -> None:
+        async for msg in ws:
+            data = _bytes_of(msg)
+            if data and data[0] % 2 == 0:
+                upstream = upstreams[data[0] // 2] if data[0] // 2 < len(upstreams) else None
+                if upstream is not None and not upstream.closed and len(data) > 1:
+                    await upstream.send_bytes(data[1:])
+
+    tasks = [asyncio.ensure_future(up())] + [asyncio.ensure_future(down(i, u)) for i, u in enumerate(upstreams)
+                                            if u is not None]
+    try:
+        pending = set(tasks)  # over when the client leaves, or when every pod-side connection has ended
+        while tasks[0] in pending and len(pending) > 1:
+            _, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        await cancel_and_wait(*tasks)
+        for upstream in upstreams:
+            if upstream is not None:
+                await upstream.close()
+        await ws.close()
 
 
 class _Forwarder:
