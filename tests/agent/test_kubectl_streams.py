@@ -11,6 +11,7 @@ import select
 import socket
 import struct
 import subprocess
+import sys
 import termios
 import time
 import urllib.request
@@ -264,3 +265,28 @@ def test_the_official_python_client_execs_with_stdin_and_forwards_ports_over_its
         refused = portforward(api.connect_get_namespaced_pod_portforward, "web", "default", ports="22")
         wait_for(lambda: refused.error(22), what="the refusal on the error channel")
         assert "port 22 is not a containerPort of the pod" in refused.error(22)
+
+
+def test_corral_exec_and_port_forward_do_what_kubectls_do(cluster):
+    kc = cluster.kubeconfig
+    out = corral("exec", "web", "--", "sh", "-c", "echo $HOSTNAME; echo e >&2; exit 3", kubeconfig=kc, check=False)
+    assert (out.returncode, out.stdout, out.stderr) == (3, "web\n", "e\n")
+    piped = corral("exec", "-i", "web", "--", "sh", "-c", "cat; echo end", kubeconfig=kc, stdin="abc\n")
+    assert piped.stdout == "abc\nend\n"
+    for args, said in ((("nope", "--", "true"), 'error: pods "nope" not found'),
+                       (("web", "-c", "zz", "--", "true"), "error: container zz is not valid for pod web"),
+                       (("web", "--", "no-such-cmd"), 'error: exec: "no-such-cmd": executable file not found')):
+        failed = corral("exec", *args, kubeconfig=kc, check=False)
+        assert failed.returncode == 1 and failed.stderr.startswith(said), failed.stderr
+
+    proc = subprocess.Popen([sys.executable, "-m", "corral", "port-forward", "web", f"0:{WEB_PORT}", "0:22"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "KUBECONFIG": kc})
+    try:
+        web, ssh = (int(proc.stdout.readline().split()[2].rsplit(":", 1)[1]) for _ in range(2))
+        assert b"Directory listing" in _http(f"http://127.0.0.1:{web}/")
+        assert _http(f"http://127.0.0.1:{ssh}/") is None
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=10)
+    assert "error: forwarding to port 22: port 22 is not a containerPort of the pod" in err

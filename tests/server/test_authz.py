@@ -87,9 +87,9 @@ async def test_an_edit_user_runs_workloads_in_its_namespace_but_cannot_grant_rig
         await admin.create(NodeBuilder("n1").obj, raw=True)
     async with as_user(server, "eddie", "team-devs") as eddie:
         await eddie.create(PodBuilder("app", "team").obj, raw=True)
-        # May exec (authorised: what it lacks is the WebSocket upgrade, not the right).
+        # May exec (authorised: what it lacks is a node for the pod, not the right).
         err = await refused(eddie.request("GET", "/api/v1/namespaces/team/pods/app/exec?command=id"), 400)
-        assert "served over WebSocket" in err.message
+        assert err.message == 'pod "app" is not on a node yet'
         await eddie.delete("pods", "app", "team")
         await refused(eddie.create(PodBuilder("app").obj, raw=True))  # default is not its namespace
         await refused(eddie.create(binding("me-admin", "admin", "team-devs", "team"), raw=True))

@@ -526,9 +526,11 @@ def _register() -> None:
     from corral.cli.nodes import agent, drain, logs
     from corral.cli.scheduling import explain, scheduler
     from corral.cli.sim import sim
+    from corral.cli.streams import attach, exec_, port_forward
     from corral.cli.tokens import token
 
-    for command in (scheduler, explain, agent, logs, drain, bench, sim, token, label, annotate, edit):
+    for command in (scheduler, explain, agent, logs, drain, bench, sim, token, label, annotate, edit, exec_, attach,
+                    port_forward):
         cli.add_command(command)
 
 

@@ -105,7 +105,8 @@ async def exec_stream(request: web.Request, api: Any, agents: AgentConnector, na
     """``GET pods/{name}/exec?command=…&container=&stdin=&stdout=&stderr=&tty=`` over WebSocket; with
     ``attach``, ``pods/{name}/attach`` (the same without a command: the container's own stdio)."""
     what = "attach" if attach else "exec"
-    _require_websocket(request, channels.PROTOCOLS, what)
+    # What is wrong with the request itself first: a client whose upgrade failed asks again without
+    # one to learn why (corral's CLI does), and must hear the same reason.
     pod, node_name, node = await _pod_on_node(api, namespace, name)
     containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or ()]
     container = request.query.get("container") or (containers[0] if containers else "")
@@ -114,6 +115,7 @@ async def exec_stream(request: web.Request, api: Any, agents: AgentConnector, na
     command = request.query.getall("command", [])
     if not command and not attach:
         raise errors.bad_request("you must specify at least one command for the container")
+    _require_websocket(request, channels.PROTOCOLS, what)
     params = [("command", c) for c in command] + [(k, "true") for k in ("stdin", "tty")
                                                   if request.query.get(k, "").lower() in ("true", "1")]
     async with _session() as session:
@@ -152,6 +154,7 @@ async def portforward_stream(request: web.Request, api: Any, agents: AgentConnec
                              name: str) -> web.StreamResponse:
     """``GET pods/{name}/portforward``: SPDY/3.1 tunnelled through a WebSocket, kubectl's way; or the
     channel protocol (``v4.channel.k8s.io``, ``?ports=P&ports=Q``), the official Python client's."""
+    _, node_name, node = await _pod_on_node(api, namespace, name)
     _require_websocket(request, (PORTFORWARD_PROTOCOL, channels.V4), "port-forward")
     channel_ports = []
     if PORTFORWARD_PROTOCOL not in _offered(request):
@@ -160,7 +163,6 @@ async def portforward_stream(request: web.Request, api: Any, agents: AgentConnec
         if not channel_ports or len(channel_ports) > MAX_CHANNEL_PORTS:
             raise errors.bad_request(f"port-forward over {channels.V4} needs 1 to {MAX_CHANNEL_PORTS} ports "
                                      "(?ports=P)")
-    _, node_name, node = await _pod_on_node(api, namespace, name)
     ws = web.WebSocketResponse(protocols=(PORTFORWARD_PROTOCOL, channels.V4), max_msg_size=MAX_MESSAGE_BYTES)
     await ws.prepare(request)
     async with _session() as session:
