@@ -41,7 +41,10 @@ def test_kubectl_drain_honours_a_disruption_budget_then_empties_the_node(tmp_pat
         apply(kc, tmp_path, "apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: web}\n"
                             "spec:\n  minAvailable: 2\n  selector: {matchLabels: {app: web}}\n")
 
-        # Three healthy, two wanted: one of node-0's pods may go, the other is held back.
+        # Three healthy, two wanted: one of node-0's pods may go, the other is held back; the
+        # disruption controller says so in the budget's status, as kubectl shows it.
+        wait_for(lambda: kubectl(kc, "get", "pdb", "web", "--no-headers").stdout.split()[1:4] == ["2", "N/A", "1"],
+                 what="kubectl get pdb to show MIN AVAILABLE 2 and ALLOWED DISRUPTIONS 1")
         held = kubectl(kc, "drain", "node-0", "--force", "--timeout=12s")
         assert held.returncode != 0
         assert "disruption budget" in held.stderr, held.stderr
@@ -49,6 +52,8 @@ def test_kubectl_drain_honours_a_disruption_budget_then_empties_the_node(tmp_pat
         assert len(left) == 1 and ready(kc, left.pop())
         node = json.loads(kubectl(kc, "get", "node", "node-0", "-o", "json").stdout)
         assert node["spec"]["unschedulable"] is True
+        wait_for(lambda: kubectl(kc, "get", "pdb", "web", "--no-headers").stdout.split()[3] == "0",
+                 what="no disruption allowed any more")
 
         assert kubectl(kc, "delete", "pdb", "web").returncode == 0
         done = kubectl(kc, "drain", "node-0", "--force", "--timeout=60s")

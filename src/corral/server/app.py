@@ -159,6 +159,7 @@ class Server:
         self.scheduler = None
         self.node_lifecycle = None
         self.pod_gc = None
+        self.disruption = None
         self.elector = None
         self.agent = None
         self.url = ""
@@ -312,6 +313,7 @@ class Server:
         if self._scheduler_config is not None:
             self._start_scheduler(self._scheduler_config)
         if self.config.controllers:
+            from corral.controllers.disruption import DisruptionController
             from corral.controllers.node_lifecycle import NodeLifecycleController
             from corral.controllers.pod_gc import PodGarbageCollector
 
@@ -320,6 +322,8 @@ class Server:
             self.node_lifecycle.start()
             self.pod_gc = PodGarbageCollector(self.api, quarantine_seconds=self.config.node_grace_seconds)
             self.pod_gc.start()
+            self.disruption = DisruptionController(self.api)
+            self.disruption.start()
         self._leader_tasks = [asyncio.create_task(self._compact_loop(), name="compaction")]
 
     async def _stop_leading(self) -> None:
@@ -331,6 +335,9 @@ class Server:
         if self.pod_gc is not None:
             await self.pod_gc.stop()
             self.pod_gc = None
+        if self.disruption is not None:
+            await self.disruption.stop()
+            self.disruption = None
         if self.scheduler is not None:
             self._detach_scheduler()
             await self.scheduler.stop()

@@ -5,8 +5,9 @@ how many may be unavailable (``maxUnavailable``), as a count or a percentage of 
 (rounded up, as Kubernetes rounds). A pod is healthy when it is Ready and not being deleted.
 Evicting a healthy pod that a budget selects is refused while the budget allows no more
 disruptions; an unhealthy one may go if the budget is met now (``IfHealthyBudget``, the default)
-or always (``AlwaysAllow``). Kubernetes keeps each budget's figures in its status through a
-controller; corral works them out from the watch cache at each eviction, so they are never stale.
+or always (``AlwaysAllow``). The eviction API works the figures out from the watch cache at each
+eviction, so they are never stale; the disruption controller (``corral.controllers.disruption``)
+also writes them into each budget's status, for people and tools to read.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any, Iterable
 
 from corral.api.selectors import label_selector_from_struct
 
-__all__ = ["Budget", "budgets_for", "refusal"]
+__all__ = ["Budget", "budgets_for", "refusal", "budget_status"]
 
 _TERMINAL = ("Succeeded", "Failed")
 
@@ -63,18 +64,32 @@ def budgets_for(pod: dict[str, Any], pdbs: Iterable[dict[str, Any]], pods: Itera
     if not selected:
         return []
     pods = [p for p in pods if (p.get("status") or {}).get("phase") not in _TERMINAL]
-    out = []
-    for pdb, selector in selected:
-        spec = pdb["spec"]
-        members = [p for p in pods if selector.matches_object(p)]
-        expected, healthy = len(members), sum(1 for p in members if _healthy(p))
-        if spec.get("maxUnavailable") is not None:
-            desired = max(0, expected - _scaled(spec["maxUnavailable"], expected))
-        else:
-            desired = _scaled(spec.get("minAvailable", 1), expected)
-        out.append(Budget(pdb["metadata"]["name"], expected, healthy, desired,
-                          spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow"))
-    return out
+    return [_budget(pdb, selector, pods) for pdb, selector in selected]
+
+
+def _budget(pdb: dict[str, Any], selector, live_pods: list[dict[str, Any]]) -> Budget:
+    spec = pdb["spec"]
+    members = [p for p in live_pods if selector.matches_object(p)]
+    expected, healthy = len(members), sum(1 for p in members if _healthy(p))
+    if spec.get("maxUnavailable") is not None:
+        desired = max(0, expected - _scaled(spec["maxUnavailable"], expected))
+    else:
+        desired = _scaled(spec.get("minAvailable", 1), expected)
+    return Budget(pdb["metadata"]["name"], expected, healthy, desired,
+                  spec.get("unhealthyPodEvictionPolicy") == "AlwaysAllow")
+
+
+def budget_status(pdb: dict[str, Any], pods: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The budget's status as Kubernetes' disruption controller writes it, over ``pods`` (its
+    namespace's): what ``kubectl get pdb`` shows as ALLOWED DISRUPTIONS."""
+    spec = pdb.get("spec") or {}
+    if spec.get("selector") is None:
+        b = Budget(pdb["metadata"]["name"], 0, 0, 0, False)
+    else:
+        live = [p for p in pods if (p.get("status") or {}).get("phase") not in _TERMINAL]
+        b = _budget(pdb, label_selector_from_struct(spec["selector"]), live)
+    return {"currentHealthy": b.healthy, "desiredHealthy": b.desired, "disruptionsAllowed": b.disruptions_allowed,
+            "expectedPods": b.expected, "observedGeneration": (pdb.get("metadata") or {}).get("generation", 1)}
 
 
 def refusal(pod: dict[str, Any], budgets: list[Budget]) -> str | None:

@@ -373,14 +373,15 @@ _COLUMNS: dict[str, list[Column]] = {
         Column("PreemptionPolicy", "string", lambda o, _n: o.get("preemptionPolicy") or "PreemptLowerPriority",
                "The policy for preempting pods of lower priority."),
     ],
-    # Allowed Disruptions (Kubernetes' fourth column) is left out: corral works it out at each
-    # eviction rather than keeping it in the budget's status.
     "PodDisruptionBudget": [
         NAME,
         Column("Min Available", "string", lambda o, _n: str(_spec(o).get("minAvailable", "N/A")),
                "The minimum number of pods that must be available."),
         Column("Max Unavailable", "string", lambda o, _n: str(_spec(o).get("maxUnavailable", "N/A")),
                "The maximum number of pods that may be unavailable."),
+        Column("Allowed Disruptions", "integer",
+               lambda o, _n: int((o.get("status") or {}).get("disruptionsAllowed") or 0),
+               "How many more pods may be evicted now (the disruption controller's figure)."),
         AGE,
     ],
     "Role": _DEFAULT,
