@@ -147,6 +147,7 @@ def test_top_shows_what_a_pod_burns_and_what_the_node_uses(cluster):
     line = next(x for x in scraped.splitlines()
                 if x.startswith('container_cpu_usage_seconds_total{container="c0",namespace="default",pod="burn"}'))
     assert float(line.split()[1]) > 0.5 and "node_memory_working_set_bytes" in scraped
+    assert "container_cpu_usage_seconds_total" in run(kc, "get", "--raw", "/api/v1/nodes/node-0/proxy/metrics").stdout
 
 
 def test_a_view_user_may_neither_exec_nor_port_forward(cluster):

@@ -345,6 +345,7 @@ class Agent:
         app.router.add_get("/containerLogs/{namespace}/{pod}/{container}", self._logs)
         app.router.add_get("/healthz", _healthz)
         app.router.add_get("/stats", self._stats)
+        app.router.add_get("/metrics", self._resource_metrics)
         app.router.add_get("/metrics/resource", self._resource_metrics)
         self.streams.add_routes(app)
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)

@@ -5,9 +5,10 @@ Every ``interval`` seconds the sampler reads cumulative figures — the node's b
 time and memory from its runtime — and keeps the last two samples. CPU usage is the rate between
 them, memory the last reading, as metrics-server reports them; the window is the time between the
 samples. The API server asks for them (``GET /stats``, on the endpoint only it may call) when a user
-runs ``kubectl top``; ``GET /metrics/resource`` gives the same figures to Prometheus, with the
-names the kubelet uses (``container_cpu_usage_seconds_total``, ``…_memory_working_set_bytes``, and
-the node's), through the server's ``nodes/{name}/proxy/metrics/resource``.
+runs ``kubectl top``; ``GET /metrics`` (or ``/metrics/resource``, the kubelet's path) gives the
+same figures to Prometheus, with the names the kubelet uses (``container_cpu_usage_seconds_total``,
+``…_memory_working_set_bytes``, and the node's), through the server's
+``nodes/{name}/proxy/metrics``: the agent's endpoint answers only the server.
 """
 
 from __future__ import annotations

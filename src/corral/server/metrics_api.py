@@ -1,4 +1,4 @@
-"""``metrics.k8s.io/v1beta1`` (``kubectl top``) and ``nodes/{name}/proxy/metrics/resource``, from the agents.
+"""``metrics.k8s.io/v1beta1`` (``kubectl top``) and ``nodes/{name}/proxy/metrics[/resource]``, from the agents.
 
 What metrics-server does, inside the server: NodeMetrics and PodMetrics are read from the agents
 that measure them (``GET /stats`` on the agent's endpoint, which answers only the server), at most
@@ -60,6 +60,7 @@ class MetricsAPI:
         app.router.add_get(f"{base}/pods", self.list_pods)
         app.router.add_get(f"{base}/namespaces/{{namespace}}/pods", self.list_pods)
         app.router.add_get(f"{base}/namespaces/{{namespace}}/pods/{{name}}", self.get_pod)
+        app.router.add_get("/api/v1/nodes/{name}/proxy/metrics", self.proxy_resource_metrics)
         app.router.add_get("/api/v1/nodes/{name}/proxy/metrics/resource", self.proxy_resource_metrics)
 
     # --- reading the agents ---------------------------------------------------------------------------
