@@ -159,6 +159,11 @@ async def test_a_node_reads_and_writes_only_what_its_own_pods_need(server):
             "target": {"kind": "Node", "name": "n1"}}))
         await refused(n1.list("tokens", raw=True))
         await refused(n1.list("clusterrolebindings", raw=True))
+        # Nor run commands in pods, even its own, or reach any agent through the server.
+        await refused(n1.request("GET", "/api/v1/namespaces/default/pods/mine/exec?command=id"))
+        await refused(n1.request("GET", "/api/v1/namespaces/default/pods/mine/portforward"))
+        await refused(n1.request("GET", "/api/v1/nodes/n1/proxy/metrics"))
+        await refused(n1.request("GET", "/apis/metrics.k8s.io/v1beta1/nodes"))
         # Nor may it lift what the control plane put on its own node.
         await refused(n1.patch("nodes", "n1", {"metadata": {"labels": {
             "node-restriction.kubernetes.io/trusted": "yes"}}}, raw=True))

@@ -41,6 +41,7 @@ AGENT_PORTFORWARD_PROTOCOL = "portforward.corral.dev"
 MAX_MESSAGE_BYTES = 1 << 20
 _DATA_CHUNK = 32 * 1024
 MAX_PENDING = 64  # data frames held per connection while its agent tunnel opens
+MAX_TUNNELS = 128  # forwarded connections open at once in one port-forward session (and error streams waiting)
 MAX_CHANNEL_PORTS = 64  # ports of one channel-protocol port-forward (two channels each, of 256)
 
 
@@ -282,6 +283,9 @@ class _Forwarder:
 
     async def open(self, frame: spdy.SynStream) -> None:
         kind, request_id = frame.headers.get("streamtype"), frame.headers.get("requestid", "")
+        if len(self.tunnels) >= MAX_TUNNELS or len(self.error_streams) >= MAX_TUNNELS:
+            await self.send(self.writer.rst_stream(frame.stream_id, spdy.RST_REFUSED_STREAM))
+            return
         await self.send(self.writer.syn_reply(frame.stream_id))
         if kind == "error":
             self.error_streams[request_id] = frame.stream_id

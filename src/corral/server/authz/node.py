@@ -53,7 +53,7 @@ class NodeAuthorizer:
         if group == "" and res == "nodes":
             if not sub and (a.verb in READ or a.verb == "create"):
                 return True
-            return a.name == node and a.verb in ("get", "update", "patch")
+            return a.name == node and a.verb in ("get", "update", "patch") and sub in ("", "status")
         if group == "coordination.k8s.io" and res == "leases":
             if a.namespace != self._lease_namespace:
                 return False
