@@ -9,7 +9,7 @@ import urllib.request
 
 import pytest
 
-from corral.agent.runtimes.base import StartError, StreamError
+from corral.agent.runtimes.base import StartError
 from corral.agent.runtimes.docker import DockerRuntime
 from corral.testing.cluster import LocalCluster, wait_for
 from corral.testing.dockerd import BUSYBOX_IMAGE, Dockerd
