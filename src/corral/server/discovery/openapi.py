@@ -99,7 +99,10 @@ def _plain_operations(r: ResourceType, ref: str) -> dict[str, Any]:
     patch_body = {"required": True, "content": {
         "application/merge-patch+json": {"schema": {"type": "object"}},
         "application/strategic-merge-patch+json": {"schema": {"type": "object"}},
-        "application/json-patch+json": {"schema": {"type": "array", "items": {"type": "object"}}},
+        # A JSON patch is a list of operations; an object sent under this type is taken as the merge
+        # patch old official Python clients mean by it (they label every patch body so).
+        "application/json-patch+json": {"schema": {"oneOf": [{"type": "array", "items": {"type": "object"}},
+                                                             {"type": "object"}]}},
     }}
     patch_errors = (*WRITE_ERRORS, 415)
     paths: dict[str, Any] = {}
