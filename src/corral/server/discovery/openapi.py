@@ -48,9 +48,11 @@ _WRITE_PARAMS = [
      "description": "All: validate and admit the request, and answer as if it were done, but store nothing."},
     {"name": "fieldManager", "in": "query", "schema": {"type": "string"},
      "description": "The name of the actor making the change (accepted; corral does not track managed fields)."},
-    {"name": "fieldValidation", "in": "query", "schema": {"type": "string", "enum": ["Ignore", "Warn", "Strict"]},
-     "description": "What to do with fields corral does not know or act on: Ignore them, Warn (the default: "
-                    "a Warning header per field) or Strict (refuse the request with 400, naming each field)."},
+    {"name": "fieldValidation", "in": "query",
+     "schema": {"type": "string", "enum": ["Ignore", "Warn", "Strict", ""]},
+     "description": "What to do with fields corral does not know or act on: Ignore them, Warn (the default, "
+                    "also when empty: a Warning header per field) or Strict (refuse the request with 400, naming "
+                    "each field)."},
 ]
 
 
