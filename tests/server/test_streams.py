@@ -8,7 +8,7 @@ import struct
 
 from aiohttp import WSMsgType
 
-from corral.server.streams import MAX_TUNNELS, _Forwarder
+from corral.server.agents.streams import MAX_TUNNELS, _Forwarder
 from corral.streaming import spdy
 from tests.streaming.test_spdy import ClientWriter
 

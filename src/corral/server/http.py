@@ -22,13 +22,12 @@ from corral.api.decoding import DecodeError, decode_json, decode_yaml
 from corral.api.resources import ResourceType, by_plural
 from corral.api.selectors import SelectorError, parse_field_selector, parse_label_selector
 from corral.api.validation import MAX_GRACE_SECONDS
-from corral.server import errors, streams, tables
-from corral.server.agents import AgentConnector
+from corral.server import errors, tables
+from corral.server.agents import AgentConnector, MetricsAPI, proxy_logs, streams
 from corral.server.authz.review import Reviews
 from corral.server.watch import CacheWatcher, TooOld
 from corral.server.flowcontrol import InflightLimits
-from corral.server.metrics_api import MetricsAPI
-from corral.server.params import FALSE_WORDS, TRUE_WORDS
+from corral.server.params import flag as _flag, int_param as _int_param
 from corral.server.rest import ListOptions, Reply, ResourceAPI, WriteOptions
 
 __all__ = ["add_resource_routes", "MAX_BODY_BYTES", "VERB", "RESOURCE", "USER"]
@@ -79,37 +78,6 @@ def parse_target(group: str, version: str, tail: str) -> Target:
     if resource.namespaced and namespace is None and name is not None:
         raise errors.ApiError(404, "NotFound", f"{resource.plural} are namespaced: use /namespaces/{{ns}}/{resource.plural}/{name}")
     return Target(resource, namespace, name, sub)
-
-
-def _flag(request: web.Request, name: str) -> bool:
-    """A boolean query parameter, as Go's ParseBool reads one (and yes/no); anything else is a 400."""
-    value = request.query.get(name, "").lower()
-    if value in TRUE_WORDS:
-        return True
-    if value not in FALSE_WORDS:
-        raise errors.bad_request(f"{name} must be true or false, got {value[:40]!r}")
-    return False
-
-
-INT64_MAX = 2**63 - 1
-
-
-def _int_param(request: web.Request, name: str) -> int | None:
-    """An integer query parameter (Kubernetes' are int64); absent or empty: ``None``. Given more
-    than once, every value must be an integer; the first counts, as in Kubernetes."""
-    values = request.query.getall(name, ())
-    if not values or values == [""]:
-        return None
-    first = None
-    for raw in values:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise errors.bad_request(f"{name} must be an integer, got {raw[:40]!r}") from None
-        if not -INT64_MAX - 1 <= value <= INT64_MAX:
-            raise errors.bad_request(f"{name} must fit in 64 bits, got {raw[:40]}")
-        first = value if first is None else first
-    return first
 
 
 def _list_options(request: web.Request, resource: ResourceType) -> ListOptions:
@@ -487,62 +455,3 @@ def add_resource_routes(app: web.Application, api: ResourceAPI, reviews: Reviews
     MetricsAPI(api, agents).add_routes(app)  # before the routes of stored resources, which would take its paths
     app.router.add_route("*", r"/api/{version:v1}/{tail:.+}", routes.core)
     app.router.add_route("*", r"/apis/{group:[^/]+}/{version:[^/]+}/{tail:.+}", routes.grouped)
-
-
-async def proxy_logs(request: web.Request, api: ResourceAPI, agents: AgentConnector, namespace: str,
-                     name: str) -> web.StreamResponse:
-    """``GET pods/{name}/log``: stream the container's output from the agent of the pod's node."""
-    import aiohttp
-
-    from corral.api.resources import by_kind
-
-    pod = (await api.current(by_kind("Pod"), namespace, name)).obj
-    node_name = (pod.get("spec") or {}).get("nodeName")
-    if not node_name:
-        raise errors.bad_request(f'pod "{name}" is not on a node yet: no logs to show')
-    containers = [c.get("name") for c in (pod.get("spec") or {}).get("containers") or ()]
-    inits = [c.get("name") for c in (pod.get("spec") or {}).get("initContainers") or ()]
-    container = request.query.get("container") or (containers[0] if len(containers) == 1 else "")
-    if not container:
-        raise errors.bad_request(f"a container name must be specified for pod {name}, choose one of: {containers}"
-                                 + (f" or one of the init containers: {inits}" if inits else ""))
-    if container not in containers and container not in inits:
-        raise errors.bad_request(f"container {container} is not valid for pod {name}, choose one of: {containers}"
-                                 + (f" or one of the init containers: {inits}" if inits else ""))
-    node = api.cache.get(by_kind("Node").key(None, node_name))
-    url = agents.url(node_name, node.obj if node is not None else None, "containerLogs", namespace, name, container)
-    params = {}
-    if _flag(request, "follow"):
-        params["follow"] = "true"
-    if _flag(request, "previous"):
-        params["previous"] = "true"
-    since = _int_param(request, "sinceSeconds")
-    if since is not None:
-        if since < 1:
-            raise errors.bad_request(f"sinceSeconds must be at least 1, got {since}")
-        params["sinceSeconds"] = str(since)
-    tail = _int_param(request, "tailLines")
-    if tail is not None:
-        params["tailLines"] = str(max(tail, 0))
-    try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=5)) as session:
-            # The agent must prove to be this node: its certificate names it (checked in the handshake).
-            async with session.get(url, params=params, ssl=agents.ssl_context(), server_hostname=node_name) as upstream:
-                if upstream.status != 200:
-                    text = (await upstream.content.read(4096)).decode("utf-8", "replace")
-                    reason = {400: "BadRequest", 404: "NotFound", 429: "TooManyRequests"}.get(upstream.status,
-                                                                                              "InternalError")
-                    try:  # the agent answers {"message": ...}
-                        answer = decode_json(text.encode())
-                        text = answer.get("message", text) if isinstance(answer, dict) else text
-                    except DecodeError:
-                        pass
-                    raise errors.ApiError(upstream.status if upstream.status < 500 else 502, reason, text.strip())
-                resp = web.StreamResponse(headers={"Content-Type": "text/plain; charset=utf-8"})
-                resp.enable_chunked_encoding()
-                await resp.prepare(request)
-                async for chunk in upstream.content.iter_any():
-                    await resp.write(chunk)
-                return resp
-    except aiohttp.ClientError as exc:
-        raise errors.ApiError(502, "InternalError", f"cannot reach the agent of node {node_name}: {exc}") from None

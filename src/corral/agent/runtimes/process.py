@@ -43,7 +43,7 @@ from typing import Any, AsyncIterator
 import corral
 from corral.agent.runtimes import cgroups as cg
 from corral.agent.runtimes.base import ContainerRef, ExecSession, ExitInfo, RecoveredContainer, StartError, StreamError
-from corral.agent.runtimes.sessions import AttachedSession, PipeSession, PtySession, set_window_size
+from corral.agent.runtimes.sessions import AttachedSession, PipeSession, PtySession, exit_code, set_window_size
 
 __all__ = ["ProcessRuntime", "DEFAULT_MAX_PROCESSES", "DEFAULT_MAX_OPEN_FILES", "pods_root"]
 
@@ -329,7 +329,7 @@ class ProcessRuntime:
             return ExitInfo(-1, await self._finish(ref))
         code = await proc.wait()
         self._procs.pop(ref.id, None)
-        return ExitInfo(128 - code if code < 0 else code, await self._finish(ref))
+        return ExitInfo(exit_code(code), await self._finish(ref))
 
     async def _finish(self, ref: ContainerRef) -> bool:
         """The container's main process has ended: end what it left running and drop its group

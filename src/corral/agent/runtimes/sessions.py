@@ -18,13 +18,18 @@ import struct
 import termios
 from typing import AsyncIterator
 
-__all__ = ["PipeSession", "PtySession", "AttachedSession", "set_window_size"]
+__all__ = ["PipeSession", "PtySession", "AttachedSession", "set_window_size", "exit_code"]
 
 _READ = 64 * 1024
 
 
 def set_window_size(fd: int, width: int, height: int) -> None:
     fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", height, width, 0, 0))
+
+
+def exit_code(returncode: int) -> int:
+    """A process's exit code as a shell and Kubernetes report it: 128 + N when signal N ended it."""
+    return 128 - returncode if returncode < 0 else returncode
 
 
 def _kill_group(pid: int) -> None:
@@ -82,8 +87,7 @@ class PipeSession:
         pass
 
     async def wait(self) -> int:
-        code = await self._proc.wait()
-        return 128 - code if code < 0 else code
+        return exit_code(await self._proc.wait())
 
     async def close(self) -> None:
         _kill_group(self._proc.pid)
@@ -145,8 +149,7 @@ class PtySession:
             pass
 
     async def wait(self) -> int:
-        code = await self._proc.wait()
-        return 128 - code if code < 0 else code
+        return exit_code(await self._proc.wait())
 
     async def close(self) -> None:
         _kill_group(self._proc.pid)

@@ -29,7 +29,7 @@ from aiohttp import WSMsgType, web
 from corral.aio import cancel_and_wait
 from corral.api.resources import by_kind
 from corral.server import errors
-from corral.server.agents import AgentConnector
+from corral.server.agents.connector import AgentConnector
 from corral.streaming import channels, spdy
 
 __all__ = ["exec_stream", "portforward_stream", "PORTFORWARD_PROTOCOL"]

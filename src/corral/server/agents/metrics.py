@@ -23,7 +23,7 @@ from aiohttp import web
 from corral.api.resources import by_kind
 from corral.api.selectors import SelectorError, parse_label_selector
 from corral.server import errors
-from corral.server.agents import AgentConnector, agent_endpoint
+from corral.server.agents.connector import AgentConnector, agent_endpoint
 
 __all__ = ["MetricsAPI", "GROUP", "VERSION", "FRESH_SECONDS"]
 
