@@ -30,6 +30,7 @@ from corral.aio import cancel_and_wait
 from corral.api.resources import by_kind
 from corral.server import errors
 from corral.server.agents.connector import AgentConnector
+from corral.server.params import is_true
 from corral.streaming import channels, spdy
 
 __all__ = ["exec_stream", "portforward_stream", "PORTFORWARD_PROTOCOL"]
@@ -117,8 +118,7 @@ async def exec_stream(request: web.Request, api: Any, agents: AgentConnector, na
     if not command and not attach:
         raise errors.bad_request("you must specify at least one command for the container")
     _require_websocket(request, channels.PROTOCOLS, what)
-    params = [("command", c) for c in command] + [(k, "true") for k in ("stdin", "tty")
-                                                  if request.query.get(k, "").lower() in ("true", "1")]
+    params = [("command", c) for c in command] + [(k, "true") for k in ("stdin", "tty") if is_true(request.query.get(k))]
     async with _session() as session:
         upstream = await _connect(agents, session, node_name, node, (what, namespace, name, container), params,
                                   channels.V5)
@@ -129,7 +129,8 @@ async def exec_stream(request: web.Request, api: Any, agents: AgentConnector, na
 
 
 async def _relay(client: web.WebSocketResponse, upstream: aiohttp.ClientWebSocketResponse) -> None:
-    """Binary messages both ways until either side closes; then the other is closed too."""
+    """Channel messages both ways (the client's text frames as bytes) until either side closes; then
+    the other is closed too."""
 
     async def down() -> None:
         async for msg in upstream:
@@ -316,13 +317,9 @@ class _Tunnel:
         send = self.forwarder.send
         error = ""
         try:
-            port = int(port_text) if port_text.isascii() and port_text.isdigit() and len(port_text) <= 5 else 0
-            if not 0 < port < 65536:
-                error = f"invalid port {port_text[:20]!r}: a port is an integer in 1..65535"
-                return
             try:
-                self.upstream = await self.forwarder.connect(port)
-            except errors.ApiError as exc:
+                self.upstream = await self.forwarder.connect(_port(port_text))
+            except errors.ApiError as exc:  # not a port, or the agent out of reach
                 error = exc.message
                 return
             while self.pending:  # what came meanwhile, in order (more may arrive while sending)
