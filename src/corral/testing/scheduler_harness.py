@@ -145,6 +145,17 @@ def _plugin(name: str, cache: Any, args: dict[str, Any] | None, clock: Callable[
     return REGISTRY[name](Handle(cache, clock, dict(args or {})))
 
 
+def filter_result(name: str, nodes: list[Any], pod: Any, pods: list[Any] = (), *,
+                  args: dict[str, Any] | None = None, clock: Callable[[], float] = time.time):
+    """One Filter plugin's own FilterResult over a small cluster (its mask and Reasons, with their
+    ``unresolvable`` flags, or ALL_PASS), without PreFilter."""
+    from corral.scheduler.framework.interface import CycleState
+
+    cache = build_cache(nodes, pods, None)
+    plugin = _plugin(name, cache, args, clock)
+    return plugin.filter(CycleState(), PodInfo.from_object(_obj(pod)), cache.table.valid[: cache.table.size].copy())
+
+
 def run_filter(name: str, nodes: list[Any], pod: Any, pods: list[Any] = (), *, args: dict[str, Any] | None = None,
                namespaces: dict[str, dict[str, str]] | None = None,
                clock: Callable[[], float] = time.time) -> dict[str, list[str]]:

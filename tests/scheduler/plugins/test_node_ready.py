@@ -3,7 +3,8 @@ import pytest
 from corral.scheduler.cache.node_table import parse_timestamp
 from corral.scheduler.plugins.node_ready import NOT_READY
 from corral.testing.builders import make_node, make_pod
-from corral.testing.scheduler_harness import run_filter
+from corral.scheduler.framework.interface import ALL_PASS
+from corral.testing.scheduler_harness import filter_result, run_filter
 
 
 BEAT = "2026-01-01T00:00:00Z"
@@ -45,3 +46,21 @@ def test_the_freshness_boundary(age, rejected):
     node = make_node("n").heartbeat_at(BEAT)
     assert run_filter("NodeReady", [node], make_pod("p"), clock=lambda: now)["n"] == (
         ["node(s) had no heartbeat for more than 90s"] if rejected else [])
+
+
+def test_a_node_not_ready_or_silent_is_no_place_preemption_could_make_room_on():
+    # Unresolvable: evicting pods there would not make the node take the pod (Kubernetes'
+    # UnschedulableAndUnresolvable), so preemption must not look at it.
+    now = parse_timestamp(BEAT) + 100
+    nodes = [make_node("down").heartbeat_at(BEAT).not_ready(), make_node("silent").heartbeat_at(BEAT),
+             make_node("fine").heartbeat_at("2026-01-01T00:01:30Z")]
+    result = filter_result("NodeReady", nodes, make_pod("p"), clock=lambda: now)
+    assert [(r.message, bool(r.unresolvable), list(r.rows[:3])) for r in result.reasons] == [
+        (NOT_READY, True, [True, False, False]),
+        ("node(s) had no heartbeat for more than 90s", True, [False, True, False])]
+
+
+def test_when_every_node_is_ready_the_plugin_says_so_at_once():
+    result = filter_result("NodeReady", [make_node("n").heartbeat_at(BEAT)], make_pod("p"),
+                           clock=lambda: parse_timestamp(BEAT) + 1)
+    assert result is ALL_PASS  # the framework skips this plugin's mask entirely

@@ -100,3 +100,17 @@ def test_every_hard_constraint_applies_and_a_soft_one_before_them_changes_nothin
     skew = "node(s) didn't match pod topology spread constraints"
     assert run_filter("PodTopologySpread", nodes, pod, existing) == {
         "a": [skew], "b": [skew], "c": [skew + " (missing required label)"], "d": []}
+
+
+def test_pods_on_nodes_the_pod_may_not_use_do_not_count_towards_the_skew():
+    # z1 holds two web pods, but on "a-gpu", which the incoming pod's nodeSelector rules out
+    # (nodeAffinityPolicy Honor, Kubernetes' default): z1 counts 0, so z1 may take the pod (this
+    # plugin alone; NodeAffinity keeps it off a-gpu).
+    nodes = [make_node(n).zone(z).labels(gpu="no") for n, z in (("a", "z1"), ("b", "z2"), ("c", "z3"))]
+    nodes.append(make_node("a-gpu").zone("z1").labels(gpu="yes"))
+    existing = [web("w1", "a-gpu"), web("w2", "a-gpu"), web("w3", "b"), web("w4", "c")]
+    pod = make_pod("p").labels(app="web").spread(1, ZONE, app="web").node_selector(gpu="no")
+    assert passing(pod, existing, nodes) == {"a", "a-gpu"}
+    soft = make_pod("p").labels(app="web").spread(1, ZONE, hard=False, app="web").node_selector(gpu="no")
+    scores = run_score("PodTopologySpread", nodes, soft, existing, raw=True)
+    assert scores["a"] < scores["b"] == scores["c"]  # z1 looks emptiest to the soft spread too

@@ -22,7 +22,7 @@ def domain_totals(table, key: str, per_node: np.ndarray, eligible: np.ndarray | 
     return col, totals
 
 
-def count_in_domain(table, key: str, per_node: np.ndarray, eligible: np.ndarray | None = None) -> np.ndarray:
+def count_in_domain(table, key: str, per_node: np.ndarray) -> np.ndarray:
     """Per row: the total of ``per_node`` over the row's whole domain (0 for rows without the key)."""
-    col, totals = domain_totals(table, key, per_node, eligible)
+    col, totals = domain_totals(table, key, per_node)
     return totals[col]
