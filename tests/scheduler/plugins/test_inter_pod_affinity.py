@@ -130,3 +130,14 @@ def test_nodes_without_the_topology_key_are_in_no_domain_and_count_nothing():
     prefers = make_pod("p").prefer_anti_affinity(10, ZONE, app="web")
     assert run_score("InterPodAffinity", nodes, prefers, [make_pod("w").labels(app="web").node("bare")],
                      raw=True) == {"a1": 0.0, "a2": 0.0, "b1": 0.0, "bare": 0.0}
+
+
+def test_existing_pods_preferences_reach_namespaces_their_selector_picks():
+    namespaces = {"blue-ns": {"team": "blue"}, "red-ns": {"team": "red"}}
+    carrier = make_pod("x", "ops")._pod_term("podAntiAffinity", False, ZONE, {"app": "web"}, 40,
+                                             namespace_selector={"matchLabels": {"team": "blue"}}).node("a1")
+    blue = run_score("InterPodAffinity", NODES, make_pod("p", "blue-ns").labels(app="web"), [carrier],
+                     namespaces=namespaces, raw=True)
+    red = run_score("InterPodAffinity", NODES, make_pod("p", "red-ns").labels(app="web"), [carrier],
+                    namespaces=namespaces, raw=True)
+    assert blue == {"a1": -40.0, "a2": -40.0, "b1": 0.0} and red == {"a1": 0.0, "a2": 0.0, "b1": 0.0}
