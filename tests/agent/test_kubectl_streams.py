@@ -14,12 +14,11 @@ import subprocess
 import sys
 import termios
 import time
-import urllib.request
 
 import pytest
 
 from corral.testing.cluster import wait_for
-from tests.agent.test_end_to_end import apply, local_cluster, phase, pod_yaml
+from tests.agent.test_end_to_end import _http, apply, local_cluster, phase, pod_yaml
 from tests.agent.test_official_client import KUBECTL
 from tests.cli.test_cli import corral
 
@@ -177,14 +176,6 @@ def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def _http(url: str) -> bytes | None:
-    try:
-        with urllib.request.urlopen(url, timeout=5) as resp:
-            return resp.read()
-    except OSError:
-        return None
 
 
 class _port_forward:
