@@ -124,3 +124,26 @@ async def test_one_database_file_serves_one_process_at_a_time(tmp_path):
         assert (await second.get("/core/pods/default/a")) is not None
     finally:
         await second.close()
+
+
+async def test_open_store_takes_every_url_form_and_refuses_what_it_cannot_open(tmp_path, monkeypatch):
+    for url in (f"sqlite://{tmp_path}/abs.db", str(tmp_path / "plain.db")):
+        s = await open_store(url)
+        await s.create("/k/a", obj("a"))
+        await s.close()
+    monkeypatch.setenv("HOME", str(tmp_path))
+    s = await open_store("~/home.db")  # ~ is the user's home, as in a shell
+    await s.close()
+    assert {"abs.db", "plain.db", "home.db"} <= {p.name for p in tmp_path.iterdir()}
+    with pytest.raises(ValueError, match="^unsupported store 'mysql': use sqlite:///path or etcd://host:port$"):
+        await open_store("mysql://user@host/db?fallback=redis://cache")
+    with pytest.raises(ValueError, match=r"^--etcd-cafile, --etcd-certfile and --etcd-keyfile need an etcd store "
+                                         r"\(--store etcd://\.\.\.\)$"):
+        await open_store(f"sqlite://{tmp_path}/x.db", etcd_tls=object())
+
+
+async def test_a_synchronous_setting_sqlite_would_ignore_is_refused(tmp_path):
+    with pytest.raises(ValueError, match="synchronous must be one of OFF, NORMAL, FULL, EXTRA, got 'FULLY'"):
+        await open_store(f"sqlite://{tmp_path}/s.db", synchronous="FULLY")
+    s = await open_store(f"sqlite://{tmp_path}/s.db", synchronous="normal")  # any case, as SQLite takes it
+    await s.close()

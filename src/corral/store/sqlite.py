@@ -125,12 +125,18 @@ def _used_bytes(conn: sqlite3.Connection) -> int:
     return used
 
 
+SYNCHRONOUS_MODES = ("OFF", "NORMAL", "FULL", "EXTRA")
+
+
 class SQLiteStore:
     """The SQLite backend of the store contract (see :mod:`corral.store.base`)."""
 
     def __init__(self, path: str, *, synchronous: str = "FULL") -> None:
+        if not isinstance(synchronous, str) or synchronous.upper() not in SYNCHRONOUS_MODES:
+            # SQLite ignores a PRAGMA value it does not know: a typo must not pass for a setting.
+            raise ValueError(f"synchronous must be one of {', '.join(SYNCHRONOUS_MODES)}, got {synchronous!r}")
         self.path = path
-        self._synchronous = synchronous
+        self._synchronous = synchronous.upper()
         self.max_value_bytes = DEFAULT_MAX_VALUE_BYTES  # a larger object is refused (TooLarge); 0: no limit
         self.quota_bytes = 0  # past this many bytes in use, creates and updates are refused (StoreFull); 0: none
         self.used_bytes = 0  # the database's pages in use (not free), after the last commit

@@ -1,5 +1,6 @@
 import pytest
 
+from corral.scheduler.plugins.image_locality import image_names
 from corral.testing.builders import make_node, make_pod
 from corral.testing.scheduler_harness import run_score
 
@@ -66,3 +67,39 @@ def test_network_throughput_when_every_node_holds_the_image_or_no_node_knows_its
     assert run_score("NetworkThroughput", nodes, make_pod("p").image("registry.local/app:1")) == {"a": 100.0,
                                                                                                  "b": 100.0}
     assert run_score("NetworkThroughput", nodes, make_pod("p").image("registry.local/unknown:1")) == {}
+
+
+@pytest.mark.parametrize("image, names", [
+    ("nginx", ("nginx", "nginx:latest")),
+    ("nginx:1.25", ("nginx:1.25",)),
+    ("app@sha256:abc", ("app@sha256:abc",)),
+    ("registry:5000/team/app", ("registry:5000/team/app", "registry:5000/team/app:latest")),
+    ("registry:5000/app:2", ("registry:5000/app:2",)),
+], ids=["an untagged image is also :latest", "a tag is exact", "a digest is exact",
+        "a registry's port is not a tag", "a tag after a registry's port is exact"])
+def test_the_names_a_node_may_list_an_image_under(image, names):
+    assert image_names(image) == names
+
+
+def test_a_node_listing_the_image_under_either_name_holds_it():
+    nodes = [make_node("plain").image("registry.local/app", 800 * MB),
+             make_node("latest").image("registry.local/app:latest", 800 * MB), make_node("none")]
+    scores = run_score("ImageLocality", nodes, make_pod("p").image("registry.local/app"))
+    assert scores["plain"] == scores["latest"] > 0 == scores["none"]
+
+
+def test_an_image_no_node_holds_is_skipped_even_where_nodes_report_other_images():
+    nodes = [make_node("n").image("registry.local/app:1", 800 * MB)]
+    assert run_score("ImageLocality", nodes, make_pod("p").image("registry.local/other:1")) == {}
+
+
+def test_every_container_counts_though_an_earlier_ones_image_is_nowhere():
+    nodes = [make_node("has").image("registry.local/app:1", 800 * MB), make_node("lacks")]
+    pod = make_pod("p").image("registry.local/nowhere:1").container("second", "registry.local/app:1")
+    assert run_score("ImageLocality", nodes, pod)["has"] > 0
+
+
+def test_the_score_stops_at_100_however_large_the_images():
+    nodes = [make_node("a").image("registry.local/huge:1", 5000 * MB), make_node("b").image("registry.local/huge:1",
+                                                                                            5000 * MB)]
+    assert run_score("ImageLocality", nodes, make_pod("p").image("registry.local/huge:1")) == {"a": 100.0, "b": 100.0}
