@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any
+from typing import Any, Iterable
 
 import aiohttp
 import msgspec
@@ -35,6 +35,7 @@ MAX_PARALLEL = 32
 TIMEOUT_SECONDS = 3.0
 MAX_STATS_BYTES = 8 << 20
 _decode = msgspec.json.Decoder().decode
+_NODES = by_kind("Node")
 
 
 def _cpu(nanocores: int) -> str:
@@ -65,9 +66,12 @@ class MetricsAPI:
 
     # --- reading the agents ---------------------------------------------------------------------------
 
-    def _nodes(self) -> dict[str, dict[str, Any]]:
-        res = by_kind("Node")
-        return {r.obj["metadata"]["name"]: r.obj for r in self.api.cache.items(res.store_prefix)}
+    def _nodes(self, names: Iterable[str] | None = None) -> dict[str, dict[str, Any]]:
+        """Nodes by name: every node, or those of ``names`` that exist (each looked up, not scanned for)."""
+        if names is None:
+            return {r.obj["metadata"]["name"]: r.obj for r in self.api.cache.items(_NODES.store_prefix)}
+        found = ((n, self.api.cache.get(_NODES.key(None, n))) for n in names)
+        return {n: record.obj for n, record in found if record is not None}
 
     async def _stats(self, name: str, node: dict[str, Any]) -> dict[str, Any] | None:
         known = self._fetched.get(name)
@@ -93,12 +97,13 @@ class MetricsAPI:
         self._fetched[name] = (time.monotonic(), stats if isinstance(stats, dict) else None)
         return self._fetched[name][1]
 
-    async def _all_stats(self, names: list[str] | None = None) -> dict[str, dict[str, Any]]:
-        nodes = self._nodes()
-        for gone in [n for n in self._fetched if n not in nodes]:  # deleted nodes' answers go
-            del self._fetched[gone]
-        wanted = [(n, nodes[n]) for n in (names if names is not None else nodes) if n in nodes
-                  and agent_endpoint(nodes[n]) is not None]
+    async def _all_stats(self, nodes: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """The agents' answers for ``nodes`` (by name), leaving out those that give none."""
+        if len(self._fetched) > 2 * self.api.cache.count(_NODES.store_prefix) + 64:
+            everyone = self._nodes()  # deleted nodes' answers go, once they outnumber the living
+            for gone in [n for n in self._fetched if n not in everyone]:
+                del self._fetched[gone]
+        wanted = [(n, node) for n, node in nodes.items() if agent_endpoint(node) is not None]
         answers = await asyncio.gather(*(self._stats(n, node) for n, node in wanted))
         return {n: stats for (n, _), stats in zip(wanted, answers) if stats is not None}
 
@@ -115,19 +120,20 @@ class MetricsAPI:
 
     async def list_nodes(self, request: web.Request) -> web.Response:
         selector = _selector(request)
-        nodes = self._nodes()
-        stats = await self._all_stats([n for n, obj in nodes.items() if selector.matches_object(obj)])
+        nodes = {n: obj for n, obj in self._nodes().items() if selector.matches_object(obj)}
+        stats = await self._all_stats(nodes)
         items = [self._node_metrics(nodes[n], s) for n, s in sorted(stats.items())]
         return _json({"kind": "NodeMetricsList", "apiVersion": f"{GROUP}/{VERSION}", "metadata": {}, "items": items})
 
     async def get_node(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        stats = await self._all_stats([name])
+        nodes = self._nodes([name])
+        stats = await self._all_stats(nodes)
         if name not in stats:
             raise errors.ApiError(404, "NotFound", f'nodemetrics.metrics.k8s.io "{name}" not found',
                                   {"name": name, "group": GROUP, "kind": "nodes"})
         return _json({"kind": "NodeMetrics", "apiVersion": f"{GROUP}/{VERSION}",
-                      **self._node_metrics(self._nodes()[name], stats[name])})
+                      **self._node_metrics(nodes[name], stats[name])})
 
     # --- PodMetrics -----------------------------------------------------------------------------------
 
@@ -138,7 +144,7 @@ class MetricsAPI:
         pods = [r.obj for r in self.api.cache.items(res.store_prefix, prefix)]
         pods = [p for p in pods if (name is None or p["metadata"]["name"] == name) and selector.matches_object(p)
                 and (p.get("spec") or {}).get("nodeName") and (p.get("status") or {}).get("phase") == "Running"]
-        stats = await self._all_stats(sorted({p["spec"]["nodeName"] for p in pods}))
+        stats = await self._all_stats(self._nodes(sorted({p["spec"]["nodeName"] for p in pods})))
         measured = {(p["namespace"], p["name"]): (s, p["containers"]) for s in stats.values() for p in s.get("pods", ())}
         items = []
         for pod in sorted(pods, key=lambda p: (p["metadata"]["namespace"], p["metadata"]["name"])):
@@ -172,7 +178,7 @@ class MetricsAPI:
 
     async def proxy_resource_metrics(self, request: web.Request) -> web.Response:
         name = request.match_info["name"]
-        node = self._nodes().get(name)
+        node = self._nodes([name]).get(name)
         if node is None:
             raise errors.ApiError(404, "NotFound", f'nodes "{name}" not found', {"name": name, "kind": "nodes"})
         url = self.agents.url(name, node, "metrics", "resource")
