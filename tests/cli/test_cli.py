@@ -180,8 +180,8 @@ def test_a_wrong_token_is_refused_with_one_line_naming_the_kubeconfig(server_pro
                      id="malformed YAML names the document"),
         pytest.param(POD + "---\napiVersion: v1\nkind: Pod\nspec: {}\n", "document 2: metadata: Required value",
                      id="a missing field names document and field"),
-        pytest.param("apiVersion: v1\nkind: Deployment\nmetadata: {name: a}\n",
-                     'document 1: kind: corral does not serve kind "Deployment"', id="unknown kinds are named"),
+        pytest.param("apiVersion: apps/v1\nkind: StatefulSet\nmetadata: {name: a}\n",
+                     'document 1: kind: corral does not serve kind "StatefulSet"', id="unknown kinds are named"),
         pytest.param(POD.replace("image: busybox", "image: 42\n    ports: [{containerPort: x}]"),
                      "document 1 (Pod web): spec.containers[0].image", id="a wrong type names the field path"),
         pytest.param(POD.replace("name: web\n  labels", "name: " + "a" * 300 + "\n  labels"),
@@ -251,8 +251,8 @@ def test_server_size_flags_out_of_range_are_one_line(tmp_path, flag, value, mess
 
 
 def test_unknown_resource_types_are_refused():
-    proc = corral("get", "deployments", env={"CORRAL_SERVER": "127.0.0.1:1"}, check=False)
-    assert proc.returncode == 1 and 'doesn\'t have a resource type "deployments"' in proc.stderr
+    proc = corral("get", "statefulsets", env={"CORRAL_SERVER": "127.0.0.1:1"}, check=False)
+    assert proc.returncode == 1 and 'doesn\'t have a resource type "statefulsets"' in proc.stderr
 
 
 def test_get_watch_prints_the_table_then_each_change(kubeconfig, manifests):

@@ -3,6 +3,8 @@ pods moved only after the eviction timeout, the taint lifted when the node heart
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from corral.api.defaults import rfc3339
@@ -333,3 +335,41 @@ async def test_after_a_restart_past_the_grace_period_nodes_get_a_full_grace_peri
     assert await tainted() == set()
     clock.advance(2)
     assert await tainted() == {"gone"}  # a full grace period from the start, and no heartbeat
+
+
+async def test_a_lost_nodes_pod_that_a_controller_owns_is_deleted_and_its_controller_replaces_it(cluster):
+    api, clock, controller = cluster
+    owned = make_pod("web-x1").node("n1").obj
+    owned["metadata"].pop("uid")
+    owned["metadata"]["labels"] = {"app": "replicated"}
+    await api.create(PODS, "default", owned, OPTS)
+    await api.create(by_kind("ReplicaSet"), "default", {
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "replicated"},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "replicated"}},
+                 "template": {"metadata": {"labels": {"app": "replicated"}},
+                              "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}, OPTS)
+
+    async def pods_of_the_replica_set() -> list[dict]:
+        await api.cache.wait_consistent()
+        return [r.obj for r in api.cache.items(PODS.store_prefix)
+                if (r.obj["metadata"].get("ownerReferences") or [{}])[0].get("name") == "replicated"]
+
+    await until(lambda: pods_of_the_replica_set(), lambda pods: [p["metadata"]["name"] for p in pods] == ["web-x1"])
+    clock.advance(GRACE + 1)
+    await controller.reconcile()
+    clock.advance(EVICTION + 1)
+    await controller.reconcile()
+    with pytest.raises(Exception):
+        await api.current(PODS, "default", "web-x1", consistent=True)
+    assert await state(api) == (True, None, "Pending")  # the bare pod goes back to Pending, as before
+    lost = {e["involvedObject"]["name"]: e["message"] for e in await events_of(api) if e["reason"] == "NodeLost"}
+    assert lost["web-x1"] == "Deleted: node n1 was unreachable for more than 300s; its ReplicaSet replicated replaces it"
+    await until(lambda: pods_of_the_replica_set(),
+                lambda pods: len(pods) == 1 and pods[0]["metadata"]["name"].startswith("replicated-"))
+
+
+async def until(read, check, timeout: float = 10.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check(value := await read()):
+        assert asyncio.get_running_loop().time() < deadline, f"not reached in {timeout}s: {value}"
+        await asyncio.sleep(0.02)

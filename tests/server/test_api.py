@@ -58,7 +58,7 @@ async def test_an_oversized_body_is_refused_with_413(http):
 
 
 async def test_unknown_paths_kinds_and_namespaces_are_not_found(http):
-    for path in ("/api/v1/deployments", "/apis/apps/v1/namespaces/default/deployments", "/nope"):
+    for path in ("/api/v1/deployments", "/apis/apps/v1/namespaces/default/statefulsets", "/nope"):
         async with http.get(path) as r:
             assert r.status == 404 and (await r.json())["reason"] == "NotFound", path
     async with http.post("/api/v1/namespaces/missing/pods", json=pod("x")) as r:
@@ -230,7 +230,7 @@ async def test_discovery_version_openapi_health_and_metrics_answer(http):
     async with http.get("/apis") as r:
         groups = {g["name"] for g in (await r.json())["groups"]}
         assert groups == {"coordination.k8s.io", "scheduling.k8s.io", "auth.corral.dev", "rbac.authorization.k8s.io",
-                          "authorization.k8s.io", "policy", "metrics.k8s.io"}
+                          "authorization.k8s.io", "policy", "metrics.k8s.io", "apps"}
     async with http.get("/apis/coordination.k8s.io/v1") as r:
         assert [res["name"] for res in (await r.json())["resources"]] == ["leases"]
     async with http.get("/version") as r:

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from corral.api.resources import ResourceType
+from corral.api.workloads import WORKLOAD_DEFAULTS
 
 __all__ = ["now_rfc3339", "now_micro_rfc3339", "rfc3339", "apply_create_defaults", "apply_update_defaults", "generate_name", "DEFAULT_SCHEDULER"]
 
@@ -125,8 +126,8 @@ def _namespace_defaults(obj: dict[str, Any]) -> None:
     obj["status"] = {"phase": "Active"}
 
 
-_KIND_DEFAULTS = {"Pod": _pod_defaults, "Node": _node_defaults, "Namespace": _namespace_defaults}
-_SPEC_DEFAULTS = {"Pod": _pod_spec_defaults}
+_KIND_DEFAULTS = {"Pod": _pod_defaults, "Node": _node_defaults, "Namespace": _namespace_defaults, **WORKLOAD_DEFAULTS}
+_SPEC_DEFAULTS = {"Pod": _pod_spec_defaults, **WORKLOAD_DEFAULTS}
 
 
 def apply_update_defaults(resource: ResourceType, obj: dict[str, Any]) -> None:

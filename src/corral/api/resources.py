@@ -10,14 +10,18 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from corral.api import models
+from corral.api import models, workloads
 
 __all__ = ["ResourceType", "RESOURCES", "by_kind", "by_plural", "lookup", "UnknownResource", "NODE_LEASE_NAMESPACE",
-           "SYSTEM_NAMESPACES", "SYSTEM_PRIORITY_CLASSES"]
+           "SYSTEM_NAMESPACES", "SYSTEM_PRIORITY_CLASSES", "ORPHAN_FINALIZER", "FOREGROUND_FINALIZER",
+           "PROPAGATION_FINALIZERS"]
 
 NODE_LEASE_NAMESPACE = "kube-node-lease"  # where each node's heartbeat Lease lives (Kubernetes' name)
 OLD_NODE_LEASE_NAMESPACE = "corral-node-lease"  # where corral kept them before; emptied at start
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", NODE_LEASE_NAMESPACE)  # every cluster has them
+# What a delete's propagationPolicy puts on an owner the garbage collector must deal with first.
+ORPHAN_FINALIZER, FOREGROUND_FINALIZER = "orphan", "foregroundDeletion"
+PROPAGATION_FINALIZERS = {"Orphan": ORPHAN_FINALIZER, "Foreground": FOREGROUND_FINALIZER, "Background": None}
 SYSTEM_PRIORITY_CLASSES = {"system-cluster-critical": 2_000_000_000, "system-node-critical": 2_000_001_000}
 
 
@@ -36,6 +40,10 @@ _POD_MERGE_KEYS = {
     "spec.topologySpreadConstraints": "topologyKey", "spec.schedulingGates": "name",
     "status.conditions": "type", "status.podIPs": "ip", "status.hostIPs": "ip",
 }
+# A workload's pod template merges as a pod does (kubectl set image, kubectl apply).
+_WORKLOAD_MERGE_KEYS = {**_META_MERGE_KEYS, "status.conditions": "type",
+                        **{f"spec.template.{path}": key for path, key in _POD_MERGE_KEYS.items()
+                           if path.startswith(("spec.", "metadata."))}}
 _NODE_MERGE_KEYS = {**_META_MERGE_KEYS, "spec.podCIDRs": "", "status.conditions": "type",
                     "status.addresses": "type"}
 
@@ -135,6 +143,16 @@ RESOURCES: tuple[ResourceType, ...] = (
     ResourceType(
         "PodDisruptionBudget", "poddisruptionbudgets", "policy", "v1", True, models.PodDisruptionBudget,
         short_names=("pdb",), subresources=("status",), has_status=True,
+    ),
+    # Kept running by their controllers (corral.controllers): N copies of a template, and rollouts.
+    ResourceType(
+        "ReplicaSet", "replicasets", "apps", "v1", True, workloads.ReplicaSet,
+        short_names=("rs",), subresources=("status", "scale"), has_status=True, merge_keys=_WORKLOAD_MERGE_KEYS,
+    ),
+    ResourceType(
+        "Deployment", "deployments", "apps", "v1", True, workloads.Deployment,
+        short_names=("deploy",), subresources=("status", "scale"), has_status=True,
+        merge_keys=_WORKLOAD_MERGE_KEYS,
     ),
     ResourceType("Role", "roles", "rbac.authorization.k8s.io", "v1", True, models.Role),
     ResourceType("ClusterRole", "clusterroles", "rbac.authorization.k8s.io", "v1", False, models.ClusterRole),

@@ -724,3 +724,9 @@ def unknown_fields(resource: ResourceType, obj: dict[str, Any]) -> list[str]:
     if walker is not None:
         walker(obj, "", out)
     return out
+
+
+# The workload kinds' checks build on the ones above: their module is imported here, last.
+from corral.api.workload_validation import WORKLOAD_CHECKS  # noqa: E402
+
+_KIND_CHECKS.update(WORKLOAD_CHECKS)

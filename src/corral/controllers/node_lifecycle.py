@@ -8,7 +8,8 @@ Every ``interval`` seconds, for every node:
    ``Unknown``, taint ``node.kubernetes.io/unreachable:NoExecute`` (so nothing new lands there) —
    and each of its pods gets a ``NotReadyAt`` condition and an event;
 3. NotReady for longer than the eviction timeout (default 300 s, counted from the taint's
-   ``timeAdded``): its pods are evicted — back to Pending, for the scheduler to place elsewhere;
+   ``timeAdded``): its pods are evicted — a pod a controller owns (a ReplicaSet's) is deleted, for
+   its controller to replace; a bare pod goes back to Pending, for the scheduler to place elsewhere;
 4. heartbeating again: the taint goes (the agent itself sets Ready back to True).
 
 The state it needs survives a server restart, because it lives in the objects (the taint's
@@ -128,6 +129,16 @@ class NodeLifecycleController(PeriodicController):
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 continue  # finished: it stays as it ended, never run again
             message = f"node {node} was unreachable for more than {self.eviction:.0f}s"
+            owner = next((r for r in meta.get("ownerReferences") or () if r.get("controller")), None)
+            if owner is not None:
+                # Its controller replaces it on another node (Kubernetes' semantics); its agent, if
+                # it comes back, finds it gone and stops it.
+                await self._event(pod, "Warning", "NodeLost",
+                                  f"Deleted: {message}; its {owner.get('kind')} {owner.get('name')} replaces it")
+                await self._delete_now(meta["namespace"], meta["name"])
+                log.warning("deleted %s/%s of %s %s from lost node %s", meta["namespace"], meta["name"],
+                            owner.get("kind"), owner.get("name"), node)
+                continue
             await self.api.evict(meta["namespace"], meta["name"], "NodeLost", message)
             await self._event(pod, "Warning", "NodeLost", f"Evicted: {message}; returned to Pending to be placed again")
             log.warning("evicted %s/%s from lost node %s", meta["namespace"], meta["name"], node)

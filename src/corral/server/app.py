@@ -89,7 +89,7 @@ class ServerConfig:
     sqlite_synchronous: str = "FULL"
     scheduler: bool = True  # run the scheduler in this process
     scheduler_config: str | None = None  # a SchedulerConfiguration YAML file
-    controllers: bool = True  # run the node lifecycle controller in this process
+    controllers: bool = True  # run the controllers (node lifecycle, workloads, ...) in this process
     node_grace_seconds: float = 40.0  # lease older than this: node NotReady
     eviction_seconds: float = 300.0  # NotReady longer than this: its pods are placed again
     local_agent: bool = False  # also run an agent (process runtime) for this machine, as `make up` does
@@ -157,9 +157,7 @@ class Server:
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task] = []
         self.scheduler = None
-        self.node_lifecycle = None
-        self.pod_gc = None
-        self.disruption = None
+        self.controllers = None  # the leader's (corral.controllers.manager)
         self.elector = None
         self.agent = None
         self.url = ""
@@ -313,31 +311,19 @@ class Server:
         if self._scheduler_config is not None:
             self._start_scheduler(self._scheduler_config)
         if self.config.controllers:
-            from corral.controllers.disruption import DisruptionController
-            from corral.controllers.node_lifecycle import NodeLifecycleController
-            from corral.controllers.pod_gc import PodGarbageCollector
+            from corral.controllers.manager import ControllerManager
 
-            self.node_lifecycle = NodeLifecycleController(
-                self.api, grace_seconds=self.config.node_grace_seconds, eviction_seconds=self.config.eviction_seconds)
-            self.node_lifecycle.start()
-            self.pod_gc = PodGarbageCollector(self.api, quarantine_seconds=self.config.node_grace_seconds)
-            self.pod_gc.start()
-            self.disruption = DisruptionController(self.api)
-            self.disruption.start()
+            self.controllers = ControllerManager(self.api, node_grace_seconds=self.config.node_grace_seconds,
+                                                 eviction_seconds=self.config.eviction_seconds)
+            self.controllers.start()
         self._leader_tasks = [asyncio.create_task(self._compact_loop(), name="compaction")]
 
     async def _stop_leading(self) -> None:
         await cancel_and_wait(*self._leader_tasks)
         self._leader_tasks = []
-        if self.node_lifecycle is not None:
-            await self.node_lifecycle.stop()
-            self.node_lifecycle = None
-        if self.pod_gc is not None:
-            await self.pod_gc.stop()
-            self.pod_gc = None
-        if self.disruption is not None:
-            await self.disruption.stop()
-            self.disruption = None
+        if self.controllers is not None:
+            await self.controllers.stop()
+            self.controllers = None
         if self.scheduler is not None:
             self._detach_scheduler()
             await self.scheduler.stop()

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from corral.api import protobuf
 from corral.api.decoding import DecodeError, decode_json, decode_yaml
-from corral.api.resources import ResourceType, by_plural
+from corral.api.resources import PROPAGATION_FINALIZERS, ResourceType, by_plural
 from corral.api.selectors import SelectorError, parse_field_selector, parse_label_selector
 from corral.api.validation import MAX_GRACE_SECONDS
 from corral.server import errors, tables
@@ -29,6 +29,7 @@ from corral.server.watch import CacheWatcher, TooOld
 from corral.server.flowcontrol import InflightLimits
 from corral.server.params import flag as _flag, int_param as _int_param
 from corral.server.rest import ListOptions, Reply, ResourceAPI, WriteOptions
+from corral.server.scale import get_scale, write_scale
 
 __all__ = ["add_resource_routes", "MAX_BODY_BYTES", "VERB", "RESOURCE", "USER"]
 
@@ -126,6 +127,16 @@ def _grace(seconds: int | None) -> int | None:
     if seconds is not None and not 0 <= seconds <= MAX_GRACE_SECONDS:
         raise errors.bad_request(f"gracePeriodSeconds must be between 0 and {MAX_GRACE_SECONDS}, got {seconds}")
     return seconds
+
+
+def _propagation(policy: Any, orphan_dependents: Any = None) -> str | None:
+    """A delete's propagationPolicy (or the older orphanDependents): what happens to what the object owns."""
+    if policy is None or policy == "":
+        return "Orphan" if orphan_dependents is True else None
+    if not isinstance(policy, str) or policy not in PROPAGATION_FINALIZERS:
+        raise errors.ApiError(422, "Invalid", f'propagationPolicy: Unsupported value: {msgspec.json.encode(policy).decode()}: '
+                              'supported values: "Foreground", "Background", "Orphan"')
+    return policy
 
 
 def _delete_options(raw: bytes, content_type: str = "application/json") -> dict[str, Any]:
@@ -317,6 +328,8 @@ class ResourceRoutes:
             request[VERB] = "create"
             return respond(await api.bind(t.namespace or "default", t.name, await self.read_body(request),
                                           _write_options(request)))
+        if t.subresource == "scale":
+            return respond(await self._scale(request, t))
         if method == "GET":
             _verb(request, res, "get")
             rendering = _rendering(request, listing=False)
@@ -345,6 +358,7 @@ class ResourceRoutes:
             grace = _grace(_int_param(request, "gracePeriodSeconds"))
             pre_rv = pre_uid = None
             dry_run = _dry_run(request.query.getall("dryRun", ()))
+            propagation = _propagation(request.query.get("propagationPolicy"), _flag(request, "orphanDependents"))
             if request.can_read_body:
                 raw = await request.read()
                 if raw.strip():
@@ -354,8 +368,27 @@ class ResourceRoutes:
                     pre = opts.get("preconditions") or {}
                     pre_rv, pre_uid = pre.get("resourceVersion"), pre.get("uid")
                     dry_run = _dry_run(opts.get("dryRun") or (), "DeleteOptions.dryRun") or dry_run
-            return respond(await api.delete(res, t.namespace, t.name, grace, pre_rv, pre_uid, dry_run))
+                    propagation = _propagation(opts.get("propagationPolicy"), opts.get("orphanDependents")) or propagation
+            return respond(await api.delete(res, t.namespace, t.name, grace, pre_rv, pre_uid, dry_run, propagation))
         raise errors.method_not_allowed(method, f"{res.plural}/{t.name}")
+
+    async def _scale(self, request: web.Request, t: Target) -> Reply:
+        res, method = t.resource, request.method
+        if method == "GET":
+            _verb(request, res, "get")
+            return await get_scale(self.api, res, t.namespace, t.name)
+        if method == "PUT":
+            _verb(request, res, "update")
+            return await write_scale(self.api, res, t.namespace, t.name, await self.read_body(request),
+                                     _write_options(request))
+        if method == "PATCH":
+            _verb(request, res, "patch")
+            patch_type = PATCH_TYPES.get(request.content_type)
+            if patch_type is None:
+                raise _unsupported_patch(request.content_type)
+            return await write_scale(self.api, res, t.namespace, t.name, await self.read_body(request),
+                                     _write_options(request), patch_type)
+        raise errors.method_not_allowed(method, f"{res.plural}/scale")
 
     async def _evict(self, request: web.Request, t: Target) -> Reply:
         """An Eviction (JSON, or protobuf from kubectl drain): its deleteOptions' grace period and

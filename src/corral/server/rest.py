@@ -23,7 +23,8 @@ import msgspec
 from corral.api import validation
 from corral.api.defaults import apply_create_defaults, apply_update_defaults, now_rfc3339
 from corral.api.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
-from corral.api.resources import SYSTEM_NAMESPACES, SYSTEM_PRIORITY_CLASSES, ResourceType, by_kind
+from corral.api.resources import (PROPAGATION_FINALIZERS, SYSTEM_NAMESPACES, SYSTEM_PRIORITY_CLASSES, ResourceType,
+                                  by_kind)
 from corral.api.kubectl.fields import kubernetes_unknown_fields
 from corral.api.selectors import FieldSelector, LabelSelector
 from corral.server import disruption, errors
@@ -36,6 +37,7 @@ _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 
 _CAS_RETRIES = 8
+IMMUTABLE_SELECTORS = ("ReplicaSet", "Deployment")  # apps/v1: a workload's selector never changes
 TOO_LARGE_WAIT = 3.0  # Kubernetes' wait for a resourceVersion no write has made yet
 
 
@@ -361,6 +363,10 @@ class ResourceAPI:
             raise errors.invalid(resource, cur_meta.get("name"), [validation.Cause(
                 "roleRef", validation.INVALID, "Invalid value: cannot change roleRef (delete the binding and create "
                 "a new one)")])
+        if resource.kind in IMMUTABLE_SELECTORS and (merged.get("spec") or {}).get("selector") != \
+                (current.get("spec") or {}).get("selector"):
+            raise errors.invalid(resource, cur_meta.get("name"), [validation.Cause(
+                "spec.selector", validation.INVALID, "Invalid value: field is immutable")])
         if merged.get("spec") != current.get("spec"):
             meta["generation"] = int(cur_meta.get("generation") or 1) + 1
         return merged
@@ -434,6 +440,9 @@ class ResourceAPI:
         if opts.dry_run:
             return Reply(200, _encode(merged), warnings)
         key = resource.key(namespace, name)
+        if self._finalized(resource, current.obj, merged):
+            # The last finalizer of an object being deleted is gone: so is the object.
+            return Reply(200, (await self._delete_now(resource, name, key, expected)).value, warnings)
         if resource.kind == "Pod" and self._terminated(merged):
             # The agent reports the pod gone: the record goes with it.
             return Reply(200, (await self._delete_now(resource, name, key, None)).value, warnings)
@@ -442,6 +451,14 @@ class ResourceAPI:
         except KeyNotFound:
             raise errors.not_found(resource, name) from None
         return Reply(200, record.value, warnings)
+
+    @staticmethod
+    def _finalized(resource: ResourceType, current: dict[str, Any], merged: dict[str, Any]) -> bool:
+        meta = _meta(merged)
+        if not meta.get("deletionTimestamp") or meta.get("finalizers") or not _meta(current).get("finalizers"):
+            return False
+        # A pod on a node is finished by its agent (Terminated), finalizers or not.
+        return resource.kind != "Pod" or not (merged.get("spec") or {}).get("nodeName")
 
     @staticmethod
     def _terminated(pod: dict[str, Any]) -> bool:
@@ -521,7 +538,9 @@ class ResourceAPI:
 
     async def delete(self, resource: ResourceType, namespace: str | None, name: str,
                      grace_seconds: int | None, precondition_rv: str | None,
-                     precondition_uid: str | None, dry_run: bool = False) -> Reply:
+                     precondition_uid: str | None, dry_run: bool = False, propagation: str | None = None) -> Reply:
+        """Delete now, or — when the object has finalizers, or ``propagation`` (Orphan, Foreground)
+        adds one for the garbage collector — mark it deleted and keep it until they are removed."""
         expected = None
         if precondition_rv:
             expected = int(precondition_rv) if str(precondition_rv).isdigit() else -1
@@ -536,11 +555,30 @@ class ResourceAPI:
         if dry_run:
             return Reply(200, current.value)
         key = resource.key(namespace, name)
+        finalizer = PROPAGATION_FINALIZERS.get(propagation or "Background")
+        if resource.kind != "Pod" and (finalizer or _meta(current.obj).get("finalizers")):
+            return await self._delete_finalized(resource, namespace, name, finalizer)
         if resource.kind == "Pod" and (current.obj.get("spec") or {}).get("nodeName") and grace_seconds != 0:
             return await self._delete_gracefully(resource, namespace, name, grace_seconds)
         if resource.kind == "Namespace":
             await self._delete_namespace_contents(name)
         return Reply(200, (await self._delete_now(resource, name, key, expected)).value)
+
+    async def _delete_finalized(self, resource: ResourceType, namespace: str | None, name: str,
+                                finalizer: str | None) -> Reply:
+        def mark(current: Record, obj: dict[str, Any]) -> Reply | None:
+            meta = obj["metadata"]
+            finalizers = list(meta.get("finalizers") or ())
+            if meta.get("deletionTimestamp") and (finalizer is None or finalizer in finalizers):
+                return Reply(200, current.value)  # already on its way
+            if finalizer is not None and finalizer not in finalizers:
+                meta["finalizers"] = [*finalizers, finalizer]
+            meta.setdefault("deletionTimestamp", now_rfc3339())
+            meta.setdefault("deletionGracePeriodSeconds", 0)
+            return None
+
+        result = await self._rewrite(resource, namespace, name, mark)
+        return result if isinstance(result, Reply) else Reply(200, result.value)
 
     async def _delete_gracefully(self, resource: ResourceType, namespace: str | None, name: str,
                                  grace_seconds: int | None) -> Reply:

@@ -305,6 +305,36 @@ _BINDING = [
            priority=1),
 ]
 
+def _containers(field: str) -> Callable[[Obj, float], str]:
+    def cell(obj: Obj, _now: float) -> str:
+        spec = ((_spec(obj).get("template") or {}).get("spec")) or {}
+        return ",".join(str(c.get(field) or "") for c in spec.get("containers") or ())
+    return cell
+
+
+def _selector(obj: Obj, _now: float) -> str:
+    selector = _spec(obj).get("selector") or {}
+    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for expr in selector.get("matchExpressions") or ():
+        op = expr.get("operator")
+        values = ",".join(expr.get("values") or ())
+        parts.append({"In": f"{expr.get('key')} in ({values})", "NotIn": f"{expr.get('key')} notin ({values})",
+                      "Exists": str(expr.get("key")), "DoesNotExist": f"!{expr.get('key')}"}.get(op, ""))
+    return ",".join(p for p in parts if p) or "<none>"
+
+
+def _count(source: Callable[[Obj], Obj], field: str) -> Callable[[Obj, float], int]:
+    return lambda o, _n: int(source(o).get(field) or 0)
+
+
+_WORKLOAD_WIDE = [
+    Column("Containers", "string", _containers("name"), "Names of each container in the template.", priority=1),
+    Column("Images", "string", _containers("image"), "Images referenced by each container in the template.",
+           priority=1),
+    Column("Selector", "string", _selector, "Label selector for pods. Existing pods selected by it are adopted.",
+           priority=1),
+]
+
 _COLUMNS: dict[str, list[Column]] = {
     "Pod": [
         NAME,
@@ -383,6 +413,25 @@ _COLUMNS: dict[str, list[Column]] = {
                lambda o, _n: int((o.get("status") or {}).get("disruptionsAllowed") or 0),
                "How many more pods may be evicted now (the disruption controller's figure)."),
         AGE,
+    ],
+    "ReplicaSet": [
+        NAME,
+        Column("Desired", "integer", lambda o, _n: int(_spec(o).get("replicas", 1)), "Number of desired pods."),
+        Column("Current", "integer", _count(_status, "replicas"), "Number of actual replicas."),
+        Column("Ready", "integer", _count(_status, "readyReplicas"), "The number of ready replicas."),
+        AGE,
+        *_WORKLOAD_WIDE,
+    ],
+    "Deployment": [
+        NAME,
+        Column("Ready", "string", lambda o, _n: f"{int(_status(o).get('readyReplicas') or 0)}/{int(_spec(o).get('replicas', 1))}",
+               "Number of the pod with ready state"),
+        Column("Up-to-date", "string", lambda o, _n: str(int(_status(o).get("updatedReplicas") or 0)),
+               "Total number of non-terminated pods targeted by this deployment that have the desired template spec."),
+        Column("Available", "string", lambda o, _n: str(int(_status(o).get("availableReplicas") or 0)),
+               "Total number of available pods (ready for at least minReadySeconds) targeted by this deployment."),
+        AGE,
+        *_WORKLOAD_WIDE,
     ],
     "Role": _DEFAULT,
     "ClusterRole": _DEFAULT,

@@ -1,0 +1,399 @@
+"""The Deployment controller: rolls a pod template out through ReplicaSets, as Kubernetes does.
+
+Each template a Deployment has had is a ReplicaSet it owns, named ``{deployment}-{hash}`` after
+the template's hash (label ``pod-template-hash`` on the ReplicaSet, its selector and its pods, so
+the ReplicaSets of one Deployment never share pods) and numbered by the annotation
+``deployment.kubernetes.io/revision``. For each Deployment (its key queued when it or one of its
+ReplicaSets changes):
+
+1. **The new ReplicaSet**: the one whose template is the Deployment's, made when there is none
+   (revision: one more than the highest), its revision raised when an older template comes back
+   (``kubectl rollout undo``). A paused Deployment makes none: it only scales.
+2. **Rollout.** *RollingUpdate*: the new ReplicaSet grows while all ReplicaSets together stay within
+   ``replicas + maxSurge``; the old ones shrink — their unavailable pods first — while the available
+   pods stay at least ``replicas - maxUnavailable``. *Recreate*: the old ones go to zero, and the new
+   one grows only once none of their pods is left. Scaling a Deployment that is not rolling out
+   changes the new ReplicaSet alone.
+3. **History.** Old ReplicaSets scaled to zero beyond ``revisionHistoryLimit`` are deleted, oldest first.
+4. **Status.** The counts kubectl shows (``READY UP-TO-DATE AVAILABLE``) and two conditions:
+   Available (at least ``replicas - maxUnavailable`` pods available) and Progressing (a new
+   ReplicaSet is being rolled out; complete; or stuck: no progress for ``progressDeadlineSeconds``,
+   reason ``ProgressDeadlineExceeded``, which ``kubectl rollout status`` reports as a failure).
+
+The ReplicaSet controller makes and deletes the pods; this one only sets ReplicaSets' replicas.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterable
+
+import msgspec
+
+from corral.api.resources import by_kind
+from corral.api.workloads import percent_or_count
+from corral.controllers.pods import controller_of, owner_reference
+from corral.controllers.queued import QueuedController
+from corral.scheduler.cache.node_table import parse_timestamp
+from corral.api.defaults import rfc3339
+from corral.server import errors
+from corral.server.rest import ResourceAPI, WriteOptions
+from corral.store import Event, EventType
+
+__all__ = ["DeploymentController", "REVISION", "HASH_LABEL", "template_hash"]
+
+REVISION = "deployment.kubernetes.io/revision"
+HASH_LABEL = "pod-template-hash"
+# Annotations of a Deployment its ReplicaSets do not inherit (kubectl's own, and the revision).
+_NOT_COPIED = (REVISION, "kubectl.kubernetes.io/last-applied-configuration", "deployment.kubernetes.io/revision-history")
+_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # no vowels (no words), no look-alikes: as Kubernetes names them
+
+Obj = dict[str, Any]
+
+
+def template_hash(template: Obj, collisions: int = 0) -> str:
+    """The template's FNV-1a hash (with the collision count, when names collided), written in
+    Kubernetes' safe alphabet: the ``pod-template-hash`` label and the ReplicaSet's name suffix."""
+    h = 0x811C9DC5
+    for byte in msgspec.json.encode(template, order="sorted") + (str(collisions).encode() if collisions else b""):
+        h = ((h ^ byte) * 0x01000193) & 0xFFFFFFFF
+    return "".join(_ALPHABET[ord(c) % len(_ALPHABET)] for c in str(h))
+
+
+def _pruned(value: Any) -> Any:
+    """``value`` without null or empty fields, for comparing templates: one that kubectl sends back
+    (``rollout undo``) carries ``creationTimestamp: null`` and ``resources: {}``, as Go writes an
+    unset field, and is the same template as one without them."""
+    if isinstance(value, dict):
+        pruned = {k: _pruned(v) for k, v in value.items()}
+        return {k: v for k, v in pruned.items() if v is not None and v != {} and v != []}
+    if isinstance(value, list):
+        return [_pruned(v) for v in value]
+    return value
+
+
+def _without_hash(template: Obj) -> Obj:
+    template = _pruned(template)
+    meta = dict(template.get("metadata") or {})
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != HASH_LABEL}
+    if labels:
+        meta["labels"] = labels
+    else:
+        meta.pop("labels", None)
+    return {**template, "metadata": meta}
+
+
+def _inherited(deploy: Obj) -> Obj:
+    """The Deployment's annotations its new ReplicaSet carries too (``kubectl rollout history``
+    shows the ``kubernetes.io/change-cause`` of each revision from them)."""
+    return {k: v for k, v in (deploy["metadata"].get("annotations") or {}).items() if k not in _NOT_COPIED}
+
+
+def _revision(obj: Obj) -> int:
+    text = ((obj.get("metadata") or {}).get("annotations") or {}).get(REVISION, "")
+    return int(text) if text.isdigit() else 0
+
+
+def _replicas(rs: Obj) -> int:
+    return int((rs.get("spec") or {}).get("replicas", 1))
+
+
+def _status_count(rs: Obj, field: str) -> int:
+    return int((rs.get("status") or {}).get(field) or 0)
+
+
+class DeploymentController(QueuedController):
+    name = "deployment"
+
+    def __init__(self, api: ResourceAPI, *, clock=time.time) -> None:
+        super().__init__(api)
+        self.clock = clock
+        self._deploys, self._rs = by_kind("Deployment"), by_kind("ReplicaSet")
+        self._opts = WriteOptions(warn=False)
+        self._owned: dict[str, set[str]] = {}  # deployment uid → keys of the ReplicaSets it controls
+        self._rs_owner: dict[str, str] = {}  # ReplicaSet key → its deployment's uid
+        self._by_uid: dict[str, str] = {}  # deployment uid → its key
+
+    # --- indexes ---------------------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        self._owned.clear(), self._rs_owner.clear(), self._by_uid.clear()
+
+    def initial_keys(self) -> Iterable[str]:
+        keys = []
+        for record in self.api.cache.items(self._deploys.store_prefix):
+            self._by_uid[record.obj["metadata"]["uid"]] = record.key
+            keys.append(record.key)
+        for record in self.api.cache.items(self._rs.store_prefix):
+            self._index_rs(record.key, record.obj)
+        return keys
+
+    def _index_rs(self, key: str, rs: Obj | None) -> str | None:
+        old = self._rs_owner.pop(key, None)
+        if old is not None:
+            self._owned.get(old, set()).discard(key)
+        ref = controller_of(rs) if rs is not None else None
+        if ref is None or ref.get("kind") != "Deployment":
+            return old
+        uid = ref.get("uid", "")
+        self._rs_owner[key] = uid
+        self._owned.setdefault(uid, set()).add(key)
+        return old
+
+    def keys_for(self, event: Event) -> Iterable[str]:
+        key = event.key
+        deleted = event.type is EventType.DELETED
+        if key.startswith(self._deploys.store_prefix):
+            uid = event.record.obj["metadata"]["uid"]
+            if deleted:
+                self._by_uid.pop(uid, None)
+                return ()
+            self._by_uid[uid] = key
+            return (key,)
+        if not key.startswith(self._rs.store_prefix):
+            return ()
+        before = self._index_rs(key, None if deleted else event.record.obj)
+        after = self._rs_owner.get(key)
+        return {self._by_uid[uid] for uid in (before, after) if uid and uid in self._by_uid}
+
+    # --- one Deployment --------------------------------------------------------------------------------
+
+    async def sync(self, key: str) -> float | None:
+        record = self.api.cache.get(key)
+        if record is None:
+            return None
+        deploy = record.obj
+        meta, spec = deploy["metadata"], deploy.get("spec") or {}
+        if meta.get("deletionTimestamp"):
+            return None  # the garbage collector takes its ReplicaSets
+        sets = [r.obj for r in map(self.api.cache.get, sorted(self._owned.get(meta["uid"], ()))) if r is not None]
+        template = _pruned(spec.get("template") or {})
+        new = next((rs for rs in sets if _without_hash((rs.get("spec") or {}).get("template") or {}) == template), None)
+        old = sorted((rs for rs in sets if rs is not new), key=lambda rs: (_revision(rs), rs["metadata"]["name"]))
+        created = False
+        if not spec.get("paused"):
+            if new is None:
+                new = await self._create_new(deploy, template, old)
+                created = new is not None
+            else:
+                new = await self._keep_new_current(deploy, new, old)
+        if new is not None and not spec.get("paused"):
+            if (spec.get("strategy") or {}).get("type") == "Recreate":
+                await self._recreate(deploy, new, old)
+            else:
+                await self._roll(deploy, new, old)
+        elif spec.get("paused"):  # scaling only, of the one ReplicaSet that runs (none rolls out meanwhile)
+            running = [rs for rs in sets if _replicas(rs)] or sorted(sets, key=_revision)[-1:]
+            if len(running) == 1:
+                await self._set_replicas(running[0], int(spec.get("replicas", 1)))
+        await self._trim_history(deploy, old)
+        return await self._write_status(deploy, new, old, created)
+
+    async def _create_new(self, deploy: Obj, template: Obj, old: list[Obj]) -> Obj | None:
+        meta, spec = deploy["metadata"], deploy["spec"]
+        collisions = int((deploy.get("status") or {}).get("collisionCount") or 0)
+        digest = template_hash(template, collisions)
+        labels = {**((template.get("metadata") or {}).get("labels") or {}), HASH_LABEL: digest}
+        selector = dict(spec.get("selector") or {})
+        selector["matchLabels"] = {**(selector.get("matchLabels") or {}), HASH_LABEL: digest}
+        annotations = _inherited(deploy)
+        annotations[REVISION] = str(max((_revision(rs) for rs in old), default=0) + 1)
+        wanted = int(spec.get("replicas", 1))
+        if any(_replicas(rs) for rs in old):
+            # Rolling: start within the surge; Recreate: start at none, once the old pods are gone.
+            rolling = (spec.get("strategy") or {}).get("type") != "Recreate"
+            surge, _ = self._limits(deploy)
+            initial = max(0, min(wanted, wanted + surge - sum(_replicas(rs) for rs in old))) if rolling else 0
+        else:
+            initial = wanted
+        rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+              "metadata": {"name": f"{meta['name']}-{digest}", "namespace": meta["namespace"], "labels": labels,
+                           "annotations": annotations, "ownerReferences": [owner_reference(deploy)]},
+              "spec": {"replicas": initial, "minReadySeconds": int(spec.get("minReadySeconds") or 0),
+                       "selector": selector,
+                       "template": {**template, "metadata": {**(template.get("metadata") or {}), "labels": labels}}}}
+        try:
+            reply = await self.api.create(self._rs, meta["namespace"], rs, self._opts)
+        except errors.ApiError as exc:
+            if exc.code != 409:
+                raise
+            # A ReplicaSet of that name with another template: hash again with one more collision.
+            status = {**(deploy.get("status") or {}), "collisionCount": collisions + 1}
+            await self.api.update(self._deploys, meta["namespace"], meta["name"], {**deploy, "status": status},
+                                  self._opts, subresource="status")
+            return None
+        await self._annotate_revision(deploy, annotations[REVISION])
+        return msgspec.json.decode(reply.body)
+
+    async def _keep_new_current(self, deploy: Obj, new: Obj, old: list[Obj]) -> Obj:
+        """An older template back (rollout undo): its ReplicaSet becomes the newest revision again;
+        and it follows the Deployment's annotations and minReadySeconds."""
+        spec = deploy["spec"]
+        highest = max((_revision(rs) for rs in old), default=0)
+        patch: Obj = {}
+        current = new["metadata"].get("annotations") or {}
+        annotations = {k: v for k, v in _inherited(deploy).items() if current.get(k) != v}  # e.g. change-cause
+        if _revision(new) <= highest:
+            annotations[REVISION] = str(highest + 1)
+        if annotations:
+            patch["metadata"] = {"annotations": annotations}
+        min_ready = int(spec.get("minReadySeconds") or 0)
+        if int((new.get("spec") or {}).get("minReadySeconds") or 0) != min_ready:
+            patch["spec"] = {"minReadySeconds": min_ready}
+        if patch:
+            new = await self._patch_rs(new, patch) or new
+        if str(_revision(new)) != (deploy["metadata"].get("annotations") or {}).get(REVISION):
+            await self._annotate_revision(deploy, str(_revision(new)))
+        return new
+
+    async def _annotate_revision(self, deploy: Obj, revision: str) -> None:
+        meta = deploy["metadata"]
+        try:
+            await self.api.patch(self._deploys, meta["namespace"], meta["name"],
+                                 {"metadata": {"annotations": {REVISION: revision}}}, "merge", self._opts)
+        except errors.ApiError as exc:
+            if exc.code != 404:
+                raise
+
+    def _limits(self, deploy: Obj) -> tuple[int, int]:
+        """(maxSurge, maxUnavailable) as pod counts, as Kubernetes resolves them: never both 0."""
+        spec = deploy["spec"]
+        wanted = int(spec.get("replicas", 1))
+        rolling = ((spec.get("strategy") or {}).get("rollingUpdate")) or {}
+        surge = percent_or_count(rolling.get("maxSurge", "25%"), wanted, round_up=True)
+        unavailable = percent_or_count(rolling.get("maxUnavailable", "25%"), wanted, round_up=False)
+        if surge == 0 and unavailable == 0:
+            unavailable = 1
+        return surge, min(unavailable, wanted)
+
+    async def _roll(self, deploy: Obj, new: Obj, old: list[Obj]) -> None:
+        wanted = int(deploy["spec"].get("replicas", 1))
+        surge, unavailable = self._limits(deploy)
+        everyone = [new, *old]
+        # Grow the new ReplicaSet within the surge (or shrink it to the wanted count).
+        if _replicas(new) > wanted:
+            await self._set_replicas(new, wanted)
+        elif _replicas(new) < wanted:
+            room = wanted + surge - sum(_replicas(rs) for rs in everyone)
+            if room > 0:
+                await self._set_replicas(new, _replicas(new) + min(room, wanted - _replicas(new)))
+        # Shrink the old ones while enough pods stay available.
+        if not any(_replicas(rs) for rs in old):
+            return
+        min_available = wanted - unavailable
+        new_unavailable = _replicas(new) - _status_count(new, "availableReplicas")
+        budget = sum(_replicas(rs) for rs in everyone) - min_available - new_unavailable
+        if budget <= 0:
+            return
+        left = {rs["metadata"]["name"]: _replicas(rs) for rs in old}
+        for rs in old:  # their pods that are not available go first: they serve nobody
+            cut = min(budget, max(0, _replicas(rs) - _status_count(rs, "availableReplicas")))
+            left[rs["metadata"]["name"]] -= cut
+            budget -= cut
+        available = sum(_status_count(rs, "availableReplicas") for rs in everyone)
+        budget = min(budget, available - min_available)
+        for rs in old:  # then available ones, oldest first, as far as availability allows
+            cut = max(0, min(budget, left[rs["metadata"]["name"]]))
+            left[rs["metadata"]["name"]] -= cut
+            budget -= cut
+        for rs in old:
+            await self._set_replicas(rs, left[rs["metadata"]["name"]])
+
+    async def _recreate(self, deploy: Obj, new: Obj, old: list[Obj]) -> None:
+        for rs in old:
+            if _replicas(rs):
+                await self._set_replicas(rs, 0)
+        if any(_replicas(rs) or _status_count(rs, "replicas") for rs in old):
+            return  # old pods still there: the new ones wait
+        await self._set_replicas(new, int(deploy["spec"].get("replicas", 1)))
+
+    async def _set_replicas(self, rs: Obj, replicas: int) -> None:
+        if _replicas(rs) != replicas:
+            await self._patch_rs(rs, {"spec": {"replicas": replicas}})
+
+    async def _patch_rs(self, rs: Obj, patch: Obj) -> Obj | None:
+        meta = rs["metadata"]
+        patch = {**patch, "metadata": {**patch.get("metadata", {}), "resourceVersion": meta["resourceVersion"]}}
+        reply = await self.api.patch(self._rs, meta["namespace"], meta["name"], patch, "merge", self._opts)
+        return msgspec.json.decode(reply.body)
+
+    async def _trim_history(self, deploy: Obj, old: list[Obj]) -> None:
+        limit = int(deploy["spec"].get("revisionHistoryLimit", 10))
+        idle = [rs for rs in old if not _replicas(rs) and not _status_count(rs, "replicas")]
+        for rs in idle[:max(0, len(idle) - limit)]:  # oldest first
+            meta = rs["metadata"]
+            try:
+                await self.api.delete(self._rs, meta["namespace"], meta["name"], None, None, meta["uid"])
+            except errors.ApiError as exc:
+                if exc.code not in (404, 409):
+                    raise
+
+    # --- status ----------------------------------------------------------------------------------------
+
+    async def _write_status(self, deploy: Obj, new: Obj | None, old: list[Obj], created: bool) -> float | None:
+        meta, spec = deploy["metadata"], deploy["spec"]
+        previous = deploy.get("status") or {}
+        wanted = int(spec.get("replicas", 1))
+        everyone = [rs for rs in (new, *old) if rs is not None]
+        _, unavailable = self._limits(deploy)
+        counts = {
+            "replicas": sum(_status_count(rs, "replicas") for rs in everyone),
+            "updatedReplicas": _status_count(new, "replicas") if new is not None else 0,
+            "readyReplicas": sum(_status_count(rs, "readyReplicas") for rs in everyone),
+            "availableReplicas": sum(_status_count(rs, "availableReplicas") for rs in everyone),
+        }
+        counts["unavailableReplicas"] = max(0, wanted - counts["availableReplicas"])
+        now = self.clock()
+        stamp = rfc3339(now)
+        conditions = {c.get("type"): c for c in previous.get("conditions") or ()}
+
+        def condition(kind: str, status: str, reason: str, message: str, *, progressed: bool = True) -> Obj:
+            before = conditions.get(kind) or {}
+            same = before.get("status") == status and before.get("reason") == reason
+            return {"type": kind, "status": status,
+                    "lastUpdateTime": stamp if progressed or not same else before.get("lastUpdateTime", stamp),
+                    "lastTransitionTime": before.get("lastTransitionTime", stamp) if before.get("status") == status
+                    else stamp, "reason": reason, "message": message}
+
+        available = counts["availableReplicas"] >= wanted - unavailable
+        out = [condition("Available", "True" if available else "False",
+                         "MinimumReplicasAvailable" if available else "MinimumReplicasUnavailable",
+                         "Deployment has minimum availability." if available
+                         else "Deployment does not have minimum availability.", progressed=False)]
+        name = new["metadata"]["name"] if new is not None else meta["name"]
+        complete = new is not None and counts["updatedReplicas"] == wanted and counts["replicas"] == wanted \
+            and counts["availableReplicas"] == wanted and _replicas(new) == wanted
+        again: float | None = None
+        deadline = int(spec.get("progressDeadlineSeconds", 600))
+        old_progress = conditions.get("Progressing") or {}
+        moved = created or any(previous.get(k, 0) != v for k, v in counts.items())
+        if spec.get("paused"):
+            out.append(condition("Progressing", "Unknown", "DeploymentPaused", "Deployment is paused", progressed=False))
+        elif complete:
+            out.append(condition("Progressing", "True", "NewReplicaSetAvailable",
+                                 f'ReplicaSet "{name}" has successfully progressed.',
+                                 progressed=old_progress.get("reason") != "NewReplicaSetAvailable"))
+        elif moved or old_progress.get("reason") in (None, "NewReplicaSetAvailable", "DeploymentPaused"):
+            reason = "NewReplicaSetCreated" if created else "ReplicaSetUpdated"
+            message = f'Created new replica set "{name}"' if created else f'ReplicaSet "{name}" is progressing.'
+            out.append(condition("Progressing", "True", reason, message))
+            again = float(deadline)
+        else:  # no progress since the last update: stuck once the deadline passes
+            since = parse_timestamp(old_progress.get("lastUpdateTime")) or now
+            if old_progress.get("reason") == "ProgressDeadlineExceeded" or now - since > deadline:
+                out.append(condition("Progressing", "False", "ProgressDeadlineExceeded",
+                                     f'ReplicaSet "{name}" has timed out progressing.', progressed=False))
+            else:
+                out.append(old_progress)
+                again = max(0.1, deadline - (now - since))
+        status = {"observedGeneration": int(meta.get("generation") or 1), **counts, "conditions": out}
+        if "collisionCount" in previous:
+            status["collisionCount"] = previous["collisionCount"]
+        if status != previous:
+            try:
+                await self.api.update(self._deploys, meta["namespace"], meta["name"], {**deploy, "status": status},
+                                      self._opts, subresource="status")
+            except errors.ApiError as exc:
+                if exc.code not in (404, 409):
+                    raise
+        return again

@@ -1,0 +1,38 @@
+"""The controller manager: every controller the leader runs, started and stopped together.
+
+Periodic ones (node lifecycle, pod garbage collection, disruption budgets' status) and queue-driven
+ones (the garbage collector, ReplicaSets, Deployments), all on the server's watch cache and writing through its
+REST layer.
+"""
+
+from __future__ import annotations
+
+from corral.controllers.deployment import DeploymentController
+from corral.controllers.disruption import DisruptionController
+from corral.controllers.garbage_collector import GarbageCollector
+from corral.controllers.node_lifecycle import NodeLifecycleController
+from corral.controllers.pod_gc import PodGarbageCollector
+from corral.controllers.replicaset import ReplicaSetController
+from corral.server.rest import ResourceAPI
+
+__all__ = ["ControllerManager"]
+
+
+class ControllerManager:
+    def __init__(self, api: ResourceAPI, *, node_grace_seconds: float, eviction_seconds: float) -> None:
+        self.controllers = [
+            NodeLifecycleController(api, grace_seconds=node_grace_seconds, eviction_seconds=eviction_seconds),
+            PodGarbageCollector(api, quarantine_seconds=node_grace_seconds),
+            DisruptionController(api),
+            GarbageCollector(api),
+            ReplicaSetController(api),
+            DeploymentController(api),
+        ]
+
+    def start(self) -> None:
+        for controller in self.controllers:
+            controller.start()
+
+    async def stop(self) -> None:
+        for controller in self.controllers:
+            await controller.stop()

@@ -1,0 +1,108 @@
+"""What the queue-driven controllers share: the watch cache as their informer, a rate-limited work
+queue of keys, and workers calling one idempotent ``sync(key)``.
+
+A subclass says which changes concern it (:meth:`QueuedController.keys_for`: a store event → the
+keys to look at again, e.g. a pod's change → its owner's key) and what to do for one key
+(:meth:`QueuedController.sync`). A sync that raises is retried with backoff (5 ms doubling to 60 s),
+so no error path leaves a key unattended; one that returns a delay is looked at again after it
+(e.g. when a pod will have been ready for ``minReadySeconds``). Each sync first waits until the
+cache holds every write the store acknowledged, so a controller sees the pods it created a moment
+ago and never creates them twice. Started and stopped with the leader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Iterable
+
+from corral.aio import cancel_and_wait
+from corral.client.workqueue import ShutDown, WorkQueue
+from corral.server.rest import ResourceAPI
+from corral.store import Event
+
+__all__ = ["QueuedController"]
+
+MAX_RETRY_DELAY = 60.0
+
+
+class QueuedController:
+    name = "controller"
+    workers = 2
+
+    def __init__(self, api: ResourceAPI) -> None:
+        self.api = api
+        self.queue: WorkQueue[str] = WorkQueue(max_delay=MAX_RETRY_DELAY)
+        self._tasks: list[asyncio.Task] = []
+        self._log = logging.getLogger(type(self).__module__)
+
+    # --- what a controller says ------------------------------------------------------------------------
+
+    def keys_for(self, event: Event) -> Iterable[str]:
+        """The keys a change concerns (called for every change in the cluster: keep it cheap)."""
+        raise NotImplementedError
+
+    def initial_keys(self) -> Iterable[str]:
+        """Every key to look at when starting (and after the cache was reloaded)."""
+        raise NotImplementedError
+
+    async def sync(self, key: str) -> float | None:
+        """Make the world match ``key``'s object; idempotent. Returns a delay to look again after, or None."""
+        raise NotImplementedError
+
+    def reset(self) -> None:
+        """Forget any index built from events (the cache is about to be replayed into ``initial_keys``)."""
+
+    # --- running ---------------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        cache = self.api.cache
+        cache.on_event.append(self._on_event)
+        cache.on_reload.append(self._on_reload)
+        self._on_reload()
+        self._tasks = [asyncio.create_task(self._work(), name=f"{self.name}-{i}") for i in range(self.workers)]
+
+    async def stop(self) -> None:
+        cache = self.api.cache
+        if self._on_event in cache.on_event:
+            cache.on_event.remove(self._on_event)
+        if self._on_reload in cache.on_reload:
+            cache.on_reload.remove(self._on_reload)
+        self.queue.shutdown()
+        await cancel_and_wait(*self._tasks)
+        self._tasks = []
+
+    def _on_event(self, event: Event) -> None:
+        try:
+            for key in self.keys_for(event):
+                self.queue.add(key)
+        except Exception:  # one odd object must not stop the cache from following the store
+            self._log.exception("%s: could not route the change of %s", self.name, event.key)
+
+    def _on_reload(self) -> None:
+        self.reset()
+        for key in self.initial_keys():
+            self.queue.add(key)
+
+    async def _work(self) -> None:
+        while True:
+            try:
+                key = await self.queue.get()
+            except ShutDown:
+                return
+            try:
+                await self.api.cache.wait_fresh()
+                again = await self.sync(key)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                delay = self.queue.add_rate_limited(key)
+                level = logging.WARNING if self.queue.num_requeues(key) > 3 else logging.DEBUG
+                self._log.log(level, "%s: sync of %s failed (%s); again in %.2fs", self.name, key, exc, delay,
+                              exc_info=level == logging.WARNING)
+            else:
+                self.queue.forget(key)
+                if again is not None:
+                    self.queue.add_after(key, again)
+            finally:
+                self.queue.done(key)

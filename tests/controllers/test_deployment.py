@@ -1,0 +1,244 @@
+"""Deployments roll a template out through ReplicaSets as Kubernetes' do: within maxSurge and
+maxUnavailable at every moment (RollingUpdate), old pods gone before new ones (Recreate), undo
+reusing the old ReplicaSet, pause, scale, history trimmed, a stuck rollout reported."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import pytest
+
+from corral.api.resources import by_kind
+from corral.controllers.deployment import HASH_LABEL, REVISION
+from corral.server import errors
+from corral.server.rest import WriteOptions
+from corral.server.scale import write_scale
+
+DEPLOYS, RS, PODS = by_kind("Deployment"), by_kind("ReplicaSet"), by_kind("Pod")
+OPTS = WriteOptions(warn=False)
+BROKEN = "example.com/never-ready:1"  # the stand-in kubelet never makes pods of this image ready
+
+
+def deployment(replicas: int = 3, image: str = "web:1", **spec) -> dict:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}},
+                                  "spec": {"containers": [{"name": "c", "image": image}]}}, **spec}}
+
+
+async def until(read, check, timeout: float = 15.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check(value := await read()):
+        assert asyncio.get_running_loop().time() < deadline, f"not reached in {timeout}s: {value}"
+        await asyncio.sleep(0.02)
+    return value
+
+
+def live_pods(api) -> list[dict]:
+    return [r.obj for r in api.cache.items(PODS.store_prefix) if not r.obj["metadata"].get("deletionTimestamp")]
+
+
+def is_ready(pod: dict) -> bool:
+    return any(c.get("type") == "Ready" and c.get("status") == "True"
+               for c in (pod.get("status") or {}).get("conditions") or ())
+
+
+@contextlib.asynccontextmanager
+async def kubelet(api):
+    """Stands in for the agents: a new pod runs and is ready a moment later (but for BROKEN)."""
+    async def run() -> None:
+        while True:
+            for pod in live_pods(api):
+                if not (pod.get("status") or {}).get("conditions") and pod["spec"]["containers"][0]["image"] != BROKEN:
+                    status = {"phase": "Running", "conditions": [
+                        {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+                    with contextlib.suppress(errors.ApiError):
+                        await api.update(PODS, "default", pod["metadata"]["name"], {**pod, "status": status}, OPTS,
+                                         subresource="status")
+            await asyncio.sleep(0.05)
+
+    task = asyncio.create_task(run())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def the_deployment(api) -> dict:
+    await api.cache.wait_consistent()
+    return api.cache.get(DEPLOYS.key("default", "web")).obj
+
+
+async def replica_sets(api) -> list[dict]:
+    await api.cache.wait_consistent()
+    return sorted((r.obj for r in api.cache.items(RS.store_prefix)),
+                  key=lambda rs: int(rs["metadata"]["annotations"][REVISION]))
+
+
+def rolled_out(deploy: dict, replicas: int = 3) -> bool:
+    s = deploy.get("status") or {}
+    return (s.get("observedGeneration") == deploy["metadata"]["generation"] and s.get("updatedReplicas") == replicas
+            and s.get("replicas") == replicas and s.get("availableReplicas") == replicas)
+
+
+async def set_image(api, image: str) -> None:
+    await api.patch(DEPLOYS, "default", "web", {"spec": {"template": {"spec": {"containers": [
+        {"name": "c", "image": image}]}}}}, "strategic", OPTS)
+
+
+async def test_a_deployment_runs_its_replicas_through_one_replica_set_named_after_the_template(server):
+    api = server.api
+    async with kubelet(api):
+        await api.create(DEPLOYS, "default", deployment(), OPTS)
+        deploy = await until(lambda: the_deployment(api), rolled_out)
+    (rs,) = await replica_sets(api)
+    digest = rs["metadata"]["labels"][HASH_LABEL]
+    assert rs["metadata"]["name"] == f"web-{digest}"
+    assert rs["spec"]["selector"]["matchLabels"] == {"app": "web", HASH_LABEL: digest}
+    assert rs["metadata"]["annotations"][REVISION] == "1" == deploy["metadata"]["annotations"][REVISION]
+    assert [r["kind"] for r in rs["metadata"]["ownerReferences"]] == ["Deployment"]
+    assert {p["metadata"]["labels"][HASH_LABEL] for p in live_pods(api)} == {digest}
+    conditions = {c["type"]: (c["status"], c["reason"]) for c in deploy["status"]["conditions"]}
+    assert conditions == {"Available": ("True", "MinimumReplicasAvailable"),
+                          "Progressing": ("True", "NewReplicaSetAvailable")}
+    assert deploy["status"]["readyReplicas"] == 3 and deploy["status"]["unavailableReplicas"] == 0
+
+
+@pytest.mark.parametrize("surge, unavailable, max_pods, min_ready", [
+    pytest.param(1, 0, 4, 3, id="maxSurge 1, maxUnavailable 0: never fewer than 3 ready, never more than 4 pods"),
+    pytest.param(0, 1, 3, 2, id="maxSurge 0, maxUnavailable 1: never more than 3 pods, never fewer than 2 ready"),
+    pytest.param("25%", "25%", 4, 3, id="the default 25% of 3: surge rounds up to 1, unavailability down to 0"),
+])
+async def test_a_rolling_update_stays_within_max_surge_and_max_unavailable_at_every_change(
+        server, surge, unavailable, max_pods, min_ready):
+    api = server.api
+    strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable}}
+    async with kubelet(api):
+        await api.create(DEPLOYS, "default", deployment(strategy=strategy), OPTS)
+        await until(lambda: the_deployment(api), rolled_out)
+        seen: list[tuple[int, int]] = []
+        api.cache.on_event.append(lambda _e: seen.append(
+            (len(live_pods(api)), sum(1 for p in live_pods(api) if is_ready(p)))))
+        await set_image(api, "web:2")
+        await until(lambda: the_deployment(api), rolled_out)
+    assert max(total for total, _ in seen) <= max_pods
+    assert min(ready for _, ready in seen) >= min_ready
+    old, new = await replica_sets(api)
+    assert (old["spec"]["replicas"], new["spec"]["replicas"]) == (0, 3)
+    assert new["metadata"]["annotations"][REVISION] == "2"
+    assert {p["spec"]["containers"][0]["image"] for p in live_pods(api)} == {"web:2"}
+
+
+async def test_recreate_removes_every_old_pod_before_it_makes_a_new_one(server):
+    api = server.api
+    async with kubelet(api):
+        await api.create(DEPLOYS, "default", deployment(strategy={"type": "Recreate"}), OPTS)
+        await until(lambda: the_deployment(api), rolled_out)
+        mixed: list[set[str]] = []
+        api.cache.on_event.append(lambda _e: mixed.append({p["spec"]["containers"][0]["image"] for p in live_pods(api)}))
+        await set_image(api, "web:2")
+        await until(lambda: the_deployment(api), rolled_out)
+    assert {"web:1", "web:2"} not in mixed
+    assert set() in mixed  # there was a moment with none
+
+
+async def test_going_back_to_an_earlier_template_reuses_its_replica_set_as_the_newest_revision(server):
+    api = server.api
+    async with kubelet(api):
+        await api.create(DEPLOYS, "default", deployment(), OPTS)
+        await until(lambda: the_deployment(api), rolled_out)
+        first = (await replica_sets(api))[0]["metadata"]["name"]
+        await set_image(api, "web:2")
+        await until(lambda: the_deployment(api), rolled_out)
+        # What kubectl rollout undo sends: the old template, as Go writes it (unset fields null or empty).
+        await api.patch(DEPLOYS, "default", "web", [{"op": "replace", "path": "/spec/template", "value": {
+            "metadata": {"creationTimestamp": None, "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "c", "image": "web:1", "resources": {}}], "restartPolicy": "Always",
+                     "terminationGracePeriodSeconds": 30}}}], "json", OPTS)
+        deploy = await until(lambda: the_deployment(api), rolled_out)
+    sets = await replica_sets(api)
+    assert len(sets) == 2
+    assert sets[-1]["metadata"]["name"] == first and sets[-1]["metadata"]["annotations"][REVISION] == "3"
+    assert deploy["metadata"]["annotations"][REVISION] == "3"
+
+
+async def test_a_paused_deployment_scales_but_rolls_nothing_out_until_resumed(server):
+    api = server.api
+    async with kubelet(api):
+        await api.create(DEPLOYS, "default", deployment(), OPTS)
+        await until(lambda: the_deployment(api), rolled_out)
+        await api.patch(DEPLOYS, "default", "web", {"spec": {"paused": True}}, "merge", OPTS)
+        await set_image(api, "web:2")
+        await write_scale(api, DEPLOYS, "default", "web", {"spec": {"replicas": 4}}, OPTS, "merge")
+        deploy = await until(lambda: the_deployment(api), lambda d: (d.get("status") or {}).get("replicas") == 4)
+        assert len(await replica_sets(api)) == 1
+        progressing = next(c for c in deploy["status"]["conditions"] if c["type"] == "Progressing")
+        assert (progressing["status"], progressing["reason"]) == ("Unknown", "DeploymentPaused")
+        await api.patch(DEPLOYS, "default", "web", {"spec": {"paused": None}}, "merge", OPTS)
+        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 4))
+    assert {p["spec"]["containers"][0]["image"] for p in live_pods(api)} == {"web:2"}
+
+
+async def test_old_replica_sets_beyond_the_history_limit_are_deleted_oldest_first(server):
+    api = server.api
+    async with kubelet(api):
+        await api.create(DEPLOYS, "default", deployment(replicas=1, revisionHistoryLimit=1), OPTS)
+        for image in ("web:2", "web:3"):
+            await until(lambda: the_deployment(api), lambda d: rolled_out(d, 1))
+            await set_image(api, image)
+        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 1))
+        sets = await until(lambda: replica_sets(api), lambda s: len(s) == 2)
+    assert [rs["metadata"]["annotations"][REVISION] for rs in sets] == ["2", "3"]
+
+
+async def test_a_rollout_that_makes_no_progress_is_reported_stuck_after_its_deadline(server):
+    api = server.api
+    async with kubelet(api):
+        await api.create(DEPLOYS, "default", deployment(replicas=2, progressDeadlineSeconds=1), OPTS)
+        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 2))
+        await set_image(api, BROKEN)
+
+        def stuck(d: dict) -> bool:
+            return any(c["type"] == "Progressing" and c["reason"] == "ProgressDeadlineExceeded"
+                       for c in (d.get("status") or {}).get("conditions") or ())
+
+        deploy = await until(lambda: the_deployment(api), stuck, timeout=10)
+    progressing = next(c for c in deploy["status"]["conditions"] if c["type"] == "Progressing")
+    assert progressing["status"] == "False"
+    assert progressing["message"].endswith("has timed out progressing.")
+    # The old pods still serve: maxUnavailable (25% of 2 → 0) kept them.
+    assert sum(1 for p in live_pods(api) if is_ready(p)) == 2
+
+
+async def test_deleting_a_deployment_deletes_its_replica_sets_and_their_pods(server):
+    api = server.api
+    async with kubelet(api):
+        await api.create(DEPLOYS, "default", deployment(replicas=2), OPTS)
+        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 2))
+    await api.delete(DEPLOYS, "default", "web", None, None, None)
+    await until(lambda: replica_sets(api), lambda s: s == [])
+    await until(lambda: asyncio.sleep(0, live_pods(api)), lambda ps: ps == [])
+
+
+@pytest.mark.parametrize("spec, field", [
+    pytest.param({"strategy": {"type": "Recreate", "rollingUpdate": {"maxSurge": 1}}}, "spec.strategy.rollingUpdate",
+                 id="Recreate takes no rollingUpdate"),
+    pytest.param({"strategy": {"type": "Blue-Green"}}, "spec.strategy.type", id="an unknown strategy is refused"),
+    pytest.param({"strategy": {"rollingUpdate": {"maxSurge": 0, "maxUnavailable": 0}}},
+                 "spec.strategy.rollingUpdate.maxUnavailable", id="surge and unavailability cannot both be 0"),
+    pytest.param({"strategy": {"rollingUpdate": {"maxUnavailable": "150%"}}},
+                 "spec.strategy.rollingUpdate.maxUnavailable", id="more than 100% unavailable is refused"),
+    pytest.param({"strategy": {"rollingUpdate": {"maxSurge": "lots"}}}, "spec.strategy.rollingUpdate.maxSurge",
+                 id="a surge that is neither a count nor a percentage is refused"),
+    pytest.param({"progressDeadlineSeconds": 5, "minReadySeconds": 10}, "spec.progressDeadlineSeconds",
+                 id="the progress deadline must exceed minReadySeconds"),
+    pytest.param({"revisionHistoryLimit": -1}, "spec.revisionHistoryLimit", id="a negative history is refused"),
+])
+async def test_an_invalid_deployment_is_refused_with_the_field_path(server, spec, field):
+    with pytest.raises(errors.ApiError) as refused:
+        await server.api.create(DEPLOYS, "default", deployment(**spec), OPTS)
+    assert refused.value.code == 422
+    assert field in refused.value.message

@@ -1,0 +1,182 @@
+"""Deleting an owner: its dependents go with it (background, the default), stay without it
+(orphan), or go before it (foreground); finalizers hold an object until they are removed."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from corral.api.resources import by_kind
+from corral.client.rest import ApiError as ClientError
+from corral.controllers.garbage_collector import GarbageCollector
+from corral.server.rest import WriteOptions
+from corral.testing.builders import make_pod
+from corral.testing.server import running_server
+
+RS, PODS = by_kind("ReplicaSet"), by_kind("Pod")
+OPTS = WriteOptions(warn=False)
+
+
+def replica_set(replicas: int = 2, *, node: str | None = None) -> dict:
+    spec: dict = {"containers": [{"name": "c", "image": "busybox:1.36"}]}
+    if node:
+        spec["nodeName"] = node  # pods created bound: deleting one waits for an agent's word
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}}, "spec": spec}}}
+
+
+async def until(read, check, timeout: float = 10.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check(value := await read()):
+        assert asyncio.get_running_loop().time() < deadline, f"not reached in {timeout}s: {value}"
+        await asyncio.sleep(0.02)
+    return value
+
+
+async def pods(api) -> list[dict]:
+    await api.cache.wait_consistent()
+    return sorted((r.obj for r in api.cache.items(PODS.store_prefix)), key=lambda p: p["metadata"]["name"])
+
+
+async def the_replica_set(api) -> dict | None:
+    await api.cache.wait_consistent()
+    record = api.cache.get(RS.key("default", "web"))
+    return record.obj if record is not None else None
+
+
+async def started(api, **kwargs) -> list[dict]:
+    await api.create(RS, "default", replica_set(**kwargs), OPTS)
+    return await until(lambda: pods(api), lambda ps: len(ps) == kwargs.get("replicas", 2))
+
+
+async def test_deleting_an_owner_deletes_its_dependents_by_default(server):
+    api = server.api
+    await started(api)
+    await api.delete(RS, "default", "web", None, None, None)
+    assert await the_replica_set(api) is None  # gone at once...
+    await until(lambda: pods(api), lambda ps: ps == [])  # ...and its pods after it
+
+
+async def test_orphan_deletion_leaves_the_pods_running_owned_by_nobody(server):
+    api = server.api
+    before = await started(api)
+    await api.delete(RS, "default", "web", None, None, None, propagation="Orphan")
+    await until(lambda: the_replica_set(api), lambda rs: rs is None)
+    left = await pods(api)
+    assert [p["metadata"]["name"] for p in left] == [p["metadata"]["name"] for p in before]
+    assert [p["metadata"].get("ownerReferences") for p in left] == [None, None]
+
+
+async def test_foreground_deletion_keeps_the_owner_until_its_dependents_are_gone(server):
+    api = server.api
+    made = await started(api, node="n1")
+    await api.delete(RS, "default", "web", None, None, None, propagation="Foreground")
+    # Its pods are terminating (their agent has not said they stopped): the owner waits, marked deleted.
+    terminating = await until(lambda: pods(api), lambda ps: all(p["metadata"].get("deletionTimestamp") for p in ps))
+    assert len(terminating) == 2
+    held = await the_replica_set(api)
+    assert held is not None and held["metadata"]["deletionTimestamp"]
+    assert held["metadata"]["finalizers"] == ["foregroundDeletion"]
+    for pod in made:  # the agent reports each pod stopped
+        current = (await api.current(PODS, "default", pod["metadata"]["name"])).obj
+        await api.update(PODS, "default", pod["metadata"]["name"],
+                         {**current, "status": {"phase": "Terminated"}}, OPTS, subresource="status")
+    await until(lambda: the_replica_set(api), lambda rs: rs is None)
+
+
+async def test_a_dependent_keeps_its_other_owners_and_one_with_none_left_goes(server):
+    api = server.api
+    await started(api, replicas=1)
+    owner = await the_replica_set(api)
+    ghost = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "ghost", "uid": "5b1d4c6e-0000-4000-8000-00000000dead"}
+    shared = make_pod("shared").obj
+    shared["metadata"].pop("uid")
+    shared["metadata"]["ownerReferences"] = [
+        ghost, {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": owner["metadata"]["uid"]}]
+    lonely = make_pod("lonely").obj
+    lonely["metadata"].pop("uid")
+    lonely["metadata"]["ownerReferences"] = [ghost]
+    unknown = make_pod("unknown-kind").obj
+    unknown["metadata"].pop("uid")
+    unknown["metadata"]["ownerReferences"] = [{"apiVersion": "example.com/v1", "kind": "Widget", "name": "w",
+                                               "uid": "5b1d4c6e-0000-4000-8000-00000000beef"}]
+    for pod in (shared, lonely, unknown):
+        await api.create(PODS, "default", pod, OPTS)
+    left = await until(lambda: pods(api), lambda ps: "lonely" not in [p["metadata"]["name"] for p in ps]
+                       and any(p["metadata"]["name"] == "shared" and len(p["metadata"]["ownerReferences"]) == 1
+                               for p in ps))
+    shared_now = next(p for p in left if p["metadata"]["name"] == "shared")
+    assert [r["name"] for r in shared_now["metadata"]["ownerReferences"]] == ["web"]
+    # An owner of a kind corral does not serve is never judged gone.
+    assert "unknown-kind" in [p["metadata"]["name"] for p in left]
+
+
+async def test_a_finalizer_holds_a_deleted_object_until_it_is_removed(server):
+    api = server.api
+    rs = replica_set(replicas=0)
+    rs["metadata"]["finalizers"] = ["example.com/hold"]
+    await api.create(RS, "default", rs, OPTS)
+    await api.delete(RS, "default", "web", None, None, None)
+    held = await the_replica_set(api)
+    assert held is not None and held["metadata"]["deletionTimestamp"]
+    await api.delete(RS, "default", "web", None, None, None)  # again: still held, no error
+    await api.patch(RS, "default", "web", {"metadata": {"finalizers": None}}, "merge", OPTS)
+    assert await the_replica_set(api) is None
+
+
+@pytest.mark.parametrize("query, body, expected", [
+    pytest.param("?propagationPolicy=Orphan", None, 1, id="propagationPolicy=Orphan in the query keeps the pods"),
+    pytest.param("", {"kind": "DeleteOptions", "propagationPolicy": "Orphan"}, 1,
+                 id="propagationPolicy Orphan in DeleteOptions keeps the pods"),
+    pytest.param("", {"kind": "DeleteOptions", "orphanDependents": True}, 1,
+                 id="the older orphanDependents keeps the pods"),
+    pytest.param("?propagationPolicy=Background", None, 0, id="Background deletes them"),
+])
+async def test_the_propagation_policy_as_clients_send_it(server, query, body, expected):
+    api = server.api
+    await started(api, replicas=1)
+    async with server.client() as client:
+        await client.request("DELETE", RS.item_path("default", "web") + query, body=body)
+    await until(lambda: the_replica_set(api), lambda rs: rs is None)
+    await asyncio.sleep(0.2)  # time for the collector to have deleted what it would
+    assert len(await until(lambda: pods(api), lambda ps: len(ps) == expected)) == expected
+
+
+async def test_an_unknown_propagation_policy_is_refused_and_nothing_is_deleted(server):
+    api = server.api
+    await started(api, replicas=1)
+    async with server.client() as client:
+        with pytest.raises(ClientError) as refused:
+            await client.request("DELETE", RS.item_path("default", "web") + "?propagationPolicy=Sometimes")
+    assert refused.value.code == 422 and "propagationPolicy" in refused.value.message
+    assert await the_replica_set(api) is not None
+
+
+async def test_what_one_sync_does_with_each_kind_of_owner_reference(tmp_path):
+    """Driven by hand, no controller running: the state each case needs stays as set up."""
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        await api.create(RS, "default", replica_set(replicas=0), OPTS)
+        await api.delete(RS, "default", "web", None, None, None, propagation="Orphan")  # held: nobody finishes it
+        owner = await the_replica_set(api)
+        orphaning = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": owner["metadata"]["uid"]}
+        ghost = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "ghost",
+                 "uid": "5b1d4c6e-0000-4000-8000-00000000dead"}
+        widget = {"apiVersion": "example.com/v1", "kind": "Widget", "name": "w",
+                  "uid": "5b1d4c6e-0000-4000-8000-00000000beef"}
+        cases = {"gone-and-orphaning": [ghost, orphaning], "unknown-kind": [widget], "gone": [ghost]}
+        for name, refs in cases.items():
+            pod = make_pod(name).obj
+            pod["metadata"].pop("uid")
+            pod["metadata"]["ownerReferences"] = refs
+            await api.create(PODS, "default", pod, OPTS)
+        collector = GarbageCollector(api)
+        collector.initial_keys()
+        for name in cases:
+            await api.cache.wait_consistent()
+            await collector.sync(PODS.key("default", name))
+        left = {p["metadata"]["name"]: p["metadata"].get("ownerReferences") for p in await pods(api)}
+        assert left == {"gone-and-orphaning": None,  # released by its orphaning owner: kept, owned by nobody
+                        "unknown-kind": [widget]}  # a kind corral does not serve is never judged gone

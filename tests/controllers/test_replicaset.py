@@ -1,0 +1,200 @@
+"""The ReplicaSet controller keeps N pods of a template, adopts and releases pods by labels, scales
+down in Kubernetes' order and reports ready and available pods; the API validates ReplicaSets and
+serves their scale subresource."""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+import pytest
+
+from corral.api.resources import by_kind
+from corral.controllers.replicaset import ReplicaSetController
+from corral.server import errors
+from corral.server.rest import WriteOptions
+from corral.server.scale import get_scale, write_scale
+from corral.testing.builders import make_pod
+from corral.testing.clock import FakeClock
+from corral.testing.server import running_server
+
+RS, PODS = by_kind("ReplicaSet"), by_kind("Pod")
+OPTS = WriteOptions(warn=False)
+
+
+def replica_set(name: str = "web", replicas: int = 3, *, app: str = "web", min_ready: int = 0) -> dict:
+    return {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": name},
+            "spec": {"replicas": replicas, "minReadySeconds": min_ready, "selector": {"matchLabels": {"app": app}},
+                     "template": {"metadata": {"labels": {"app": app, "tier": "front"}},
+                                  "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}}}}
+
+
+async def pods(api) -> list[dict]:
+    await api.cache.wait_consistent()
+    return sorted((r.obj for r in api.cache.items(PODS.store_prefix)), key=lambda p: p["metadata"]["name"])
+
+
+def owner_names(pod: dict) -> list[str]:
+    return [r["name"] for r in pod["metadata"].get("ownerReferences") or ()]
+
+
+async def until(read, check, timeout: float = 10.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not check(value := await read()):
+        assert asyncio.get_running_loop().time() < deadline, f"not reached in {timeout}s: {value}"
+        await asyncio.sleep(0.02)
+    return value
+
+
+async def active(api, owner: str = "web") -> list[dict]:
+    return [p for p in await pods(api) if owner in owner_names(p) and not p["metadata"].get("deletionTimestamp")]
+
+
+async def set_ready(api, name: str, ready: bool = True, since: str = "2026-01-01T00:00:00Z") -> None:
+    current = (await api.current(PODS, "default", name)).obj
+    status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True" if ready else "False",
+                                                  "lastTransitionTime": since}]}
+    await api.update(PODS, "default", name, {**current, "status": status}, OPTS, subresource="status")
+
+
+async def test_a_replica_set_creates_the_missing_pods_from_its_template_controlled_by_it(server):
+    api = server.api
+    await api.create(RS, "default", replica_set(replicas=3), OPTS)
+    made = await until(lambda: active(api), lambda ps: len(ps) == 3)
+    uid = (await api.current(RS, "default", "web")).obj["metadata"]["uid"]
+    for pod in made:
+        assert pod["metadata"]["name"].startswith("web-")
+        assert pod["metadata"]["labels"] == {"app": "web", "tier": "front"}
+        assert pod["metadata"]["ownerReferences"] == [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
+                                                       "uid": uid, "controller": True, "blockOwnerDeletion": True}]
+        assert pod["spec"]["containers"][0]["image"] == "busybox:1.36"
+    status = await until(lambda: _status(api), lambda s: s.get("replicas") == 3)
+    assert status == {"replicas": 3, "fullyLabeledReplicas": 3, "readyReplicas": 0, "availableReplicas": 0,
+                      "observedGeneration": 1}
+
+
+async def _status(api, name: str = "web") -> dict:
+    await api.cache.wait_consistent()
+    return (await api.current(RS, "default", name)).obj.get("status") or {}
+
+
+async def test_a_deleted_pod_is_replaced_and_a_finished_one_no_longer_counts(server):
+    api = server.api
+    await api.create(RS, "default", replica_set(replicas=2), OPTS)
+    first = await until(lambda: active(api), lambda ps: len(ps) == 2)
+    await api.delete(PODS, "default", first[0]["metadata"]["name"], 0, None, None)
+    again = await until(lambda: active(api), lambda ps: len(ps) == 2 and first[0] not in ps)
+    assert first[0]["metadata"]["name"] not in [p["metadata"]["name"] for p in again]
+    finished = again[0]
+    await api.update(PODS, "default", finished["metadata"]["name"],
+                     {**finished, "status": {"phase": "Failed"}}, OPTS, subresource="status")
+    await until(lambda: active(api), lambda ps: len([p for p in ps if p["status"]["phase"] != "Failed"]) == 2)
+
+
+async def test_scaling_down_deletes_not_ready_pods_before_ready_ones_and_newest_first(server):
+    api = server.api
+    await api.create(RS, "default", replica_set(replicas=3), OPTS)
+    made = await until(lambda: active(api), lambda ps: len(ps) == 3)
+    keep = made[1]["metadata"]["name"]
+    await set_ready(api, keep)
+    await write_scale(api, RS, "default", "web", {"spec": {"replicas": 1}}, OPTS, "merge")
+    left = await until(lambda: active(api), lambda ps: len(ps) == 1)
+    assert left[0]["metadata"]["name"] == keep
+
+
+async def test_matching_orphans_are_adopted_surplus_deleted_and_pods_that_stop_matching_released(server):
+    api = server.api
+    for name in ("stray-a", "stray-b"):
+        pod = make_pod(name).obj
+        pod["metadata"].pop("uid")
+        pod["metadata"]["labels"] = {"app": "web"}
+        await api.create(PODS, "default", pod, OPTS)
+    other = make_pod("other").obj
+    other["metadata"].pop("uid")
+    other["metadata"]["labels"] = {"app": "db"}
+    await api.create(PODS, "default", other, OPTS)
+    await api.create(RS, "default", replica_set(replicas=1), OPTS)
+    owned = await until(lambda: active(api), lambda ps: len(ps) == 1)
+    assert owned[0]["metadata"]["name"] in ("stray-a", "stray-b")  # adopted, not a new pod
+    assert owner_names((await api.current(PODS, "default", "other")).obj) == []
+    # Relabelled out of the selector: released (no longer owned), and replaced.
+    name = owned[0]["metadata"]["name"]
+    await api.patch(PODS, "default", name, {"metadata": {"labels": {"app": "debug"}}}, "merge", OPTS)
+    replaced = await until(lambda: active(api), lambda ps: len(ps) == 1 and ps[0]["metadata"]["name"] != name)
+    assert replaced[0]["metadata"]["name"].startswith("web-")
+    assert owner_names((await api.current(PODS, "default", name)).obj) == []
+
+
+async def test_ready_pods_are_available_only_after_min_ready_seconds(tmp_path):
+    clock = FakeClock(1_800_000_000.0)
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        running = ReplicaSetController(api, clock=clock)
+        running.start()
+        try:
+            await api.create(RS, "default", replica_set(replicas=2, min_ready=30), OPTS)
+            made = await until(lambda: active(api), lambda ps: len(ps) == 2)
+        finally:
+            await running.stop()
+        became_ready = "2027-01-15T08:00:00Z"  # = 1_800_000_000
+        for pod in made:
+            await set_ready(api, pod["metadata"]["name"], since=became_ready)
+        controller = ReplicaSetController(api, clock=clock)  # synced by hand from here
+        controller.initial_keys()
+        key = RS.key("default", "web")
+        await api.cache.wait_consistent()
+        clock.advance(10)
+        assert await controller.sync(key) == 20.0  # looked at again once they will be available
+        status = await _status(api)
+        assert (status["readyReplicas"], status["availableReplicas"]) == (2, 0)
+        clock.advance(20)
+        await api.cache.wait_consistent()
+        assert await controller.sync(key) is None
+        assert (await _status(api))["availableReplicas"] == 2
+
+
+async def test_the_scale_subresource_reads_and_writes_replicas_only(server):
+    api = server.api
+    await api.create(RS, "default", replica_set(replicas=2), OPTS)
+    await until(lambda: _status(api), lambda s: s.get("replicas") == 2)
+    scale = msgspec.json.decode((await get_scale(api, RS, "default", "web")).body)
+    assert (scale["kind"], scale["apiVersion"], scale["spec"], scale["status"]) == (
+        "Scale", "autoscaling/v1", {"replicas": 2}, {"replicas": 2, "selector": "app=web"})
+    await write_scale(api, RS, "default", "web", {**scale, "spec": {"replicas": 4}}, OPTS)
+    assert (await api.current(RS, "default", "web")).obj["spec"]["replicas"] == 4
+    with pytest.raises(errors.ApiError) as stale:  # a PUT of a Scale read before the change
+        await write_scale(api, RS, "default", "web", {**scale, "spec": {"replicas": 1}}, OPTS)
+    assert stale.value.code == 409
+    with pytest.raises(errors.ApiError) as bad:
+        await write_scale(api, RS, "default", "web", {"spec": {"replicas": -1}}, OPTS, "merge")
+    assert bad.value.code == 422 and "spec.replicas" in bad.value.message
+    assert (await api.current(RS, "default", "web")).obj["spec"]["replicas"] == 4
+
+
+@pytest.mark.parametrize("change, field", [
+    pytest.param(lambda rs: rs["spec"]["template"]["metadata"].update(labels={"app": "other"}),
+                 "spec.template.metadata.labels", id="template labels the selector does not match are refused"),
+    pytest.param(lambda rs: rs["spec"].update(selector=None), "spec.selector", id="a selector is required"),
+    pytest.param(lambda rs: rs["spec"].update(replicas=-1), "spec.replicas", id="replicas cannot be negative"),
+    pytest.param(lambda rs: rs["spec"]["template"]["spec"].update(restartPolicy="Never"),
+                 "spec.template.spec.restartPolicy", id="its pods must restart always"),
+    pytest.param(lambda rs: rs["spec"]["template"]["spec"]["containers"][0].update(name="Bad_Name"),
+                 "spec.template.spec.containers[0].name", id="the template is validated as a pod is"),
+])
+async def test_an_invalid_replica_set_is_refused_with_the_field_path(server, change, field):
+    rs = replica_set()
+    change(rs)
+    with pytest.raises(errors.ApiError) as refused:
+        await server.api.create(RS, "default", rs, OPTS)
+    assert refused.value.code == 422
+    assert field in refused.value.message
+
+
+async def test_a_replica_sets_selector_cannot_change(server):
+    api = server.api
+    await api.create(RS, "default", replica_set(), OPTS)
+    with pytest.raises(errors.ApiError) as refused:
+        await api.patch(RS, "default", "web", {"spec": {"selector": {"matchLabels": {"app": "web", "x": "y"}},
+                                                        "template": {"metadata": {"labels": {"x": "y"}}}}},
+                        "merge", OPTS)
+    assert refused.value.code == 422 and "spec.selector" in refused.value.message
