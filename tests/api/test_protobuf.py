@@ -78,3 +78,59 @@ def test_an_eviction_and_delete_options_carry_grace_preconditions_and_dry_run():
                                     "propagationPolicy": "Foreground", "dryRun": ["All"]}
     negative = _unknown(b"meta.k8s.io/v1", b"DeleteOptions", b"\x08" + b"\xff" * 9 + b"\x01")
     assert decode_object(negative)["gracePeriodSeconds"] == -1  # int64 as two's complement: refused later, as a 400
+
+
+def _length_field(number: int, payload: bytes) -> bytes:
+    """A length-delimited field of any size (the length as a varint)."""
+    return _varint(number << 3 | 2) + _varint(len(payload)) + payload
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, value = value & 0x7F, value >> 7
+        out.append(byte | (0x80 if value else 0))
+        if not value:
+            return bytes(out)
+
+
+def _int_field(number: int, value: int) -> bytes:
+    return _varint(number << 3) + _varint(value)
+
+
+def _go_container(*extra: bytes) -> bytes:
+    """A container as Go writes one: every string that is not a pointer, set or not."""
+    f = _length_field
+    return (f(1, b"web") + f(2, b"busybox:1.36") + f(3, b"sleep") + f(3, b"3600") + f(5, b"")
+            + f(6, f(1, b"") + _int_field(2, 0) + _int_field(3, 8080) + f(4, b"TCP") + f(5, b""))
+            + f(8, f(2, f(1, b"cpu") + f(2, f(1, b"100m")))) + f(13, b"") + f(14, b"")
+            + _int_field(16, 0) + _int_field(17, 0) + _int_field(18, 0) + f(20, b"") + b"".join(extra))
+
+
+def _go_deployment(container: bytes) -> bytes:
+    f = _length_field
+    labels = f(11, f(1, b"app") + f(2, b"web"))
+    template = f(1, labels) + f(2, f(2, container) + f(3, b"") + f(6, b"") + f(8, b"") + f(10, b"") + f(19, b""))
+    spec = (_int_field(1, 2) + f(2, f(1, f(1, b"app") + f(2, b"web"))) + f(3, template)
+            + f(4, f(1, b"") + f(2, f(1, _int_field(1, 1) + f(3, b"25%")) + f(2, _int_field(1, 0) + _int_field(2, 1))))
+            + _int_field(5, 0) + _int_field(7, 0))
+    raw = f(1, f(1, b"web") + labels) + f(2, spec) + f(3, b"")
+    return b"k8s\x00" + f(1, f(1, b"apps/v1") + f(2, b"Deployment")) + f(2, raw)
+
+
+def test_a_deployment_from_kubectl_create_reads_as_its_json_would_without_gos_empty_fields():
+    obj = decode_object(_go_deployment(_go_container()))
+    assert obj == {
+        "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "labels": {"app": "web"}},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{
+                     "name": "web", "image": "busybox:1.36", "command": ["sleep", "3600"],
+                     "ports": [{"containerPort": 8080, "protocol": "TCP"}],
+                     "resources": {"requests": {"cpu": "100m"}}}]}},
+                 "strategy": {"rollingUpdate": {"maxUnavailable": "25%", "maxSurge": 1}}}}
+
+
+def test_a_deployment_field_corral_cannot_read_from_protobuf_is_refused_not_dropped():
+    probe = _length_field(10, _length_field(1, _length_field(1, _length_field(1, b"true"))))  # a livenessProbe
+    with pytest.raises(ProtobufError, match=r"field 10 of Deployment\.spec\.template\.spec\.containers is not read"):
+        decode_object(_go_deployment(_go_container(probe)))

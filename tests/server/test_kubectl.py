@@ -26,8 +26,26 @@ def test_kubectl_apply_validates_through_the_server_and_takes_every_example(kube
     out = kubectl(kubeconfig, "apply", "-f", EXAMPLES)
     assert out.returncode == 0, out.stderr
     assert "pod/web created" in out.stdout and "failed to download openapi" not in out.stderr
-    names = json.loads(kubectl(kubeconfig, "get", "pods", "-o", "json").stdout)["items"]
-    assert len(names) == len([f for f in os.listdir(EXAMPLES) if f.endswith(".yaml")])
+    assert "deployment.apps/hello created" in out.stdout
+    bare = [p for p in json.loads(kubectl(kubeconfig, "get", "pods", "-o", "json").stdout)["items"]
+            if not p["metadata"].get("ownerReferences")]
+    files = [f for f in os.listdir(EXAMPLES) if f.endswith(".yaml")]
+    assert len(bare) == len(files) - 1  # every example is a pod, but for the Deployment
+
+
+def test_kubectl_create_deployment_sends_protobuf_that_reads_as_its_json_would(kubeconfig):
+    out = kubectl(kubeconfig, "create", "deployment", "made", "--image=busybox:1.36", "--replicas=2", "--port=8080",
+                  "--", "sleep", "3600")
+    assert out.returncode == 0, out.stderr
+    deploy = json.loads(kubectl(kubeconfig, "get", "deployment", "made", "-o", "json").stdout)
+    container = deploy["spec"]["template"]["spec"]["containers"][0]
+    assert (deploy["spec"]["replicas"], deploy["spec"]["selector"]) == (2, {"matchLabels": {"app": "made"}})
+    assert (container["image"], container["command"], container["ports"]) == (
+        "busybox:1.36", ["sleep", "3600"], [{"containerPort": 8080, "protocol": "TCP"}])
+    assert "workingDir" not in container and "imagePullPolicy" in container  # Go's empty fields are absent
+    scaled = kubectl(kubeconfig, "scale", "deployment/made", "--replicas=3")
+    assert scaled.returncode == 0, scaled.stderr
+    assert json.loads(kubectl(kubeconfig, "get", "deployment", "made", "-o", "json").stdout)["spec"]["replicas"] == 3
 
 
 def test_kubectl_apply_refuses_a_misspelt_field_naming_it_and_creates_nothing(kubeconfig):

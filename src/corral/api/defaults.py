@@ -126,8 +126,19 @@ def _namespace_defaults(obj: dict[str, Any]) -> None:
     obj["status"] = {"phase": "Active"}
 
 
-_KIND_DEFAULTS = {"Pod": _pod_defaults, "Node": _node_defaults, "Namespace": _namespace_defaults, **WORKLOAD_DEFAULTS}
-_SPEC_DEFAULTS = {"Pod": _pod_spec_defaults, **WORKLOAD_DEFAULTS}
+def _with_template(defaults):
+    """A workload's defaults, and its pod template's as a pod's (ports' protocol, pull policy, ...)."""
+    def apply(obj: dict[str, Any]) -> None:
+        defaults(obj)
+        template = (obj.get("spec") or {}).get("template")
+        if isinstance(template, dict) and isinstance(template.setdefault("spec", {}), dict):
+            _pod_spec_defaults(template)
+    return apply
+
+
+_WORKLOAD_DEFAULTS = {kind: _with_template(defaults) for kind, defaults in WORKLOAD_DEFAULTS.items()}
+_KIND_DEFAULTS = {"Pod": _pod_defaults, "Node": _node_defaults, "Namespace": _namespace_defaults, **_WORKLOAD_DEFAULTS}
+_SPEC_DEFAULTS = {"Pod": _pod_spec_defaults, **_WORKLOAD_DEFAULTS}
 
 
 def apply_update_defaults(resource: ResourceType, obj: dict[str, Any]) -> None:

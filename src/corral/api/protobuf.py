@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Union
 
-__all__ = ["MAGIC", "CONTENT_TYPE", "ProtobufError", "decode_object", "SCHEMAS"]
+__all__ = ["MAGIC", "CONTENT_TYPE", "ProtobufError", "decode_object", "SCHEMAS", "STRICT_KINDS"]
 
 MAGIC = b"k8s\x00"
 CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
@@ -51,6 +51,44 @@ _RESOURCE_ATTRIBUTES: Schema = {
 }
 _NON_RESOURCE_ATTRIBUTES: Schema = {1: ("path", "string"), 2: ("verb", "string")}
 
+# k8s.io/apimachinery meta/v1 LabelSelector
+_LABEL_SELECTOR: Schema = {
+    1: ("matchLabels", ("map",)),
+    2: ("matchExpressions", ("repeated", {1: ("key", "string"), 2: ("operator", "string"),
+                                          3: ("values", ("repeated", "string"))})),
+}
+# k8s.io/api core/v1: the parts of a pod template ``kubectl create deployment|job|cronjob`` fills in.
+# Go always writes a string, number or flag that is not a pointer: "string?", "int?", "bool?" read
+# an empty or zero one as absent, as JSON's omitempty would have left it out.
+_CONTAINER: Schema = {
+    1: ("name", "string?"), 2: ("image", "string?"), 3: ("command", ("repeated", "string")),
+    4: ("args", ("repeated", "string")), 5: ("workingDir", "string?"),
+    6: ("ports", ("repeated", {1: ("name", "string?"), 2: ("hostPort", "int?"), 3: ("containerPort", "int"),
+                               4: ("protocol", "string?"), 5: ("hostIP", "string?")})),
+    7: ("env", ("repeated", {1: ("name", "string?"), 2: ("value", "string?")})),
+    8: ("resources", {1: ("limits", ("quantities",)), 2: ("requests", ("quantities",))}),
+    14: ("imagePullPolicy", "string?"), 16: ("stdin", "bool?"), 18: ("tty", "bool?"),
+}
+_POD_TEMPLATE: Schema = {
+    1: ("metadata", _OBJECT_META),
+    2: ("spec", {2: ("containers", ("repeated", _CONTAINER)), 20: ("initContainers", ("repeated", _CONTAINER)),
+                 3: ("restartPolicy", "string?"), 4: ("terminationGracePeriodSeconds", "int"),
+                 7: ("nodeSelector", ("map",)), 10: ("nodeName", "string?"), 19: ("schedulerName", "string?"),
+                 24: ("priorityClassName", "string?")}),
+}
+_DEPLOYMENT_SPEC: Schema = {
+    1: ("replicas", "int"), 2: ("selector", _LABEL_SELECTOR), 3: ("template", _POD_TEMPLATE),
+    4: ("strategy", {1: ("type", "string?"), 2: ("rollingUpdate", {1: ("maxUnavailable", "intstr"),
+                                                                    2: ("maxSurge", "intstr")})}),
+    5: ("minReadySeconds", "int?"), 6: ("revisionHistoryLimit", "int"), 7: ("paused", "bool?"),
+    9: ("progressDeadlineSeconds", "int"),
+}
+_REPLICA_SET_SPEC: Schema = {1: ("replicas", "int"), 2: ("selector", _LABEL_SELECTOR), 3: ("template", _POD_TEMPLATE),
+                             4: ("minReadySeconds", "int?")}
+# Kinds read strictly: a field corral does not read must be empty (as Go writes an unset one), or
+# the body is refused naming it — never a field of a workload silently dropped.
+STRICT_KINDS = {("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet")}
+
 SCHEMAS: dict[tuple[str, str], Schema] = {
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): {
         1: ("metadata", _OBJECT_META),
@@ -66,6 +104,9 @@ SCHEMAS: dict[tuple[str, str], Schema] = {
     ("v1", "Binding"): {1: ("metadata", _OBJECT_META), 2: ("target", _OBJECT_REFERENCE)},
     # kubectl drain: an eviction per pod, or a delete with these options
     ("policy/v1", "Eviction"): {1: ("metadata", _OBJECT_META), 2: ("deleteOptions", _DELETE_OPTIONS)},
+    # kubectl create deployment (status, written by the controllers, is not read)
+    ("apps/v1", "Deployment"): {1: ("metadata", _OBJECT_META), 2: ("spec", _DEPLOYMENT_SPEC), 3: ("status", "skip")},
+    ("apps/v1", "ReplicaSet"): {1: ("metadata", _OBJECT_META), 2: ("spec", _REPLICA_SET_SPEC), 3: ("status", "skip")},
     ("meta.k8s.io/v1", "DeleteOptions"): _DELETE_OPTIONS,
     ("v1", "DeleteOptions"): _DELETE_OPTIONS,
 }
@@ -128,26 +169,49 @@ def _scalar(kind: str, wire: int, value: Any) -> Any:
     return value - (1 << 64) if value >= 1 << 63 else value  # int64: two's complement
 
 
-def _message(buf: bytes, schema: Schema, depth: int) -> dict[str, Any]:
+_QUANTITY_ENTRY: Schema = {1: ("key", "string"), 2: ("value", {1: ("string", "string")})}
+_INT_OR_STRING: Schema = {1: ("type", "int"), 2: ("intVal", "int"), 3: ("strVal", "string")}
+
+
+def _message(buf: bytes, schema: Schema, depth: int, strict: str = "") -> dict[str, Any]:
+    """``strict``: the path of this message in a kind read strictly (see :data:`STRICT_KINDS`)."""
     if depth > MAX_DEPTH:
         raise ProtobufError("the message is nested too deeply")
     out: dict[str, Any] = {}
     for number, wire, value in _fields(buf):
         spec = schema.get(number)
         if spec is None:
+            if strict and value not in (0, b""):
+                raise ProtobufError(f"field {number} of {strict} is not read by corral from protobuf: send the "
+                                    f"object as JSON (Content-Type: application/json)")
             continue  # a field corral does not read
         name, kind = spec
+        path = f"{strict}.{name}" if strict else ""
+        if kind == "skip":
+            continue
         if isinstance(kind, dict):
             if wire != 2:
                 raise ProtobufError(f"{name}: expected a message")
-            out[name] = _message(value, kind, depth + 1)
+            out[name] = _message(value, kind, depth + 1, path)
+        elif kind == "intstr":
+            if wire != 2:
+                raise ProtobufError(f"{name}: expected a message")
+            held = _message(value, _INT_OR_STRING, depth + 1)
+            out[name] = held.get("strVal", "") if held.get("type") == 1 else held.get("intVal", 0)
+        elif isinstance(kind, tuple) and kind[0] == "quantities":
+            entry = _message(value, _QUANTITY_ENTRY, depth + 1)
+            out.setdefault(name, {})[entry.get("key", "")] = (entry.get("value") or {}).get("string", "")
         elif isinstance(kind, tuple) and kind[0] == "map":
             entry = _message(value, {1: ("key", "string"), 2: ("value", "string")}, depth + 1)
             out.setdefault(name, {})[entry.get("key", "")] = entry.get("value", "")
         elif isinstance(kind, tuple) and kind[0] == "repeated":
             item = kind[1]
-            out.setdefault(name, []).append(_message(value, item, depth + 1) if isinstance(item, dict)
+            out.setdefault(name, []).append(_message(value, item, depth + 1, path) if isinstance(item, dict)
                                             else _scalar(item, wire, value))
+        elif isinstance(kind, str) and kind.endswith("?"):
+            scalar = _scalar(kind[:-1], wire, value)
+            if scalar:  # Go wrote an unset field: absent, as JSON's omitempty
+                out[name] = scalar
         else:
             out[name] = _scalar(kind, wire, value)
     return out
@@ -166,5 +230,6 @@ def decode_object(body: bytes) -> dict[str, Any]:
     if schema is None:
         raise ProtobufError(f"corral reads {kind or 'this kind'} ({api_version or '?'}) only as JSON: send "
                             f"Content-Type: application/json")
-    obj = _message(unknown.get("raw", b""), schema, 1)
+    strict = kind if (api_version, kind) in STRICT_KINDS else ""
+    obj = _message(unknown.get("raw", b""), schema, 1, strict)
     return {"apiVersion": api_version, "kind": kind, **obj}

@@ -112,21 +112,11 @@ class Deployment(Model, tag_field="kind", tag="Deployment"):
     status: DeploymentStatus | None = None
 
 
-def _template_defaults(spec: dict[str, Any]) -> None:
-    template = spec.get("template")
-    if isinstance(template, dict):
-        pod_spec = template.setdefault("spec", {})
-        if isinstance(pod_spec, dict):
-            pod_spec.setdefault("restartPolicy", "Always")
-            pod_spec.setdefault("terminationGracePeriodSeconds", 30)
-
-
 def _replica_set_defaults(obj: dict[str, Any]) -> None:
     spec = obj.setdefault("spec", {})
     if isinstance(spec, dict):
         spec.setdefault("replicas", 1)
         spec.setdefault("minReadySeconds", 0)
-        _template_defaults(spec)
 
 
 def _deployment_defaults(obj: dict[str, Any]) -> None:
@@ -145,9 +135,8 @@ def _deployment_defaults(obj: dict[str, Any]) -> None:
             if isinstance(rolling, dict):
                 rolling.setdefault("maxUnavailable", DEFAULT_UNAVAILABLE)
                 rolling.setdefault("maxSurge", DEFAULT_SURGE)
-    _template_defaults(spec)
 
 
 # Applied on create and on every write of the main resource (so re-applying a manifest that omits
-# them is not a change), by corral.api.defaults.
+# them is not a change), by corral.api.defaults, which defaults the pod template as it does a pod.
 WORKLOAD_DEFAULTS = {"ReplicaSet": _replica_set_defaults, "Deployment": _deployment_defaults}
