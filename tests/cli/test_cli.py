@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -309,3 +310,30 @@ def test_sim_on_a_taken_port_is_one_line_and_without_address_takes_a_free_one(tm
             finally:
                 sim.terminate()
                 sim.wait(15)
+
+
+def test_get_shows_workloads_with_kubectls_columns_and_several_kinds_at_once(server_process):
+    kc = server_process.kubeconfig
+    corral("apply", "-f", os.path.join(os.path.dirname(__file__), "..", "..", "examples", "deployment.yaml"),
+           kubeconfig=kc)
+
+    def listed() -> str:
+        return corral("get", "deployments,replicasets,pods", kubeconfig=kc).stdout
+
+    out = listed()
+    for _ in range(100):
+        if out.count("pod/hello-") == 3:
+            break
+        time.sleep(0.05)
+        out = listed()
+    tables = out.strip().split("\n\n")
+    assert [t.split()[0:5] for t in tables] == [["NAME", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"],
+                                                ["NAME", "DESIRED", "CURRENT", "READY", "AGE"],
+                                                ["NAME", "READY", "STATUS", "RESTARTS", "NODE"]]
+    assert "deployment.apps/hello   0/3" in tables[0]
+    assert tables[1].splitlines()[1].split()[1:4] == ["3", "3", "0"]
+    assert tables[2].count("pod/hello-") == 3
+    wide = corral("get", "rs", "-o", "wide", kubeconfig=kc).stdout
+    assert wide.split()[5:8] == ["CONTAINERS", "IMAGES", "SELECTOR"] and "app=hello,pod-template-hash=" in wide
+    refused = corral("get", "pods,nodes", "web", kubeconfig=kc, check=False)
+    assert refused.returncode != 0 and "take no NAME" in refused.stderr

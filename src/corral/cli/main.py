@@ -354,9 +354,16 @@ async def delete(kind: str | None, names: tuple[str, ...], files: tuple[str, ...
 async def get(kind: str, name: str | None, namespace: str | None, all_namespaces: bool, selector: str | None,
               field_selector: str | None, output: str | None, watch: bool, show_labels: bool,
               server: str | None) -> None:
-    """Show objects: `corral get pods`, `corral get nodes -o wide`, `corral get pod web -o yaml`."""
+    """Show objects: `corral get pods`, `corral get nodes -o wide`, `corral get pod web -o yaml`,
+    `corral get deployments,replicasets,pods`."""
     from corral.cli.printers import dump, print_table, table_rows
 
+    if "," in kind:
+        if name or watch:
+            raise click.UsageError("several kinds at once (KIND,KIND) take no NAME and no --watch")
+        await _get_kinds([_resolve(k) for k in kind.split(",") if k], namespace, all_namespaces, selector,
+                         field_selector, output, show_labels, server)
+        return
     resource = _resolve(kind)
     ns = None if (all_namespaces or not resource.namespaced) else (namespace or "default")
     async with _client(server) as client:
@@ -398,6 +405,44 @@ async def get(kind: str, name: str | None, namespace: str | None, all_namespaces
                                      all_namespaces=all_namespaces, show_labels=show_labels)
                 suffix = "   (deleted)" if event.type == "DELETED" else ""
                 click.echo("   ".join(rows[0]) + suffix)
+
+
+async def _get_kinds(resources: list, namespace: str | None, all_namespaces: bool, selector: str | None,
+                     field_selector: str | None, output: str | None, show_labels: bool, server: str | None) -> None:
+    """``corral get KIND,KIND``: one table per kind, each name prefixed with its kind (as kubectl's)."""
+    from corral.cli.printers import dump, print_table, table_rows
+
+    found: list[tuple[Any, list[dict[str, Any]]]] = []
+    async with _client(server) as client:
+        for resource in resources:
+            ns = None if (all_namespaces or not resource.namespaced) else (namespace or "default")
+            listing = await client.list(resource, ns, label_selector=selector, field_selector=field_selector, raw=True)
+            found.append((resource, listing.items))
+    if output in ("json", "yaml"):
+        click.echo(dump({"apiVersion": "v1", "kind": "List", "items": [o for _, objs in found for o in objs]}, output),
+                   nl=False)
+        return
+    printed = False
+    for resource, objs in found:
+        prefix = f"{resource.singular}.{resource.group}/" if resource.group else f"{resource.singular}/"
+        if output == "name":
+            for o in objs:
+                click.echo(prefix + o["metadata"]["name"])
+            continue
+        if not objs:
+            continue
+        headers, rows = table_rows(resource, objs, wide=output == "wide", all_namespaces=all_namespaces,
+                                   show_labels=show_labels)
+        at = headers.index("NAME")
+        for row in rows:
+            row[at] = prefix + row[at]
+        if printed:
+            click.echo()
+        print_table(headers, rows)
+        printed = True
+    if not printed and output != "name":
+        where = "" if all_namespaces else f" in {namespace or 'default'} namespace"
+        click.echo(f"No resources found{where}.", err=True)
 
 
 async def _events_for(client, kind: str, name: str, namespace: str | None) -> list[dict[str, Any]]:

@@ -9,9 +9,10 @@ of its own (a node's allocatable cpu and memory, its measured download).
 from __future__ import annotations
 
 import sys
+import time
 from typing import Any, Callable, Iterable
 
-from corral.api.kubectl.printing import age, node_status, pod_ready, pod_restarts, pod_status
+from corral.api.kubectl.printing import age, node_status, own_columns, pod_ready, pod_restarts, pod_status
 from corral.api.quantity import QuantityError, format_bytes, format_cpu, to_milli, to_units
 from corral.api.resources import ResourceType
 
@@ -137,9 +138,19 @@ _DEFAULT_COLUMNS: list[Column] = [
 ]
 
 
+def _server_columns(kind: str, wide: bool) -> list[Column] | None:
+    """The columns the server's tables give a kind corral's CLI has none of its own for (ReplicaSets,
+    Deployments, ...): the same cells, so ``corral get`` and ``kubectl get`` agree."""
+    printed = own_columns(kind)
+    if printed is None:
+        return None
+    return [(c.name.upper(), lambda o, c=c: str(c.cell(o, time.time()))) for c in printed if wide or not c.priority]
+
+
 def columns(resource: ResourceType, wide: bool, all_namespaces: bool, show_labels: bool = False) -> list[Column]:
-    cols = list(_COLUMNS.get(resource.kind, _DEFAULT_COLUMNS))
-    if wide:
+    server = None if resource.kind in _COLUMNS else _server_columns(resource.kind, wide)
+    cols = list(server or _COLUMNS.get(resource.kind, _DEFAULT_COLUMNS))
+    if wide and server is None:
         cols += _WIDE.get(resource.kind, [("LABELS", _labels)] if resource.kind not in _COLUMNS else [])
     if show_labels and not any(name == "LABELS" for name, _ in cols):
         cols.append(("LABELS", _labels))

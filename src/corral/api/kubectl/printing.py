@@ -440,6 +440,11 @@ _COLUMNS: dict[str, list[Column]] = {
 }
 
 
+def own_columns(kind: str) -> list[Column] | None:
+    """The kind's own columns, None for a kind shown with the default ones."""
+    return _COLUMNS.get(kind)
+
+
 def columns_for(kind: str) -> list[Column]:
     """The kind's columns; a kind without its own: NAME and CREATED AT, as Kubernetes' default."""
     return _COLUMNS.get(kind, _DEFAULT)
