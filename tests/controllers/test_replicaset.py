@@ -116,6 +116,8 @@ async def test_matching_orphans_are_adopted_surplus_deleted_and_pods_that_stop_m
     await api.create(RS, "default", replica_set(replicas=1), OPTS)
     owned = await until(lambda: active(api), lambda ps: len(ps) == 1)
     assert owned[0]["metadata"]["name"] in ("stray-a", "stray-b")  # adopted, not a new pod
+    status = await until(lambda: _status(api), lambda s: s.get("replicas") == 1)
+    assert status["fullyLabeledReplicas"] == 0  # it lacks the template's tier label
     assert owner_names((await api.current(PODS, "default", "other")).obj) == []
     # Relabelled out of the selector: released (no longer owned), and replaced.
     name = owned[0]["metadata"]["name"]
@@ -198,3 +200,23 @@ async def test_a_replica_sets_selector_cannot_change(server):
                                                         "template": {"metadata": {"labels": {"x": "y"}}}}},
                         "merge", OPTS)
     assert refused.value.code == 422 and "spec.selector" in refused.value.message
+
+
+async def test_a_terminating_pod_is_neither_counted_nor_ready_and_is_replaced(server):
+    api = server.api
+    rs = replica_set(replicas=2)
+    rs["spec"]["template"]["spec"]["nodeName"] = "n1"  # bound at once: its deletion waits for an agent
+    await api.create(RS, "default", rs, OPTS)
+    made = await until(lambda: active(api), lambda ps: len(ps) == 2)
+    for pod in made:
+        await set_ready(api, pod["metadata"]["name"])
+    await until(lambda: _status(api), lambda s: s.get("readyReplicas") == 2)
+    await api.delete(PODS, "default", made[0]["metadata"]["name"], None, None, None)  # graceful: Terminating
+    status = await until(lambda: _status(api), lambda s: s.get("replicas") == 2 and s.get("readyReplicas") == 1)
+    assert status["availableReplicas"] == 1
+    terminating = (await api.current(PODS, "default", made[0]["metadata"]["name"])).obj
+    assert terminating["metadata"]["deletionTimestamp"] and is_ready_pod(terminating)
+
+
+def is_ready_pod(pod: dict) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions") or ())

@@ -15,6 +15,11 @@ For each ReplicaSet (a key in its work queue, queued when it or one of its pods 
    (ready for ``minReadySeconds``) and ``observedGeneration``, written when they changed; with pods
    about to become available, the ReplicaSet is looked at again when they are.
 
+A sync costs the same for 3 pods or 10,000: each ReplicaSet's counts of active and ready pods, and
+the pods its selector stopped matching, are kept up to date from each pod's change as the cache
+applies it; the pods themselves are looked at only to choose which to delete, or when
+``minReadySeconds`` or template labels beyond the selector's need them.
+
 A ReplicaSet being deleted creates and deletes nothing (the garbage collector takes its pods).
 """
 
@@ -23,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import math
 import time
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 import msgspec
@@ -43,6 +49,20 @@ MAX_BURST = 500  # pods created or deleted by one sync, as Kubernetes' burstRepl
 Obj = dict[str, Any]
 
 
+@dataclass(slots=True)
+class _Tally:
+    """One ReplicaSet's pods, kept up to date from each pod's change (so a sync need not look at
+    them all): the keys, how many are active and ready, and those the selector no longer matches."""
+
+    pods: set[str] = field(default_factory=set)
+    active: int = 0
+    ready: int = 0
+    unmatched: set[str] = field(default_factory=set)
+
+
+_NO_PODS = _Tally()
+
+
 class ReplicaSetController(QueuedController):
     name = "replicaset"
 
@@ -51,19 +71,20 @@ class ReplicaSetController(QueuedController):
         self.clock = clock
         self._rs, self._pods = by_kind("ReplicaSet"), by_kind("Pod")
         self._opts = WriteOptions(warn=False)
-        # Indexes kept from the cache's events: pods by the ReplicaSet that controls them (its uid),
-        # pods controlled by none (for adoption), and each ReplicaSet's uid and selector.
-        self._controlled: dict[str, set[str]] = {}
-        self._orphans: dict[str, set[str]] = {}  # namespace → pod keys
-        self._pod_owner: dict[str, str] = {}  # pod key → controlling ReplicaSet uid, or "" for an orphan
+        # Kept from the cache's events: each ReplicaSet's pods (by its uid), the pods no controller
+        # owns (by namespace, for adoption), and each ReplicaSet's uid and selector.
+        self._tallies: dict[str, _Tally] = {}
+        self._orphans: dict[str, set[str]] = {}
+        self._pod_state: dict[str, tuple[str, bool, bool]] = {}  # pod key → (owner uid or "", active, ready)
         self._selectors: dict[str, tuple[str, LabelSelector | None]] = {}  # rs key → (uid, selector)
         self._rs_by_uid: dict[str, str] = {}
+        self._selector_of: dict[str, LabelSelector | None] = {}  # uid → selector
 
     # --- indexes ---------------------------------------------------------------------------------------
 
     def reset(self) -> None:
-        self._controlled.clear(), self._orphans.clear(), self._pod_owner.clear()
-        self._selectors.clear(), self._rs_by_uid.clear()
+        self._tallies.clear(), self._orphans.clear(), self._pod_state.clear()
+        self._selectors.clear(), self._rs_by_uid.clear(), self._selector_of.clear()
 
     def initial_keys(self) -> Iterable[str]:
         for record in self.api.cache.items(self._rs.store_prefix):
@@ -76,6 +97,7 @@ class ReplicaSetController(QueuedController):
         old = self._selectors.pop(key, None)
         if old is not None:
             self._rs_by_uid.pop(old[0], None)
+            self._selector_of.pop(old[0], None)
         if rs is None:
             return
         uid = rs["metadata"]["uid"]
@@ -83,26 +105,43 @@ class ReplicaSetController(QueuedController):
             selector = label_selector_from_struct((rs.get("spec") or {}).get("selector"))
         except SelectorError:
             selector = None
-        self._selectors[key] = (uid, selector if selector is not None and not selector.empty else None)
+        selector = selector if selector is not None and not selector.empty else None
+        self._selectors[key] = (uid, selector)
         self._rs_by_uid[uid] = key
+        self._selector_of[uid] = selector
 
     def _index_pod(self, key: str, pod: Obj | None) -> None:
-        old = self._pod_owner.pop(key, None)
+        old = self._pod_state.pop(key, None)
         if old is not None:
-            group = self._controlled.get(old) if old else self._orphans.get(key.split("/")[3])
-            if group is not None:
-                group.discard(key)
+            owner, active, ready = old
+            if owner:
+                tally = self._tallies[owner]
+                tally.pods.discard(key), tally.unmatched.discard(key)
+                tally.active -= active
+                tally.ready -= ready
+                if not tally.pods:
+                    del self._tallies[owner]
+            else:
+                self._orphans.get(key.split("/")[3], set()).discard(key)
         if pod is None:
             return
         ref = controller_of(pod)
-        owner = ref.get("uid", "") if ref is not None else ""
         if ref is not None and ref.get("kind") != "ReplicaSet":
             return  # another kind's pod: never adopted, never counted
-        self._pod_owner[key] = owner
-        if owner:
-            self._controlled.setdefault(owner, set()).add(key)
-        else:
+        owner = ref.get("uid", "") if ref is not None else ""
+        active = is_active(pod)
+        ready = active and is_ready(pod)
+        self._pod_state[key] = (owner, active, ready)
+        if not owner:
             self._orphans.setdefault(pod["metadata"]["namespace"], set()).add(key)
+            return
+        tally = self._tallies.setdefault(owner, _Tally())
+        tally.pods.add(key)
+        tally.active += active
+        tally.ready += ready
+        selector = self._selector_of.get(owner)
+        if selector is not None and not selector.matches(pod["metadata"].get("labels")):
+            tally.unmatched.add(key)
 
     def keys_for(self, event: Event) -> Iterable[str]:
         key = event.key
@@ -111,12 +150,12 @@ class ReplicaSetController(QueuedController):
             return (key,)
         if not key.startswith(self._pods.store_prefix):
             return ()
-        before = self._pod_owner.get(key)
+        before = self._pod_state.get(key, ("",))[0]
         pod = None if event.type is EventType.DELETED else event.record.obj
         self._index_pod(key, pod)
-        after = self._pod_owner.get(key)
+        after = self._pod_state.get(key, ("",))[0]
         keys = {self._rs_by_uid[uid] for uid in (before, after) if uid and uid in self._rs_by_uid}
-        if pod is not None and after == "":
+        if pod is not None and key in self._pod_state and not after:
             labels = pod["metadata"].get("labels") or {}
             ns_prefix = f"{self._rs.store_prefix}{pod['metadata']['namespace']}/"
             keys.update(k for k, (_, sel) in self._selectors.items()
@@ -131,31 +170,32 @@ class ReplicaSetController(QueuedController):
             return None
         rs = record.obj
         meta, spec = rs["metadata"], rs.get("spec") or {}
-        entry = self._selectors.get(key)
-        selector = entry[1] if entry is not None else None
-        pods = [r.obj for r in map(self.api.cache.get, sorted(self._controlled.get(meta["uid"], ()))) if r is not None]
-        if selector is not None and not meta.get("deletionTimestamp"):
-            pods = await self._claim(rs, selector, pods)
-        active = [p for p in pods if is_active(p)]
+        selector = self._selector_of.get(meta["uid"])
         if not meta.get("deletionTimestamp"):
-            await self._scale(rs, active, int(spec.get("replicas", 1)))
-            await self.api.cache.wait_fresh()
-            active = [r.obj for r in map(self.api.cache.get, sorted(self._controlled.get(meta["uid"], ())))
-                      if r is not None and is_active(r.obj)]
-        return await self._write_status(rs, active)
+            changed = await self._claim(rs, selector)
+            changed = await self._scale(rs, int(spec.get("replicas", 1))) or changed
+            if changed:
+                await self.api.cache.wait_fresh()
+        return await self._write_status(rs, selector)
 
-    async def _claim(self, rs: Obj, selector: LabelSelector, pods: list[Obj]) -> list[Obj]:
-        """Release the controlled pods the selector no longer matches; adopt the matching orphans."""
-        kept = []
-        for pod in pods:
-            if selector.matches(pod["metadata"].get("labels")):
-                kept.append(pod)
-            elif not pod["metadata"].get("deletionTimestamp"):
-                refs = [r for r in pod["metadata"].get("ownerReferences") or () if r.get("uid") != rs["metadata"]["uid"]]
-                await self._patch_pod(pod, {"metadata": {"ownerReferences": refs or None,
-                                                         "resourceVersion": pod["metadata"]["resourceVersion"]}})
-        namespace = rs["metadata"]["namespace"]
-        for key in sorted(self._orphans.get(namespace, ())):
+    def _pods_of(self, uid: str) -> list[Obj]:
+        return [r.obj for r in map(self.api.cache.get, self._tallies.get(uid, _NO_PODS).pods) if r is not None]
+
+    async def _claim(self, rs: Obj, selector: LabelSelector | None) -> bool:
+        """Release the controlled pods the selector no longer matches; adopt the matching orphans.
+        True if it wrote anything."""
+        uid, wrote = rs["metadata"]["uid"], False
+        for key in sorted(self._tallies.get(uid, _NO_PODS).unmatched):
+            record = self.api.cache.get(key)
+            if record is None or record.obj["metadata"].get("deletionTimestamp"):
+                continue
+            pod = record.obj
+            refs = [r for r in pod["metadata"].get("ownerReferences") or () if r.get("uid") != uid]
+            wrote = await self._patch_pod(pod, {"metadata": {"ownerReferences": refs or None, "resourceVersion":
+                                                             pod["metadata"]["resourceVersion"]}}) is not None or wrote
+        if selector is None:
+            return wrote
+        for key in sorted(self._orphans.get(rs["metadata"]["namespace"], ())):
             record = self.api.cache.get(key)
             if record is None:
                 continue
@@ -163,11 +203,11 @@ class ReplicaSetController(QueuedController):
             if pod["metadata"].get("deletionTimestamp") or not selector.matches(pod["metadata"].get("labels")):
                 continue
             refs = [*(pod["metadata"].get("ownerReferences") or ()), owner_reference(rs)]
-            adopted = await self._patch_pod(pod, {"metadata": {"ownerReferences": refs,
-                                                               "resourceVersion": pod["metadata"]["resourceVersion"]}})
-            if adopted is not None:
-                kept.append(adopted)
-        return kept
+            wrote = await self._patch_pod(pod, {"metadata": {"ownerReferences": refs, "resourceVersion":
+                                                             pod["metadata"]["resourceVersion"]}}) is not None or wrote
+        if wrote:
+            await self.api.cache.wait_fresh()  # the counts below include what was adopted or released
+        return wrote
 
     async def _patch_pod(self, pod: Obj, patch: Obj) -> Obj | None:
         meta = pod["metadata"]
@@ -178,13 +218,18 @@ class ReplicaSetController(QueuedController):
             return None
         return msgspec.json.decode(reply.body)
 
-    async def _scale(self, rs: Obj, active: list[Obj], replicas: int) -> None:
-        diff = replicas - len(active)
+    async def _scale(self, rs: Obj, replicas: int) -> bool:
+        """Create the missing pods or delete the surplus ones; True if it did either."""
+        tally = self._tallies.get(rs["metadata"]["uid"], _NO_PODS)
+        releasing = sum(1 for k in tally.unmatched if self._pod_state.get(k, ("", False))[1])  # not ours for long
+        diff = replicas - (tally.active - releasing)
         if diff > 0:
             await self._create(rs, min(diff, MAX_BURST))
         elif diff < 0:
+            active = [p for p in self._pods_of(rs["metadata"]["uid"]) if is_active(p)]
             doomed = sorted(active, key=deletion_order)[:min(-diff, MAX_BURST)]
             await asyncio.gather(*(self._delete(p) for p in doomed))
+        return diff != 0
 
     async def _create(self, rs: Obj, count: int) -> None:
         """``count`` pods, in batches that double while creates succeed (a quota or a bad template
@@ -210,19 +255,27 @@ class ReplicaSetController(QueuedController):
             if exc.code != 404:
                 raise
 
-    async def _write_status(self, rs: Obj, active: list[Obj]) -> float | None:
+    async def _write_status(self, rs: Obj, selector: LabelSelector | None) -> float | None:
         spec, meta = rs.get("spec") or {}, rs["metadata"]
+        tally = self._tallies.get(meta["uid"], _NO_PODS)
         min_ready = int(spec.get("minReadySeconds") or 0)
         now = self.clock()
         template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
-        ready = [p for p in active if is_ready(p)]
-        available = [p for p in ready if is_available(p, min_ready, now)]
+        waiting: list[float] = []
+        available = tally.ready
+        labelled = tally.active
+        if min_ready > 0 or not _implied(template_labels, selector):
+            # Only then are the pods themselves looked at: otherwise the counts kept say it all.
+            pods = [p for p in self._pods_of(meta["uid"]) if is_active(p)]
+            labelled = sum(1 for p in pods if template_labels.items() <= (p["metadata"].get("labels") or {}).items())
+            ready = [p for p in pods if is_ready(p)]
+            available = sum(1 for p in ready if is_available(p, min_ready, now))
+            waiting = [min_ready - (now - ready_since(p)) for p in ready if not is_available(p, min_ready, now)]
         status = {
-            "replicas": len(active),
-            "fullyLabeledReplicas": sum(1 for p in active
-                                        if template_labels.items() <= (p["metadata"].get("labels") or {}).items()),
-            "readyReplicas": len(ready),
-            "availableReplicas": len(available),
+            "replicas": tally.active,
+            "fullyLabeledReplicas": labelled,
+            "readyReplicas": tally.ready,
+            "availableReplicas": available,
             "observedGeneration": int(meta.get("generation") or 1),
         }
         if (rs.get("status") or {}) != status:
@@ -233,5 +286,12 @@ class ReplicaSetController(QueuedController):
                 if exc.code not in (404, 409):
                     raise
                 return None  # changed or gone: that change queues the key again
-        waiting = [min_ready - (now - ready_since(p)) for p in ready if p not in available]
         return max(0.0, math.ceil(min(waiting) * 10) / 10) if waiting else None
+
+
+def _implied(template_labels: dict[str, str], selector: LabelSelector | None) -> bool:
+    """Every pod the selector matches carries the template's labels (so is fully labelled)."""
+    if selector is None:
+        return not template_labels
+    required = {r.key: r.values for r in selector.requirements if r.operator == "="}
+    return all(required.get(k) == frozenset([v]) for k, v in template_labels.items())

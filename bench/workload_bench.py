@@ -1,0 +1,185 @@
+"""A Deployment at scale: N replicas on hollow nodes, then a rolling update of it.
+
+    .venv/bin/python bench/workload_bench.py [--nodes 5000] [--replicas 10000] [--json FILE]
+
+Starts a ``corral server`` (SQLite, scheduler and controllers on) and ``corral sim --nodes N``
+(hollow nodes under their own identities: they run what is bound to them through the agent's state
+machine and report pods Running and Ready), then from this process, as the admin:
+
+1. creates a Deployment of ``--replicas`` pods (tolerating the hollow nodes' taint) and times, from
+   one watch of its pods, when all were created, all bound and all Running and ready — and when the
+   Deployment's status said all available;
+2. changes its template (an annotation) and times the rolling update (RollingUpdate, the default
+   25 % surge and unavailability) until the Deployment reports it complete, checking on every pod
+   event that no more than maxUnavailable pods were down and no more than replicas + maxSurge existed.
+
+Not a test (minutes at full size). The closing notes quote its figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "src"))
+
+from corral.api.workloads import percent_or_count  # noqa: E402
+from corral.client.rest import Client  # noqa: E402
+from corral.sim.taint import HOLLOW_TOLERATION  # noqa: E402
+from corral.testing import ServerProcess  # noqa: E402
+from corral.testing.process import child_env  # noqa: E402
+
+
+def deployment(replicas: int) -> dict:
+    return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "bench", "namespace": "default"},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "bench"}},
+                     "template": {"metadata": {"labels": {"app": "bench"}},
+                                  "spec": {"tolerations": [dict(HOLLOW_TOLERATION)], "containers": [{
+                                      "name": "pause", "image": "registry.k8s.io/pause:3.9",
+                                      "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}}}
+
+
+def is_ready(pod: dict) -> bool:
+    return not pod["metadata"].get("deletionTimestamp") and any(
+        c.get("type") == "Ready" and c.get("status") == "True" for c in (pod.get("status") or {}).get("conditions") or ())
+
+
+class PodTracker:
+    """Every pod of the Deployment from one watch, counted as events come (O(1) each): when counts
+    were first reached, and the worst moments of a rollout."""
+
+    def __init__(self) -> None:
+        self.state: dict[str, tuple[bool, bool, bool]] = {}  # name → (live, bound, ready)
+        self.counts = [0, 0, 0]
+        self.marks: dict[str, float] = {}
+        self.rolling = False
+        self.most = 0
+        self.fewest_ready: int | None = None
+        self.broken = ""
+
+    def see(self, etype: str, pod: dict, replicas: int, t0: float) -> None:
+        name = pod["metadata"]["name"]
+        for i, flag in enumerate(self.state.pop(name, (False, False, False))):
+            self.counts[i] -= flag
+        if etype != "DELETED":
+            live = not pod["metadata"].get("deletionTimestamp")
+            now = (live, live and bool(pod["spec"].get("nodeName")), live and is_ready(pod))
+            self.state[name] = now
+            for i, flag in enumerate(now):
+                self.counts[i] += flag
+        live, bound, ready = self.counts
+        if self.rolling:
+            self.most = max(self.most, live)
+            self.fewest_ready = ready if self.fewest_ready is None else min(self.fewest_ready, ready)
+            return
+        for mark, count in (("created", live), ("bound", bound), ("running", ready)):
+            if count >= replicas and mark not in self.marks:
+                self.marks[mark] = round(time.monotonic() - t0, 2)
+
+
+async def follow(client: Client, tracker: PodTracker, replicas: int, t0: float, rv: str) -> None:
+    while True:
+        try:
+            async for event in client.watch("pods", "default", resource_version=rv, label_selector="app=bench",
+                                            raw=True):
+                rv = event.object["metadata"].get("resourceVersion", rv)
+                if event.type != "BOOKMARK":
+                    tracker.see(event.type, event.object, replicas, t0)
+        except Exception as exc:  # the numbers would be wrong: say so, loudly
+            tracker.broken = f"the pod watch failed: {exc!r}"
+            print(tracker.broken, file=sys.stderr, flush=True)
+            raise
+
+
+async def wait_status(client: Client, check, timeout: float) -> float:
+    t0, deadline = time.monotonic(), time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        deploy = await client.get("deployments", "bench", "default", raw=True)
+        if check(deploy):
+            return time.monotonic() - t0
+        await asyncio.sleep(0.5)
+    raise TimeoutError(f"the Deployment did not get there in {timeout:.0f}s: {deploy.get('status')}")
+
+
+def complete(replicas: int):
+    def check(d: dict) -> bool:
+        s = d.get("status") or {}
+        return (s.get("observedGeneration", 0) >= d["metadata"].get("generation", 1) and s.get("replicas") == replicas
+                and s.get("updatedReplicas") == replicas and s.get("availableReplicas") == replicas)
+    return check
+
+
+async def run(args: argparse.Namespace, server: ServerProcess) -> dict:
+    async with Client(credentials=server.credentials()) as client:
+        deadline = time.monotonic() + 600
+        while len((await client.list("nodes", raw=True)).items) < args.nodes:
+            assert time.monotonic() < deadline, "the hollow nodes did not register in 10 minutes"
+            await asyncio.sleep(2)
+        print(f"{args.nodes} hollow nodes registered", file=sys.stderr, flush=True)
+        tracker = PodTracker()
+        rv = (await client.list("pods", "default", raw=True)).resource_version
+        t0 = time.monotonic()
+        watcher = asyncio.create_task(follow(client, tracker, args.replicas, t0, rv))
+        await client.create(deployment(args.replicas), "default")
+        available = await wait_status(client, complete(args.replicas), args.timeout)
+        result = {"nodes": args.nodes, "replicas": args.replicas, "createSeconds": tracker.marks,
+                  "allAvailableSeconds": round(available, 2)}
+        print(json.dumps(result), file=sys.stderr, flush=True)
+        tracker.rolling = True
+        await client.patch("deployments", "bench", {"spec": {"template": {"metadata": {"annotations": {
+            "bench/rollout": "2"}}}}}, "default")
+        rollout = await wait_status(client, complete(args.replicas), args.timeout)
+        watcher.cancel()
+        surge = percent_or_count("25%", args.replicas, round_up=True)
+        unavailable = percent_or_count("25%", args.replicas, round_up=False)
+        result["rollout"] = {"seconds": round(rollout, 2), "mostPods": tracker.most,
+                             "fewestReady": tracker.fewest_ready, "allowedMostPods": args.replicas + surge,
+                             "allowedFewestReady": args.replicas - unavailable}
+        result["watch"] = tracker.broken or "complete"
+        result["withinLimits"] = not tracker.broken and tracker.most <= args.replicas + surge and \
+            (tracker.fewest_ready or 0) >= args.replicas - unavailable
+        return result
+
+
+async def main(args: argparse.Namespace) -> int:
+    data = tempfile.mkdtemp(prefix="corral-workloads-")
+    server = ServerProcess(os.path.join(data, "server"), *args.server_arg)
+    server.start(timeout=60)
+    sim = None
+    try:
+        corral = shutil.which("corral", path=os.path.dirname(sys.executable)) or "corral"
+        sim = subprocess.Popen([corral, "sim", "--nodes", str(args.nodes), "--server", server.url, "--run-delay",
+                                str(args.run_delay)], env=child_env({"KUBECONFIG": server.kubeconfig}),
+                               stdout=subprocess.DEVNULL, stderr=open(os.path.join(data, "sim.log"), "wb"))
+        result = await run(args, server)
+    finally:
+        if sim is not None:
+            sim.terminate()
+            sim.wait(timeout=60)
+        server.stop()
+        shutil.rmtree(data, ignore_errors=True)
+    print(json.dumps(result, indent=1))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=1)
+    return 0 if result["withinLimits"] else 1
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--replicas", type=int, default=10000)
+    parser.add_argument("--run-delay", type=float, default=0.5, help="seconds a hollow container takes to start")
+    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds each phase may take")
+    parser.add_argument("--json", default="", help="write the result here too")
+    parser.add_argument("--server-arg", action="append", default=[], metavar="ARG",
+                        help="an extra argument for corral server (repeatable)")
+    sys.exit(asyncio.run(main(parser.parse_args())))
