@@ -373,3 +373,20 @@ async def until(read, check, timeout: float = 10.0) -> None:
     while not check(value := await read()):
         assert asyncio.get_running_loop().time() < deadline, f"not reached in {timeout}s: {value}"
         await asyncio.sleep(0.02)
+
+
+async def test_marking_pods_keeps_the_conditions_an_agent_wrote_after_the_controller_read_them(cluster):
+    """A lost update found at 10,000 pods: the agent reported Ready between the controller's read
+    and its write, and the whole conditions list written back dropped it: the pod never became
+    available again."""
+    api, clock, controller = cluster
+    stale = (await api.current(PODS, "default", "web", consistent=True)).obj  # read before the agent's report
+    current = (await api.current(PODS, "default", "web", consistent=True)).obj
+    ready = [{"type": "Ready", "status": "True", "lastTransitionTime": rfc3339(clock())}]
+    await api.update(PODS, "default", "web", {**current, "status": {**current["status"], "conditions": ready}}, OPTS,
+                     subresource="status")
+    controller._pods_on = lambda node: [stale]
+    clock.advance(GRACE + 1)
+    await controller.reconcile()
+    pod = (await api.current(PODS, "default", "web", consistent=True)).obj
+    assert {c["type"]: c["status"] for c in pod["status"]["conditions"]} == {"Ready": "True", "NotReadyAt": "True"}

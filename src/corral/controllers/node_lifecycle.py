@@ -97,17 +97,17 @@ class NodeLifecycleController(PeriodicController):
         taints = [*((node.get("spec") or {}).get("taints") or ()),
                   {"key": UNREACHABLE_TAINT, "effect": "NoExecute", "timeAdded": now}]
         await self._patch(self._nodes, None, name, {"spec": {"taints": taints}})
-        conditions = [c for c in (node.get("status") or {}).get("conditions") or () if c.get("type") != "Ready"]
+        # Strategic merge patches of the one condition (merged by type): the agent may be writing the
+        # others at this moment, and a whole list written back from what was read would undo that.
         ready = {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": message,
                  "lastHeartbeatTime": self._last_beat(node), "lastTransitionTime": now}
-        conditions.append({k: v for k, v in ready.items() if v is not None})
-        await self._patch(self._nodes, None, name, {"status": {"conditions": conditions}}, "status")
+        await self._patch(self._nodes, None, name,
+                          {"status": {"conditions": [{k: v for k, v in ready.items() if v is not None}]}}, "status")
         for pod in self._pods_on(name):
             meta = pod["metadata"]
-            conditions = [c for c in (pod.get("status") or {}).get("conditions") or () if c.get("type") != "NotReadyAt"]
-            conditions.append({"type": "NotReadyAt", "status": "True", "reason": "NodeNotReady",
-                               "message": f"node {name} is not ready: {message}", "lastTransitionTime": now})
-            await self._patch(self._pods, meta["namespace"], meta["name"], {"status": {"conditions": conditions}},
+            condition = {"type": "NotReadyAt", "status": "True", "reason": "NodeNotReady",
+                         "message": f"node {name} is not ready: {message}", "lastTransitionTime": now}
+            await self._patch(self._pods, meta["namespace"], meta["name"], {"status": {"conditions": [condition]}},
                               "status")
             await self._event(pod, "Warning", "NodeNotReady", f"Node {name} is not ready: {message}")
 
@@ -151,7 +151,8 @@ class NodeLifecycleController(PeriodicController):
 
     async def _patch(self, resource, namespace, name, patch, subresource=None) -> None:
         try:
-            await self.api.patch(resource, namespace, name, patch, "merge", self._opts, subresource)
+            kind = "strategic" if subresource == "status" else "merge"
+            await self.api.patch(resource, namespace, name, patch, kind, self._opts, subresource)
         except errors.ApiError as exc:
             log.debug("patch of %s %s skipped: %s", resource.plural, name, exc.message)
 

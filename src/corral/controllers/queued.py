@@ -18,6 +18,7 @@ from typing import Iterable
 
 from corral.aio import cancel_and_wait
 from corral.client.workqueue import ShutDown, WorkQueue
+from corral.server import errors
 from corral.server.rest import ResourceAPI
 from corral.store import Event
 
@@ -97,7 +98,9 @@ class QueuedController:
                 raise
             except Exception as exc:
                 delay = self.queue.add_rate_limited(key)
-                level = logging.WARNING if self.queue.num_requeues(key) > 3 else logging.DEBUG
+                # A write that lost a race (409) is expected now and then: tried again, quietly.
+                conflict = isinstance(exc, errors.ApiError) and exc.code == 409
+                level = logging.WARNING if self.queue.num_requeues(key) > (20 if conflict else 3) else logging.DEBUG
                 self._log.log(level, "%s: sync of %s failed (%s); again in %.2fs", self.name, key, exc, delay,
                               exc_info=level == logging.WARNING)
             else:
