@@ -14,6 +14,7 @@ from corral.controllers.deployment import HASH_LABEL, REVISION
 from corral.server import errors
 from corral.server.rest import WriteOptions
 from corral.server.scale import write_scale
+from corral.testing.waiting import until
 
 DEPLOYS, RS, PODS = by_kind("Deployment"), by_kind("ReplicaSet"), by_kind("Pod")
 OPTS = WriteOptions(warn=False)
@@ -26,13 +27,6 @@ def deployment(replicas: int = 3, image: str = "web:1", **spec) -> dict:
                      "template": {"metadata": {"labels": {"app": "web"}},
                                   "spec": {"containers": [{"name": "c", "image": image}]}}, **spec}}
 
-
-async def until(read, check, timeout: float = 15.0):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check(value := await read()):
-        assert asyncio.get_running_loop().time() < deadline, f"not reached in {timeout}s: {value}"
-        await asyncio.sleep(0.02)
-    return value
 
 
 def live_pods(api) -> list[dict]:

@@ -13,6 +13,7 @@ from corral.controllers.garbage_collector import GarbageCollector
 from corral.server.rest import WriteOptions
 from corral.testing.builders import make_pod
 from corral.testing.server import running_server
+from corral.testing.waiting import until
 
 RS, PODS = by_kind("ReplicaSet"), by_kind("Pod")
 OPTS = WriteOptions(warn=False)
@@ -26,13 +27,6 @@ def replica_set(replicas: int = 2, *, node: str | None = None) -> dict:
             "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
                      "template": {"metadata": {"labels": {"app": "web"}}, "spec": spec}}}
 
-
-async def until(read, check, timeout: float = 10.0):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check(value := await read()):
-        assert asyncio.get_running_loop().time() < deadline, f"not reached in {timeout}s: {value}"
-        await asyncio.sleep(0.02)
-    return value
 
 
 async def pods(api) -> list[dict]:

@@ -13,6 +13,7 @@ from corral.controllers.node_lifecycle import UNREACHABLE_TAINT, NodeLifecycleCo
 from corral.server.rest import WriteOptions
 from corral.testing.builders import make_node, make_pod
 from corral.testing.clock import FakeClock
+from corral.testing.waiting import until
 
 GRACE, EVICTION = 40.0, 300.0
 NODES, PODS, LEASES = by_kind("Node"), by_kind("Pod"), by_kind("Lease")
@@ -200,7 +201,6 @@ async def test_where_the_heartbeat_comes_from(server, lease_renewed, ready_beat,
 
 
 async def test_the_loop_runs_rounds_at_its_interval_and_survives_a_failing_round(server, caplog):
-    import asyncio
     import logging
 
     rounds = []
@@ -367,12 +367,6 @@ async def test_a_lost_nodes_pod_that_a_controller_owns_is_deleted_and_its_contro
     await until(lambda: pods_of_the_replica_set(),
                 lambda pods: len(pods) == 1 and pods[0]["metadata"]["name"].startswith("replicated-"))
 
-
-async def until(read, check, timeout: float = 10.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check(value := await read()):
-        assert asyncio.get_running_loop().time() < deadline, f"not reached in {timeout}s: {value}"
-        await asyncio.sleep(0.02)
 
 
 async def test_marking_pods_keeps_the_conditions_an_agent_wrote_after_the_controller_read_them(cluster):

@@ -4,7 +4,6 @@ serves their scale subresource."""
 
 from __future__ import annotations
 
-import asyncio
 
 import msgspec
 import pytest
@@ -17,6 +16,7 @@ from corral.server.scale import get_scale, write_scale
 from corral.testing.builders import make_pod
 from corral.testing.clock import FakeClock
 from corral.testing.server import running_server
+from corral.testing.waiting import until
 
 RS, PODS = by_kind("ReplicaSet"), by_kind("Pod")
 OPTS = WriteOptions(warn=False)
@@ -37,13 +37,6 @@ async def pods(api) -> list[dict]:
 def owner_names(pod: dict) -> list[str]:
     return [r["name"] for r in pod["metadata"].get("ownerReferences") or ()]
 
-
-async def until(read, check, timeout: float = 10.0):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not check(value := await read()):
-        assert asyncio.get_running_loop().time() < deadline, f"not reached in {timeout}s: {value}"
-        await asyncio.sleep(0.02)
-    return value
 
 
 async def active(api, owner: str = "web") -> list[dict]:
