@@ -236,3 +236,22 @@ async def test_an_invalid_deployment_is_refused_with_the_field_path(server, spec
         await server.api.create(DEPLOYS, "default", deployment(**spec), OPTS)
     assert refused.value.code == 422
     assert field in refused.value.message
+
+
+async def test_each_scaling_of_a_replica_set_is_an_event_on_the_deployment(server):
+    api = server.api
+    async with kubelet(api):
+        await api.create(DEPLOYS, "default", deployment(replicas=2, strategy={"type": "Recreate"}), OPTS)
+        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 2))
+        await set_image(api, "web:2")
+        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 2))
+    old, new = (rs["metadata"]["name"] for rs in await replica_sets(api))
+
+    async def told() -> list[str]:
+        await api.cache.wait_consistent()
+        return sorted(e.obj["message"] for e in api.cache.items(by_kind("Event").store_prefix)
+                      if e.obj["involvedObject"]["kind"] == "Deployment" and e.obj["reason"] == "ScalingReplicaSet")
+
+    assert await until(told, lambda ms: len(ms) == 3) == sorted([
+        f"Scaled up replica set {old} from 0 to 2", f"Scaled down replica set {old} from 2 to 0",
+        f"Scaled up replica set {new} from 0 to 2"])

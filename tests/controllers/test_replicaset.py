@@ -213,3 +213,23 @@ async def test_a_terminating_pod_is_neither_counted_nor_ready_and_is_replaced(se
 
 def is_ready_pod(pod: dict) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions") or ())
+
+
+async def test_the_pods_it_creates_and_deletes_are_told_as_events_on_the_replica_set(server):
+    api = server.api
+    await api.create(RS, "default", replica_set(replicas=2), OPTS)
+    made = await until(lambda: active(api), lambda ps: len(ps) == 2)
+    await write_scale(api, RS, "default", "web", {"spec": {"replicas": 1}}, OPTS, "merge")
+    await until(lambda: active(api), lambda ps: len(ps) == 1)
+
+    async def told() -> list[tuple[str, str, str]]:
+        await api.cache.wait_consistent()
+        return sorted((e.obj["involvedObject"]["kind"], e.obj["reason"], e.obj["message"])
+                      for e in api.cache.items(by_kind("Event").store_prefix)
+                      if e.obj["involvedObject"]["name"] == "web")
+
+    events = await until(told, lambda es: len(es) == 3)
+    deleted = [e for e in events if e[1] == "SuccessfulDelete"]
+    assert [e[:2] for e in events] == [("ReplicaSet", "SuccessfulCreate")] * 2 + [("ReplicaSet", "SuccessfulDelete")]
+    assert {e[2] for e in events if e[1] == "SuccessfulCreate"} == {f"Created pod: {p['metadata']['name']}" for p in made}
+    assert deleted[0][2].startswith("Deleted pod: web-")

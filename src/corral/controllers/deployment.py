@@ -104,6 +104,7 @@ def _status_count(rs: Obj, field: str) -> int:
 
 class DeploymentController(QueuedController):
     name = "deployment"
+    component = "deployment-controller"  # the source of its events
 
     def __init__(self, api: ResourceAPI, *, clock=time.time) -> None:
         super().__init__(api)
@@ -185,7 +186,7 @@ class DeploymentController(QueuedController):
         elif spec.get("paused"):  # scaling only, of the one ReplicaSet that runs (none rolls out meanwhile)
             running = [rs for rs in sets if _replicas(rs)] or sorted(sets, key=_revision)[-1:]
             if len(running) == 1:
-                await self._set_replicas(running[0], int(spec.get("replicas", 1)))
+                await self._set_replicas(deploy, running[0], int(spec.get("replicas", 1)))
         await self._trim_history(deploy, old)
         return await self._write_status(deploy, new, old, created)
 
@@ -223,6 +224,9 @@ class DeploymentController(QueuedController):
                                   self._opts, subresource="status")
             return None
         await self._annotate_revision(deploy, annotations[REVISION])
+        if initial:
+            self.events.record(deploy, "Normal", "ScalingReplicaSet",
+                               f"Scaled up replica set {rs['metadata']['name']} from 0 to {initial}")
         return msgspec.json.decode(reply.body)
 
     async def _keep_new_current(self, deploy: Obj, new: Obj, old: list[Obj]) -> Obj:
@@ -272,11 +276,11 @@ class DeploymentController(QueuedController):
         everyone = [new, *old]
         # Grow the new ReplicaSet within the surge (or shrink it to the wanted count).
         if _replicas(new) > wanted:
-            await self._set_replicas(new, wanted)
+            await self._set_replicas(deploy, new, wanted)
         elif _replicas(new) < wanted:
             room = wanted + surge - sum(_replicas(rs) for rs in everyone)
             if room > 0:
-                await self._set_replicas(new, _replicas(new) + min(room, wanted - _replicas(new)))
+                await self._set_replicas(deploy, new, _replicas(new) + min(room, wanted - _replicas(new)))
         # Shrink the old ones while enough pods stay available.
         if not any(_replicas(rs) for rs in old):
             return
@@ -297,19 +301,22 @@ class DeploymentController(QueuedController):
             left[rs["metadata"]["name"]] -= cut
             budget -= cut
         for rs in old:
-            await self._set_replicas(rs, left[rs["metadata"]["name"]])
+            await self._set_replicas(deploy, rs, left[rs["metadata"]["name"]])
 
     async def _recreate(self, deploy: Obj, new: Obj, old: list[Obj]) -> None:
         for rs in old:
             if _replicas(rs):
-                await self._set_replicas(rs, 0)
+                await self._set_replicas(deploy, rs, 0)
         if any(_replicas(rs) or _status_count(rs, "replicas") for rs in old):
             return  # old pods still there: the new ones wait
-        await self._set_replicas(new, int(deploy["spec"].get("replicas", 1)))
+        await self._set_replicas(deploy, new, int(deploy["spec"].get("replicas", 1)))
 
-    async def _set_replicas(self, rs: Obj, replicas: int) -> None:
-        if _replicas(rs) != replicas:
+    async def _set_replicas(self, deploy: Obj, rs: Obj, replicas: int) -> None:
+        before = _replicas(rs)
+        if before != replicas:
             await self._patch_rs(rs, {"spec": {"replicas": replicas}})
+            self.events.record(deploy, "Normal", "ScalingReplicaSet", f"Scaled {'up' if replicas > before else 'down'} "
+                               f"replica set {rs['metadata']['name']} from {before} to {replicas}")
 
     async def _patch_rs(self, rs: Obj, patch: Obj) -> Obj | None:
         meta = rs["metadata"]

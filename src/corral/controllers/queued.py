@@ -18,6 +18,7 @@ from typing import Iterable
 
 from corral.aio import cancel_and_wait
 from corral.client.workqueue import ShutDown, WorkQueue
+from corral.controllers.events import ObjectEvents
 from corral.server import errors
 from corral.server.rest import ResourceAPI
 from corral.store import Event
@@ -29,6 +30,7 @@ MAX_RETRY_DELAY = 60.0
 
 class QueuedController:
     name = "controller"
+    component = ""  # the source of the events it records (``self.events``), if it records any
     workers = 2
 
     def __init__(self, api: ResourceAPI) -> None:
@@ -36,6 +38,7 @@ class QueuedController:
         self.queue: WorkQueue[str] = WorkQueue(max_delay=MAX_RETRY_DELAY)
         self._tasks: list[asyncio.Task] = []
         self._log = logging.getLogger(type(self).__module__)
+        self.events = ObjectEvents(api, self.component or self.name)
 
     # --- what a controller says ------------------------------------------------------------------------
 
@@ -61,6 +64,7 @@ class QueuedController:
         cache.on_event.append(self._on_event)
         cache.on_reload.append(self._on_reload)
         self._on_reload()
+        self.events.start()
         self._tasks = [asyncio.create_task(self._work(), name=f"{self.name}-{i}") for i in range(self.workers)]
 
     async def stop(self) -> None:
@@ -72,6 +76,7 @@ class QueuedController:
         self.queue.shutdown()
         await cancel_and_wait(*self._tasks)
         self._tasks = []
+        await self.events.stop()
 
     def _on_event(self, event: Event) -> None:
         try:

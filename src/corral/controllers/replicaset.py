@@ -65,6 +65,7 @@ _NO_PODS = _Tally()
 
 class ReplicaSetController(QueuedController):
     name = "replicaset"
+    component = "replicaset-controller"  # the source of its events
 
     def __init__(self, api: ResourceAPI, *, clock=time.time) -> None:
         super().__init__(api)
@@ -228,7 +229,7 @@ class ReplicaSetController(QueuedController):
         elif diff < 0:
             active = [p for p in self._pods_of(rs["metadata"]["uid"]) if is_active(p)]
             doomed = sorted(active, key=deletion_order)[:min(-diff, MAX_BURST)]
-            await asyncio.gather(*(self._delete(p) for p in doomed))
+            await asyncio.gather(*(self._delete(rs, p) for p in doomed))
         return diff != 0
 
     async def _create(self, rs: Obj, count: int) -> None:
@@ -241,19 +242,27 @@ class ReplicaSetController(QueuedController):
             results = await asyncio.gather(
                 *(self.api.create(self._pods, rs["metadata"]["namespace"], pod_from_template(rs, template), self._opts)
                   for _ in range(size)), return_exceptions=True)
+            for result in results:
+                if isinstance(result, errors.ApiError):
+                    self.events.record(rs, "Warning", "FailedCreate", f"Error creating: {result.message}")
+                elif not isinstance(result, BaseException):
+                    name = msgspec.json.decode(result.body)["metadata"]["name"]
+                    self.events.record(rs, "Normal", "SuccessfulCreate", f"Created pod: {name}")
             failures = [r for r in results if isinstance(r, BaseException)]
             made += size
             if failures:
                 raise failures[0]
             batch *= 2
 
-    async def _delete(self, pod: Obj) -> None:
+    async def _delete(self, rs: Obj, pod: Obj) -> None:
         meta = pod["metadata"]
         try:
             await self.api.delete(self._pods, meta["namespace"], meta["name"], None, None, meta["uid"])
         except errors.ApiError as exc:
             if exc.code != 404:
                 raise
+            return
+        self.events.record(rs, "Normal", "SuccessfulDelete", f"Deleted pod: {meta['name']}")
 
     async def _write_status(self, rs: Obj, selector: LabelSelector | None) -> float | None:
         spec, meta = rs.get("spec") or {}, rs["metadata"]
