@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 __all__ = [
+    "selector_string",
     "SelectorError",
     "LabelSelector",
     "FieldSelector",
@@ -122,6 +123,24 @@ def label_selector_from_struct(selector: dict[str, Any] | None) -> LabelSelector
             raise SelectorError(f"{expr.get('operator')!r} is not a valid label selector operator")
         reqs.append(Requirement(expr["key"], op, frozenset(expr.get("values") or ())))
     return LabelSelector(tuple(reqs))
+
+
+_SET_OPERATORS = {"In": "in", "NotIn": "notin"}
+
+
+def selector_string(selector: dict[str, Any] | None) -> str:
+    """A LabelSelector as the string ``kubectl get -l`` takes: ``app=web,tier in (a,b),!legacy``."""
+    selector = selector or {}
+    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
+    for expr in selector.get("matchExpressions") or ():
+        op, key = expr.get("operator"), expr.get("key")
+        if op in _SET_OPERATORS:
+            parts.append(f"{key} {_SET_OPERATORS[op]} ({','.join(sorted(expr.get('values') or ()))})")
+        elif op == "Exists":
+            parts.append(key)
+        elif op == "DoesNotExist":
+            parts.append(f"!{key}")
+    return ",".join(parts)
 
 
 def _getter(path: str) -> Callable[[dict[str, Any]], Any]:

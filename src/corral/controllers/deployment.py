@@ -37,7 +37,7 @@ from corral.controllers.queued import QueuedController
 from corral.scheduler.cache.node_table import parse_timestamp
 from corral.api.defaults import rfc3339
 from corral.server import errors
-from corral.server.rest import ResourceAPI, WriteOptions
+from corral.server.rest import ResourceAPI
 from corral.store import Event, EventType
 
 __all__ = ["DeploymentController", "REVISION", "HASH_LABEL", "template_hash"]
@@ -110,7 +110,6 @@ class DeploymentController(QueuedController):
         super().__init__(api)
         self.clock = clock
         self._deploys, self._rs = by_kind("Deployment"), by_kind("ReplicaSet")
-        self._opts = WriteOptions(warn=False)
         self._owned: dict[str, set[str]] = {}  # deployment uid → keys of the ReplicaSets it controls
         self._rs_owner: dict[str, str] = {}  # ReplicaSet key → its deployment's uid
         self._by_uid: dict[str, str] = {}  # deployment uid → its key
@@ -214,14 +213,14 @@ class DeploymentController(QueuedController):
                        "selector": selector,
                        "template": {**template, "metadata": {**(template.get("metadata") or {}), "labels": labels}}}}
         try:
-            reply = await self.api.create(self._rs, meta["namespace"], rs, self._opts)
+            reply = await self.api.create(self._rs, meta["namespace"], rs, self.opts)
         except errors.ApiError as exc:
             if exc.code != 409:
                 raise
             # A ReplicaSet of that name with another template: hash again with one more collision.
             status = {**(deploy.get("status") or {}), "collisionCount": collisions + 1}
             await self.api.update(self._deploys, meta["namespace"], meta["name"], {**deploy, "status": status},
-                                  self._opts, subresource="status")
+                                  self.opts, subresource="status")
             return None
         await self._annotate_revision(deploy, annotations[REVISION])
         if initial:
@@ -245,7 +244,7 @@ class DeploymentController(QueuedController):
         if int((new.get("spec") or {}).get("minReadySeconds") or 0) != min_ready:
             patch["spec"] = {"minReadySeconds": min_ready}
         if patch:
-            new = await self._patch_rs(new, patch) or new
+            new = await self._patch_rs(new, patch)
         if str(_revision(new)) != (deploy["metadata"].get("annotations") or {}).get(REVISION):
             await self._annotate_revision(deploy, str(_revision(new)))
         return new
@@ -254,7 +253,7 @@ class DeploymentController(QueuedController):
         meta = deploy["metadata"]
         try:
             await self.api.patch(self._deploys, meta["namespace"], meta["name"],
-                                 {"metadata": {"annotations": {REVISION: revision}}}, "merge", self._opts)
+                                 {"metadata": {"annotations": {REVISION: revision}}}, "merge", self.opts)
         except errors.ApiError as exc:
             if exc.code != 404:
                 raise
@@ -318,22 +317,17 @@ class DeploymentController(QueuedController):
             self.events.record(deploy, "Normal", "ScalingReplicaSet", f"Scaled {'up' if replicas > before else 'down'} "
                                f"replica set {rs['metadata']['name']} from {before} to {replicas}")
 
-    async def _patch_rs(self, rs: Obj, patch: Obj) -> Obj | None:
+    async def _patch_rs(self, rs: Obj, patch: Obj) -> Obj:
         meta = rs["metadata"]
         patch = {**patch, "metadata": {**patch.get("metadata", {}), "resourceVersion": meta["resourceVersion"]}}
-        reply = await self.api.patch(self._rs, meta["namespace"], meta["name"], patch, "merge", self._opts)
+        reply = await self.api.patch(self._rs, meta["namespace"], meta["name"], patch, "merge", self.opts)
         return msgspec.json.decode(reply.body)
 
     async def _trim_history(self, deploy: Obj, old: list[Obj]) -> None:
         limit = int(deploy["spec"].get("revisionHistoryLimit", 10))
         idle = [rs for rs in old if not _replicas(rs) and not _status_count(rs, "replicas")]
         for rs in idle[:max(0, len(idle) - limit)]:  # oldest first
-            meta = rs["metadata"]
-            try:
-                await self.api.delete(self._rs, meta["namespace"], meta["name"], None, None, meta["uid"])
-            except errors.ApiError as exc:
-                if exc.code not in (404, 409):
-                    raise
+            await self.delete_if_unchanged(self._rs, rs)
 
     # --- status ----------------------------------------------------------------------------------------
 
@@ -399,7 +393,7 @@ class DeploymentController(QueuedController):
         if status != previous:
             try:
                 await self.api.update(self._deploys, meta["namespace"], meta["name"], {**deploy, "status": status},
-                                      self._opts, subresource="status")
+                                      self.opts, subresource="status")
             except errors.ApiError as exc:
                 if exc.code not in (404, 409):
                     raise

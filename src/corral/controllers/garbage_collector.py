@@ -23,7 +23,7 @@ from corral.api.resources import (FOREGROUND_FINALIZER, ORPHAN_FINALIZER, RESOUR
                                   by_kind)
 from corral.controllers.queued import QueuedController
 from corral.server import errors
-from corral.server.rest import ResourceAPI, WriteOptions
+from corral.server.rest import ResourceAPI
 from corral.server.watch.cache import resource_prefix
 from corral.store import Event, EventType
 
@@ -40,7 +40,6 @@ class GarbageCollector(QueuedController):
     def __init__(self, api: ResourceAPI) -> None:
         super().__init__(api)
         self._by_prefix: dict[str, ResourceType] = {r.store_prefix: r for r in RESOURCES}
-        self._opts = WriteOptions(warn=False)
         self._dependents: dict[str, set[str]] = {}  # owner uid → keys of the objects that name it
         self._owners_of: dict[str, tuple[str, ...]] = {}  # dependent key → the owner uids it names
         self._finalizing: dict[str, str] = {}  # uid → key of an owner held by our finalizer
@@ -146,11 +145,7 @@ class GarbageCollector(QueuedController):
             if owner_meta.get("deletionTimestamp") and FOREGROUND_FINALIZER in finalizers:
                 doomed = True
         if doomed or (dangling and not kept and not released):
-            try:
-                await self.api.delete(resource, namespace, meta["name"], None, None, meta["uid"])
-            except errors.ApiError as exc:
-                if exc.code not in (404, 409):
-                    raise
+            await self.delete_if_unchanged(resource, obj)
             return
         if dangling or released:
             patch = {"metadata": {"ownerReferences": kept or None, "resourceVersion": meta["resourceVersion"]}}
@@ -171,7 +166,7 @@ class GarbageCollector(QueuedController):
     async def _patch(self, resource: ResourceType, obj: Obj, patch: Obj) -> None:
         meta = obj["metadata"]
         try:
-            await self.api.patch(resource, meta.get("namespace"), meta["name"], patch, "merge", self._opts)
+            await self.api.patch(resource, meta.get("namespace"), meta["name"], patch, "merge", self.opts)
         except errors.ApiError as exc:
             if exc.code not in (404, 409):
                 raise

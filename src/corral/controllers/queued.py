@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Iterable
+from typing import Any, Iterable
 
 from corral.aio import cancel_and_wait
+from corral.api.resources import ResourceType
 from corral.client.workqueue import ShutDown, WorkQueue
 from corral.controllers.events import ObjectEvents
 from corral.server import errors
-from corral.server.rest import ResourceAPI
+from corral.server.rest import ResourceAPI, WriteOptions
 from corral.store import Event
 
 __all__ = ["QueuedController"]
@@ -39,6 +40,7 @@ class QueuedController:
         self._tasks: list[asyncio.Task] = []
         self._log = logging.getLogger(type(self).__module__)
         self.events = ObjectEvents(api, self.component or self.name)
+        self.opts = WriteOptions(warn=False)  # the options of every write it makes
 
     # --- what a controller says ------------------------------------------------------------------------
 
@@ -56,6 +58,18 @@ class QueuedController:
 
     def reset(self) -> None:
         """Forget any index built from events (the cache is about to be replayed into ``initial_keys``)."""
+
+    async def delete_if_unchanged(self, resource: ResourceType, obj: dict[str, Any]) -> bool:
+        """Delete ``obj`` if it is still the object read (its uid); True if this call deleted it.
+        Gone or replaced meanwhile is not an error: the change that did it queues its key again."""
+        meta = obj["metadata"]
+        try:
+            await self.api.delete(resource, meta.get("namespace"), meta["name"], None, None, meta["uid"])
+        except errors.ApiError as exc:
+            if exc.code not in (404, 409):
+                raise
+            return False
+        return True
 
     # --- running ---------------------------------------------------------------------------------------
 

@@ -39,7 +39,7 @@ from corral.controllers.pods import (controller_of, deletion_order, is_active, i
                                      owner_reference, pod_from_template, ready_since)
 from corral.controllers.queued import QueuedController
 from corral.server import errors
-from corral.server.rest import ResourceAPI, WriteOptions
+from corral.server.rest import ResourceAPI
 from corral.store import Event, EventType
 
 __all__ = ["ReplicaSetController", "MAX_BURST"]
@@ -71,7 +71,6 @@ class ReplicaSetController(QueuedController):
         super().__init__(api)
         self.clock = clock
         self._rs, self._pods = by_kind("ReplicaSet"), by_kind("Pod")
-        self._opts = WriteOptions(warn=False)
         # Kept from the cache's events: each ReplicaSet's pods (by its uid), the pods no controller
         # owns (by namespace, for adoption), and each ReplicaSet's uid and selector.
         self._tallies: dict[str, _Tally] = {}
@@ -213,7 +212,7 @@ class ReplicaSetController(QueuedController):
     async def _patch_pod(self, pod: Obj, patch: Obj) -> Obj | None:
         meta = pod["metadata"]
         try:
-            reply = await self.api.patch(self._pods, meta["namespace"], meta["name"], patch, "merge", self._opts)
+            reply = await self.api.patch(self._pods, meta["namespace"], meta["name"], patch, "merge", self.opts)
         except errors.ApiError as exc:  # changed or gone meanwhile: the change brings this key back
             self._log.debug("pod %s/%s not claimed: %s", meta["namespace"], meta["name"], exc.message)
             return None
@@ -240,7 +239,7 @@ class ReplicaSetController(QueuedController):
         while made < count:
             size = min(batch, count - made)
             results = await asyncio.gather(
-                *(self.api.create(self._pods, rs["metadata"]["namespace"], pod_from_template(rs, template), self._opts)
+                *(self.api.create(self._pods, rs["metadata"]["namespace"], pod_from_template(rs, template), self.opts)
                   for _ in range(size)), return_exceptions=True)
             for result in results:
                 if isinstance(result, errors.ApiError):
@@ -255,14 +254,8 @@ class ReplicaSetController(QueuedController):
             batch *= 2
 
     async def _delete(self, rs: Obj, pod: Obj) -> None:
-        meta = pod["metadata"]
-        try:
-            await self.api.delete(self._pods, meta["namespace"], meta["name"], None, None, meta["uid"])
-        except errors.ApiError as exc:
-            if exc.code != 404:
-                raise
-            return
-        self.events.record(rs, "Normal", "SuccessfulDelete", f"Deleted pod: {meta['name']}")
+        if await self.delete_if_unchanged(self._pods, pod):
+            self.events.record(rs, "Normal", "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}")
 
     async def _write_status(self, rs: Obj, selector: LabelSelector | None) -> float | None:
         spec, meta = rs.get("spec") or {}, rs["metadata"]
@@ -290,7 +283,7 @@ class ReplicaSetController(QueuedController):
         if (rs.get("status") or {}) != status:
             try:
                 await self.api.update(self._rs, meta["namespace"], meta["name"], {**rs, "status": status},
-                                      self._opts, subresource="status")
+                                      self.opts, subresource="status")
             except errors.ApiError as exc:
                 if exc.code not in (404, 409):
                     raise

@@ -14,30 +14,15 @@ import msgspec
 
 from corral.api.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from corral.api.resources import ResourceType
+from corral.api.selectors import selector_string
 from corral.api.validation import INVALID, REQUIRED, Cause
 from corral.server import errors
 from corral.server.rest import Reply, ResourceAPI, WriteOptions
 
-__all__ = ["get_scale", "write_scale", "selector_string"]
+__all__ = ["get_scale", "write_scale"]
 
 _decode = msgspec.json.decode
 _encode = msgspec.json.encode
-_OPERATORS = {"In": "in", "NotIn": "notin"}
-
-
-def selector_string(selector: dict[str, Any] | None) -> str:
-    """A LabelSelector as the string ``kubectl get -l`` takes: ``app=web,tier in (a,b),!legacy``."""
-    selector = selector or {}
-    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
-    for expr in selector.get("matchExpressions") or ():
-        op, key = expr.get("operator"), expr.get("key")
-        if op in _OPERATORS:
-            parts.append(f"{key} {_OPERATORS[op]} ({','.join(sorted(expr.get('values') or ()))})")
-        elif op == "Exists":
-            parts.append(key)
-        elif op == "DoesNotExist":
-            parts.append(f"!{key}")
-    return ",".join(parts)
 
 
 def _scale(obj: dict[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any, Callable
 
-__all__ = ["Column", "columns_for", "row_cells", "row_conditions", "human_duration", "age", "pod_status",
+from corral.api.selectors import selector_string
+
+__all__ = ["Column", "columns_for", "own_columns", "row_cells", "row_conditions", "human_duration", "age", "pod_status",
            "pod_ready", "pod_restarts", "node_status", "node_roles"]
 
 Obj = dict[str, Any]
@@ -313,14 +315,7 @@ def _containers(field: str) -> Callable[[Obj, float], str]:
 
 
 def _selector(obj: Obj, _now: float) -> str:
-    selector = _spec(obj).get("selector") or {}
-    parts = [f"{k}={v}" for k, v in sorted((selector.get("matchLabels") or {}).items())]
-    for expr in selector.get("matchExpressions") or ():
-        op = expr.get("operator")
-        values = ",".join(expr.get("values") or ())
-        parts.append({"In": f"{expr.get('key')} in ({values})", "NotIn": f"{expr.get('key')} notin ({values})",
-                      "Exists": str(expr.get("key")), "DoesNotExist": f"!{expr.get('key')}"}.get(op, ""))
-    return ",".join(p for p in parts if p) or "<none>"
+    return selector_string(_spec(obj).get("selector")) or "<none>"
 
 
 def _count(source: Callable[[Obj], Obj], field: str) -> Callable[[Obj, float], int]:
