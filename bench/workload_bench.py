@@ -31,7 +31,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "src"))
 
-from corral.api.workloads import percent_or_count  # noqa: E402
+from corral.api.kinds.apps import percent_or_count  # noqa: E402
 from corral.client.rest import Client  # noqa: E402
 from corral.sim.taint import HOLLOW_TOLERATION  # noqa: E402
 from corral.testing import ServerProcess  # noqa: E402

@@ -100,10 +100,11 @@ def test_node_taints_are_validated(taints, bad_fields):
 
 
 def test_unknown_fields_are_listed_by_path_and_known_ones_are_not():
-    obj = pod(containers=[container(livenessProbe={}), container(name="d")], volumes=[])
+    obj = pod(containers=[container(livenessProbe={}), container(name="d")],
+              volumes=[{"name": "v", "emptyDir": {}}, {"name": "data", "persistentVolumeClaim": {"claimName": "c"}}])
     obj["metadata"]["managedFields"] = []
     assert unknown_fields(POD, obj) == [
-        "metadata.managedFields", "spec.containers[0].livenessProbe", "spec.volumes",
+        "metadata.managedFields", "spec.containers[0].livenessProbe", "spec.volumes[1].persistentVolumeClaim",
     ]
 
 

@@ -46,6 +46,10 @@ async def test_a_view_user_reads_and_is_refused_every_write_with_a_status_naming
         await admin.create(binding("dev-view", "view", "dev", "default"), raw=True)
         await admin.create({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}}, raw=True)
         await admin.create(PodBuilder("web").obj, raw=True)
+        await admin.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "db", "namespace": "default"},
+                            "stringData": {"password": "p"}}, raw=True)
+        await admin.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "app", "namespace": "default"},
+                            "data": {"mode": "fast"}}, raw=True)
     async with as_user(server, "vera", "dev") as vera:
         assert [p["metadata"]["name"] for p in (await vera.list("pods", "default", raw=True)).items] == ["web"]
         await vera.get("pods", "web", "default", raw=True)
@@ -62,6 +66,9 @@ async def test_a_view_user_reads_and_is_refused_every_write_with_a_status_naming
         await refused(vera.patch("pods", "web", {"metadata": {"labels": {"x": "y"}}}, "default", raw=True))
         await refused(vera.list("pods", "other", raw=True))  # the binding is for default only
         await refused(vera.request("GET", "/api/v1/namespaces/default/secrets"))  # view does not read Secrets
+        await refused(vera.get("secrets", "db", "default", raw=True))
+        await refused(vera.request("GET", "/api/v1/namespaces/default/secrets?watch=1"))
+        assert [c["metadata"]["name"] for c in (await vera.list("configmaps", "default", raw=True)).items] == ["app"]
         # Nor run commands in a pod or reach its ports: a WebSocket upgrade is a GET, judged as create.
         err = await refused(vera.request("GET", "/api/v1/namespaces/default/pods/web/exec?command=id"))
         assert err.message == ('pods "web" is forbidden: User "vera" cannot create resource "pods/exec" in API group '
@@ -87,6 +94,9 @@ async def test_an_edit_user_runs_workloads_in_its_namespace_but_cannot_grant_rig
         await admin.create(NodeBuilder("n1").obj, raw=True)
     async with as_user(server, "eddie", "team-devs") as eddie:
         await eddie.create(PodBuilder("app", "team").obj, raw=True)
+        await eddie.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "token", "namespace": "team"},
+                            "stringData": {"token": "t"}}, raw=True)
+        assert (await eddie.get("secrets", "token", "team", raw=True))["data"] == {"token": "dA=="}
         # May exec (authorised: what it lacks is a node for the pod, not the right).
         err = await refused(eddie.request("GET", "/api/v1/namespaces/team/pods/app/exec?command=id"), 400)
         assert err.message == 'pod "app" is not on a node yet'

@@ -44,8 +44,10 @@ async def eventually(predicate, timeout: float, what: str, interval: float = 0.1
 
 
 def replicas(tmp_path, store_url: str, count: int, *extra: str) -> list[ServerProcess]:
-    procs = [ServerProcess(str(tmp_path / f"server-{i}"), "--store", store_url, "--identity", f"server-{i}", *extra)
-             for i in range(count)]
+    # One encryption key file for the cluster, as the README says (each would make its own otherwise).
+    key_file = str(tmp_path / "encryption.key")
+    procs = [ServerProcess(str(tmp_path / f"server-{i}"), "--store", store_url, "--identity", f"server-{i}",
+                           "--encryption-key-file", key_file, *extra) for i in range(count)]
     for p in procs:
         p.start(timeout=30)
     return procs
@@ -95,6 +97,10 @@ async def test_two_replicas_share_reads_watches_and_optimistic_concurrency(tmp_p
             first = await ca.list("pods", "kube-system", limit=1, raw=True)
             rest = await cb.list("pods", "kube-system", limit=1, continue_token=first.continue_token, raw=True)
             assert [p["metadata"]["name"] for p in first.items + rest.items] == ["k1", "k2"]
+            # A Secret sealed by one replica opens at the other (one key file), from etcd and its watch.
+            await ca.create({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s", "namespace": "default"},
+                             "stringData": {"k": "v"}}, raw=True)
+            assert (await cb.get("secrets", "s", "default", raw=True))["data"] == {"k": "dg=="}
 
             # Optimistic concurrency across replicas: whoever writes from a stale version gets 409.
             stale = dict(read)

@@ -112,3 +112,28 @@ def test_kubectl_cluster_info_names_the_control_plane(kubeconfig, server_process
     assert f"Kubernetes control plane is running at {server_process.url}" in out.stdout
     refused = kubectl(kubeconfig, "create", "service", "clusterip", "web", "--tcp=80")
     assert refused.returncode != 0 and "does not allow the method POST on services" in refused.stderr
+
+
+def test_kubectl_create_configmap_and_secret_send_protobuf_that_corral_stores_as_kubernetes_does(kubeconfig,
+                                                                                                 tmp_path):
+    (tmp_path / "app.conf").write_text("port = 8080\n")
+    out = kubectl(kubeconfig, "create", "configmap", "app", "--from-literal=mode=fast",
+                  f"--from-file={tmp_path / 'app.conf'}")
+    assert out.returncode == 0, out.stderr
+    cm = json.loads(kubectl(kubeconfig, "get", "configmap", "app", "-o", "json").stdout)
+    assert cm["data"] == {"mode": "fast", "app.conf": "port = 8080\n"}
+    out = kubectl(kubeconfig, "create", "secret", "generic", "db", "--from-literal=password=s3cr\u00e9t")
+    assert out.returncode == 0, out.stderr
+    secret = json.loads(kubectl(kubeconfig, "get", "secret", "db", "-o", "json").stdout)
+    assert secret["type"] == "Opaque" and secret["data"] == {"password": "czNjcsOpdA=="}  # base64, as sent
+    table = kubectl(kubeconfig, "get", "configmaps,secrets").stdout
+    assert "configmap/app" in table and "secret/db" in table and "Opaque" in table, table
+    # stringData is folded into data on every write, and never stored
+    out = kubectl(kubeconfig, "apply", "-f", "-", stdin="apiVersion: v1\nkind: Secret\nmetadata: {name: tls}\n"
+                  "type: kubernetes.io/tls\nstringData: {tls.crt: CERT}\n")
+    assert out.returncode != 0 and "data[tls.key]: Required value" in out.stderr, out.stderr
+    out = kubectl(kubeconfig, "apply", "-f", "-", stdin="apiVersion: v1\nkind: Secret\nmetadata: {name: plain}\n"
+                  "stringData: {user: admin}\n")
+    assert out.returncode == 0, out.stderr
+    plain = json.loads(kubectl(kubeconfig, "get", "secret", "plain", "-o", "json").stdout)
+    assert plain["data"] == {"user": "YWRtaW4="} and "stringData" not in plain

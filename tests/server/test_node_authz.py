@@ -116,3 +116,40 @@ async def test_node_leases_live_in_kube_node_lease_and_old_ones_are_let_go_at_st
         async with Client(credentials=server.node_credentials("n1")) as n1:
             await n1.create({**lease, "metadata": {"name": "n1", "namespace": "kube-node-lease"}}, raw=True)
             await n1.patch("leases", "n1", {"spec": {"leaseDurationSeconds": 40}}, "kube-node-lease", raw=True)
+
+
+async def test_a_node_reads_the_configmaps_and_secrets_of_the_pods_bound_to_it_and_no_others(tmp_path):
+    from corral.client import ApiError, Client
+    from corral.testing import running_server
+
+    def config(kind: str, name: str) -> dict:
+        return {"apiVersion": "v1", "kind": kind, "metadata": {"name": name, "namespace": "default"},
+                "data": {"k": "dg=="}}
+
+    pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "app", "namespace": "default"},
+           "spec": {"nodeName": "n1", "volumes": [{"name": "conf", "configMap": {"name": "settings"}}],
+                    "containers": [{"name": "c", "image": "busybox", "volumeMounts": [{"name": "conf", "mountPath": "/c"}],
+                                    "env": [{"name": "P", "valueFrom": {"secretKeyRef": {"name": "db", "key": "k"}}}]}]}}
+
+    async def allowed(client, resource: str, name: str) -> bool:
+        try:
+            await client.get(resource, name, "default", raw=True)
+            return True
+        except ApiError as exc:
+            assert exc.code == 403, exc.message
+            return False
+
+    async with running_server(str(tmp_path / "d"), scheduler=False, controllers=False) as server:
+        async with server.client() as admin:
+            for kind, name in (("Secret", "db"), ("Secret", "other"), ("ConfigMap", "settings")):
+                await admin.create(config(kind, name), raw=True)
+            await admin.create(pod, raw=True)
+            async with Client(credentials=server.node_credentials("n1")) as n1, \
+                    Client(credentials=server.node_credentials("n2")) as n2:
+                assert await allowed(n1, "secrets", "db") and await allowed(n1, "configmaps", "settings")
+                assert not await allowed(n1, "secrets", "other")  # no pod of its own uses it
+                assert not await allowed(n2, "secrets", "db") and not await allowed(n2, "configmaps", "settings")
+                with pytest.raises(ApiError, match="forbidden"):
+                    await n1.list("secrets", "default", raw=True)
+                await admin.delete("pods", "app", "default", grace_period_seconds=0)
+                assert not await allowed(n1, "secrets", "db")  # the pod is gone: so is the right

@@ -15,7 +15,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from corral.api.resources import ResourceType
-from corral.api.workloads import WORKLOAD_DEFAULTS
+from corral.api.kinds.apps import WORKLOAD_DEFAULTS
+from corral.api.kinds.config import CONFIG_DEFAULTS
 
 __all__ = ["now_rfc3339", "now_micro_rfc3339", "rfc3339", "apply_create_defaults", "apply_update_defaults", "generate_name", "DEFAULT_SCHEDULER"]
 
@@ -137,8 +138,9 @@ def _with_template(defaults):
 
 
 _WORKLOAD_DEFAULTS = {kind: _with_template(defaults) for kind, defaults in WORKLOAD_DEFAULTS.items()}
-_KIND_DEFAULTS = {"Pod": _pod_defaults, "Node": _node_defaults, "Namespace": _namespace_defaults, **_WORKLOAD_DEFAULTS}
-_SPEC_DEFAULTS = {"Pod": _pod_spec_defaults, **_WORKLOAD_DEFAULTS}
+_KIND_DEFAULTS = {"Pod": _pod_defaults, "Node": _node_defaults, "Namespace": _namespace_defaults, **_WORKLOAD_DEFAULTS,
+                  **CONFIG_DEFAULTS}
+_SPEC_DEFAULTS = {"Pod": _pod_spec_defaults, **_WORKLOAD_DEFAULTS, **CONFIG_DEFAULTS}
 
 
 def apply_update_defaults(resource: ResourceType, obj: dict[str, Any]) -> None:

@@ -163,9 +163,90 @@ class TopologySpreadConstraint(Model):
 # --- pods ------------------------------------------------------------------------------------------
 
 
+class ObjectKeySelector(Model):
+    """One key of a ConfigMap or Secret (``configMapKeyRef``, ``secretKeyRef``)."""
+
+    name: str | None = None
+    key: str | None = None
+    optional: bool | None = None
+
+
+class ObjectFieldSelector(Model):
+    api_version: str | None = None
+    field_path: str | None = None
+
+
+class ResourceFieldSelector(Model):
+    container_name: str | None = None
+    resource: str | None = None
+    divisor: str | int | None = None
+
+
+class EnvVarSource(Model):
+    field_ref: ObjectFieldSelector | None = None
+    resource_field_ref: ResourceFieldSelector | None = None
+    config_map_key_ref: ObjectKeySelector | None = None
+    secret_key_ref: ObjectKeySelector | None = None
+
+
 class EnvVar(Model):
     name: str | None = None
     value: str | None = None
+    value_from: EnvVarSource | None = None
+
+
+class OptionalReference(Model):
+    """A whole ConfigMap or Secret (``envFrom``'s ``configMapRef`` and ``secretRef``)."""
+
+    name: str | None = None
+    optional: bool | None = None
+
+
+class EnvFromSource(Model):
+    prefix: str | None = None
+    config_map_ref: OptionalReference | None = None
+    secret_ref: OptionalReference | None = None
+
+
+class KeyToPath(Model):
+    key: str | None = None
+    path: str | None = None
+    mode: int | None = None
+
+
+class ConfigMapVolumeSource(Model):
+    name: str | None = None
+    items: list[KeyToPath] | None = None
+    default_mode: int | None = None
+    optional: bool | None = None
+
+
+class SecretVolumeSource(Model):
+    secret_name: str | None = None
+    items: list[KeyToPath] | None = None
+    default_mode: int | None = None
+    optional: bool | None = None
+
+
+class EmptyDirVolumeSource(Model):
+    medium: str | None = None
+    size_limit: str | int | None = None
+
+
+class Volume(Model):
+    """The volumes corral provides; any other source is kept as written, with a warning."""
+
+    name: str | None = None
+    config_map: ConfigMapVolumeSource | None = None
+    secret: SecretVolumeSource | None = None
+    empty_dir: EmptyDirVolumeSource | None = None
+
+
+class VolumeMount(Model):
+    name: str | None = None
+    mount_path: str | None = None
+    read_only: bool | None = None
+    sub_path: str | None = None
 
 
 class ContainerPort(Model):
@@ -189,8 +270,10 @@ class Container(Model):
     args: list[str] | None = None
     working_dir: str | None = None
     env: list[EnvVar] | None = None
+    env_from: list[EnvFromSource] | None = None
     ports: list[ContainerPort] | None = None
     resources: ResourceRequirements | None = None
+    volume_mounts: list[VolumeMount] | None = None
     stdin: bool | None = None  # keep stdin open for `kubectl attach -i`
     tty: bool | None = None  # a terminal for the container (docker runtime)
 
@@ -198,6 +281,7 @@ class Container(Model):
 class PodSpec(Model):
     containers: list[Container] | None = None
     init_containers: list[Container] | None = None
+    volumes: list[Volume] | None = None
     node_name: str | None = None
     node_selector: dict[str, str] | None = None
     affinity: Affinity | None = None

@@ -12,6 +12,7 @@ Field numbers are those of Kubernetes' ``generated.proto`` files, as observed on
 
 from __future__ import annotations
 
+import base64
 from typing import Any, Union
 
 __all__ = ["MAGIC", "CONTENT_TYPE", "ProtobufError", "decode_object", "SCHEMAS", "STRICT_KINDS"]
@@ -20,8 +21,8 @@ MAGIC = b"k8s\x00"
 CONTENT_TYPE = "application/vnd.kubernetes.protobuf"
 MAX_DEPTH = 32
 
-# What a field holds: "string", "bool", "int", ("map",) of strings, a nested schema (dict), or
-# ("repeated", one of those).
+# What a field holds: "string", "bool", "int", ("map",) of strings, ("map", "bytes") of bytes (as base64),
+# a nested schema (dict), or ("repeated", one of those).
 Kind = Union[str, tuple, dict]
 Schema = dict[int, tuple[str, Kind]]
 
@@ -107,6 +108,11 @@ SCHEMAS: dict[tuple[str, str], Schema] = {
     # kubectl create deployment (status, written by the controllers, is not read)
     ("apps/v1", "Deployment"): {1: ("metadata", _OBJECT_META), 2: ("spec", _DEPLOYMENT_SPEC), 3: ("status", "skip")},
     ("apps/v1", "ReplicaSet"): {1: ("metadata", _OBJECT_META), 2: ("spec", _REPLICA_SET_SPEC), 3: ("status", "skip")},
+    # kubectl create configmap|secret (bytes values become base64, as JSON carries them)
+    ("v1", "ConfigMap"): {1: ("metadata", _OBJECT_META), 2: ("data", ("map",)), 3: ("binaryData", ("map", "bytes")),
+                          4: ("immutable", "bool")},
+    ("v1", "Secret"): {1: ("metadata", _OBJECT_META), 2: ("data", ("map", "bytes")), 3: ("type", "string?"),
+                       4: ("stringData", ("map",)), 5: ("immutable", "bool")},
     ("meta.k8s.io/v1", "DeleteOptions"): _DELETE_OPTIONS,
     ("v1", "DeleteOptions"): _DELETE_OPTIONS,
 }
@@ -169,6 +175,8 @@ def _scalar(kind: str, wire: int, value: Any) -> Any:
     return value - (1 << 64) if value >= 1 << 63 else value  # int64: two's complement
 
 
+_STRING_ENTRY: Schema = {1: ("key", "string"), 2: ("value", "string")}
+_BYTES_ENTRY: Schema = {1: ("key", "string"), 2: ("value", "bytes")}
 _QUANTITY_ENTRY: Schema = {1: ("key", "string"), 2: ("value", {1: ("string", "string")})}
 _INT_OR_STRING: Schema = {1: ("type", "int"), 2: ("intVal", "int"), 3: ("strVal", "string")}
 
@@ -202,8 +210,10 @@ def _message(buf: bytes, schema: Schema, depth: int, strict: str = "") -> dict[s
             entry = _message(value, _QUANTITY_ENTRY, depth + 1)
             out.setdefault(name, {})[entry.get("key", "")] = (entry.get("value") or {}).get("string", "")
         elif isinstance(kind, tuple) and kind[0] == "map":
-            entry = _message(value, {1: ("key", "string"), 2: ("value", "string")}, depth + 1)
-            out.setdefault(name, {})[entry.get("key", "")] = entry.get("value", "")
+            binary = kind[1:] == ("bytes",)
+            entry = _message(value, _BYTES_ENTRY if binary else _STRING_ENTRY, depth + 1)
+            held = entry.get("value", b"" if binary else "")
+            out.setdefault(name, {})[entry.get("key", "")] = base64.b64encode(held).decode() if binary else held
         elif isinstance(kind, tuple) and kind[0] == "repeated":
             item = kind[1]
             out.setdefault(name, []).append(_message(value, item, depth + 1, path) if isinstance(item, dict)

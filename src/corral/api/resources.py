@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 
 import msgspec
 
-from corral.api import models, workloads
+from corral.api import models
+from corral.api.kinds import apps as workloads
+from corral.api.kinds.config import ConfigMap, Secret
 
 __all__ = ["ResourceType", "RESOURCES", "by_kind", "by_plural", "lookup", "UnknownResource", "NODE_LEASE_NAMESPACE",
            "SYSTEM_NAMESPACES", "SYSTEM_PRIORITY_CLASSES", "ORPHAN_FINALIZER", "FOREGROUND_FINALIZER",
@@ -133,6 +135,10 @@ RESOURCES: tuple[ResourceType, ...] = (
             "involvedObject.uid", "reason", "type", "source.component",
         ),
     ),
+    # Configuration for pods: in their environment or as files. Secrets are encrypted at rest
+    # (corral.store.encrypted) and readable only with the rights for them.
+    ResourceType("ConfigMap", "configmaps", "", "v1", True, ConfigMap, short_names=("cm",)),
+    ResourceType("Secret", "secrets", "", "v1", True, Secret),
     ResourceType("Lease", "leases", "coordination.k8s.io", "v1", True, models.Lease),
     ResourceType(
         "PriorityClass", "priorityclasses", "scheduling.k8s.io", "v1", False, models.PriorityClass,

@@ -447,6 +447,7 @@ def _pod(pod: models.Pod) -> list[Cause]:
         causes.append(_not_supported("spec.preemptionPolicy", spec.preemption_policy,
                                      ("PreemptLowerPriority", "Never")))
     causes += [c for c in _quantities("spec.overhead", spec.overhead).values() if isinstance(c, Cause)]
+    causes += pod_configuration(spec)
     return causes
 
 
@@ -726,7 +727,16 @@ def unknown_fields(resource: ResourceType, obj: dict[str, Any]) -> list[str]:
     return out
 
 
-# The workload kinds' checks build on the ones above: their module is imported here, last.
-from corral.api.workload_validation import WORKLOAD_CHECKS  # noqa: E402
+def update_causes(resource: ResourceType, current: dict[str, Any], new: dict[str, Any]) -> list[Cause]:
+    """What a kind's update rules refuse in replacing ``current`` by ``new`` (fields fixed once set)."""
+    check = _UPDATE_CHECKS.get(resource.kind)
+    return check(resource.kind, current, new) if check is not None else []
+
+
+# The other kinds' checks build on the ones above: their modules are imported here, last.
+from corral.api.kinds.apps_validation import WORKLOAD_CHECKS  # noqa: E402
+from corral.api.kinds.config_validation import CONFIG_CHECKS, CONFIG_UPDATE_CHECKS, pod_configuration  # noqa: E402
 
 _KIND_CHECKS.update(WORKLOAD_CHECKS)
+_KIND_CHECKS.update(CONFIG_CHECKS)
+_UPDATE_CHECKS = dict(CONFIG_UPDATE_CHECKS)

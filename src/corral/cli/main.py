@@ -94,6 +94,10 @@ def cli() -> None:
               help="Reads in flight at once, for users and, separately, for the cluster's own components; past it 429.")
 @click.option("--max-mutating-requests-inflight", "max_writes", default=200, show_default=True,
               type=click.IntRange(min=1), help="Writes in flight at once, per lane as --max-requests-inflight.")
+@click.option("--encryption-key-file", "encryption_key_file", default="", metavar="PATH",
+              help="The keys Secrets are encrypted with in the store, one NAME:BASE64 (32 bytes) per line; the first "
+                   "encrypts, all decrypt (default: encryption.key in --data-dir, made on first start). Servers "
+                   "sharing an etcd store need the same file.")
 @click.option("--max-object-size", default="1536Ki", show_default=True, metavar="BYTES",
               help="The largest object the server stores, as JSON (etcd's own default limit); larger writes get "
                    "413. Also the limit on YAML request bodies. A quantity: 1536Ki, 3Mi, 2000000.")
@@ -114,7 +118,7 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
            scheduler_config: str | None, grace: float, heartbeat: float, eviction: float, local_agent: bool,
            leader_elect: bool | None, identity: str, advertise_url: str, lease_seconds: float, renew_deadline: float,
            retry_period: float, tls_sans: tuple[str, ...], write_kubeconfig: bool, audit_log: str, audit_max_mib: int,
-           max_reads: int, max_writes: int, max_object_size: str, quota: str, history: str,
+           max_reads: int, max_writes: int, encryption_key_file: str, max_object_size: str, quota: str, history: str,
            event_ttl: float,
            log_level: str) -> None:
     """Run the control plane in the foreground: API server, store and scheduler.
@@ -166,7 +170,7 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
                           retry_period=retry_period, tls_sans=tuple(n for v in tls_sans for n in v.split(",") if n),
                           user_kubeconfig=write_kubeconfig, audit_log=audit_log,
                           audit_log_max_bytes=audit_max_mib * 2**20, max_object_size=object_limit, quota_bytes=quota_bytes, event_ttl=event_ttl,
-                          history_bytes=history_bytes,
+                          history_bytes=history_bytes, encryption_key_file=encryption_key_file,
                           max_requests_inflight=max_reads, max_mutating_requests_inflight=max_writes)
     try:
         import uvloop

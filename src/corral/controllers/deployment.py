@@ -31,7 +31,7 @@ from typing import Any, Iterable
 import msgspec
 
 from corral.api.resources import by_kind
-from corral.api.workloads import percent_or_count
+from corral.api.kinds.apps import percent_or_count
 from corral.controllers.pods import controller_of, owner_reference
 from corral.controllers.queued import QueuedController
 from corral.scheduler.cache.node_table import parse_timestamp

@@ -54,6 +54,7 @@ from corral.pki import CA_PATH, JOIN_PATH, MASTERS_GROUP, NODE_PREFIX, NODES_GRO
 from corral.pki.kubeconfig import Credentials
 from corral.store import (DEFAULT_MAX_VALUE_BYTES, Conflict, KeyExists, KeyNotFound, Store, StoreFull, TooLarge,
                           Unavailable, open_store)
+from corral.store.encrypted import KEY_FILE, open_encrypted
 from corral.store.etcd import EtcdTLS
 
 __all__ = ["Server", "ServerConfig", "DEFAULT_ADDRESS", "default_data_dir"]
@@ -103,6 +104,7 @@ class ServerConfig:
     user_kubeconfig: bool = True  # also write ~/.config/corral/kubeconfig when there is none
     audit_log: str = ""  # default: {data_dir}/audit.log; "off": none
     audit_log_max_bytes: int = DEFAULT_AUDIT_MAX_BYTES  # rotated past this size
+    encryption_key_file: str = ""  # the keys Secrets are sealed with at rest; default: {data_dir}/encryption.key
     max_object_size: int = DEFAULT_MAX_VALUE_BYTES  # the largest object stored, encoded; 0: no limit
     quota_bytes: int = 2 * 2**30  # SQLite: data past which writes are refused (507); 0: none
     max_requests_inflight: int = DEFAULT_READS  # reads in flight per lane (users; the cluster's own)
@@ -199,6 +201,15 @@ class Server:
         self.store.max_value_bytes = self.config.max_object_size
         if hasattr(self.store, "quota_bytes"):  # SQLite; etcd enforces its own
             self.store.quota_bytes = self.config.quota_bytes
+        os.makedirs(self.data_dir, mode=0o700, exist_ok=True)
+        key_file = self.config.encryption_key_file or os.path.join(self.data_dir, KEY_FILE)
+        try:
+            self.store = await open_encrypted(self.store, key_file)
+        except (OSError, ValueError) as exc:
+            await self.store.close()  # its lock too: the server is not starting
+            if isinstance(exc, ValueError):
+                raise
+            raise ValueError(f"cannot read the encryption key file {key_file}: {exc.strerror or exc}") from None
         advertised = urlsplit(self.config.advertise_url).hostname if self.config.advertise_url else None
         self.pki = await prepare_tls(self.store, self.data_dir, listen_host=host,
                                      extra_hosts=(*self.config.tls_sans, *([advertised] if advertised else [])))
@@ -218,7 +229,9 @@ class Server:
         self.cache.on_event.append(self.rbac.on_store_event)
         self.cache.on_reload.append(self.rbac.invalidate)
         self.node_authz = NodeAuthorizer(self.cache.get, lease_namespace=NODE_LEASE_NAMESPACE,
-                                         non_resource_paths=frozenset({THROUGHPUT_PATH}))
+                                         non_resource_paths=frozenset({THROUGHPUT_PATH}), items=self.cache.items)
+        self.cache.on_event.append(self.node_authz.on_store_event)
+        self.cache.on_reload.append(self.node_authz.reload)
         # Every server of the cluster holds the CA's key: continue tokens signed with a key derived
         # from it hold on every server.
         self.api = ResourceAPI(self.store, self.cache, continue_key=hashlib.sha256(

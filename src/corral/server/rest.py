@@ -367,6 +367,9 @@ class ResourceAPI:
                 (current.get("spec") or {}).get("selector"):
             raise errors.invalid(resource, cur_meta.get("name"), [validation.Cause(
                 "spec.selector", validation.INVALID, "Invalid value: field is immutable")])
+        causes = validation.update_causes(resource, current, merged)
+        if causes:
+            raise errors.invalid(resource, cur_meta.get("name"), causes)
         if merged.get("spec") != current.get("spec"):
             meta["generation"] = int(cur_meta.get("generation") or 1) + 1
         return merged

@@ -428,6 +428,18 @@ _COLUMNS: dict[str, list[Column]] = {
         AGE,
         *_WORKLOAD_WIDE,
     ],
+    "ConfigMap": [
+        NAME,
+        Column("Data", "integer", lambda o, _n: len(o.get("data") or {}) + len(o.get("binaryData") or {}),
+               "The number of keys (data and binaryData)."),
+        AGE,
+    ],
+    "Secret": [
+        NAME,
+        Column("Type", "string", lambda o, _n: o.get("type") or "Opaque", "The type of the secret."),
+        Column("Data", "integer", lambda o, _n: len(o.get("data") or {}), "The number of keys."),
+        AGE,
+    ],
     "Role": _DEFAULT,
     "ClusterRole": _DEFAULT,
     "RoleBinding": _BINDING,

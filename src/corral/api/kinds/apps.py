@@ -1,7 +1,7 @@
 """The workload kinds of ``apps/v1``: ReplicaSet and Deployment, as Kubernetes defines them.
 
 Models only (the fields corral acts on; anything else a manifest carries is kept as written, with a
-warning), with their defaults. Validation is in :mod:`corral.api.workload_validation`; the
+warning), with their defaults. Validation is in :mod:`corral.api.kinds.apps_validation`; the
 controllers that act on them in :mod:`corral.controllers`. No I/O here.
 """
 

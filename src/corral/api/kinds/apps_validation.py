@@ -9,8 +9,9 @@ from typing import Any, Callable
 
 import msgspec
 
-from corral.api import models, workloads
-from corral.api.workloads import percent_or_count
+from corral.api import models
+from corral.api.kinds import apps as workloads
+from corral.api.kinds.apps import percent_or_count
 from corral.api.selectors import SelectorError, label_selector_from_struct
 from corral.api.validation import (FORBIDDEN, INVALID, REQUIRED, Cause, _int_or_percent, _invalid, _not_supported,
                                    _pod, label_selector, labels)

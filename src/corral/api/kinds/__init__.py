@@ -1,0 +1,2 @@
+"""Kinds beyond the core pod, node and RBAC ones, a module per family: ``apps`` (ReplicaSet,
+Deployment), ``config`` (ConfigMap, Secret). Models, defaults and validation; no I/O here."""

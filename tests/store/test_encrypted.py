@@ -1,0 +1,108 @@
+"""Secrets encrypted at rest: the store file never holds a Secret's values (nor the copy kubectl
+apply leaves in an annotation), every read gives them back as written, and a server without the key
+refuses to start rather than serve what it cannot read."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import sqlite3
+
+import pytest
+
+from corral.store.encrypted import EncryptedStore, SealError, Sealer, load_keys, open_encrypted
+from corral.store.sqlite import SQLiteStore
+from corral.testing.server import running_server
+
+VALUE = "hunter2-correct-horse"
+SECRET = {"apiVersion": "v1", "kind": "Secret", "metadata": {
+    "name": "db", "namespace": "default", "labels": {"app": "shop"},
+    "annotations": {"kubectl.kubernetes.io/last-applied-configuration": f'{{"stringData":{{"password":"{VALUE}"}}}}'}},
+    "stringData": {"password": VALUE}}
+
+
+def _store_bytes(data_dir: str) -> bytes:
+    """Everything the SQLite store file and its write-ahead log hold, as a thief would read them."""
+    out = b""
+    for name in os.listdir(data_dir):
+        if name.startswith("corral.db"):
+            with open(os.path.join(data_dir, name), "rb") as f:
+                out += f.read()
+    return out
+
+
+async def test_a_secret_is_not_in_the_store_file_but_every_read_gives_it_back(tmp_path):
+    data_dir = str(tmp_path / "server")
+    async with running_server(data_dir, scheduler=False, controllers=False) as server:
+        async with server.client() as client:
+            watch = client.watch("secrets", "default", resource_version="0", raw=True)
+            created = await client.create(SECRET, raw=True)
+            assert base64.b64decode(created["data"]["password"]).decode() == VALUE
+            got = await client.get("secrets", "db", "default", raw=True)
+            assert got["data"] == created["data"] and got["metadata"]["labels"] == {"app": "shop"}
+            assert got["metadata"]["resourceVersion"] == created["metadata"]["resourceVersion"]
+            listed = await client.list("secrets", "default", raw=True)
+            assert [s["data"] for s in listed.items] == [created["data"]]
+            event = await asyncio.wait_for(watch.__anext__(), 10)
+            assert event.object["data"] == created["data"]
+            await watch.aclose()
+            cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "plain"}, "data": {"k": "visible-value"}}
+            await client.create(cm, "default")
+        stored = _store_bytes(data_dir)
+        assert VALUE.encode() not in stored and base64.b64encode(VALUE.encode()) not in stored
+        assert b"last-applied-configuration" not in stored  # the annotation, with the value in it, sealed too
+        assert b"visible-value" in stored  # ConfigMaps are not secret: the check above can fail
+        raw = sqlite3.connect(os.path.join(data_dir, "corral.db")).execute(
+            "SELECT value FROM log WHERE key = '/core/secrets/default/db'").fetchall()
+        assert raw and all(b'"sealed":"aesgcm:v1:key1:' in v for (v,) in raw)
+    assert oct(os.stat(os.path.join(data_dir, "encryption.key")).st_mode & 0o777) == "0o600"
+
+
+async def test_a_server_without_the_key_refuses_to_start_naming_the_key_file(tmp_path):
+    data_dir = str(tmp_path / "server")
+    async with running_server(data_dir, scheduler=False, controllers=False) as server:
+        async with server.client() as client:
+            await client.create(SECRET, raw=True)
+    other = str(tmp_path / "other.key")
+    with pytest.raises(ValueError, match=r"sealed with key 'key1', which .*other.key does not hold"):
+        async with running_server(data_dir, scheduler=False, controllers=False, encryption_key_file=other):
+            pass
+    # A rotation: a new first key, the old one kept to read what it sealed
+    old = open(os.path.join(data_dir, "encryption.key")).read()
+    with open(other, "w") as f:
+        f.write(f"key2:{base64.b64encode(os.urandom(32)).decode()}\n{old}")
+    async with running_server(data_dir, scheduler=False, controllers=False, encryption_key_file=other) as server:
+        async with server.client() as client:
+            got = await client.get("secrets", "db", "default", raw=True)
+            assert base64.b64decode(got["data"]["password"]).decode() == VALUE
+            got["data"]["other"] = base64.b64encode(b"x").decode()
+            await client.update(got, raw=True)
+    raw = sqlite3.connect(os.path.join(data_dir, "corral.db")).execute(
+        "SELECT value FROM log WHERE key = '/core/secrets/default/db' ORDER BY rev DESC LIMIT 1").fetchone()[0]
+    assert b'"sealed":"aesgcm:v1:key2:' in raw
+
+
+async def test_values_from_before_encryption_read_as_written_and_a_moved_ciphertext_does_not_open(tmp_path):
+    inner = await SQLiteStore.open(str(tmp_path / "s.db"))
+    try:
+        before = await inner.create("/core/secrets/default/old", {"metadata": {"name": "old"}, "data": {"a": "Yg=="}})
+        store = await open_encrypted(inner, str(tmp_path / "k"))
+        assert (await store.get(before.key)).obj["data"] == {"a": "Yg=="}
+        sealed = await store.create("/core/secrets/default/new", {"metadata": {"name": "new"}, "data": {"a": "Yw=="}})
+        envelope = (await inner.get(sealed.key)).obj
+        moved = await inner.create("/core/secrets/default/moved", envelope)  # the ciphertext under another key
+        with pytest.raises(SealError, match="cannot be opened"):
+            await store.get(moved.key)
+    finally:
+        await inner.close()
+
+
+def test_a_key_file_that_is_not_name_and_32_bytes_is_refused_naming_the_line(tmp_path):
+    path = tmp_path / "keys"
+    path.write_text(f"# comment\nkey1:{base64.b64encode(os.urandom(16)).decode()}\n")
+    with pytest.raises(ValueError, match=r"keys, line 2: expected NAME:BASE64 of a 32-byte key"):
+        load_keys(str(path))
+    keys = load_keys(str(tmp_path / "made"))
+    assert len(keys) == 1 and len(keys[0][1]) == 32
+    assert isinstance(EncryptedStore(None, Sealer(keys)), EncryptedStore)  # type: ignore[arg-type]
