@@ -242,3 +242,40 @@ async def test_exec_runs_in_the_container_apart_or_on_a_terminal_and_port_forwar
         await rt.stop(ref, 1)
         await rt.remove_pod("uid-exec-00004")
         await rt.close()
+
+
+async def test_configmap_volumes_are_bind_mounted_read_only_and_follow_updates_and_emptydirs_are_writable(
+        dockerd, tmp_path):
+    from corral.agent.configuration import PodConfiguration
+    from corral.client import NotFound
+
+    objects = {("configmaps", "default", "conf"): {"data": {"greeting": "hello"}}}
+
+    async def get(resource: str, namespace: str, name: str) -> dict:
+        if (resource, namespace, name) not in objects:
+            raise NotFound(404, {"message": "not found"})
+        return objects[(resource, namespace, name)]
+
+    rt = DockerRuntime(str(tmp_path), base_url=dockerd.url)
+    configuration = PodConfiguration(get, rt.volumes_dir)
+    p = pod("conf", "uid-conf-0004")
+    p["spec"]["volumes"] = [{"name": "conf", "configMap": {"name": "conf"}}, {"name": "scratch", "emptyDir": {}}]
+    c = p["spec"]["containers"][0]
+    c.update(command=["sh", "-c", "touch /etc/app/x 2>/dev/null || echo read-only; echo w > /scratch/n && echo wrote; "
+                                  "while true; do echo got=$(cat /etc/app/greeting); sleep 0.3; done"],
+             volumeMounts=[{"name": "conf", "mountPath": "/etc/app"}, {"name": "scratch", "mountPath": "/scratch"}])
+    prepared, mounts = await configuration.prepare(p, c)
+    ref = await rt.start(p, prepared, mounts)
+
+    async def logs() -> bytes:
+        return b"".join([chunk async for chunk in rt.logs("uid-conf-0004", "main", tail=None, follow=False)])
+
+    await asyncio.to_thread(wait_for, lambda: b"got=hello" in asyncio.run(logs()), 15)
+    assert b"read-only" in await logs() and b"wrote" in await logs()
+    objects[("configmaps", "default", "conf")] = {"data": {"greeting": "bonjour"}}
+    assert await configuration.refresh([p]) == 1 and await configuration.refresh([p]) == 0  # once, then unchanged
+    await asyncio.to_thread(wait_for, lambda: b"got=bonjour" in asyncio.run(logs()), 15)
+    await rt.stop(ref, 1)
+    await rt.remove_pod("uid-conf-0004")
+    assert not rt.volumes_dir("uid-conf-0004").exists()
+    await rt.close()

@@ -137,3 +137,9 @@ def test_kubectl_create_configmap_and_secret_send_protobuf_that_corral_stores_as
     assert out.returncode == 0, out.stderr
     plain = json.loads(kubectl(kubeconfig, "get", "secret", "plain", "-o", "json").stdout)
     assert plain["data"] == {"user": "YWRtaW4="} and "stringData" not in plain
+    # An immutable ConfigMap keeps its data: the server refuses the change, naming the field
+    out = kubectl(kubeconfig, "apply", "-f", "-", stdin="apiVersion: v1\nkind: ConfigMap\nmetadata: {name: fixed}\n"
+                  "immutable: true\ndata: {k: v1}\n")
+    assert out.returncode == 0, out.stderr
+    out = kubectl(kubeconfig, "patch", "configmap", "fixed", "-p", '{"data": {"k": "v2"}}')
+    assert out.returncode != 0 and "data: Forbidden: field is immutable when `immutable` is set" in out.stderr, out.stderr

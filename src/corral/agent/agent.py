@@ -26,6 +26,7 @@ from aiohttp import web
 
 from corral.aio import cancel_and_wait
 from corral.agent import machine as m
+from corral.agent.configuration import PodConfiguration
 from corral.agent.node_info import default_address, node_object
 from corral.agent.reporting import StatusReporter, renew_lease
 from corral.agent.runtimes.base import ContainerRef, Runtime, StartError
@@ -80,6 +81,7 @@ class AgentConfig:
     throughput_bytes: int = 8 * 1024 * 1024
     restart_backoff: m.BackoffPolicy = field(default_factory=m.BackoffPolicy)
     metrics_interval_seconds: float = 10.0  # how often usage is measured (kubectl top's resolution)
+    config_sync_seconds: float = 10.0  # how often ConfigMap and Secret volumes are brought up to date
 
 
 @dataclass(slots=True)
@@ -87,6 +89,7 @@ class _Pod:
     machine: m.PodMachine
     refs: dict[str, ContainerRef] = field(default_factory=dict)
     tasks: set[asyncio.Task] = field(default_factory=set)
+    prepared: dict[str, dict[str, Any]] = field(default_factory=dict)  # containers as started: env resolved
 
     @property
     def namespace(self) -> str:
@@ -120,6 +123,9 @@ class Agent:
         self.port = config.port
         self.throughput: dict[str, str] = {}
         self._recovered: dict[tuple[str, str], Any] = {}  # (pod uid, container) → RecoveredContainer
+        self.configuration = PodConfiguration(
+            lambda resource, namespace, name: client.get(resource, name, namespace, raw=True),
+            runtime.volumes_dir, node_allocatable=lambda: self._node()["status"]["allocatable"])
 
     # --- lifecycle -------------------------------------------------------------------------------------
 
@@ -146,6 +152,7 @@ class Agent:
             asyncio.create_task(self._tick_loop(), name="agent-ticks"),
             asyncio.create_task(self._throughput_loop(), name="agent-throughput"),
             asyncio.create_task(self.usage.run(), name="agent-usage"),
+            asyncio.create_task(self._config_loop(), name="agent-configuration"),
         ]
 
     async def stop(self) -> None:
@@ -239,8 +246,20 @@ class Agent:
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed", "Terminated"):
                 return  # finished before we saw it (an agent restart): nothing to run
             entry = self.pods[uid] = _Pod(m.PodMachine(pod, backoff=self.config.restart_backoff,
-                                                       host_ip=self._node()["status"]["addresses"][0]["address"]))
+                                                       host_ip=self._host_ip()))
         self._feed(entry, m.Sync(pod, time.time()))
+
+    def _host_ip(self) -> str:
+        return self._node()["status"]["addresses"][0]["address"]
+
+    async def _config_loop(self) -> None:
+        """ConfigMap and Secret volumes follow their objects, as kubelet updates them in place."""
+        while True:
+            await asyncio.sleep(self.config.config_sync_seconds)
+            try:
+                await self.configuration.refresh([entry.machine.pod for entry in list(self.pods.values())])
+            except Exception:  # never let one bad round stop the updates
+                log.exception("refreshing pods' volumes failed")
 
     def _runtime_event(self, pod: dict[str, Any], etype: str, reason: str, message: str) -> None:
         entry = self.pods.get((pod.get("metadata") or {}).get("uid", ""))
@@ -295,7 +314,9 @@ class Agent:
             self._spawn(entry, self._wait(entry, recovered.ref))
             return
         try:
-            ref = await self.runtime.start(entry.machine.pod, container)
+            prepared, mounts = await self.configuration.prepare(entry.machine.pod, container, self._host_ip())
+            entry.prepared[name] = prepared
+            ref = await self.runtime.start(entry.machine.pod, prepared, mounts)
         except StartError as exc:
             self._feed(entry, m.StartFailed(name, exc.reason, exc.message, time.time()))
             return

@@ -20,6 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Union
 
+from corral.agent.runtimes.base import CONFIG_ERROR
 from corral.api.defaults import rfc3339
 
 __all__ = [
@@ -303,6 +304,12 @@ class PodMachine:
             return []
         c.starting = False
         emit = Emit("Warning", "Failed", f"Error: {event.message}")
+        if event.reason == CONFIG_ERROR:
+            # Never started, so not a restart, whatever the policy: it waits for its ConfigMap or
+            # Secret and is tried again, as kubelet does.
+            c.restart_at = event.now + self.backoff.delay(1)
+            c.state, c.reason, c.message = "waiting", event.reason, event.message
+            return [emit, self._report(event.now)]
         if self._restarts(failed=True):
             c.restart_count += 1
             c.restart_at = event.now + self.backoff.delay(c.restart_count)

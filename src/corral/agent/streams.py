@@ -67,7 +67,7 @@ class StreamEndpoints:
         ref = entry.refs.get(name)
         if ref is None:
             return f"container {name} is not running"
-        return entry, specs[name], ref
+        return entry, entry.prepared.get(name, specs[name]), ref  # as started: its environment resolved
 
     @contextlib.contextmanager
     def _session(self):

@@ -60,12 +60,15 @@ def _ip_address(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.option("--docker-host", default=None, metavar="URL", help="Docker engine (default: $DOCKER_HOST or the local socket).")
 @click.option("--heartbeat", default=10.0, show_default=True, help="Seconds between Lease renewals.")
 @click.option("--restart-backoff", default=10.0, show_default=True, help="First crash-loop back-off in seconds (doubles to 5 min).")
+@click.option("--config-sync-period", "config_sync", default=10.0, show_default=True, metavar="SECONDS",
+              type=click.FloatRange(min=0.2),
+              help="How often pods' ConfigMap and Secret volumes are brought up to date with their objects.")
 @click.option("--metrics-interval", default=10.0, show_default=True, type=click.FloatRange(min=0.2),
               help="Seconds between measurements of the node's and the pods' cpu and memory (kubectl top).")
 @click.option("--log-level", default="warning", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
 @run
 async def agent(server, token, ca_cert_hash, kubeconfig, name, runtime, labels, taints, capacity, reserved, data_dir, address, port, listen_address,
-                run_as_user, use_cgroups, max_processes, max_open_files, docker_host, heartbeat, restart_backoff, metrics_interval, log_level) -> None:
+                run_as_user, use_cgroups, max_processes, max_open_files, docker_host, heartbeat, restart_backoff, metrics_interval, config_sync, log_level) -> None:
     """Run this machine as a node: register it, keep it alive, run the pods bound to it."""
     import logging
     import os
@@ -85,7 +88,7 @@ async def agent(server, token, ca_cert_hash, kubeconfig, name, runtime, labels, 
                              labels=parse_pairs(labels, "--labels"), taints=parse_taints(taints), address=address,
                              port=port, listen_address=listen_address, heartbeat_seconds=heartbeat,
                              restart_backoff=BackoffPolicy(initial=restart_backoff),
-                             metrics_interval_seconds=metrics_interval)
+                             metrics_interval_seconds=metrics_interval, config_sync_seconds=config_sync)
     except FlagError as exc:
         raise CliError(str(exc)) from None
     if runtime == "docker":

@@ -7,9 +7,10 @@ API). The simulator uses a fake. All methods are async; a runtime never talks to
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, AsyncIterator, Protocol
 
-__all__ = ["Runtime", "ContainerRef", "ExitInfo", "StartError", "RecoveredContainer", "ExecSession", "StreamError"]
+__all__ = ["CONFIG_ERROR", "Runtime", "ContainerRef", "Mount", "ExitInfo", "StartError", "RecoveredContainer", "ExecSession", "StreamError"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +20,16 @@ class ContainerRef:
     container: str
     id: str  # runtime-specific: process://PID or docker://ID
     image_id: str = ""  # docker://sha256:… for the docker runtime; none for the process runtime
+
+
+@dataclass(frozen=True, slots=True)
+class Mount:
+    """A directory (or file) of the node the container sees at ``path`` (the agent made it; see
+    :mod:`corral.agent.volumes`)."""
+
+    host_path: str
+    path: str
+    read_only: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,6 +44,9 @@ class RecoveredContainer:
 
     ref: ContainerRef
     running: bool
+
+
+CONFIG_ERROR = "CreateContainerConfigError"  # a ConfigMap, Secret, key or volume the container needs is missing
 
 
 class StartError(Exception):
@@ -74,8 +88,12 @@ class Runtime(Protocol):
     name: str
     version: str
 
-    async def start(self, pod: dict[str, Any], container: dict[str, Any]) -> ContainerRef:
-        """Start one container of ``pod``; raises :class:`StartError`."""
+    async def start(self, pod: dict[str, Any], container: dict[str, Any], mounts: tuple[Mount, ...] = ()) -> ContainerRef:
+        """Start one container of ``pod``, with ``mounts``; raises :class:`StartError`."""
+
+    def volumes_dir(self, pod_uid: str) -> Path:
+        """Where the agent keeps the pod's volumes (somewhere its containers can reach); removed by
+        :meth:`remove_pod`."""
 
     async def wait(self, ref: ContainerRef) -> ExitInfo:
         """Return when the container exits."""

@@ -17,9 +17,11 @@ import concurrent.futures
 import os
 import shutil
 import time
+from pathlib import Path
 from typing import Any, AsyncIterator
 
-from corral.agent.runtimes.base import ContainerRef, ExecSession, ExitInfo, RecoveredContainer, StartError, StreamError
+from corral.agent.runtimes.base import (ContainerRef, ExecSession, ExitInfo, Mount, RecoveredContainer, StartError,
+                                       StreamError)
 from corral.agent.runtimes.docker_exec import open_attach, open_exec
 from corral.api.quantity import QuantityError, to_milli, to_units
 
@@ -115,7 +117,10 @@ class DockerRuntime:
             pass
         return out
 
-    def _start_sync(self, pod: dict[str, Any], container: dict[str, Any]) -> ContainerRef:
+    def volumes_dir(self, pod_uid: str) -> Path:
+        return Path(self.data_dir) / "volumes" / pod_uid
+
+    def _start_sync(self, pod: dict[str, Any], container: dict[str, Any], mounts: tuple[Mount, ...]) -> ContainerRef:
         import docker.errors
 
         uid, namespace, pod_name, key = self._names(pod)
@@ -146,6 +151,8 @@ class DockerRuntime:
                 # Contained as Docker contains by default (its default capabilities only: nothing
                 # added), plus a process limit and no privilege gained through setuid binaries.
                 pids_limit=self.pids_limit, security_opt=["no-new-privileges"],
+                # The pod's volumes, as the agent wrote them: ConfigMaps and Secrets read-only.
+                volumes={m.host_path: {"bind": m.path, "mode": "ro" if m.read_only else "rw"} for m in mounts} or None,
                 stdin_open=bool(container.get("stdin")), tty=bool(container.get("tty")),
             )
             created.start()
@@ -158,8 +165,8 @@ class DockerRuntime:
 
     # --- the interface -------------------------------------------------------------------------------
 
-    async def start(self, pod: dict[str, Any], container: dict[str, Any]) -> ContainerRef:
-        return await asyncio.to_thread(self._start_sync, pod, container)
+    async def start(self, pod: dict[str, Any], container: dict[str, Any], mounts: tuple[Mount, ...] = ()) -> ContainerRef:
+        return await asyncio.to_thread(self._start_sync, pod, container, mounts)
 
     @staticmethod
     def _id(ref: ContainerRef) -> str:
@@ -319,6 +326,7 @@ class DockerRuntime:
         import docker.errors
 
         shutil.rmtree(os.path.dirname(self._previous_log(pod_uid, "x")), ignore_errors=True)
+        shutil.rmtree(self.volumes_dir(pod_uid), ignore_errors=True)
         for c in self.client.containers.list(all=True, filters={"label": f"{LABEL_UID}={pod_uid}"}):
             try:
                 c.remove(force=True)

@@ -42,8 +42,10 @@ from typing import Any, AsyncIterator
 
 import corral
 from corral.agent.runtimes import cgroups as cg
-from corral.agent.runtimes.base import ContainerRef, ExecSession, ExitInfo, RecoveredContainer, StartError, StreamError
+from corral.agent.runtimes.base import (CONFIG_ERROR, ContainerRef, ExecSession, ExitInfo, Mount, RecoveredContainer, StartError,
+                                       StreamError)
 from corral.agent.runtimes.sessions import AttachedSession, PipeSession, PtySession, exit_code, set_window_size
+from corral.agent.volumes import inside
 
 __all__ = ["ProcessRuntime", "DEFAULT_MAX_PROCESSES", "DEFAULT_MAX_OPEN_FILES", "pods_root"]
 
@@ -51,6 +53,7 @@ _POLL = 0.1
 DEFAULT_MAX_PROCESSES = 1024
 DEFAULT_MAX_OPEN_FILES = 4096
 FALLBACK_ROOT = "/var/lib/corral/pods"
+VOLUMES_DIR = "volumes"  # <pod>/volumes/<name>: made by the agent (corral.agent.volumes)
 SHARED_DIR = "shared"  # <pod>/shared: writable by the pod's user, seen by its containers as ../shared
 log = logging.getLogger(__name__)
 
@@ -240,7 +243,24 @@ class ProcessRuntime:
         workdir = (base / container["workingDir"].lstrip("/")).resolve()
         return workdir if workdir.is_relative_to(base.resolve()) else None
 
-    async def start(self, pod: dict[str, Any], container: dict[str, Any]) -> ContainerRef:
+    def volumes_dir(self, pod_uid: str) -> Path:
+        return self._dir(pod_uid) / VOLUMES_DIR
+
+    def _mount(self, base: Path, mount: Mount) -> None:
+        """A volume where the container finds it: its mount path inside the container's own directory
+        (there is no other root to mount on), a link to the volume."""
+        link = inside(base, mount.path.lstrip("/"))
+        if link is None:
+            raise StartError(CONFIG_ERROR, f'mountPath "{mount.path}" leads out of the container\'s '
+                                                           "directory")
+        link.parent.mkdir(parents=True, exist_ok=True, mode=0o755)
+        if link.is_symlink() or link.is_file():
+            link.unlink()
+        elif link.is_dir():
+            shutil.rmtree(link)
+        os.symlink(mount.host_path, link)
+
+    async def start(self, pod: dict[str, Any], container: dict[str, Any], mounts: tuple[Mount, ...] = ()) -> ContainerRef:
         meta = pod.get("metadata") or {}
         uid, name = meta.get("uid", ""), container.get("name", "")
         key = f"{meta.get('namespace', 'default')}/{meta.get('name', '')}"
@@ -251,6 +271,8 @@ class ProcessRuntime:
         env = self._environment(pod, container)
         self._dir(uid).mkdir(exist_ok=True)
         os.chmod(self._dir(uid), 0o711 if self.user is not None else 0o700)
+        if self.volumes_dir(uid).exists():
+            os.chmod(self.volumes_dir(uid), 0o711)
         shared = self._dir(uid) / SHARED_DIR  # the pod's containers' common ground (Kubernetes' emptyDir)
         shared.mkdir(exist_ok=True, mode=0o700)
         if self.user is not None:
@@ -265,6 +287,8 @@ class ProcessRuntime:
         if self.user is not None:
             for d in {base, workdir}:
                 os.chown(d, self.user.pw_uid, self.user.pw_gid)
+        for mount in mounts:
+            self._mount(base, mount)
         self._as_user(env, workdir)
         program = argv[0]
         if "/" not in program and shutil.which(program, path=env.get("PATH")) is None:
