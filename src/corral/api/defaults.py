@@ -16,6 +16,7 @@ from typing import Any
 
 from corral.api.resources import ResourceType
 from corral.api.kinds.apps import WORKLOAD_DEFAULTS
+from corral.api.kinds.batch import BATCH_CREATE_DEFAULTS, BATCH_DEFAULTS
 from corral.api.kinds.config import CONFIG_DEFAULTS
 
 __all__ = ["now_rfc3339", "now_micro_rfc3339", "rfc3339", "apply_create_defaults", "apply_update_defaults", "generate_name", "DEFAULT_SCHEDULER"]
@@ -128,18 +129,22 @@ def _namespace_defaults(obj: dict[str, Any]) -> None:
 
 
 def _with_template(defaults):
-    """A workload's defaults, and its pod template's as a pod's (ports' protocol, pull policy, ...)."""
+    """A workload's defaults, and its pod template's as a pod's (ports' protocol, pull policy, ...),
+    at ``spec.template`` (a CronJob's at ``spec.jobTemplate.spec.template``)."""
     def apply(obj: dict[str, Any]) -> None:
         defaults(obj)
-        template = (obj.get("spec") or {}).get("template")
+        spec = obj.get("spec") or {}
+        if isinstance(spec, dict) and "jobTemplate" in spec:
+            spec = (spec.get("jobTemplate") or {}).get("spec") or {}
+        template = spec.get("template") if isinstance(spec, dict) else None
         if isinstance(template, dict) and isinstance(template.setdefault("spec", {}), dict):
             _pod_spec_defaults(template)
     return apply
 
 
-_WORKLOAD_DEFAULTS = {kind: _with_template(defaults) for kind, defaults in WORKLOAD_DEFAULTS.items()}
+_WORKLOAD_DEFAULTS = {kind: _with_template(defaults) for kind, defaults in {**WORKLOAD_DEFAULTS, **BATCH_DEFAULTS}.items()}
 _KIND_DEFAULTS = {"Pod": _pod_defaults, "Node": _node_defaults, "Namespace": _namespace_defaults, **_WORKLOAD_DEFAULTS,
-                  **CONFIG_DEFAULTS}
+                  **CONFIG_DEFAULTS, **{kind: _with_template(d) for kind, d in BATCH_CREATE_DEFAULTS.items()}}
 _SPEC_DEFAULTS = {"Pod": _pod_spec_defaults, **_WORKLOAD_DEFAULTS, **CONFIG_DEFAULTS}
 
 

@@ -86,9 +86,20 @@ _DEPLOYMENT_SPEC: Schema = {
 }
 _REPLICA_SET_SPEC: Schema = {1: ("replicas", "int"), 2: ("selector", _LABEL_SELECTOR), 3: ("template", _POD_TEMPLATE),
                              4: ("minReadySeconds", "int?")}
+_JOB_SPEC: Schema = {
+    1: ("parallelism", "int"), 2: ("completions", "int"), 3: ("activeDeadlineSeconds", "int"),
+    4: ("selector", _LABEL_SELECTOR), 5: ("manualSelector", "bool"), 6: ("template", _POD_TEMPLATE),
+    7: ("backoffLimit", "int"), 8: ("ttlSecondsAfterFinished", "int"), 9: ("completionMode", "string?"),
+    10: ("suspend", "bool"),
+}
+_CRONJOB_SPEC: Schema = {
+    1: ("schedule", "string?"), 2: ("startingDeadlineSeconds", "int"), 3: ("concurrencyPolicy", "string?"),
+    4: ("suspend", "bool"), 5: ("jobTemplate", {1: ("metadata", _OBJECT_META), 2: ("spec", _JOB_SPEC)}),
+    6: ("successfulJobsHistoryLimit", "int"), 7: ("failedJobsHistoryLimit", "int"), 8: ("timeZone", "string?"),
+}
 # Kinds read strictly: a field corral does not read must be empty (as Go writes an unset one), or
 # the body is refused naming it — never a field of a workload silently dropped.
-STRICT_KINDS = {("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet")}
+STRICT_KINDS = {("apps/v1", "Deployment"), ("apps/v1", "ReplicaSet"), ("batch/v1", "Job"), ("batch/v1", "CronJob")}
 
 SCHEMAS: dict[tuple[str, str], Schema] = {
     ("authorization.k8s.io/v1", "SelfSubjectAccessReview"): {
@@ -113,6 +124,9 @@ SCHEMAS: dict[tuple[str, str], Schema] = {
                           4: ("immutable", "bool")},
     ("v1", "Secret"): {1: ("metadata", _OBJECT_META), 2: ("data", ("map", "bytes")), 3: ("type", "string?"),
                        4: ("stringData", ("map",)), 5: ("immutable", "bool")},
+    # kubectl create job|cronjob
+    ("batch/v1", "Job"): {1: ("metadata", _OBJECT_META), 2: ("spec", _JOB_SPEC), 3: ("status", "skip")},
+    ("batch/v1", "CronJob"): {1: ("metadata", _OBJECT_META), 2: ("spec", _CRONJOB_SPEC), 3: ("status", "skip")},
     ("meta.k8s.io/v1", "DeleteOptions"): _DELETE_OPTIONS,
     ("v1", "DeleteOptions"): _DELETE_OPTIONS,
 }

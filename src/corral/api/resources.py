@@ -12,6 +12,7 @@ import msgspec
 
 from corral.api import models
 from corral.api.kinds import apps as workloads
+from corral.api.kinds.batch import CronJob, Job
 from corral.api.kinds.config import ConfigMap, Secret
 
 __all__ = ["ResourceType", "RESOURCES", "by_kind", "by_plural", "lookup", "UnknownResource", "NODE_LEASE_NAMESPACE",
@@ -159,6 +160,16 @@ RESOURCES: tuple[ResourceType, ...] = (
         "Deployment", "deployments", "apps", "v1", True, workloads.Deployment,
         short_names=("deploy",), subresources=("status", "scale"), has_status=True,
         merge_keys=_WORKLOAD_MERGE_KEYS,
+    ),
+    # Run to completion (batch/v1): a Job's pods until enough succeed; a CronJob's Jobs on a schedule.
+    ResourceType(
+        "Job", "jobs", "batch", "v1", True, Job, subresources=("status",), has_status=True,
+        merge_keys=_WORKLOAD_MERGE_KEYS,
+    ),
+    ResourceType(
+        "CronJob", "cronjobs", "batch", "v1", True, CronJob, short_names=("cj",), subresources=("status",),
+        has_status=True, merge_keys={**_META_MERGE_KEYS, **{f"spec.jobTemplate.{k}": v for k, v in
+                                                             _WORKLOAD_MERGE_KEYS.items() if k.startswith("spec.")}},
     ),
     ResourceType("Role", "roles", "rbac.authorization.k8s.io", "v1", True, models.Role),
     ResourceType("ClusterRole", "clusterroles", "rbac.authorization.k8s.io", "v1", False, models.ClusterRole),

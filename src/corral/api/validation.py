@@ -736,7 +736,7 @@ def update_causes(resource: ResourceType, current: dict[str, Any], new: dict[str
 # The other kinds' checks build on the ones above: their modules are imported here, last.
 from corral.api.kinds.apps_validation import WORKLOAD_CHECKS  # noqa: E402
 from corral.api.kinds.config_validation import CONFIG_CHECKS, CONFIG_UPDATE_CHECKS, pod_configuration  # noqa: E402
+from corral.api.kinds.batch_validation import BATCH_CHECKS, BATCH_UPDATE_CHECKS  # noqa: E402
 
-_KIND_CHECKS.update(WORKLOAD_CHECKS)
-_KIND_CHECKS.update(CONFIG_CHECKS)
-_UPDATE_CHECKS = dict(CONFIG_UPDATE_CHECKS)
+_KIND_CHECKS.update({**WORKLOAD_CHECKS, **CONFIG_CHECKS, **BATCH_CHECKS})
+_UPDATE_CHECKS = {**CONFIG_UPDATE_CHECKS, **BATCH_UPDATE_CHECKS}

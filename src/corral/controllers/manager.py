@@ -1,15 +1,17 @@
 """The controller manager: every controller the leader runs, started and stopped together.
 
 Periodic ones (node lifecycle, pod garbage collection, disruption budgets' status) and queue-driven
-ones (the garbage collector, ReplicaSets, Deployments), all on the server's watch cache and writing through its
+ones (the garbage collector, ReplicaSets, Deployments, Jobs, CronJobs), all on the server's watch cache and writing through its
 REST layer.
 """
 
 from __future__ import annotations
 
+from corral.controllers.cronjob import CronJobController
 from corral.controllers.deployment import DeploymentController
 from corral.controllers.disruption import DisruptionController
 from corral.controllers.garbage_collector import GarbageCollector
+from corral.controllers.job import JobController
 from corral.controllers.node_lifecycle import NodeLifecycleController
 from corral.controllers.pod_gc import PodGarbageCollector
 from corral.controllers.replicaset import ReplicaSetController
@@ -27,6 +29,8 @@ class ControllerManager:
             GarbageCollector(api),
             ReplicaSetController(api),
             DeploymentController(api),
+            JobController(api),
+            CronJobController(api),
         ]
 
     def start(self) -> None:

@@ -16,29 +16,33 @@ from corral.api.selectors import SelectorError, label_selector_from_struct
 from corral.api.validation import (FORBIDDEN, INVALID, REQUIRED, Cause, _int_or_percent, _invalid, _not_supported,
                                    _pod, label_selector, labels)
 
-__all__ = ["WORKLOAD_CHECKS"]
+__all__ = ["WORKLOAD_CHECKS", "pod_template", "non_negative"]
 
 
-def _template(template: workloads.PodTemplateSpec | None, selector: models.LabelSelector | None) -> list[Cause]:
-    """The pod template: present, its labels chosen by the selector, valid as a pod, restarted always."""
+def pod_template(template: workloads.PodTemplateSpec | None, selector: models.LabelSelector | None,
+                 policies: tuple[str, ...] = ("Always",), prefix: str = "spec.template") -> list[Cause]:
+    """The pod template at ``prefix``: present, its labels chosen by the selector, valid as a pod,
+    restarted as ``policies`` allow (a Deployment's always, a Job's on failure or never)."""
     if template is None:
-        return [Cause("spec.template", REQUIRED, "Required value")]
+        return [Cause(prefix, REQUIRED, "Required value")]
     meta = template.metadata or models.ObjectMeta()
-    causes = labels("spec.template.metadata.labels", meta.labels)
+    causes = labels(f"{prefix}.metadata.labels", meta.labels)
     if selector is not None and (selector.match_labels or selector.match_expressions):
         try:
             chosen = label_selector_from_struct(msgspec.to_builtins(selector)).matches(meta.labels or {})
         except SelectorError:
             chosen = True  # the selector's own cause says what is wrong with it
         if not chosen:
-            causes.append(Cause("spec.template.metadata.labels", INVALID,
+            causes.append(Cause(f"{prefix}.metadata.labels", INVALID,
                                 f"Invalid value: {msgspec.json.encode(meta.labels or {}).decode()}: `selector` does not match template `labels`"))
     pod_causes = _pod(models.Pod(metadata=meta, spec=template.spec))
-    causes += [Cause(f"spec.template.{c.field}", c.reason, c.message) for c in pod_causes]
+    causes += [Cause(f"{prefix}.{c.field}", c.reason, c.message) for c in pod_causes]
     policy = template.spec.restart_policy if template.spec is not None else None
-    if policy not in (None, "Always"):
-        causes.append(Cause("spec.template.spec.restartPolicy", "FieldValueNotSupported",
-                            f'Unsupported value: "{policy}": supported values: "Always"'))
+    if policy is None and "Always" not in policies:  # a Job's pods must say how they end
+        listed = ", ".join(f'"{p}"' for p in policies)
+        causes.append(Cause(f"{prefix}.spec.restartPolicy", REQUIRED, f"Required value: valid values: {listed}"))
+    elif policy not in (None, *policies):
+        causes.append(_not_supported(f"{prefix}.spec.restartPolicy", policy, policies))
     return causes
 
 
@@ -50,7 +54,7 @@ def _selector(selector: models.LabelSelector | None) -> list[Cause]:
     return label_selector("spec.selector", selector)
 
 
-def _non_negative(path: str, value: int | None) -> list[Cause]:
+def non_negative(path: str, value: int | None) -> list[Cause]:
     if value is not None and value < 0:
         return [_invalid(path, value, "must be greater than or equal to 0")]
     return []
@@ -58,10 +62,10 @@ def _non_negative(path: str, value: int | None) -> list[Cause]:
 
 def _replica_set(rs: workloads.ReplicaSet) -> list[Cause]:
     spec = rs.spec or workloads.ReplicaSetSpec()
-    causes = _non_negative("spec.replicas", spec.replicas)
-    causes += _non_negative("spec.minReadySeconds", spec.min_ready_seconds)
+    causes = non_negative("spec.replicas", spec.replicas)
+    causes += non_negative("spec.minReadySeconds", spec.min_ready_seconds)
     causes += _selector(spec.selector)
-    causes += _template(spec.template, spec.selector)
+    causes += pod_template(spec.template, spec.selector)
     return causes
 
 
@@ -92,11 +96,11 @@ def _strategy(strategy: workloads.DeploymentStrategy | None) -> list[Cause]:
 
 def _deployment(deploy: workloads.Deployment) -> list[Cause]:
     spec = deploy.spec or workloads.DeploymentSpec()
-    causes = _non_negative("spec.replicas", spec.replicas)
-    causes += _non_negative("spec.minReadySeconds", spec.min_ready_seconds)
-    causes += _non_negative("spec.revisionHistoryLimit", spec.revision_history_limit)
+    causes = non_negative("spec.replicas", spec.replicas)
+    causes += non_negative("spec.minReadySeconds", spec.min_ready_seconds)
+    causes += non_negative("spec.revisionHistoryLimit", spec.revision_history_limit)
     causes += _selector(spec.selector)
-    causes += _template(spec.template, spec.selector)
+    causes += pod_template(spec.template, spec.selector)
     causes += _strategy(spec.strategy)
     deadline = spec.progress_deadline_seconds
     if deadline is not None and deadline <= (spec.min_ready_seconds or 0):

@@ -307,11 +307,46 @@ _BINDING = [
            priority=1),
 ]
 
+def _job_spec(obj: Obj) -> Obj:
+    """A workload's spec, or the spec of the Jobs a CronJob makes."""
+    spec = _spec(obj)
+    return ((spec.get("jobTemplate") or {}).get("spec") or {}) if "jobTemplate" in spec else spec
+
+
 def _containers(field: str) -> Callable[[Obj, float], str]:
     def cell(obj: Obj, _now: float) -> str:
-        spec = ((_spec(obj).get("template") or {}).get("spec")) or {}
+        spec = ((_job_spec(obj).get("template") or {}).get("spec")) or {}
         return ",".join(str(c.get(field) or "") for c in spec.get("containers") or ())
     return cell
+
+
+def _job_state(job: Obj, _now: float) -> str:
+    """Kubernetes' STATUS column of a Job: its finished or suspended condition, else Running."""
+    held = {c.get("type") for c in _status(job).get("conditions") or () if c.get("status") == "True"}
+    for kind in ("Failed", "Complete", "Suspended", "FailureTarget", "SuccessCriteriaMet"):
+        if kind in held:
+            return {"FailureTarget": "Failing", "SuccessCriteriaMet": "Complete"}.get(kind, kind)
+    return "Running"
+
+
+def _job_completions(job: Obj, _now: float) -> str:
+    spec, done = _spec(job), int(_status(job).get("succeeded") or 0)
+    if spec.get("completions") is not None:
+        return f"{done}/{spec['completions']}"
+    parallelism = int(spec.get("parallelism") or 0)
+    return f"{done}/1 of {parallelism}" if parallelism > 1 else f"{done}/1"
+
+
+def _job_duration(job: Obj, now: float) -> str:
+    start = _epoch(_status(job).get("startTime"))
+    if start is None:
+        return ""
+    end = _epoch(_status(job).get("completionTime"))
+    return human_duration((end if end is not None else now) - start)
+
+
+def _last_schedule(cj: Obj, now: float) -> str:
+    return age(_status(cj).get("lastScheduleTime"), now) if _status(cj).get("lastScheduleTime") else "<none>"
 
 
 def _selector(obj: Obj, _now: float) -> str:
@@ -439,6 +474,26 @@ _COLUMNS: dict[str, list[Column]] = {
         Column("Type", "string", lambda o, _n: o.get("type") or "Opaque", "The type of the secret."),
         Column("Data", "integer", lambda o, _n: len(o.get("data") or {}), "The number of keys."),
         AGE,
+    ],
+    "Job": [
+        NAME,
+        Column("Status", "string", _job_state, "Status of the job."),
+        Column("Completions", "string", _job_completions, "The desired number of successfully finished pods the "
+               "job should be run with."),
+        Column("Duration", "string", _job_duration, "Time required to complete the job."),
+        AGE,
+        *_WORKLOAD_WIDE,
+    ],
+    "CronJob": [
+        NAME,
+        Column("Schedule", "string", lambda o, _n: _spec(o).get("schedule", ""), "The schedule in Cron format."),
+        Column("Timezone", "string", lambda o, _n: _spec(o).get("timeZone") or "<none>", "The time zone name for "
+               "the given schedule."),
+        Column("Suspend", "boolean", lambda o, _n: bool(_spec(o).get("suspend")), "Whether it is suspended."),
+        Column("Active", "integer", lambda o, _n: len(_status(o).get("active") or ()), "The number of running jobs."),
+        Column("Last Schedule", "string", _last_schedule, "The last time the job was successfully scheduled."),
+        AGE,
+        *_WORKLOAD_WIDE,
     ],
     "Role": _DEFAULT,
     "ClusterRole": _DEFAULT,
