@@ -1,6 +1,8 @@
-"""A Deployment at scale: N replicas on hollow nodes, then a rolling update of it.
+"""Workloads at scale on hollow nodes: a Deployment of N replicas and a rolling update of it, or
+Job churn (many Jobs of several pods, each run to completion and deleted).
 
     .venv/bin/python bench/workload_bench.py [--nodes 5000] [--replicas 10000] [--json FILE]
+    .venv/bin/python bench/workload_bench.py --workload jobs [--nodes 1000] [--jobs 1000] [--pods 10]
 
 Starts a ``corral server`` (SQLite, scheduler and controllers on) and ``corral sim --nodes N``
 (hollow nodes under their own identities: they run what is bound to them through the agent's state
@@ -12,6 +14,11 @@ machine and report pods Running and Ready), then from this process, as the admin
 2. changes its template (an annotation) and times the rolling update (RollingUpdate, the default
    25 % surge and unavailability) until the Deployment reports it complete, checking on every pod
    event that no more than maxUnavailable pods were down and no more than replicas + maxSurge existed.
+
+With ``--workload jobs``: creates ``--jobs`` Jobs of ``--pods`` pods each (completions =
+parallelism = pods; each hollow container exits 0 ``--job-run-seconds`` after it started, the
+``sim.corral.dev/run-seconds`` annotation; ``ttlSecondsAfterFinished: 0``), and times, from one
+watch of the Jobs, when all were created, all Complete and all deleted, and when their pods were gone.
 
 Not a test (minutes at full size). The closing notes quote its figures.
 """
@@ -117,13 +124,17 @@ def complete(replicas: int):
     return check
 
 
+async def wait_nodes(client: Client, count: int) -> None:
+    deadline = time.monotonic() + 600
+    while len((await client.list("nodes", raw=True)).items) < count:
+        assert time.monotonic() < deadline, "the hollow nodes did not register in 10 minutes"
+        await asyncio.sleep(2)
+    print(f"{count} hollow nodes registered", file=sys.stderr, flush=True)
+
+
 async def run(args: argparse.Namespace, server: ServerProcess) -> dict:
     async with Client(credentials=server.credentials()) as client:
-        deadline = time.monotonic() + 600
-        while len((await client.list("nodes", raw=True)).items) < args.nodes:
-            assert time.monotonic() < deadline, "the hollow nodes did not register in 10 minutes"
-            await asyncio.sleep(2)
-        print(f"{args.nodes} hollow nodes registered", file=sys.stderr, flush=True)
+        await wait_nodes(client, args.nodes)
         tracker = PodTracker()
         rv = (await client.list("pods", "default", raw=True)).resource_version
         t0 = time.monotonic()
@@ -149,6 +160,69 @@ async def run(args: argparse.Namespace, server: ServerProcess) -> dict:
         return result
 
 
+def job(i: int, pods: int, run_seconds: float) -> dict:
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": f"churn-{i}", "namespace": "default"},
+            "spec": {"completions": pods, "parallelism": pods, "ttlSecondsAfterFinished": 0,
+                     "template": {"metadata": {"annotations": {"sim.corral.dev/run-seconds": str(run_seconds)}},
+                                  "spec": {"restartPolicy": "Never", "tolerations": [dict(HOLLOW_TOLERATION)],
+                                           "containers": [{"name": "work", "image": "registry.k8s.io/pause:3.9",
+                                                           "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}}}
+
+
+async def run_jobs(args: argparse.Namespace, client: Client) -> dict:
+    """Job churn: every Job created, run and deleted; marks from one watch of the Jobs."""
+    seen: dict[str, bool] = {}  # name → complete
+    made = done = gone = 0
+    marks: dict[str, float] = {}
+    t0 = time.monotonic()
+    rv = (await client.list("jobs", "default", raw=True)).resource_version
+
+    async def follow() -> None:
+        nonlocal made, done, gone, rv
+        async for event in client.watch("jobs", "default", resource_version=rv, raw=True):
+            if event.type == "BOOKMARK":
+                continue
+            name = event.object["metadata"]["name"]
+            if event.type == "DELETED":
+                gone += 1
+                done += not seen.pop(name, True)  # deleted before its Complete was seen: it completed
+            else:
+                complete = any(c.get("type") == "Complete" and c.get("status") == "True"
+                               for c in (event.object.get("status") or {}).get("conditions") or ())
+                if name not in seen:
+                    made += 1
+                if complete and not seen.get(name):
+                    done += 1
+                seen[name] = complete
+            for mark, count in (("created", made), ("complete", done), ("deleted", gone)):
+                if count >= args.jobs and mark not in marks:
+                    marks[mark] = round(time.monotonic() - t0, 2)
+            if gone >= args.jobs:
+                return
+
+    watcher = asyncio.create_task(follow())
+    limit = asyncio.Semaphore(32)
+
+    async def create(i: int) -> None:
+        async with limit:
+            await client.create(job(i, args.pods, args.job_run_seconds), "default")
+
+    await asyncio.gather(*(create(i) for i in range(args.jobs)))
+    await asyncio.wait_for(watcher, args.timeout)
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:  # the garbage collector deletes each deleted Job's pods
+        left = len((await client.list("pods", "default", label_selector="batch.kubernetes.io/job-name",
+                                      raw=True)).items)
+        if not left:
+            marks["podsDeleted"] = round(time.monotonic() - t0, 2)
+            break
+        await asyncio.sleep(0.5)
+    total = args.jobs * args.pods
+    return {"nodes": args.nodes, "jobs": args.jobs, "podsPerJob": args.pods, "runSeconds": args.job_run_seconds,
+            "seconds": marks, "podsPerSecond": round(total / marks["complete"], 1), "podsLeft": left,
+            "withinLimits": left == 0 and len(marks) == 4}
+
+
 async def main(args: argparse.Namespace) -> int:
     data = tempfile.mkdtemp(prefix="corral-workloads-")
     server = ServerProcess(os.path.join(data, "server"), *args.server_arg)
@@ -159,7 +233,12 @@ async def main(args: argparse.Namespace) -> int:
         sim = subprocess.Popen([corral, "sim", "--nodes", str(args.nodes), "--server", server.url, "--run-delay",
                                 str(args.run_delay)], env=child_env({"KUBECONFIG": server.kubeconfig}),
                                stdout=subprocess.DEVNULL, stderr=open(os.path.join(data, "sim.log"), "wb"))
-        result = await run(args, server)
+        if args.workload == "jobs":
+            async with Client(credentials=server.credentials()) as client:
+                await wait_nodes(client, args.nodes)
+                result = await run_jobs(args, client)
+        else:
+            result = await run(args, server)
     finally:
         if sim is not None:
             sim.terminate()
@@ -175,7 +254,11 @@ async def main(args: argparse.Namespace) -> int:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workload", choices=("deployment", "jobs"), default="deployment")
     parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--jobs", type=int, default=1000, help="Jobs to churn (--workload jobs)")
+    parser.add_argument("--pods", type=int, default=10, help="pods per Job (--workload jobs)")
+    parser.add_argument("--job-run-seconds", type=float, default=1.0, help="how long a Job's hollow container runs")
     parser.add_argument("--replicas", type=int, default=10000)
     parser.add_argument("--run-delay", type=float, default=0.5, help="seconds a hollow container takes to start")
     parser.add_argument("--timeout", type=float, default=1800.0, help="seconds each phase may take")

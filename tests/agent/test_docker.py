@@ -279,3 +279,32 @@ async def test_configmap_volumes_are_bind_mounted_read_only_and_follow_updates_a
     await rt.remove_pod("uid-conf-0004")
     assert not rt.volumes_dir("uid-conf-0004").exists()
     await rt.close()
+
+
+async def test_probes_reach_a_docker_container_by_its_own_address_and_run_commands_in_it(dockerd, tmp_path):
+    from corral.agent.probes import Prober
+
+    rt = DockerRuntime(str(tmp_path), base_url=dockerd.url)
+    p = pod("probed", "uid-probed-0005")
+    c = p["spec"]["containers"][0]
+    c.update(command=["sh", "-c", "mkdir -p /www && echo ok > /www/index.html && exec httpd -f -p 8080 -h /www"],
+             ports=[{"containerPort": 8080, "name": "web"}])
+    ref = await rt.start(p, c)
+    prober = Prober(rt, lambda *a: None, lambda *a: None, lambda: 0.0)
+
+    async def check(probe: dict) -> tuple[bool, str]:
+        return await prober.check(p, ref, c, {"timeoutSeconds": 2, **probe})
+
+    await asyncio.to_thread(wait_for, lambda: asyncio.run(Prober(rt, None, None, None).check(
+        p, ref, c, {"tcpSocket": {"port": 8080}}))[0], 15)
+    assert await check({"httpGet": {"path": "/", "port": "web"}}) == (True, "")
+    ok, message = await check({"httpGet": {"path": "/missing", "port": 8080}})
+    assert not ok and "statuscode: 404" in message
+    assert (await check({"tcpSocket": {"port": 8081}}))[0] is False  # nothing listens there
+    assert await check({"exec": {"command": ["sh", "-c", "test -e /www/index.html"]}}) == (True, "command exited with 0")
+    assert (await check({"exec": {"command": ["sh", "-c", "echo broken; exit 1"]}})) == (False, "broken")
+    assert (await check({"exec": {"command": ["sleep", "5"]}, "timeoutSeconds": 1})) == (False, "command timed out after 1s")
+    await prober.close()
+    await rt.stop(ref, 1)
+    await rt.remove_pod("uid-probed-0005")
+    await rt.close()

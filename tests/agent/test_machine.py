@@ -220,3 +220,57 @@ def test_a_failed_init_container_is_restarted_with_back_off_and_the_containers_w
     assert started_names(m.handle(Tick(12))) == ["init0"]
     m.handle(Started("init0", "i0", 12))
     assert started_names(m.handle(Exited("init0", 0, False, 13))) == ["c0"]
+
+
+def _probed_pod(**probes) -> dict:
+    obj = pod()
+    obj["spec"]["containers"][0].update(probes)
+    return obj
+
+
+def _ready(actions) -> tuple[str, bool, bool]:
+    status = last_report(actions)
+    cond = next(c["status"] for c in status["conditions"] if c["type"] == "Ready")
+    c = status["containerStatuses"][0]
+    return cond, c["ready"], c["started"]
+
+
+def test_a_readiness_probe_holds_ready_back_until_it_passes_and_takes_it_away_when_it_fails():
+    from corral.agent.machine import Probed
+
+    m = PodMachine(_probed_pod(readinessProbe={"exec": {"command": ["check"]}}))
+    m.handle(Sync(m.pod, 0))
+    assert _ready(m.handle(Started("c0", "id1", 1))) == ("False", False, True)  # running, not ready
+    assert _ready(m.handle(Probed("c0", "id1", "readiness", True, "", 2))) == ("True", True, True)
+    actions = m.handle(Probed("c0", "id1", "readiness", False, "503", 3))
+    assert _ready(actions) == ("False", False, True) and "Emit:Unhealthy" in kinds(actions)
+    assert m.handle(Probed("c0", "old-run", "readiness", True, "", 4)) == []  # about another run: dropped
+
+
+def test_a_failing_liveness_probe_kills_the_container_and_its_restart_policy_restarts_it():
+    from corral.agent.machine import Probed
+
+    m = PodMachine(_probed_pod(livenessProbe={"exec": {"command": ["check"]}}), backoff=BackoffPolicy(initial=10))
+    m.handle(Sync(m.pod, 0))
+    m.handle(Started("c0", "id1", 1))
+    assert m.handle(Probed("c0", "id1", "liveness", True, "", 2)) == []
+    actions = m.handle(Probed("c0", "id1", "liveness", False, "no file", 3))
+    assert kinds(actions) == ["Emit:Unhealthy", "Emit:Killing", "Stop", "Report"]
+    stop = [a for a in actions if isinstance(a, Stop)][0]
+    assert (stop.container, stop.grace_seconds) == ("c0", 30.0)
+    actions = m.handle(Exited("c0", 137, False, 4))  # the kill's end: restarted after the back-off
+    assert last_report(actions)["containerStatuses"][0]["restartCount"] == 1 and m.next_deadline() == 14
+
+
+def test_a_startup_probe_holds_started_and_ready_back_and_without_probes_run_they_count_as_passing():
+    from corral.agent.machine import Probed
+
+    spec = {"startupProbe": {"tcpSocket": {"port": 80}}, "readinessProbe": {"tcpSocket": {"port": 80}}}
+    m = PodMachine(_probed_pod(**spec))
+    m.handle(Sync(m.pod, 0))
+    assert _ready(m.handle(Started("c0", "id1", 1))) == ("False", False, False) and not m.started("c0")
+    assert _ready(m.handle(Probed("c0", "id1", "startup", True, "", 2))) == ("False", False, True)
+    assert m.started("c0")
+    hollow = PodMachine(_probed_pod(**spec), probes=False)  # the simulator runs no probes
+    hollow.handle(Sync(hollow.pod, 0))
+    assert _ready(hollow.handle(Started("c0", "id1", 1))) == ("True", True, True)

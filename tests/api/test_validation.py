@@ -100,11 +100,11 @@ def test_node_taints_are_validated(taints, bad_fields):
 
 
 def test_unknown_fields_are_listed_by_path_and_known_ones_are_not():
-    obj = pod(containers=[container(livenessProbe={}), container(name="d")],
+    obj = pod(containers=[container(securityContext={}), container(name="d")],
               volumes=[{"name": "v", "emptyDir": {}}, {"name": "data", "persistentVolumeClaim": {"claimName": "c"}}])
     obj["metadata"]["managedFields"] = []
     assert unknown_fields(POD, obj) == [
-        "metadata.managedFields", "spec.containers[0].livenessProbe", "spec.volumes[1].persistentVolumeClaim",
+        "metadata.managedFields", "spec.containers[0].securityContext", "spec.volumes[1].persistentVolumeClaim",
     ]
 
 
@@ -138,3 +138,29 @@ def test_create_defaults_fill_what_kubernetes_users_expect():
 )
 def test_qos_class(resources, qos):
     assert qos_class({"containers": [container(resources=copy.deepcopy(resources))]}) == qos
+
+
+@pytest.mark.parametrize("probe, bad", [
+    pytest.param({"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 5}, set(), id="a named port"),
+    pytest.param({}, {"spec.containers[0].livenessProbe"}, id="a probe needs a handler"),
+    pytest.param({"exec": {"command": ["true"]}, "tcpSocket": {"port": 80}}, {"spec.containers[0].livenessProbe.tcpSocket"},
+                 id="one handler only"),
+    pytest.param({"tcpSocket": {"port": 70000}}, {"spec.containers[0].livenessProbe.tcpSocket.port"}, id="a real port"),
+    pytest.param({"httpGet": {"port": "nope"}}, {"spec.containers[0].livenessProbe.httpGet.port"},
+                 id="a name the container's ports have"),
+    pytest.param({"exec": {"command": ["true"]}, "successThreshold": 2}, {"spec.containers[0].livenessProbe.successThreshold"},
+                 id="liveness succeeds once"),
+    pytest.param({"exec": {"command": ["true"]}, "periodSeconds": 0}, {"spec.containers[0].livenessProbe.periodSeconds"},
+                 id="a period of at least a second"),
+])
+def test_probes_are_validated(probe, bad):
+    obj = pod(containers=[container(ports=[{"containerPort": 8080, "name": "http"}], livenessProbe=probe)])
+    assert fields_of(POD, obj) == bad
+
+
+def test_probes_get_kubernetes_defaults():
+    obj = pod(containers=[container(readinessProbe={"httpGet": {"port": 80}})])
+    apply_create_defaults(POD, obj, "default")
+    assert obj["spec"]["containers"][0]["readinessProbe"] == {
+        "httpGet": {"port": 80, "path": "/", "scheme": "HTTP"}, "timeoutSeconds": 1, "periodSeconds": 10,
+        "successThreshold": 1, "failureThreshold": 3}

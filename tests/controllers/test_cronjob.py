@@ -10,7 +10,7 @@ from zoneinfo import ZoneInfo
 import msgspec
 import pytest
 
-from corral.api import cron
+from corral.api.kinds import cron
 from corral.api.defaults import rfc3339
 from corral.api.resources import by_kind
 from corral.controllers.cronjob import SCHEDULED_TIMESTAMP, CronJobController

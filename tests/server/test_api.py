@@ -67,29 +67,29 @@ async def test_unknown_paths_kinds_and_namespaces_are_not_found(http):
 
 async def test_fields_corral_does_not_act_on_are_kept_with_a_warning_and_strict_refuses_only_misspelt_ones(http):
     """kubectl sends fieldValidation=Strict by default: a Kubernetes field corral does not act on
-    (a probe) is kept with a warning, as before; a field Kubernetes does not have either is refused,
+    (a security context) is kept with a warning, as before; a field Kubernetes does not have either is refused,
     as Kubernetes refuses it, each named with its path."""
     obj = pod("extra")
-    obj["spec"]["containers"][0]["livenessProbe"] = {"exec": {"command": ["true"]}}
+    obj["spec"]["containers"][0]["securityContext"] = {"runAsNonRoot": True}
     async with http.post("/api/v1/namespaces/default/pods?fieldValidation=Strict", json=obj) as r:
         assert r.status == 201, await r.text()
-        assert any("spec.containers[0].livenessProbe" in w and "does not act on it" in w
+        assert any("spec.containers[0].securityContext" in w and "does not act on it" in w
                    for w in r.headers.getall("Warning"))
-        assert (await r.json())["spec"]["containers"][0]["livenessProbe"] == {"exec": {"command": ["true"]}}
+        assert (await r.json())["spec"]["containers"][0]["securityContext"] == {"runAsNonRoot": True}
     typo = pod("typo")
-    typo["spec"]["containers"][0]["livenessProbe"] = {"exec": {"comand": ["true"]}}
+    typo["spec"]["containers"][0]["securityContext"] = {"runAsNonRot": True}
     typo["spec"]["nodeSelecter"] = {"zone": "a"}
     async with http.post("/api/v1/namespaces/default/pods?fieldValidation=Strict", json=typo) as r:
         assert r.status == 400
         message = (await r.json())["message"]
         assert "strict decoding error" in message and 'unknown field "spec.nodeSelecter"' in message
-        assert 'unknown field "spec.containers[0].livenessProbe.exec.comand"' in message
+        assert 'unknown field "spec.containers[0].securityContext.runAsNonRot"' in message
     assert await pod_count(http) == 1
     async with http.post("/api/v1/namespaces/default/pods", json=typo) as r:
         assert r.status == 201
         warnings = r.headers.getall("Warning")
         assert any("unknown field 'spec.nodeSelecter'" in w for w in warnings)  # quotes become ' in a header
-        assert any("spec.containers[0].livenessProbe" in w and "does not act" in w for w in warnings)
+        assert any("spec.containers[0].securityContext" in w and "does not act" in w for w in warnings)
 
 
 async def test_update_is_compare_and_swap_and_a_no_op_update_writes_nothing(server):
@@ -230,7 +230,7 @@ async def test_discovery_version_openapi_health_and_metrics_answer(http):
     async with http.get("/apis") as r:
         groups = {g["name"] for g in (await r.json())["groups"]}
         assert groups == {"coordination.k8s.io", "scheduling.k8s.io", "auth.corral.dev", "rbac.authorization.k8s.io",
-                          "authorization.k8s.io", "policy", "metrics.k8s.io", "apps"}
+                          "authorization.k8s.io", "policy", "metrics.k8s.io", "apps", "batch"}
     async with http.get("/apis/coordination.k8s.io/v1") as r:
         assert [res["name"] for res in (await r.json())["resources"]] == ["leases"]
     async with http.get("/version") as r:

@@ -27,6 +27,7 @@ from aiohttp import web
 from corral.aio import cancel_and_wait
 from corral.agent import machine as m
 from corral.agent.configuration import PodConfiguration
+from corral.agent.probes import Prober
 from corral.agent.node_info import default_address, node_object
 from corral.agent.reporting import StatusReporter, renew_lease
 from corral.agent.runtimes.base import ContainerRef, Runtime, StartError
@@ -123,6 +124,7 @@ class Agent:
         self.port = config.port
         self.throughput: dict[str, str] = {}
         self._recovered: dict[tuple[str, str], Any] = {}  # (pod uid, container) → RecoveredContainer
+        self.prober = Prober(runtime, self._feed, self.events.record, time.time)
         self.configuration = PodConfiguration(
             lambda resource, namespace, name: client.get(resource, name, namespace, raw=True),
             runtime.volumes_dir, node_allocatable=lambda: self._node()["status"]["allocatable"])
@@ -159,6 +161,7 @@ class Agent:
         """Stop the agent's loops; containers keep running (a restarted agent adopts them)."""
         await self.informer.stop()
         await cancel_and_wait(*self._tasks, *[t for p in self.pods.values() for t in p.tasks])
+        await self.prober.close()
         await self.events.stop()
         await self.reporter.stop()
         if self._runner is not None:
@@ -294,6 +297,10 @@ class Agent:
     def _act(self, entry: _Pod, action: Any) -> None:
         if isinstance(action, m.Start):
             self._spawn(entry, self._start(entry, action.container))
+        elif isinstance(action, m.Stop) and action.container is not None:  # killed: its Exited follows
+            ref = entry.refs.get(action.container)
+            if ref is not None:
+                self._spawn(entry, self.runtime.stop(ref, action.grace_seconds))
         elif isinstance(action, m.Stop):
             self._spawn(entry, self._stop(entry, action.grace_seconds))
         elif isinstance(action, m.Report):
@@ -301,6 +308,7 @@ class Agent:
         elif isinstance(action, m.Emit):
             self.events.record(entry, action.type, action.reason, action.message)
         elif isinstance(action, m.Forget):
+            self.prober.forget(entry.uid)
             self.pods.pop(entry.uid, None)
             self._spawn(entry, self.runtime.remove_pod(entry.uid))
 
@@ -312,6 +320,7 @@ class Agent:
             entry.refs[name] = recovered.ref
             self._feed(entry, m.Started(name, recovered.ref.id, time.time(), recovered.ref.image_id))
             self._spawn(entry, self._wait(entry, recovered.ref))
+            self.prober.watch(entry, recovered.ref, container)
             return
         try:
             prepared, mounts = await self.configuration.prepare(entry.machine.pod, container, self._host_ip())
@@ -323,14 +332,17 @@ class Agent:
         entry.refs[name] = ref
         self._feed(entry, m.Started(name, ref.id, time.time(), ref.image_id))
         self._spawn(entry, self._wait(entry, ref))
+        self.prober.watch(entry, ref, prepared)
 
     async def _wait(self, entry: _Pod, ref: ContainerRef) -> None:
         info = await self.runtime.wait(ref)
+        self.prober.forget(ref.pod_uid, ref.container)
         if entry.refs.get(ref.container) is ref:
             self._feed(entry, m.Exited(ref.container, info.exit_code, info.oom_killed, time.time()))
 
     async def _stop(self, entry: _Pod, grace: float) -> None:
         refs = list(entry.refs.values())
+        self.prober.forget(entry.uid)
         await asyncio.gather(*(self.runtime.stop(ref, grace) for ref in refs), return_exceptions=True)
         entry.refs.clear()
         self._feed(entry, m.Stopped(time.time()))

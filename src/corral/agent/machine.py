@@ -24,7 +24,7 @@ from corral.agent.runtimes.base import CONFIG_ERROR
 from corral.api.defaults import rfc3339
 
 __all__ = [
-    "PodMachine", "Sync", "Started", "StartFailed", "Exited", "Stopped", "Tick", "Removed",
+    "PodMachine", "Sync", "Started", "StartFailed", "Exited", "Stopped", "Tick", "Removed", "Probed",
     "Start", "Stop", "Report", "Emit", "Forget", "Transition", "BackoffPolicy",
 ]
 
@@ -83,7 +83,19 @@ class Removed:
     now: float
 
 
-Event = Union[Sync, Started, StartFailed, Exited, Stopped, Tick, Removed]
+@dataclass(frozen=True, slots=True)
+class Probed:
+    """A probe of a running container crossed its threshold: passing (``ok``) or failing."""
+
+    container: str
+    container_id: str  # the run it probed (a result about an earlier run is dropped)
+    kind: str  # liveness | readiness | startup
+    ok: bool
+    message: str
+    now: float
+
+
+Event = Union[Sync, Started, StartFailed, Exited, Stopped, Tick, Removed, Probed]
 
 
 # --- actions ------------------------------------------------------------------------------------------
@@ -97,7 +109,9 @@ class Start:
 @dataclass(frozen=True, slots=True)
 class Stop:
     grace_seconds: float
-    container: str | None = None  # None: every container of the pod
+    # None: every container of the pod (then Stopped follows); a name: that container only, killed
+    # for failing its liveness or startup probe (then its Exited follows, and the restart policy).
+    container: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +166,8 @@ class _Container:
     image_id: str = ""
     restart_at: float | None = None  # when a backed-off restart is due
     starting: bool = False
+    ready: bool = False  # running, started, and its readiness probe (if any) passing
+    started_ok: bool = False  # running and its startup probe (if any) has passed
     last: dict[str, Any] | None = None  # lastState, as reported
 
     @property
@@ -172,6 +188,7 @@ class PodMachine:
     # spec.initContainers: run one at a time, in order, each to success, before the containers start.
     init: dict[str, _Container] = field(default_factory=dict)
     history: list[Transition] = field(default_factory=list)
+    probes: bool = True  # False (hollow nodes): probes are not run, so they count as passing
     stopping: bool = False
     deleting: bool = False
     forgotten: bool = False
@@ -255,6 +272,8 @@ class PodMachine:
             actions = self._tick(event)
         elif isinstance(event, Removed):
             actions = self._removed(event)
+        elif isinstance(event, Probed):
+            actions = self._probed(event)
         note = ", ".join(type(a).__name__ + (f"({a.reason})" if isinstance(a, Emit) else "") for a in actions)
         self.history.append(Transition(getattr(event, "now", 0.0), type(event).__name__, before, self.phase, note))
         return actions
@@ -293,6 +312,8 @@ class PodMachine:
         c.starting = False
         c.state, c.reason, c.message = "running", "", ""
         c.container_id, c.image_id, c.started_at, c.exit_code = event.container_id, event.image_id, event.now, None
+        c.started_ok = not (self.probes and c.spec.get("startupProbe"))
+        c.ready = c.started_ok and not (self.probes and c.spec.get("readinessProbe"))
         actions: list[Action] = [Emit("Normal", "Started", f"Started container {c.name}")]
         if c.name not in self.init and all(x.state == "running" for x in self.containers.values()):
             self.phase, self.reason, self.message = "Running", "", ""
@@ -330,6 +351,7 @@ class PodMachine:
             return []
         reason = "OOMKilled" if event.oom_killed else ("Completed" if event.exit_code == 0 else "Error")
         c.state, c.reason, c.exit_code, c.finished_at = "terminated", reason, event.exit_code, event.now
+        c.ready = c.started_ok = False
         c.message = "the container used more memory than its limit" if event.oom_killed else ""
         if c.name in self.init:
             if event.exit_code == 0:  # this one is done: the next, or the containers
@@ -350,6 +372,38 @@ class PodMachine:
                     self._report(event.now)]
         self._settle(event.now)
         return [self._report(event.now)]
+
+    def started(self, name: str) -> bool:
+        """Whether container ``name`` runs and has passed its startup probe (liveness and readiness
+        probes begin then)."""
+        c = self._container(name)
+        return c is not None and c.state == "running" and c.started_ok
+
+    def _probed(self, event: Probed) -> list[Action]:
+        c = self._container(event.container)
+        if c is None or self.stopping or c.state != "running" or c.container_id != event.container_id:
+            return []  # about a run that is over: nothing to do
+        if event.kind == "readiness":  # every failure is said (the recorder counts repeats); a change reported
+            warn = [] if event.ok else [Emit("Warning", "Unhealthy", f"Readiness probe failed: {event.message}")]
+            if c.ready == (event.ok and c.started_ok):
+                return warn
+            c.ready = event.ok and c.started_ok
+            return warn + [self._report(event.now)]
+        if event.kind == "startup" and event.ok:
+            c.started_ok = True
+            c.ready = not c.spec.get("readinessProbe")
+            return [self._report(event.now)]
+        if event.ok:
+            return []
+        # A failing liveness (or startup) probe: the container is killed, and restarted (or not)
+        # as its pod's restartPolicy says, with the usual back-off.
+        what = event.kind.title()
+        probe = c.spec.get(f"{event.kind}Probe") or {}
+        grace = probe.get("terminationGracePeriodSeconds")
+        c.ready = False
+        return [Emit("Warning", "Unhealthy", f"{what} probe failed: {event.message}"),
+                Emit("Normal", "Killing", f"Container {c.name} failed {event.kind} probe, will be restarted"),
+                Stop(float(grace) if grace is not None else self.grace_seconds, c.name), self._report(event.now)]
 
     def _restarts(self, *, failed: bool) -> bool:
         policy = self.restart_policy
@@ -424,7 +478,8 @@ class PodMachine:
     def _report(self, now: float) -> Report:
         statuses = [self._container_status(c, now) for c in self.containers.values()]
         init_statuses = [self._container_status(c, now) for c in self.init.values()]
-        ready = "True" if self.phase == "Running" and all(c.state == "running" for c in self.containers.values()) else "False"
+        ready = "True" if self.phase == "Running" and all(c.state == "running" and c.ready
+                                                          for c in self.containers.values()) else "False"
         ts = rfc3339(now)
         scheduled = next((c for c in ((self.pod.get("status") or {}).get("conditions") or ())
                           if c.get("type") == "PodScheduled"), {"type": "PodScheduled", "status": "True",
@@ -476,7 +531,7 @@ class PodMachine:
         # imageID, like name, image, ready and restartCount, is required by clients' schemas (the
         # official Python client refuses a pod without it): "" until a runtime names one.
         status = {"name": c.name, "image": c.spec.get("image", ""), "imageID": c.image_id,
-                  "ready": c.state == "running", "started": c.state == "running",
+                  "ready": c.state == "running" and c.ready, "started": c.state == "running" and c.started_ok,
                   "restartCount": c.restart_count, "state": state}
         if c.container_id:
             status["containerID"] = c.container_id

@@ -18,6 +18,7 @@ from corral.api.resources import ResourceType
 from corral.api.kinds.apps import WORKLOAD_DEFAULTS
 from corral.api.kinds.batch import BATCH_CREATE_DEFAULTS, BATCH_DEFAULTS
 from corral.api.kinds.config import CONFIG_DEFAULTS
+from corral.api.kinds.probes import probe_defaults
 
 __all__ = ["now_rfc3339", "now_micro_rfc3339", "rfc3339", "apply_create_defaults", "apply_update_defaults", "generate_name", "DEFAULT_SCHEDULER"]
 
@@ -79,6 +80,7 @@ def _pod_spec_defaults(obj: dict[str, Any]) -> None:
         container.setdefault("imagePullPolicy", "Always" if latest and "@" not in tag else "IfNotPresent")
         for port in container.get("ports") or ():
             port.setdefault("protocol", "TCP")
+        probe_defaults(container)
     for toleration in spec.get("tolerations") or ():
         if toleration.get("key") and "operator" not in toleration:
             toleration["operator"] = "Equal"

@@ -242,6 +242,36 @@ class Volume(Model):
     empty_dir: EmptyDirVolumeSource | None = None
 
 
+class HTTPHeader(Model):
+    name: str | None = None
+    value: str | None = None
+
+
+class ProbeHandler(Model):
+    """What a probe does: run a command, GET a URL, open a TCP connection, or ask gRPC's health."""
+
+    command: list[str] | None = None  # exec
+    path: str | None = None  # httpGet
+    port: int | str | None = None  # httpGet, tcpSocket, grpc: a number or a named containerPort
+    host: str | None = None
+    scheme: str | None = None
+    http_headers: list[HTTPHeader] | None = None
+    service: str | None = None  # grpc
+
+
+class Probe(Model):
+    exec: ProbeHandler | None = None
+    http_get: ProbeHandler | None = None
+    tcp_socket: ProbeHandler | None = None
+    grpc: ProbeHandler | None = None
+    initial_delay_seconds: int | None = None
+    period_seconds: int | None = None
+    timeout_seconds: int | None = None
+    success_threshold: int | None = None
+    failure_threshold: int | None = None
+    termination_grace_period_seconds: int | None = None
+
+
 class VolumeMount(Model):
     name: str | None = None
     mount_path: str | None = None
@@ -274,6 +304,9 @@ class Container(Model):
     ports: list[ContainerPort] | None = None
     resources: ResourceRequirements | None = None
     volume_mounts: list[VolumeMount] | None = None
+    liveness_probe: Probe | None = None
+    readiness_probe: Probe | None = None
+    startup_probe: Probe | None = None
     stdin: bool | None = None  # keep stdin open for `kubectl attach -i`
     tty: bool | None = None  # a terminal for the container (docker runtime)
 

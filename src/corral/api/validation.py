@@ -252,6 +252,7 @@ def _container(path: str, c: models.Container, seen_names: set[str], host_ports:
                                     f'Duplicate value: "{port.host_port}/{protocol}"'))
             host_ports.add(slot)
     causes += resources(f"{path}.resources", c.resources)
+    causes += probe_causes(path, c)
     return causes
 
 
@@ -737,6 +738,7 @@ def update_causes(resource: ResourceType, current: dict[str, Any], new: dict[str
 from corral.api.kinds.apps_validation import WORKLOAD_CHECKS  # noqa: E402
 from corral.api.kinds.config_validation import CONFIG_CHECKS, CONFIG_UPDATE_CHECKS, pod_configuration  # noqa: E402
 from corral.api.kinds.batch_validation import BATCH_CHECKS, BATCH_UPDATE_CHECKS  # noqa: E402
+from corral.api.kinds.probe_validation import probe_causes  # noqa: E402
 
 _KIND_CHECKS.update({**WORKLOAD_CHECKS, **CONFIG_CHECKS, **BATCH_CHECKS})
 _UPDATE_CHECKS = {**CONFIG_UPDATE_CHECKS, **BATCH_UPDATE_CHECKS}

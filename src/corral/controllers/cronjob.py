@@ -14,7 +14,7 @@ For each CronJob (queued when it or one of its Jobs changes, and again at its ne
   Finished Jobs beyond ``successfulJobsHistoryLimit`` (3) and ``failedJobsHistoryLimit`` (1) are
   deleted, oldest first, with their pods. ``suspend: true`` makes none.
 
-The schedule is read in ``timeZone`` (UTC without one): :mod:`corral.api.cron`.
+The schedule is read in ``timeZone`` (UTC without one): :mod:`corral.api.kinds.cron`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any, Iterable
 
 import msgspec
 
-from corral.api import cron
+from corral.api.kinds import cron
 from corral.api.defaults import rfc3339
 from corral.api.resources import by_kind
 from corral.controllers.pods import controller_of, owner_reference

@@ -3,7 +3,9 @@
 Each hollow node registers a Node, renews its Lease and its Ready heartbeat, and runs the pods
 bound to it through the agent's own :class:`~corral.agent.machine.PodMachine` with a fake runtime:
 a container "starts" ``run_delay`` seconds after it is asked to, and stops at once. So pods go
-Scheduled → Running, and deleted pods Terminating → Terminated, exactly as with real agents.
+Scheduled → Running, and deleted pods Terminating → Terminated, exactly as with real agents. A pod
+annotated ``sim.corral.dev/run-seconds: "N"`` has its containers exit that long after they started
+(with ``sim.corral.dev/exit-code``, default 0): Jobs' pods finish, and their Jobs complete or fail.
 
 Each hollow node joins as an agent does and writes under its own identity (``system:node:NAME``,
 in ``system:nodes``): its Node, its Lease and the status of its pods pass the node authoriser and
@@ -34,6 +36,7 @@ from corral.client.rest import AlreadyExists, ApiError, Client, ConnectionFailed
 __all__ = ["HollowNodes", "HollowConfig"]
 
 log = logging.getLogger(__name__)
+RUN_SECONDS, EXIT_CODE = "sim.corral.dev/run-seconds", "sim.corral.dev/exit-code"  # finishing containers
 JOIN_TOKEN_TTL = dt.timedelta(hours=1)  # revoked once the nodes have joined; expires anyway if sim dies first
 # A hollow node's status.nodeInfo: every field clients' schemas require, none describing a machine.
 HOLLOW_INFO = {"kernelVersion": "", "osImage": "corral hollow node", "containerRuntimeVersion": "hollow://1",
@@ -218,7 +221,7 @@ class HollowNodes:
         if machine is None:
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed", "Terminated", "Running"):
                 return  # not ours to (re)start: finished, or running before this process began
-            machine = self.machines[uid] = m.PodMachine(pod, host_ip="127.0.0.1")
+            machine = self.machines[uid] = m.PodMachine(pod, host_ip="127.0.0.1", probes=False)
         self._feed(machine, m.Sync(pod, now))
 
     def _feed(self, machine: m.PodMachine, event: Any) -> None:
@@ -243,3 +246,15 @@ class HollowNodes:
             return
         self.started_pods += 1
         self._feed(machine, m.Started(container, f"hollow://{machine.uid}/{container}", time.time()))
+        annotations = (machine.pod.get("metadata") or {}).get("annotations") or {}
+        run = annotations.get(RUN_SECONDS)
+        if run is not None:
+            try:
+                seconds, code = float(run), int(annotations.get(EXIT_CODE, "0"))
+            except ValueError:
+                return
+            asyncio.get_running_loop().call_later(seconds, self._exited, machine, container, code)
+
+    def _exited(self, machine: m.PodMachine, container: str, code: int) -> None:
+        if not machine.forgotten and not machine.stopping:
+            self._feed(machine, m.Exited(container, code, False, time.time()))

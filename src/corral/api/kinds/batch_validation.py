@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from corral.api import cron
+from corral.api.kinds import cron
 from corral.api.kinds.apps_validation import non_negative, pod_template
 from corral.api.kinds.batch import CronJob, Job, JobSpec
 from corral.api.validation import INVALID, REQUIRED, Cause, _invalid, _not_supported, label_selector
