@@ -161,6 +161,10 @@ RESOURCES: tuple[ResourceType, ...] = (
         short_names=("deploy",), subresources=("status", "scale"), has_status=True,
         merge_keys=_WORKLOAD_MERGE_KEYS,
     ),
+    ResourceType(
+        "DaemonSet", "daemonsets", "apps", "v1", True, workloads.DaemonSet,
+        short_names=("ds",), subresources=("status",), has_status=True, merge_keys=_WORKLOAD_MERGE_KEYS,
+    ),
     # Run to completion (batch/v1): a Job's pods until enough succeed; a CronJob's Jobs on a schedule.
     ResourceType(
         "Job", "jobs", "batch", "v1", True, Job, subresources=("status",), has_status=True,

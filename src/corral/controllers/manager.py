@@ -1,13 +1,14 @@
 """The controller manager: every controller the leader runs, started and stopped together.
 
 Periodic ones (node lifecycle, pod garbage collection, disruption budgets' status) and queue-driven
-ones (the garbage collector, ReplicaSets, Deployments, Jobs, CronJobs), all on the server's watch cache and writing through its
+ones (the garbage collector, ReplicaSets, Deployments, DaemonSets, Jobs, CronJobs), all on the server's watch cache and writing through its
 REST layer.
 """
 
 from __future__ import annotations
 
 from corral.controllers.cronjob import CronJobController
+from corral.controllers.daemonset import DaemonSetController
 from corral.controllers.deployment import DeploymentController
 from corral.controllers.disruption import DisruptionController
 from corral.controllers.garbage_collector import GarbageCollector
@@ -31,6 +32,7 @@ class ControllerManager:
             DeploymentController(api),
             JobController(api),
             CronJobController(api),
+            DaemonSetController(api),
         ]
 
     def start(self) -> None:

@@ -27,6 +27,7 @@ from corral.api.defaults import rfc3339
 from corral.api.resources import NODE_LEASE_NAMESPACE, by_kind
 from corral.controllers.periodic import PeriodicController
 from corral.scheduler.cache.node_table import parse_timestamp
+from corral.scheduler.plugins.taint_toleration import tolerates
 from corral.server.rest import ResourceAPI, WriteOptions
 from corral.server import errors
 
@@ -34,6 +35,13 @@ __all__ = ["NodeLifecycleController", "UNREACHABLE_TAINT"]
 
 log = logging.getLogger(__name__)
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
+
+
+def _stays(pod: dict[str, Any]) -> bool:
+    """Whether the pod tolerates its node being unreachable without a time limit (Kubernetes'
+    NoExecute semantics): DaemonSet pods do, and are never evicted from a lost node."""
+    tolerations = [t for t in (pod.get("spec") or {}).get("tolerations") or () if t.get("tolerationSeconds") is None]
+    return tolerates(tolerations, UNREACHABLE_TAINT, "", "NoExecute")
 LEASE_PREFIX = f"/coordination.k8s.io/leases/{NODE_LEASE_NAMESPACE}/"
 
 
@@ -128,6 +136,8 @@ class NodeLifecycleController(PeriodicController):
                 continue
             if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
                 continue  # finished: it stays as it ended, never run again
+            if _stays(pod):
+                continue  # it tolerates the node's loss for good (a DaemonSet's pod): it waits for it
             message = f"node {node} was unreachable for more than {self.eviction:.0f}s"
             owner = next((r for r in meta.get("ownerReferences") or () if r.get("controller")), None)
             if owner is not None:

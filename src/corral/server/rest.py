@@ -37,7 +37,7 @@ _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
 
 _CAS_RETRIES = 8
-IMMUTABLE_SELECTORS = ("ReplicaSet", "Deployment")  # apps/v1: a workload's selector never changes
+IMMUTABLE_SELECTORS = ("ReplicaSet", "Deployment", "DaemonSet")  # apps/v1: a workload's selector never changes
 TOO_LARGE_WAIT = 3.0  # Kubernetes' wait for a resourceVersion no write has made yet
 
 

@@ -1,4 +1,4 @@
-"""The workload kinds of ``apps/v1``: ReplicaSet and Deployment, as Kubernetes defines them.
+"""The workload kinds of ``apps/v1``: ReplicaSet, Deployment and DaemonSet, as Kubernetes defines them.
 
 Models only (the fields corral acts on; anything else a manifest carries is kept as written, with a
 warning), with their defaults. Validation is in :mod:`corral.api.kinds.apps_validation`; the
@@ -11,7 +11,7 @@ from typing import Any
 
 from corral.api.models import LabelSelector, Model, ObjectMeta, PodSpec
 
-__all__ = ["PodTemplateSpec", "ReplicaSet", "ReplicaSetSpec", "ReplicaSetStatus", "Deployment", "DeploymentSpec",
+__all__ = ["DaemonSet", "PodTemplateSpec", "ReplicaSet", "ReplicaSetSpec", "ReplicaSetStatus", "Deployment", "DeploymentSpec",
            "DeploymentStatus", "DeploymentStrategy", "RollingUpdateDeployment", "WorkloadCondition",
            "WORKLOAD_DEFAULTS", "percent_or_count", "DEFAULT_SURGE", "DEFAULT_UNAVAILABLE"]
 
@@ -112,6 +112,60 @@ class Deployment(Model, tag_field="kind", tag="Deployment"):
     status: DeploymentStatus | None = None
 
 
+class RollingUpdateDaemonSet(Model):
+    max_unavailable: int | str | None = None
+    max_surge: int | str | None = None
+
+
+class DaemonSetUpdateStrategy(Model):
+    type: str | None = None  # RollingUpdate (default) | OnDelete
+    rolling_update: RollingUpdateDaemonSet | None = None
+
+
+class DaemonSetSpec(Model):
+    selector: LabelSelector | None = None
+    template: PodTemplateSpec | None = None
+    update_strategy: DaemonSetUpdateStrategy | None = None
+    min_ready_seconds: int | None = None
+    revision_history_limit: int | None = None
+
+
+class DaemonSetStatus(Model):
+    current_number_scheduled: int | None = None
+    number_misscheduled: int | None = None
+    desired_number_scheduled: int | None = None
+    number_ready: int | None = None
+    observed_generation: int | None = None
+    updated_number_scheduled: int | None = None
+    number_available: int | None = None
+    number_unavailable: int | None = None
+    collision_count: int | None = None
+    conditions: list[WorkloadCondition] | None = None
+
+
+class DaemonSet(Model, tag_field="kind", tag="DaemonSet"):
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    spec: DaemonSetSpec | None = None
+    status: DaemonSetStatus | None = None
+
+
+def _daemon_set_defaults(obj: dict[str, Any]) -> None:
+    spec = obj.setdefault("spec", {})
+    if not isinstance(spec, dict):
+        return
+    spec.setdefault("minReadySeconds", 0)
+    spec.setdefault("revisionHistoryLimit", DEFAULT_HISTORY)
+    strategy = spec.setdefault("updateStrategy", {})
+    if isinstance(strategy, dict):
+        strategy.setdefault("type", "RollingUpdate")
+        if strategy["type"] == "RollingUpdate":
+            rolling = strategy.setdefault("rollingUpdate", {})
+            if isinstance(rolling, dict):
+                rolling.setdefault("maxUnavailable", 1)
+                rolling.setdefault("maxSurge", 0)
+
+
 def _replica_set_defaults(obj: dict[str, Any]) -> None:
     spec = obj.setdefault("spec", {})
     if isinstance(spec, dict):
@@ -139,4 +193,5 @@ def _deployment_defaults(obj: dict[str, Any]) -> None:
 
 # Applied on create and on every write of the main resource (so re-applying a manifest that omits
 # them is not a change), by corral.api.defaults, which defaults the pod template as it does a pod.
-WORKLOAD_DEFAULTS = {"ReplicaSet": _replica_set_defaults, "Deployment": _deployment_defaults}
+WORKLOAD_DEFAULTS = {"ReplicaSet": _replica_set_defaults, "Deployment": _deployment_defaults,
+                     "DaemonSet": _daemon_set_defaults}

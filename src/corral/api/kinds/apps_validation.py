@@ -109,7 +109,30 @@ def _deployment(deploy: workloads.Deployment) -> list[Cause]:
     return causes
 
 
+def _daemon_set(ds: workloads.DaemonSet) -> list[Cause]:
+    spec = ds.spec or workloads.DaemonSetSpec()
+    causes = non_negative("spec.minReadySeconds", spec.min_ready_seconds)
+    causes += non_negative("spec.revisionHistoryLimit", spec.revision_history_limit)
+    causes += _selector(spec.selector)
+    causes += pod_template(spec.template, spec.selector)
+    strategy = spec.update_strategy
+    if strategy is not None:
+        if strategy.type not in (None, "RollingUpdate", "OnDelete"):
+            causes.append(_not_supported("spec.updateStrategy.type", strategy.type, ("RollingUpdate", "OnDelete")))
+        rolling = strategy.rolling_update
+        if rolling is not None:
+            path = "spec.updateStrategy.rollingUpdate"
+            causes += _int_or_percent(f"{path}.maxUnavailable", rolling.max_unavailable)
+            causes += _int_or_percent(f"{path}.maxSurge", rolling.max_surge)
+            if not causes and percent_or_count(rolling.max_unavailable, 100, round_up=True) == 0 \
+                    and percent_or_count(rolling.max_surge, 100, round_up=True) == 0:
+                causes.append(_invalid(f"{path}.maxUnavailable", rolling.max_unavailable,
+                                       "may not be 0 when `maxSurge` is 0"))
+    return causes
+
+
 WORKLOAD_CHECKS: dict[str, Callable[[Any], list[Cause]]] = {
     "ReplicaSet": _replica_set,
     "Deployment": _deployment,
+    "DaemonSet": _daemon_set,
 }

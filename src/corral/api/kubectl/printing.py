@@ -475,6 +475,27 @@ _COLUMNS: dict[str, list[Column]] = {
         Column("Data", "integer", lambda o, _n: len(o.get("data") or {}), "The number of keys."),
         AGE,
     ],
+    "DaemonSet": [
+        NAME,
+        Column("Desired", "integer", _count(_status, "desiredNumberScheduled"),
+               "The number of nodes that should be running the daemon pod."),
+        Column("Current", "integer", _count(_status, "currentNumberScheduled"),
+               "The number of nodes running at least one daemon pod and are supposed to."),
+        Column("Ready", "integer", _count(_status, "numberReady"),
+               "The number of nodes that should be running the daemon pod and have one or more of the daemon pod "
+               "running and ready."),
+        Column("Up-to-date", "integer", _count(_status, "updatedNumberScheduled"),
+               "The total number of nodes that are running updated daemon pod."),
+        Column("Available", "integer", _count(_status, "numberAvailable"),
+               "The number of nodes that should be running the daemon pod and have one or more of the daemon pod "
+               "running and available (ready for at least spec.minReadySeconds)."),
+        Column("Node Selector", "string", lambda o, _n: ",".join(
+            f"{k}={v}" for k, v in sorted((((_spec(o).get("template") or {}).get("spec") or {}).get("nodeSelector")
+                                           or {}).items())) or "<none>",
+               "NodeSelector is a selector which must be true for the pod to fit on a node."),
+        AGE,
+        *_WORKLOAD_WIDE,
+    ],
     "Job": [
         NAME,
         Column("Status", "string", _job_state, "Status of the job."),

@@ -1,0 +1,261 @@
+"""The DaemonSet controller: one pod of a template on every eligible node, as Kubernetes' does.
+
+For each DaemonSet (queued when it, one of its pods or any node changes):
+
+- **Eligible nodes**: those whose labels the template's ``nodeSelector`` and required node affinity
+  match and whose NoSchedule/NoExecute taints the template tolerates — with the tolerations every
+  DaemonSet pod gets (not-ready and unreachable NoExecute; disk, memory and pid pressure and
+  unschedulable NoSchedule), so a daemon stays on a node that is cordoned or briefly lost.
+- **Placement**: a missing pod is created with required node affinity on the node's name
+  (``matchFields metadata.name``); the scheduler binds it there, checking resources and ports, as
+  Kubernetes does since 1.12. A pod on a node no longer eligible, or a second pod on one node, is
+  deleted.
+- **Updates**: pods carry ``controller-revision-hash``, the template's hash. ``RollingUpdate``
+  deletes old pods while at most ``maxUnavailable`` (1) nodes lack an available new pod, and the
+  next sync creates the new one; ``OnDelete`` replaces a pod only when someone deletes it.
+- **Status**: desiredNumberScheduled, currentNumberScheduled, numberMisscheduled, numberReady,
+  updatedNumberScheduled, numberAvailable (ready for minReadySeconds), numberUnavailable,
+  observedGeneration — what ``kubectl rollout status daemonset`` reads.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any, Iterable
+
+from corral.api.kinds.apps import percent_or_count
+from corral.api.resources import by_kind
+from corral.controllers.deployment import template_hash
+from corral.controllers.pods import controller_of, deletion_order, is_active, is_available, is_ready, pod_from_template
+from corral.controllers.queued import QueuedController
+from corral.scheduler.plugins.taint_toleration import tolerates
+from corral.server import errors
+from corral.server.rest import ResourceAPI
+from corral.store import Event, EventType
+
+__all__ = ["DaemonSetController", "HASH_LABEL", "DAEMON_TOLERATIONS", "eligible"]
+
+HASH_LABEL = "controller-revision-hash"
+# What every DaemonSet pod tolerates, as Kubernetes adds it.
+DAEMON_TOLERATIONS = [
+    {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
+    {"key": "node.kubernetes.io/unreachable", "operator": "Exists", "effect": "NoExecute"},
+    *({"key": f"node.kubernetes.io/{key}", "operator": "Exists", "effect": "NoSchedule"}
+      for key in ("disk-pressure", "memory-pressure", "pid-pressure", "unschedulable")),
+]
+
+Obj = dict[str, Any]
+
+
+def _requirement(req: Obj, value: str | None) -> bool:
+    op, values = req.get("operator"), req.get("values") or []
+    if op == "In":
+        return value in values
+    if op == "NotIn":
+        return value not in values
+    if op == "Exists":
+        return value is not None
+    if op == "DoesNotExist":
+        return value is None
+    if op in ("Gt", "Lt") and value is not None and values:
+        try:
+            return int(value) > int(values[0]) if op == "Gt" else int(value) < int(values[0])
+        except ValueError:
+            return False
+    return False
+
+
+def eligible(spec: Obj, node: Obj) -> bool:
+    """Whether a pod of ``spec`` (a template's) belongs on ``node``: labels, affinity, taints."""
+    labels = node["metadata"].get("labels") or {}
+    if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
+        return False
+    required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+                .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")
+    if required and not any(
+            all(_requirement(r, labels.get(r.get("key", ""))) for r in term.get("matchExpressions") or ())
+            and all(_requirement(r, node["metadata"]["name"]) for r in term.get("matchFields") or ())
+            for term in required):
+        return False
+    tolerations = [*(spec.get("tolerations") or ()), *DAEMON_TOLERATIONS]
+    return all(tolerates(tolerations, t.get("key", ""), t.get("value", ""), t.get("effect", ""))
+               for t in (node.get("spec") or {}).get("taints") or () if t.get("effect") in ("NoSchedule", "NoExecute"))
+
+
+def _node_of(pod: Obj) -> str:
+    """The node a daemon pod is for: where it is bound, or the node its affinity names."""
+    spec = pod.get("spec") or {}
+    if spec.get("nodeName"):
+        return spec["nodeName"]
+    terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
+             .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or ()
+    for term in terms:
+        for field in term.get("matchFields") or ():
+            if field.get("key") == "metadata.name" and field.get("operator") == "In" and len(field.get("values") or ()) == 1:
+                return field["values"][0]
+    return ""
+
+
+def _for_node(ds: Obj, template: Obj, node: str, revision: str) -> Obj:
+    pod = pod_from_template(ds, template)
+    pod["metadata"].setdefault("labels", {})[HASH_LABEL] = revision
+    spec = pod["spec"]
+    spec["tolerations"] = [*(spec.get("tolerations") or ()),
+                           *(t for t in DAEMON_TOLERATIONS if t not in (spec.get("tolerations") or ()))]
+    affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
+    affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": [
+        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}
+    return pod
+
+
+class DaemonSetController(QueuedController):
+    name = "daemonset"
+    component = "daemonset-controller"
+
+    def __init__(self, api: ResourceAPI, *, clock=time.time) -> None:
+        super().__init__(api)
+        self.clock = clock
+        self._sets, self._pods, self._nodes = by_kind("DaemonSet"), by_kind("Pod"), by_kind("Node")
+        self._pods_of: dict[str, set[str]] = {}  # daemonset uid → its pods' keys
+        self._owner_of: dict[str, str] = {}  # pod key → its daemonset's uid
+        self._by_uid: dict[str, str] = {}  # daemonset uid → key
+        self._node_shapes: dict[str, tuple] = {}  # node key → (labels, taints) last seen
+
+    def reset(self) -> None:
+        self._pods_of.clear(), self._owner_of.clear(), self._by_uid.clear(), self._node_shapes.clear()
+
+    def initial_keys(self) -> Iterable[str]:
+        for record in self.api.cache.items(self._sets.store_prefix):
+            self._by_uid[record.obj["metadata"]["uid"]] = record.key
+        for record in self.api.cache.items(self._pods.store_prefix):
+            self._index_pod(record.key, record.obj)
+        return list(self._by_uid.values())
+
+    def _index_pod(self, key: str, pod: Obj | None) -> str:
+        old = self._owner_of.pop(key, "")
+        if old:
+            self._pods_of.get(old, set()).discard(key)
+        ref = controller_of(pod) if pod is not None else None
+        if ref is None or ref.get("kind") != "DaemonSet":
+            return old
+        self._owner_of[key] = ref["uid"]
+        self._pods_of.setdefault(ref["uid"], set()).add(key)
+        return ref["uid"]
+
+    def keys_for(self, event: Event) -> Iterable[str]:
+        key = event.key
+        if key.startswith(self._sets.store_prefix):
+            uid = event.record.obj["metadata"]["uid"]
+            if event.type is EventType.DELETED:
+                self._by_uid.pop(uid, None)
+            else:
+                self._by_uid[uid] = key
+            return (key,)
+        if key.startswith(self._nodes.store_prefix):
+            if event.type is not EventType.MODIFIED:
+                return list(self._by_uid.values())  # a node came or went: every DaemonSet looks
+            return list(self._by_uid.values()) if self._labels_or_taints_changed(event) else ()
+        if not key.startswith(self._pods.store_prefix):
+            return ()
+        before = self._owner_of.get(key, "")
+        after = self._index_pod(key, None if event.type is EventType.DELETED else event.record.obj)
+        return {self._by_uid[uid] for uid in (before, after) if uid in self._by_uid}
+
+    def _labels_or_taints_changed(self, event: Event) -> bool:
+        """A node's heartbeat (status) changes nothing here; its labels or taints may."""
+        obj = event.record.obj
+        shape = (obj["metadata"].get("labels"), (obj.get("spec") or {}).get("taints"))
+        return self._node_shapes.pop(event.key, None) != self._node_shapes.setdefault(event.key, shape)
+
+    # --- one DaemonSet -----------------------------------------------------------------------------------
+
+    async def sync(self, key: str) -> float | None:
+        record = self.api.cache.get(key)
+        if record is None or record.obj["metadata"].get("deletionTimestamp"):
+            return None
+        ds = record.obj
+        spec = ds.get("spec") or {}
+        template = spec.get("template") or {}
+        revision = template_hash(template)
+        wanted = {r.obj["metadata"]["name"] for r in self.api.cache.items(self._nodes.store_prefix)
+                  if eligible(template.get("spec") or {}, r.obj)}
+        pods = [r.obj for r in map(self.api.cache.get, sorted(self._pods_of.get(ds["metadata"]["uid"], ())))
+                if r is not None]
+        active = [p for p in pods if is_active(p)]
+        by_node: dict[str, list[Obj]] = {}
+        for pod in active:
+            by_node.setdefault(_node_of(pod), []).append(pod)
+        doomed: list[Obj] = []
+        for node, on_node in by_node.items():
+            if node not in wanted:
+                doomed += on_node  # the node no longer takes it (or is gone)
+            elif len(on_node) > 1:  # one per node: keep the current revision's, the readiest, the oldest
+                keep = max(on_node, key=lambda p: ((p["metadata"].get("labels") or {}).get(HASH_LABEL) == revision,
+                                                   deletion_order(p)))  # the one Kubernetes would delete last
+                doomed += [p for p in on_node if p is not keep]
+        min_ready = int(spec.get("minReadySeconds") or 0)
+        now = self.clock()
+        doomed += self._rolling(spec, by_node, wanted, revision, min_ready, now, doomed)
+        for pod in doomed:
+            if await self.delete_if_unchanged(self._pods, pod):
+                self.events.record(ds, "Normal", "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}")
+        missing = sorted(node for node in wanted if not by_node.get(node))
+        for node in missing:
+            try:
+                await self.api.create(self._pods, ds["metadata"]["namespace"],
+                                      _for_node(ds, copy.deepcopy(template), node, revision), self.opts)
+            except errors.ApiError as exc:
+                self.events.record(ds, "Warning", "FailedCreate", f"Error creating: {exc.message}")
+                raise
+            self.events.record(ds, "Normal", "SuccessfulCreate", f"Created pod on node {node}")
+        gone = {id(p) for p in doomed}
+        live = {n: [p for p in ps if id(p) not in gone] for n, ps in by_node.items()}
+        return await self._write_status(ds, wanted, live, revision, min_ready, now)
+
+    def _rolling(self, spec: Obj, by_node: dict[str, list[Obj]], wanted: set[str], revision: str, min_ready: int,
+                 now: float, doomed: list[Obj]) -> list[Obj]:
+        """Old pods to delete now: as many as ``maxUnavailable`` allows, not-ready ones first."""
+        strategy = spec.get("updateStrategy") or {}
+        if strategy.get("type", "RollingUpdate") != "RollingUpdate":
+            return []
+        budget = percent_or_count((strategy.get("rollingUpdate") or {}).get("maxUnavailable", 1), len(wanted),
+                                  round_up=True) or 1
+        gone = {id(p) for p in doomed}
+        unavailable, old = 0, []
+        for node in wanted:
+            pods = [p for p in by_node.get(node, ()) if id(p) not in gone]
+            if not any(is_available(p, min_ready, now) for p in pods):
+                unavailable += 1
+            old += [p for p in pods if (p["metadata"].get("labels") or {}).get(HASH_LABEL) != revision]
+        # An old pod that is not available costs nothing to replace; the others spend the budget.
+        free = [p for p in old if not is_available(p, min_ready, now)]
+        busy = sorted((p for p in old if is_available(p, min_ready, now)), key=deletion_order)
+        return free + busy[:max(budget - unavailable, 0)]
+
+    async def _write_status(self, ds: Obj, wanted: set[str], live: dict[str, list[Obj]], revision: str,
+                            min_ready: int, now: float) -> float | None:
+        meta = ds["metadata"]
+        scheduled = [p for node, ps in live.items() if node in wanted for p in ps[:1]]
+        bound = [p for p in scheduled if (p.get("spec") or {}).get("nodeName")]
+        available = sum(1 for p in bound if is_available(p, min_ready, now))
+        status = {
+            "desiredNumberScheduled": len(wanted),
+            "currentNumberScheduled": len(bound),
+            "numberMisscheduled": sum(1 for node, ps in live.items() if node not in wanted and ps),
+            "numberReady": sum(1 for p in bound if is_ready(p)),
+            "updatedNumberScheduled": sum(1 for p in bound if (p["metadata"].get("labels") or {}).get(HASH_LABEL) == revision),
+            "numberAvailable": available,
+            "numberUnavailable": len(wanted) - available,
+            "observedGeneration": int(meta.get("generation") or 1),
+        }
+        if status != {k: v for k, v in (ds.get("status") or {}).items() if k in status}:
+            try:
+                await self.api.update(self._sets, meta["namespace"], meta["name"],
+                                      {**ds, "status": {**(ds.get("status") or {}), **status}}, self.opts,
+                                      subresource="status")
+            except errors.ApiError as exc:
+                if exc.code not in (404, 409):
+                    raise
+        waiting = [p for p in bound if is_ready(p) and not is_available(p, min_ready, now)]
+        return float(min_ready) if waiting else None

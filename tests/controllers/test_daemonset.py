@@ -1,0 +1,131 @@
+"""The DaemonSet controller, synced by hand: one pod per eligible node (labels, affinity, taints,
+with the tolerations every daemon gets), placed through the scheduler by node affinity, following
+nodes as they change, rolled out within maxUnavailable, and its status."""
+
+from __future__ import annotations
+
+import pytest
+
+from corral.api.resources import by_kind
+from corral.controllers.daemonset import HASH_LABEL, DaemonSetController
+from corral.server.rest import WriteOptions
+from corral.testing.builders import NodeBuilder
+from corral.testing.server import running_server
+
+SETS, PODS, NODES = by_kind("DaemonSet"), by_kind("Pod"), by_kind("Node")
+OPTS = WriteOptions(warn=False)
+
+
+def daemon_set(name: str = "agent", **template_spec) -> dict:
+    return {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": name},
+            "spec": {"selector": {"matchLabels": {"app": name}},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}], **template_spec}}}}
+
+
+class Harness:
+    def __init__(self, api) -> None:
+        self.api = api
+        self.controller = DaemonSetController(api, clock=lambda: 2_000_000_000.0)
+
+    async def sync(self, name: str = "agent"):
+        await self.api.cache.wait_consistent()
+        self.controller.reset()
+        self.controller.initial_keys()
+        return await self.controller.sync(SETS.key("default", name))
+
+    async def pods(self) -> dict[str, dict]:
+        """Live daemon pods by the node they are for."""
+        await self.api.cache.wait_consistent()
+        out = {}
+        for r in self.api.cache.items(PODS.store_prefix):
+            if r.obj["metadata"].get("deletionTimestamp"):
+                continue
+            term = r.obj["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            node = term["nodeSelectorTerms"][0]["matchFields"][0]["values"][0]
+            assert node not in out, "two daemon pods for one node"
+            out[node] = r.obj
+        return out
+
+    async def bind_ready(self) -> None:
+        """What the scheduler and agents do: bind each pod to its node, report it ready."""
+        for node, pod in (await self.pods()).items():
+            current = (await self.api.current(PODS, "default", pod["metadata"]["name"])).obj
+            if not current["spec"].get("nodeName"):
+                await self.api.bind("default", pod["metadata"]["name"], {
+                    "apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod["metadata"]["name"]},
+                    "target": {"kind": "Node", "name": node}}, OPTS)
+            current = (await self.api.current(PODS, "default", pod["metadata"]["name"])).obj
+            status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True",
+                                                          "lastTransitionTime": "2030-01-01T00:00:00Z"}]}
+            await self.api.update(PODS, "default", pod["metadata"]["name"],
+                                  {**current, "status": status}, OPTS, subresource="status")
+
+    async def status(self, name: str = "agent") -> dict:
+        await self.api.cache.wait_consistent()
+        return (await self.api.current(SETS, "default", name)).obj.get("status") or {}
+
+
+@pytest.fixture
+async def harness(tmp_path):
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        for node in (NodeBuilder("n1").labels(disk="ssd"), NodeBuilder("n2"),
+                     NodeBuilder("n3").taint("dedicated", "gpu"),  # not tolerated: no daemon there
+                     NodeBuilder("n4").taint("node.kubernetes.io/unschedulable")):  # cordoned: daemons stay
+            await api.create(NODES, None, node.obj, OPTS)
+        yield Harness(api)
+
+
+async def test_one_pod_per_eligible_node_placed_by_affinity_with_the_daemon_tolerations(harness):
+    await harness.api.create(SETS, "default", daemon_set(), OPTS)
+    await harness.sync()
+    pods = await harness.pods()
+    assert sorted(pods) == ["n1", "n2", "n4"]
+    pod = pods["n1"]
+    assert pod["metadata"]["ownerReferences"][0]["kind"] == "DaemonSet" and HASH_LABEL in pod["metadata"]["labels"]
+    keys = {(t["key"], t["effect"]) for t in pod["spec"]["tolerations"]}
+    assert ("node.kubernetes.io/unreachable", "NoExecute") in keys and ("node.kubernetes.io/unschedulable", "NoSchedule") in keys
+    assert "nodeName" not in pod["spec"]  # the scheduler binds it, checking resources and ports
+    await harness.sync()
+    assert sorted(await harness.pods()) == ["n1", "n2", "n4"]  # nothing twice
+    status = await harness.status()
+    assert (status["desiredNumberScheduled"], status["currentNumberScheduled"], status["numberMisscheduled"]) == (3, 0, 0)
+
+
+async def test_daemons_follow_node_labels_and_new_nodes(harness):
+    await harness.api.create(SETS, "default", daemon_set(nodeSelector={"disk": "ssd"}), OPTS)
+    await harness.sync()
+    assert sorted(await harness.pods()) == ["n1"]
+    await harness.api.patch(NODES, None, "n2", {"metadata": {"labels": {"disk": "ssd"}}}, "merge", OPTS)
+    await harness.api.patch(NODES, None, "n1", {"metadata": {"labels": {"disk": None}}}, "merge", OPTS)
+    await harness.api.create(NODES, None, NodeBuilder("n5").labels(disk="ssd").obj, OPTS)
+    await harness.sync()
+    assert sorted(await harness.pods()) == ["n2", "n5"]
+
+
+async def test_a_template_change_rolls_out_within_max_unavailable(harness):
+    await harness.api.create(SETS, "default", daemon_set(), OPTS)
+    await harness.sync()
+    await harness.bind_ready()
+    await harness.sync()
+    status = await harness.status()
+    assert (status["numberReady"], status["numberAvailable"], status["updatedNumberScheduled"]) == (3, 3, 3)
+    first = {n: p["metadata"]["labels"][HASH_LABEL] for n, p in (await harness.pods()).items()}
+    current = (await harness.api.current(SETS, "default", "agent")).obj
+    current["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"
+    await harness.api.update(SETS, "default", "agent", current, OPTS)
+    seen_new = []
+    for _ in range(8):
+        await harness.sync()
+        pods = await harness.pods()
+        old = [n for n, p in pods.items() if p["metadata"]["labels"][HASH_LABEL] == first[n]]
+        assert len(pods) >= 2  # never more than maxUnavailable (1) node without its daemon
+        seen_new.append(3 - len(old))
+        await harness.bind_ready()
+        if not old and len(pods) == 3:
+            break
+    await harness.sync()
+    status = await harness.status()
+    assert (status["updatedNumberScheduled"], status["numberAvailable"]) == (3, 3), (status, seen_new)
+    assert seen_new == sorted(seen_new) and seen_new[0] <= 1  # one node at a time
