@@ -164,3 +164,13 @@ def test_probes_get_kubernetes_defaults():
     assert obj["spec"]["containers"][0]["readinessProbe"] == {
         "httpGet": {"port": 80, "path": "/", "scheme": "HTTP"}, "timeoutSeconds": 1, "periodSeconds": 10,
         "successThreshold": 1, "failureThreshold": 3}
+
+
+def test_every_kubernetes_kind_corral_serves_has_kubernetes_field_names():
+    """Without them every field corral does not model counts as misspelt: kubectl apply (Strict) of
+    a chart's Deployment with a securityContext was refused. tools/kubernetes_fields.py writes them."""
+    from corral.api.kubectl.kubernetes_fields import KINDS
+    from corral.api.resources import RESOURCES
+
+    served = {f"{r.api_version}/{r.kind}" for r in RESOURCES if not r.group.endswith("corral.dev")}
+    assert served - set(KINDS) == set()
