@@ -255,3 +255,37 @@ async def test_each_scaling_of_a_replica_set_is_an_event_on_the_deployment(serve
     assert await until(told, lambda ms: len(ms) == 3) == sorted([
         f"Scaled up replica set {old} from 0 to 2", f"Scaled down replica set {old} from 2 to 0",
         f"Scaled up replica set {new} from 0 to 2"])
+
+
+async def test_a_paused_deployment_mid_rollout_scales_its_replica_sets_in_proportion(server):
+    api = server.api
+    async with kubelet(api):
+        await api.create(DEPLOYS, "default", deployment(replicas=4, strategy={"rollingUpdate": {
+            "maxSurge": 0, "maxUnavailable": 2}}), OPTS)
+        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 4))
+        await set_image(api, BROKEN)  # the new pods never get ready: the rollout stops halfway
+        await until(lambda: replica_sets(api), lambda s: len(s) == 2 and [rs["spec"]["replicas"] for rs in s] == [2, 2])
+        await api.patch(DEPLOYS, "default", "web", {"spec": {"paused": True}}, "merge", OPTS)
+        await write_scale(api, DEPLOYS, "default", "web", {"spec": {"replicas": 8}}, OPTS, "merge")
+        sets = await until(lambda: replica_sets(api), lambda s: sum(rs["spec"]["replicas"] for rs in s) == 8)
+        assert [rs["spec"]["replicas"] for rs in sets] == [4, 4]  # 2:2 stays 1:1
+        await write_scale(api, DEPLOYS, "default", "web", {"spec": {"replicas": 3}}, OPTS, "merge")
+        sets = await until(lambda: replica_sets(api), lambda s: sum(rs["spec"]["replicas"] for rs in s) == 3)
+        assert sorted(rs["spec"]["replicas"] for rs in sets) == [1, 2]
+
+
+async def test_a_deployment_applied_again_adopts_the_replica_sets_an_orphaning_delete_left(server):
+    api = server.api
+    async with kubelet(api):
+        await api.create(DEPLOYS, "default", deployment(replicas=2), OPTS)
+        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 2))
+        (first,) = await replica_sets(api)
+        await api.delete(DEPLOYS, "default", "web", None, None, None, propagation="Orphan")
+        await until(lambda: replica_sets(api), lambda s: len(s) == 1 and not s[0]["metadata"].get("ownerReferences"))
+        pods = {p["metadata"]["name"] for p in live_pods(api)}
+        await api.create(DEPLOYS, "default", deployment(replicas=2), OPTS)
+        sets = await until(lambda: replica_sets(api), lambda s: len(s) == 1 and s[0]["metadata"].get("ownerReferences"))
+        deploy = await until(lambda: the_deployment(api), lambda d: rolled_out(d, 2))
+    assert sets[0]["metadata"]["uid"] == first["metadata"]["uid"]  # the same ReplicaSet, not a new one
+    assert sets[0]["metadata"]["ownerReferences"][0]["uid"] == deploy["metadata"]["uid"]
+    assert {p["metadata"]["name"] for p in live_pods(api)} == pods  # and the same pods

@@ -32,6 +32,7 @@ import msgspec
 
 from corral.api.resources import by_kind
 from corral.api.kinds.apps import percent_or_count
+from corral.api.selectors import SelectorError, label_selector_from_struct
 from corral.controllers.pods import controller_of, owner_reference
 from corral.controllers.queued import QueuedController
 from corral.scheduler.cache.node_table import parse_timestamp
@@ -43,6 +44,7 @@ from corral.store import Event, EventType
 __all__ = ["DeploymentController", "REVISION", "HASH_LABEL", "template_hash"]
 
 REVISION = "deployment.kubernetes.io/revision"
+DESIRED = "deployment.kubernetes.io/desired-replicas"  # the Deployment's size a ReplicaSet was last scaled for
 HASH_LABEL = "pod-template-hash"
 # Annotations of a Deployment its ReplicaSets do not inherit (kubectl's own, and the revision).
 _NOT_COPIED = (REVISION, "kubectl.kubernetes.io/last-applied-configuration", "deployment.kubernetes.io/revision-history")
@@ -94,6 +96,30 @@ def _revision(obj: Obj) -> int:
     return int(text) if text.isdigit() else 0
 
 
+def _desired(rs: Obj, default: int) -> int:
+    text = ((rs.get("metadata") or {}).get("annotations") or {}).get(DESIRED, "")
+    return int(text) if text.isdigit() else default
+
+
+def _proportional(sets: list[Obj], wanted: int) -> list[tuple[Obj, int]]:
+    """``wanted`` replicas shared among ``sets`` in proportion to their sizes, as Kubernetes scales a
+    paused Deployment: each ReplicaSet by the ratio of ``wanted`` to the Deployment size it was last
+    scaled for (its ``desired-replicas`` annotation), so a scaling cut short and done again ends where
+    it would have; what rounding leaves goes to the largest, newest."""
+    if not sets:
+        return []
+    total = sum(_replicas(rs) for rs in sets)
+    if total == 0:
+        return [(rs, wanted if rs is sets[-1] else 0) for rs in sets]
+    counts = [_replicas(rs) if _desired(rs, total) == wanted else _replicas(rs) * wanted // _desired(rs, total) or 0
+              for rs in sets]
+    pending = [i for i, rs in enumerate(sets) if _desired(rs, total) != wanted]
+    order = sorted(pending, key=lambda i: (counts[i], _revision(sets[i])), reverse=True)
+    for i in order[:max(wanted - sum(counts), 0)]:
+        counts[i] += 1
+    return list(zip(sets, counts))
+
+
 def _replicas(rs: Obj) -> int:
     return int((rs.get("spec") or {}).get("replicas", 1))
 
@@ -113,11 +139,12 @@ class DeploymentController(QueuedController):
         self._owned: dict[str, set[str]] = {}  # deployment uid → keys of the ReplicaSets it controls
         self._rs_owner: dict[str, str] = {}  # ReplicaSet key → its deployment's uid
         self._by_uid: dict[str, str] = {}  # deployment uid → its key
+        self._orphans: dict[str, set[str]] = {}  # namespace → keys of ReplicaSets no controller owns
 
     # --- indexes ---------------------------------------------------------------------------------------
 
     def reset(self) -> None:
-        self._owned.clear(), self._rs_owner.clear(), self._by_uid.clear()
+        self._owned.clear(), self._rs_owner.clear(), self._by_uid.clear(), self._orphans.clear()
 
     def initial_keys(self) -> Iterable[str]:
         keys = []
@@ -132,7 +159,11 @@ class DeploymentController(QueuedController):
         old = self._rs_owner.pop(key, None)
         if old is not None:
             self._owned.get(old, set()).discard(key)
+        namespace = key.split("/")[3]
+        self._orphans.get(namespace, set()).discard(key)
         ref = controller_of(rs) if rs is not None else None
+        if rs is not None and ref is None and not rs["metadata"].get("deletionTimestamp"):
+            self._orphans.setdefault(namespace, set()).add(key)  # a Deployment whose selector matches adopts it
         if ref is None or ref.get("kind") != "Deployment":
             return old
         uid = ref.get("uid", "")
@@ -154,7 +185,12 @@ class DeploymentController(QueuedController):
             return ()
         before = self._index_rs(key, None if deleted else event.record.obj)
         after = self._rs_owner.get(key)
-        return {self._by_uid[uid] for uid in (before, after) if uid and uid in self._by_uid}
+        keys = {self._by_uid[uid] for uid in (before, after) if uid and uid in self._by_uid}
+        namespace = key.split("/")[3]
+        if key in self._orphans.get(namespace, ()):  # an orphan: the namespace's Deployments may adopt it
+            prefix = f"{self._deploys.store_prefix}{namespace}/"
+            keys.update(k for k in self._by_uid.values() if k.startswith(prefix))
+        return keys
 
     # --- one Deployment --------------------------------------------------------------------------------
 
@@ -166,6 +202,8 @@ class DeploymentController(QueuedController):
         meta, spec = deploy["metadata"], deploy.get("spec") or {}
         if meta.get("deletionTimestamp"):
             return None  # the garbage collector takes its ReplicaSets
+        if await self._adopt(deploy):
+            await self.api.cache.wait_fresh()  # the adopted ones are among its ReplicaSets below
         sets = [r.obj for r in map(self.api.cache.get, sorted(self._owned.get(meta["uid"], ()))) if r is not None]
         template = _pruned(spec.get("template") or {})
         new = next((rs for rs in sets if _without_hash((rs.get("spec") or {}).get("template") or {}) == template), None)
@@ -182,12 +220,36 @@ class DeploymentController(QueuedController):
                 await self._recreate(deploy, new, old)
             else:
                 await self._roll(deploy, new, old)
-        elif spec.get("paused"):  # scaling only, of the one ReplicaSet that runs (none rolls out meanwhile)
+        elif spec.get("paused"):  # scaling only (no rollout meanwhile): shared out among the ReplicaSets that run
             running = [rs for rs in sets if _replicas(rs)] or sorted(sets, key=_revision)[-1:]
-            if len(running) == 1:
-                await self._set_replicas(deploy, running[0], int(spec.get("replicas", 1)))
+            for rs, replicas in _proportional(running, int(spec.get("replicas", 1))):
+                await self._set_replicas(deploy, rs, replicas)
         await self._trim_history(deploy, old)
         return await self._write_status(deploy, new, old, created)
+
+    async def _adopt(self, deploy: Obj) -> bool:
+        """ReplicaSets no controller owns whose labels its selector matches become its own (a
+        Deployment deleted with ``--cascade=orphan`` and applied again takes its ReplicaSets back)."""
+        meta = deploy["metadata"]
+        try:
+            selector = label_selector_from_struct((deploy.get("spec") or {}).get("selector"))
+        except SelectorError:
+            return False
+        if selector is None or selector.empty:
+            return False
+        adopted = False
+        for key in sorted(self._orphans.get(meta["namespace"], ())):
+            record = self.api.cache.get(key)
+            if record is None or not selector.matches(record.obj["metadata"].get("labels") or {}):
+                continue
+            refs = [*(record.obj["metadata"].get("ownerReferences") or ()), owner_reference(deploy)]
+            try:
+                await self._patch_rs(record.obj, {"metadata": {"ownerReferences": refs}})
+            except errors.ApiError as exc:  # changed or gone meanwhile: its change brings it back
+                self._log.debug("ReplicaSet %s not adopted: %s", key, exc.message)
+                continue
+            adopted = True
+        return adopted
 
     async def _create_new(self, deploy: Obj, template: Obj, old: list[Obj]) -> Obj | None:
         meta, spec = deploy["metadata"], deploy["spec"]
@@ -199,6 +261,7 @@ class DeploymentController(QueuedController):
         annotations = _inherited(deploy)
         annotations[REVISION] = str(max((_revision(rs) for rs in old), default=0) + 1)
         wanted = int(spec.get("replicas", 1))
+        annotations[DESIRED] = str(wanted)
         if any(_replicas(rs) for rs in old):
             # Rolling: start within the surge; Recreate: start at none, once the old pods are gone.
             rolling = (spec.get("strategy") or {}).get("type") != "Recreate"
@@ -312,8 +375,10 @@ class DeploymentController(QueuedController):
 
     async def _set_replicas(self, deploy: Obj, rs: Obj, replicas: int) -> None:
         before = _replicas(rs)
+        desired = str(int(deploy["spec"].get("replicas", 1)))
+        if before != replicas or ((rs["metadata"].get("annotations") or {}).get(DESIRED) != desired and before):
+            await self._patch_rs(rs, {"metadata": {"annotations": {DESIRED: desired}}, "spec": {"replicas": replicas}})
         if before != replicas:
-            await self._patch_rs(rs, {"spec": {"replicas": replicas}})
             self.events.record(deploy, "Normal", "ScalingReplicaSet", f"Scaled {'up' if replicas > before else 'down'} "
                                f"replica set {rs['metadata']['name']} from {before} to {replicas}")
 
