@@ -290,12 +290,12 @@ async def test_probes_reach_a_docker_container_by_its_own_address_and_run_comman
     c.update(command=["sh", "-c", "mkdir -p /www && echo ok > /www/index.html && exec httpd -f -p 8080 -h /www"],
              ports=[{"containerPort": 8080, "name": "web"}])
     ref = await rt.start(p, c)
-    prober = Prober(rt, lambda *a: None, lambda *a: None, lambda: 0.0)
+    prober = Prober(rt, lambda *a: None, lambda: 0.0)
 
     async def check(probe: dict) -> tuple[bool, str]:
         return await prober.check(p, ref, c, {"timeoutSeconds": 2, **probe})
 
-    await asyncio.to_thread(wait_for, lambda: asyncio.run(Prober(rt, None, None, None).check(
+    await asyncio.to_thread(wait_for, lambda: asyncio.run(Prober(rt, None, None).check(
         p, ref, c, {"tcpSocket": {"port": 8080}}))[0], 15)
     assert await check({"httpGet": {"path": "/", "port": "web"}}) == (True, "")
     ok, message = await check({"httpGet": {"path": "/missing", "port": 8080}})

@@ -124,7 +124,7 @@ class Agent:
         self.port = config.port
         self.throughput: dict[str, str] = {}
         self._recovered: dict[tuple[str, str], Any] = {}  # (pod uid, container) → RecoveredContainer
-        self.prober = Prober(runtime, self._feed, self.events.record, time.time)
+        self.prober = Prober(runtime, self._feed, time.time)
         self.configuration = PodConfiguration(
             lambda resource, namespace, name: client.get(resource, name, namespace, raw=True),
             runtime.volumes_dir, node_allocatable=lambda: self._node()["status"]["allocatable"])

@@ -12,8 +12,7 @@ Handlers: ``exec`` (the command in the container, through the runtime; exit 0 pa
 (2xx and 3xx pass; HTTPS without verifying the certificate, as kubelet), ``tcpSocket`` (a connection
 opens). The address is the pod's, as the runtime reaches it (``port_address``: the container's own
 for docker; for the process runtime the node's, and only a port the pod declares); a named port is
-looked up in the container's ports. ``grpc`` probes are not run (corral has no gRPC client yet): an
-event says so, and they count as passing.
+looked up in the container's ports; ``grpc`` (gRPC's health check service; SERVING passes).
 """
 
 from __future__ import annotations
@@ -44,11 +43,9 @@ def _port(container: dict[str, Any], port: int | str) -> int | None:
 class Prober:
     """Runs the probes of the containers the agent started; ``feed(entry, event)`` tells the machine."""
 
-    def __init__(self, runtime: Runtime, feed: Callable[[Any, m.Event], None], emit: Callable[[Any, str, str, str], None],
-                 clock: Callable[[], float]) -> None:
+    def __init__(self, runtime: Runtime, feed: Callable[[Any, m.Event], None], clock: Callable[[], float]) -> None:
         self.runtime = runtime
         self._feed = feed
-        self._emit = emit  # (pod entry, type, reason, message): an event about the pod
         self._clock = clock
         self._tasks: dict[tuple[str, str], list[asyncio.Task]] = {}  # (pod uid, container) → its probes
         self._session: aiohttp.ClientSession | None = None
@@ -81,12 +78,6 @@ class Prober:
         successes_needed = int(probe.get("successThreshold") or 1)
         failures_needed = int(probe.get("failureThreshold") or 3)
         await asyncio.sleep(float(probe.get("initialDelaySeconds") or 0))
-        if probe.get("grpc") is not None:  # said, and counted as passing rather than holding the pod back
-            self._emit(entry, "Warning", "ProbeNotRun", f"{kind.title()} probe of container {ref.container} not run: "
-                                                        "corral does not run gRPC probes yet; it counts as passing")
-            if kind != "liveness":
-                self._feed(entry, m.Probed(ref.container, ref.id, kind, True, "", self._clock()))
-            return
         successes = failures = 0
         told: bool | None = None
         while True:
@@ -112,7 +103,7 @@ class Prober:
         try:
             if isinstance(probe.get("exec"), dict):
                 return await self._exec(pod, ref, container, probe["exec"].get("command") or [], timeout)
-            handler = probe.get("httpGet") if isinstance(probe.get("httpGet"), dict) else probe.get("tcpSocket")
+            handler = next((probe[k] for k in ("httpGet", "tcpSocket", "grpc") if isinstance(probe.get(k), dict)), None)
             if not isinstance(handler, dict):
                 return False, "the probe has no handler corral runs"
             port = _port(container, handler.get("port", 0))
@@ -121,6 +112,8 @@ class Prober:
             host = handler.get("host") or (await self.runtime.port_address(ref, pod, port))[0]
             if isinstance(probe.get("httpGet"), dict):
                 return await self._http(host, port, handler, timeout)
+            if isinstance(probe.get("grpc"), dict):
+                return await _grpc_health(host, port, handler.get("service") or "", timeout)
             return await self._tcp(host, port, timeout)
         except StreamError as exc:
             return False, str(exc)
@@ -172,3 +165,37 @@ class Prober:
             return False, f"dial tcp {host}:{port}: {exc or 'i/o timeout'}"
         writer.close()
         return True, ""
+
+
+_SERVING = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
+
+
+async def _grpc_health(host: str, port: int, service: str, timeout: float) -> tuple[bool, str]:
+    """gRPC's standard health check (``grpc.health.v1.Health/Check``), as kubelet's grpc probe asks
+    it: SERVING passes. The two one-field messages are written and read here, not generated."""
+    import grpc
+    import grpc.aio
+
+    name = service.encode()
+    request = b"\x0a" + _varint(len(name)) + name if name else b""
+    target = f"{host if ':' not in host else f'[{host}]'}:{port}"
+    async with grpc.aio.insecure_channel(target) as channel:
+        check = channel.unary_unary("/grpc.health.v1.Health/Check", request_serializer=None,
+                                    response_deserializer=None)
+        try:
+            answer = await check(request, timeout=timeout)
+        except grpc.aio.AioRpcError as exc:
+            return False, f"failed to connect service {target!r} within {timeout:g}s: {exc.code().name}: {exc.details()}"
+    status = answer[1] if len(answer) >= 2 and answer[0] == 0x08 else 0  # field 1, a varint (the enum fits a byte)
+    if status == 1:
+        return True, ""
+    return False, f"service unhealthy (responded with \"{_SERVING.get(status, status)}\")"
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
