@@ -35,6 +35,7 @@ ROOTS = {
     "policy/v1/Eviction": "V1Eviction", "policy/v1/PodDisruptionBudget": "V1PodDisruptionBudget",
     "v1/ConfigMap": "V1ConfigMap", "v1/Secret": "V1Secret",
     "apps/v1/Deployment": "V1Deployment", "apps/v1/ReplicaSet": "V1ReplicaSet", "apps/v1/DaemonSet": "V1DaemonSet",
+    "apps/v1/ControllerRevision": "V1ControllerRevision",
     "batch/v1/Job": "V1Job", "batch/v1/CronJob": "V1CronJob",
 }
 OUT = os.path.join(os.path.dirname(__file__), "..", "src", "corral", "api", "kubectl", "kubernetes_fields.py")

@@ -1,6 +1,6 @@
 """A DaemonSet on real agents, driven by kubectl: one pod on each node, placed by the scheduler,
-rolled out to a new template node by node (kubectl rollout status), and a daemon on a cordoned node
-stays."""
+rolled out to a new template node by node (kubectl rollout status), a daemon on a cordoned node
+stays, and kubectl rollout history and undo work from its ControllerRevisions."""
 
 from __future__ import annotations
 
@@ -43,3 +43,13 @@ def test_a_daemonset_runs_on_every_node_and_rolls_out_node_by_node(tmp_path):
         kubectl(kc, "rollout", "status", "daemonset/logs", "--timeout=90s")
         wait_for(lambda: running_processes("sleep 7402") == 2 and running_processes("sleep 7401") == 0,
                  what="the new template on both nodes, the old one gone")
+
+        history = kubectl(kc, "rollout", "history", "daemonset/logs")
+        assert [line.split()[0] for line in history.splitlines()[2:] if line.strip()] == ["1", "2"], history
+        assert "7401" in kubectl(kc, "rollout", "history", "daemonset/logs", "--revision=1")
+        kubectl(kc, "rollout", "undo", "daemonset/logs")
+        kubectl(kc, "rollout", "status", "daemonset/logs", "--timeout=90s")
+        wait_for(lambda: running_processes("sleep 7401") == 2 and running_processes("sleep 7402") == 0,
+                 what="the first template back on both nodes")
+        history = kubectl(kc, "rollout", "history", "daemonset/logs")
+        assert [line.split()[0] for line in history.splitlines()[2:] if line.strip()] == ["2", "3"], history

@@ -165,6 +165,7 @@ RESOURCES: tuple[ResourceType, ...] = (
         "DaemonSet", "daemonsets", "apps", "v1", True, workloads.DaemonSet,
         short_names=("ds",), subresources=("status",), has_status=True, merge_keys=_WORKLOAD_MERGE_KEYS,
     ),
+    ResourceType("ControllerRevision", "controllerrevisions", "apps", "v1", True, workloads.ControllerRevision),
     # Run to completion (batch/v1): a Job's pods until enough succeed; a CronJob's Jobs on a schedule.
     ResourceType(
         "Job", "jobs", "batch", "v1", True, Job, subresources=("status",), has_status=True,

@@ -10,6 +10,7 @@ For each DaemonSet (queued when it, one of its pods or any node changes):
   (``matchFields metadata.name``); the scheduler binds it there, checking resources and ports, as
   Kubernetes does since 1.12. A pod on a node no longer eligible, or a second pod on one node, is
   deleted.
+- **Revisions**: each template is kept as a ControllerRevision (``kubectl rollout history|undo``).
 - **Updates**: pods carry ``controller-revision-hash``, the template's hash. ``RollingUpdate``
   deletes old pods while at most ``maxUnavailable`` (1) nodes lack an available new pod, and the
   next sync creates the new one; ``OnDelete`` replaces a pod only when someone deletes it.
@@ -27,7 +28,8 @@ from typing import Any, Iterable
 from corral.api.kinds.apps import percent_or_count
 from corral.api.resources import by_kind
 from corral.controllers.deployment import template_hash
-from corral.controllers.pods import controller_of, deletion_order, is_active, is_available, is_ready, pod_from_template
+from corral.controllers.pods import (controller_of, deletion_order, is_active, is_available, is_ready, owner_reference,
+                                     pod_from_template)
 from corral.controllers.queued import QueuedController
 from corral.scheduler.plugins.taint_toleration import tolerates
 from corral.server import errors
@@ -37,6 +39,7 @@ from corral.store import Event, EventType
 __all__ = ["DaemonSetController", "HASH_LABEL", "DAEMON_TOLERATIONS", "eligible"]
 
 HASH_LABEL = "controller-revision-hash"
+CHANGE_CAUSE = "kubernetes.io/change-cause"
 # What every DaemonSet pod tolerates, as Kubernetes adds it.
 DAEMON_TOLERATIONS = [
     {"key": "node.kubernetes.io/not-ready", "operator": "Exists", "effect": "NoExecute"},
@@ -117,6 +120,7 @@ class DaemonSetController(QueuedController):
         super().__init__(api)
         self.clock = clock
         self._sets, self._pods, self._nodes = by_kind("DaemonSet"), by_kind("Pod"), by_kind("Node")
+        self._revisions = by_kind("ControllerRevision")
         self._pods_of: dict[str, set[str]] = {}  # daemonset uid → its pods' keys
         self._owner_of: dict[str, str] = {}  # pod key → its daemonset's uid
         self._by_uid: dict[str, str] = {}  # daemonset uid → key
@@ -178,6 +182,7 @@ class DaemonSetController(QueuedController):
         spec = ds.get("spec") or {}
         template = spec.get("template") or {}
         revision = template_hash(template)
+        await self._record_revision(ds, template, revision)
         wanted = {r.obj["metadata"]["name"] for r in self.api.cache.items(self._nodes.store_prefix)
                   if eligible(template.get("spec") or {}, r.obj)}
         pods = [r.obj for r in map(self.api.cache.get, sorted(self._pods_of.get(ds["metadata"]["uid"], ())))
@@ -212,6 +217,42 @@ class DaemonSetController(QueuedController):
         gone = {id(p) for p in doomed}
         live = {n: [p for p in ps if id(p) not in gone] for n, ps in by_node.items()}
         return await self._write_status(ds, wanted, live, revision, min_ready, now)
+
+    async def _record_revision(self, ds: Obj, template: Obj, digest: str) -> None:
+        """The template as a ControllerRevision (``kubectl rollout history`` lists them, ``undo``
+        patches one back): a new template gets the next revision number, an older one coming back
+        (an undo) is renumbered the newest; beyond ``revisionHistoryLimit`` the oldest go."""
+        meta = ds["metadata"]
+        prefix = self._revisions.store_prefix
+        mine = [r.obj for r in self.api.cache.items(prefix, f"{prefix}{meta['namespace']}/")
+                if (controller_of(r.obj) or {}).get("uid") == meta["uid"] and not r.obj["metadata"].get("deletionTimestamp")]
+        current = next((r for r in mine if (r["metadata"].get("labels") or {}).get(HASH_LABEL) == digest), None)
+        highest = max((int(r.get("revision") or 0) for r in mine), default=0)
+        cause = (meta.get("annotations") or {}).get(CHANGE_CAUSE)
+        if current is None:
+            labels = {**((template.get("metadata") or {}).get("labels") or {}), HASH_LABEL: digest}
+            revision = {"apiVersion": "apps/v1", "kind": "ControllerRevision",
+                        "metadata": {"name": f"{meta['name']}-{digest}", "namespace": meta["namespace"], "labels": labels,
+                                     "annotations": {CHANGE_CAUSE: cause} if cause else {},
+                                     "ownerReferences": [owner_reference(ds)]},
+                        "data": {"spec": {"template": {**copy.deepcopy(template), "$patch": "replace"}}},
+                        "revision": highest + 1}
+            try:
+                await self.api.create(self._revisions, meta["namespace"], revision, self.opts)
+            except errors.ApiError as exc:
+                if exc.code != 409:  # made a moment ago: the next sync sees it
+                    raise
+        elif int(current.get("revision") or 0) < highest:
+            try:
+                await self.api.patch(self._revisions, meta["namespace"], current["metadata"]["name"],
+                                     {"revision": highest + 1}, "merge", self.opts)
+            except errors.ApiError as exc:
+                if exc.code != 404:
+                    raise
+        old = sorted((r for r in mine if r is not current), key=lambda r: int(r.get("revision") or 0))
+        limit = int((ds.get("spec") or {}).get("revisionHistoryLimit", 10))
+        for stale in old[:max(len(old) - limit, 0)]:
+            await self.delete_if_unchanged(self._revisions, stale)
 
     def _rolling(self, spec: Obj, by_node: dict[str, list[Obj]], wanted: set[str], revision: str, min_ready: int,
                  now: float, doomed: list[Obj]) -> list[Obj]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from corral.api.models import LabelSelector, Model, ObjectMeta, PodSpec
 
-__all__ = ["DaemonSet", "PodTemplateSpec", "ReplicaSet", "ReplicaSetSpec", "ReplicaSetStatus", "Deployment", "DeploymentSpec",
+__all__ = ["ControllerRevision", "DaemonSet", "PodTemplateSpec", "ReplicaSet", "ReplicaSetSpec", "ReplicaSetStatus", "Deployment", "DeploymentSpec",
            "DeploymentStatus", "DeploymentStrategy", "RollingUpdateDeployment", "WorkloadCondition",
            "WORKLOAD_DEFAULTS", "percent_or_count", "DEFAULT_SURGE", "DEFAULT_UNAVAILABLE"]
 
@@ -148,6 +148,16 @@ class DaemonSet(Model, tag_field="kind", tag="DaemonSet"):
     metadata: ObjectMeta | None = None
     spec: DaemonSetSpec | None = None
     status: DaemonSetStatus | None = None
+
+
+class ControllerRevision(Model, tag_field="kind", tag="ControllerRevision"):
+    """A DaemonSet's template as it was at one revision (``kubectl rollout history|undo``): ``data``
+    is the patch that brings it back."""
+
+    api_version: str | None = None
+    metadata: ObjectMeta | None = None
+    data: Any = None
+    revision: int | None = None
 
 
 def _daemon_set_defaults(obj: dict[str, Any]) -> None:

@@ -20,7 +20,7 @@ WRITE = ["create", "delete", "deletecollection", "patch", "update"]
 _WORKLOADS: dict[str, list[str]] = {
     "": ["pods", "pods/log", "pods/status", "pods/explain", "configmaps", "events", "services"],
     "apps": ["deployments", "deployments/scale", "deployments/status", "replicasets", "replicasets/scale",
-             "replicasets/status", "daemonsets", "daemonsets/status"],
+             "replicasets/status", "daemonsets", "daemonsets/status", "controllerrevisions"],
     "batch": ["jobs", "jobs/status", "cronjobs", "cronjobs/status"],
     "policy": ["poddisruptionbudgets", "poddisruptionbudgets/status"],
     "placement.corral.dev": ["placements", "placements/status"],
