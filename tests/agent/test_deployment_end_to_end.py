@@ -144,3 +144,67 @@ def test_a_lost_nodes_replicas_are_replaced_on_another_node(tmp_path):
 
         wait_for(replaced, timeout=60, what="the lost node's replicas replaced on the other node")
         assert "2/2" in kubectl(kc, "get", "deployment", "web")
+
+
+SERVING = """apiVersion: apps/v1
+kind: Deployment
+metadata: {name: web}
+spec:
+  replicas: 3
+  selector: {matchLabels: {app: web}}
+  strategy: {rollingUpdate: {maxSurge: 0, maxUnavailable: 1}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      terminationGracePeriodSeconds: 1
+      containers:
+      - name: web
+        image: python:3.11-slim
+        command: ["sh", "-c", "mkdir -p www && echo $VERSION > www/index.html && exec python3 -m http.server 18200 --bind $HOST_IP --directory www"]
+        env:
+        - {name: HOST_IP, valueFrom: {fieldRef: {fieldPath: status.hostIP}}}
+        - {name: VERSION, value: "%s"}
+        ports: [{containerPort: 18200, hostPort: 18200}]
+        readinessProbe: {httpGet: {path: /, port: 18200}, periodSeconds: 1}
+"""
+
+
+def test_a_rollout_keeps_replicas_minus_max_unavailable_serving_http_on_their_host_ports(tmp_path):
+    """Three web pods on three nodes (each node its own address, the same hostPort on each), rolled
+    out to a new template: at every moment at least two answer HTTP, as maxUnavailable 1 promises."""
+    import urllib.request
+
+    def answering(addresses: list[str]) -> int:
+        count = 0
+        for address in addresses:
+            try:
+                with urllib.request.urlopen(f"http://{address}:18200/", timeout=0.5):
+                    count += 1
+            except OSError:
+                pass
+        return count
+
+    with LocalCluster(str(tmp_path / "c"), agents=3, own_addresses=True) as cluster:
+        kc = cluster.kubeconfig
+        addresses = [cluster.address(i) for i in range(3)]
+        kubectl(kc, "apply", "-f", "-", stdin=SERVING % "1")
+        kubectl(kc, "rollout", "status", "deployment/web", "--timeout=90s")
+        assert sorted(p["spec"]["nodeName"] for p in web_pods(kc)) == ["node-0", "node-1", "node-2"]
+        assert answering(addresses) == 3
+        seen: list[int] = []
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.is_set():
+                seen.append(answering(addresses))
+
+        poller = threading.Thread(target=watch, daemon=True)
+        poller.start()
+        kubectl(kc, "apply", "-f", "-", stdin=SERVING % "2")
+        kubectl(kc, "rollout", "status", "deployment/web", "--timeout=120s")
+        done.set()
+        poller.join(10)
+        assert len(seen) > 10 and min(seen) >= 2, seen  # replicas - maxUnavailable, all along
+        assert 2 in seen  # and a pod was replaced meanwhile: the check could fail
+        assert {c["value"] for p in web_pods(kc) if ready(p) for c in p["spec"]["containers"][0]["env"]
+                if c["name"] == "VERSION"} == {"2"}

@@ -21,7 +21,7 @@ REF = ContainerRef("uid", "default/p", "c", "process://1")
 class Loopback:
     """Pods share the node's network: a port is 127.0.0.1's."""
 
-    async def port_address(self, ref, pod, port):
+    async def port_address(self, ref, pod, port, *, probe=False):
         return "127.0.0.1", port
 
 

@@ -10,7 +10,7 @@ startup probe to pass; the startup probe stops once it has.
 
 Handlers: ``exec`` (the command in the container, through the runtime; exit 0 passes), ``httpGet``
 (2xx and 3xx pass; HTTPS without verifying the certificate, as kubelet), ``tcpSocket`` (a connection
-opens). The address is the pod's, as the runtime reaches it (``port_address``: the container's own
+opens). The address is the pod's IP, as the runtime reaches it (``port_address``: the container's own
 for docker; for the process runtime the node's, and only a port the pod declares); a named port is
 looked up in the container's ports; ``grpc`` (gRPC's health check service; SERVING passes).
 """
@@ -32,6 +32,15 @@ log = logging.getLogger(__name__)
 
 KINDS = (("startup", "startupProbe"), ("liveness", "livenessProbe"), ("readiness", "readinessProbe"))
 MAX_MESSAGE = 1024  # of an exec probe's output or an HTTP answer, in the event that reports a failure
+
+
+def _as_reported(machine: m.PodMachine) -> dict[str, Any]:
+    """The pod with the IP this node gives it (the server's copy may not carry it yet, and a probe
+    of another pod's address would pass for this one)."""
+    pod = machine.pod
+    if machine.host_ip:
+        pod = {**pod, "status": {**(pod.get("status") or {}), "podIP": machine.host_ip}}
+    return pod
 
 
 def _port(container: dict[str, Any], port: int | str) -> int | None:
@@ -84,7 +93,7 @@ class Prober:
             if kind != "startup" and not entry.machine.started(ref.container):
                 await asyncio.sleep(min(period, 1.0))  # the startup probe has not passed yet
                 continue
-            ok, message = await self.check(entry.machine.pod, ref, container, probe)
+            ok, message = await self.check(_as_reported(entry.machine), ref, container, probe)
             successes, failures = (successes + 1, 0) if ok else (0, failures + 1)
             verdict = True if successes >= successes_needed else False if failures >= failures_needed else None
             if verdict is not None and (verdict != told or not verdict):
@@ -109,7 +118,7 @@ class Prober:
             port = _port(container, handler.get("port", 0))
             if port is None:
                 return False, f"port {handler.get('port')!r} is not a named port of the container"
-            host = handler.get("host") or (await self.runtime.port_address(ref, pod, port))[0]
+            host = handler.get("host") or (await self.runtime.port_address(ref, pod, port, probe=True))[0]
             if isinstance(probe.get("httpGet"), dict):
                 return await self._http(host, port, handler, timeout)
             if isinstance(probe.get("grpc"), dict):

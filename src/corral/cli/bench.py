@@ -121,6 +121,8 @@ async def bench(name, list_, output, server, store_url, small, timeout, plot) ->
     except ApiError as exc:  # in-process: the store already held the benchmark's objects
         hint = " (the store given with --store must be empty)" if store_url and exc.code == 409 else ""
         raise CliError(f"{exc.message}{hint}") from None
+    except ValueError as exc:  # in-process: a store another run used (its Secrets' key is not this run's)
+        raise CliError(f"{exc}" + (" (the store given with --store must be empty)" if store_url else "")) from None
     if plot:
         _plot(result.data, plot)
     if output == "json":

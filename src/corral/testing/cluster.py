@@ -20,8 +20,9 @@ class LocalCluster:
 
     def __init__(self, root: str, agents: int = 3, *, runtime: str = "process", docker_host: str | None = None,
                  grace: float = 40.0, eviction: float = 300.0, heartbeat: float = 1.0,
-                 agent_args: tuple[str, ...] = ()) -> None:
+                 agent_args: tuple[str, ...] = (), own_addresses: bool = False) -> None:
         self.root = root
+        self.own_addresses = own_addresses  # agent i at 127.0.0.(i+1), not all at 127.0.0.1
         self.n = agents
         self.runtime = runtime
         self.docker_host = docker_host
@@ -43,12 +44,17 @@ class LocalCluster:
     def node_name(self, i: int) -> str:
         return f"node-{i}"
 
+    def address(self, i: int) -> str:
+        """Node i's InternalIP: its own loopback address with ``own_addresses`` (pods can then serve
+        one port number on every node, as on separate machines), else 127.0.0.1."""
+        return f"127.0.0.{i + 1}" if self.own_addresses else "127.0.0.1"
+
     def start_agent(self, i: int) -> None:
         name = self.node_name(i)
         data = os.path.join(self.root, name)
         os.makedirs(data, exist_ok=True)
         args = [sys.executable, "-m", "corral", "agent", *self.server.join_args(), "--name", name, "--data-dir", data,
-                "--port", "0", "--address", "127.0.0.1", "--heartbeat", str(self.heartbeat), "--restart-backoff", "0.5",
+                "--port", "0", "--address", self.address(i), "--heartbeat", str(self.heartbeat), "--restart-backoff", "0.5",
                 "--metrics-interval", "1", "--runtime", self.runtime, "--log-level", "info", *self.agent_args]
         if self.docker_host:
             args += ["--docker-host", self.docker_host]

@@ -122,9 +122,11 @@ class Runtime(Protocol):
         """The running container's own output from now on and, if its spec has ``stdin: true``, its
         stdin (``kubectl attach``); the session's end leaves the container running."""
 
-    async def port_address(self, ref: ContainerRef, pod: dict[str, Any], port: int) -> tuple[str, int]:
-        """Where the agent connects to reach ``port`` of the pod (``kubectl port-forward``); raises
-        :class:`StreamError` when the runtime will not forward it."""
+    async def port_address(self, ref: ContainerRef, pod: dict[str, Any], port: int, *,
+                           probe: bool = False) -> tuple[str, int]:
+        """Where the agent connects to reach ``port`` of the pod (``kubectl port-forward``; with
+        ``probe``, a probe's ``httpGet``, ``tcpSocket`` or ``grpc``); raises :class:`StreamError` when
+        the runtime will not forward it."""
 
     async def usage(self, refs: list[ContainerRef]) -> dict[str, tuple[float, int]]:
         """For each running container of ``refs``, by its id: (CPU seconds it has used so far, bytes

@@ -236,8 +236,10 @@ class DockerRuntime:
                 return network["IPAddress"]
         raise StreamError("the pod has no network address")
 
-    async def port_address(self, ref: ContainerRef, pod: dict[str, Any], port: int) -> tuple[str, int]:
-        """The pod's own address on its network: every port of it is the pod's, none the node's."""
+    async def port_address(self, ref: ContainerRef, pod: dict[str, Any], port: int, *,
+                           probe: bool = False) -> tuple[str, int]:
+        """The pod's own address on its network: every port of it is the pod's, none the node's
+        (for a probe too)."""
         return await asyncio.to_thread(self._address_sync, ref), port
 
     def _usage_sync(self, refs: list[ContainerRef]) -> dict[str, tuple[float, int]]:

@@ -478,10 +478,12 @@ class ProcessRuntime:
                 raise StreamError(f"cannot open the stdin of container {ref.container}: {exc.strerror}") from None
         return AttachedSession(self.log_path(ref.pod_uid, ref.container), lambda: self._alive(ref), writer)
 
-    async def port_address(self, ref: ContainerRef, pod: dict[str, Any], port: int) -> tuple[str, int]:
+    async def port_address(self, ref: ContainerRef, pod: dict[str, Any], port: int, *,
+                           probe: bool = False) -> tuple[str, int]:
         """Pods of this runtime share the node's network, so a pod's port is the node's: forwarded
         only when the pod declares it (``containerPort``) and the socket listening on it is the pods'
-        user's — never the agent's, another service's of the node, or root's."""
+        user's — never the agent's, another service's of the node, or root's. Forwarded from the
+        node's loopback; probed, as kubelet probes, at the pod's IP (the node's address)."""
         declared = {p.get("containerPort") for c in (pod.get("spec") or {}).get("containers") or ()
                     for p in c.get("ports") or ()}
         if port not in declared:
@@ -493,7 +495,7 @@ class ProcessRuntime:
         expected = self.user.pw_uid if self.user is not None else os.geteuid()
         if owner != expected:
             raise StreamError(f"port {port} is not the pod's: another user's process listens on it")
-        return "127.0.0.1", port
+        return ((pod.get("status") or {}).get("podIP") or "127.0.0.1") if probe else "127.0.0.1", port
 
     async def usage(self, refs: list[ContainerRef]) -> dict[str, tuple[float, int]]:
         """Each container is the session its main process leads (it starts one): its processes'
