@@ -143,3 +143,18 @@ def test_kubectl_create_configmap_and_secret_send_protobuf_that_corral_stores_as
     assert out.returncode == 0, out.stderr
     out = kubectl(kubeconfig, "patch", "configmap", "fixed", "-p", '{"data": {"k": "v2"}}')
     assert out.returncode != 0 and "data: Forbidden: field is immutable when `immutable` is set" in out.stderr, out.stderr
+
+
+def test_kubectl_create_job_and_cronjob_send_protobuf_that_reads_as_their_json_would(kubeconfig):
+    out = kubectl(kubeconfig, "create", "job", "once", "--image=busybox:1.36", "--", "sh", "-c", "echo hi")
+    assert out.returncode == 0, out.stderr
+    job = json.loads(kubectl(kubeconfig, "get", "job", "once", "-o", "json").stdout)
+    template = job["spec"]["template"]
+    assert template["spec"]["restartPolicy"] == "Never" and template["spec"]["containers"][0]["command"] == [
+        "sh", "-c", "echo hi"]
+    assert set(template["metadata"]) == {"labels"}  # Go's empty name, namespace, uid ... are absent
+    out = kubectl(kubeconfig, "create", "cronjob", "tick", "--image=busybox:1.36", "--schedule=*/5 * * * *", "--", "date")
+    assert out.returncode == 0, out.stderr
+    cj = json.loads(kubectl(kubeconfig, "get", "cronjob", "tick", "-o", "json").stdout)
+    assert (cj["spec"]["schedule"], cj["spec"]["concurrencyPolicy"]) == ("*/5 * * * *", "Allow")
+    assert "timeZone" not in cj["spec"]

@@ -31,9 +31,9 @@ class ProtobufError(ValueError):
     """A body that is not a protobuf object corral can read."""
 
 
-_OBJECT_META: Schema = {
-    1: ("name", "string"), 2: ("generateName", "string"), 3: ("namespace", "string"), 5: ("uid", "string"),
-    6: ("resourceVersion", "string"), 11: ("labels", ("map",)), 12: ("annotations", ("map",)),
+_OBJECT_META: Schema = {  # Go writes its strings even when empty: an empty one is absent, as in JSON
+    1: ("name", "string?"), 2: ("generateName", "string?"), 3: ("namespace", "string?"), 5: ("uid", "string?"),
+    6: ("resourceVersion", "string?"), 11: ("labels", ("map",)), 12: ("annotations", ("map",)),
     14: ("finalizers", ("repeated", "string")),
 }
 # k8s.io/apimachinery meta/v1 DeleteOptions and Preconditions
