@@ -29,12 +29,12 @@ import msgspec
 from corral.api.kinds import cron
 from corral.api.defaults import rfc3339
 from corral.api.resources import by_kind
-from corral.controllers.pods import controller_of, owner_reference
-from corral.controllers.queued import QueuedController
+from corral.controllers.pods import owner_reference
+from corral.controllers.queued import OwnedIndex, QueuedController
 from corral.scheduler.cache.node_table import parse_timestamp
 from corral.server import errors
 from corral.server.rest import ResourceAPI
-from corral.store import Event, EventType
+from corral.store import Event
 
 __all__ = ["CronJobController", "SCHEDULED_TIMESTAMP", "MAX_MISSED"]
 
@@ -66,50 +66,16 @@ class CronJobController(QueuedController):
         super().__init__(api)
         self.clock = clock
         self._cronjobs, self._jobs = by_kind("CronJob"), by_kind("Job")
-        self._jobs_of: dict[str, set[str]] = {}  # cronjob uid → its Jobs' keys
-        self._owner_of: dict[str, str] = {}  # job key → its cronjob's uid
-        self._by_uid: dict[str, str] = {}  # cronjob uid → key
-
-    # --- indexes ---------------------------------------------------------------------------------------
+        self._index = OwnedIndex(api.cache, self._cronjobs, self._jobs)
 
     def reset(self) -> None:
-        self._jobs_of.clear(), self._owner_of.clear(), self._by_uid.clear()
+        self._index.reset()
 
     def initial_keys(self) -> Iterable[str]:
-        keys = []
-        for record in self.api.cache.items(self._cronjobs.store_prefix):
-            self._by_uid[record.obj["metadata"]["uid"]] = record.key
-            keys.append(record.key)
-        for record in self.api.cache.items(self._jobs.store_prefix):
-            self._index_job(record.key, record.obj)
-        return keys
-
-    def _index_job(self, key: str, job: Obj | None) -> str:
-        old = self._owner_of.pop(key, "")
-        if old:
-            self._jobs_of.get(old, set()).discard(key)
-        ref = controller_of(job) if job is not None else None
-        if ref is None or ref.get("kind") != "CronJob":
-            return old
-        self._owner_of[key] = ref["uid"]
-        self._jobs_of.setdefault(ref["uid"], set()).add(key)
-        return ref["uid"]
+        return self._index.load()
 
     def keys_for(self, event: Event) -> Iterable[str]:
-        key = event.key
-        if key.startswith(self._cronjobs.store_prefix):
-            uid = event.record.obj["metadata"]["uid"]
-            if event.type is EventType.DELETED:
-                self._by_uid.pop(uid, None)
-                self._jobs_of.pop(uid, None)
-            else:
-                self._by_uid[uid] = key
-            return (key,)
-        if not key.startswith(self._jobs.store_prefix):
-            return ()
-        before = self._owner_of.get(key, "")
-        after = self._index_job(key, None if event.type is EventType.DELETED else event.record.obj)
-        return {self._by_uid[uid] for uid in (before, after) if uid in self._by_uid}
+        return self._index.keys_for(event)
 
     # --- one CronJob -----------------------------------------------------------------------------------
 
@@ -119,8 +85,7 @@ class CronJobController(QueuedController):
             return None
         cj = record.obj
         spec, status = cj.get("spec") or {}, dict(cj.get("status") or {})
-        jobs = [r.obj for r in map(self.api.cache.get, sorted(self._jobs_of.get(cj["metadata"]["uid"], ())))
-                if r is not None and not r.obj["metadata"].get("deletionTimestamp")]
+        jobs = [j for j in self._index.objects_of(cj) if not j["metadata"].get("deletionTimestamp")]
         active = [j for j in jobs if _finished(j) is None]
         successes = [parse_timestamp((j.get("status") or {}).get("completionTime")) for j in jobs
                      if _finished(j) == "Complete"]

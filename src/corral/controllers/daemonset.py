@@ -30,7 +30,7 @@ from corral.api.resources import by_kind
 from corral.controllers.deployment import template_hash
 from corral.controllers.pods import (controller_of, deletion_order, is_active, is_available, is_ready, owner_reference,
                                      pod_from_template)
-from corral.controllers.queued import QueuedController
+from corral.controllers.queued import OwnedIndex, QueuedController
 from corral.scheduler.plugins.taint_toleration import tolerates
 from corral.server import errors
 from corral.server.rest import ResourceAPI
@@ -121,50 +121,20 @@ class DaemonSetController(QueuedController):
         self.clock = clock
         self._sets, self._pods, self._nodes = by_kind("DaemonSet"), by_kind("Pod"), by_kind("Node")
         self._revisions = by_kind("ControllerRevision")
-        self._pods_of: dict[str, set[str]] = {}  # daemonset uid → its pods' keys
-        self._owner_of: dict[str, str] = {}  # pod key → its daemonset's uid
-        self._by_uid: dict[str, str] = {}  # daemonset uid → key
+        self._index = OwnedIndex(api.cache, self._sets, self._pods)
         self._node_shapes: dict[str, tuple] = {}  # node key → (labels, taints) last seen
 
     def reset(self) -> None:
-        self._pods_of.clear(), self._owner_of.clear(), self._by_uid.clear(), self._node_shapes.clear()
+        self._index.reset(), self._node_shapes.clear()
 
     def initial_keys(self) -> Iterable[str]:
-        for record in self.api.cache.items(self._sets.store_prefix):
-            self._by_uid[record.obj["metadata"]["uid"]] = record.key
-        for record in self.api.cache.items(self._pods.store_prefix):
-            self._index_pod(record.key, record.obj)
-        return list(self._by_uid.values())
-
-    def _index_pod(self, key: str, pod: Obj | None) -> str:
-        old = self._owner_of.pop(key, "")
-        if old:
-            self._pods_of.get(old, set()).discard(key)
-        ref = controller_of(pod) if pod is not None else None
-        if ref is None or ref.get("kind") != "DaemonSet":
-            return old
-        self._owner_of[key] = ref["uid"]
-        self._pods_of.setdefault(ref["uid"], set()).add(key)
-        return ref["uid"]
+        return self._index.load()
 
     def keys_for(self, event: Event) -> Iterable[str]:
-        key = event.key
-        if key.startswith(self._sets.store_prefix):
-            uid = event.record.obj["metadata"]["uid"]
-            if event.type is EventType.DELETED:
-                self._by_uid.pop(uid, None)
-            else:
-                self._by_uid[uid] = key
-            return (key,)
-        if key.startswith(self._nodes.store_prefix):
-            if event.type is not EventType.MODIFIED:
-                return list(self._by_uid.values())  # a node came or went: every DaemonSet looks
-            return list(self._by_uid.values()) if self._labels_or_taints_changed(event) else ()
-        if not key.startswith(self._pods.store_prefix):
-            return ()
-        before = self._owner_of.get(key, "")
-        after = self._index_pod(key, None if event.type is EventType.DELETED else event.record.obj)
-        return {self._by_uid[uid] for uid in (before, after) if uid in self._by_uid}
+        if event.key.startswith(self._nodes.store_prefix):  # a node came or went, or its labels or taints changed
+            changed = event.type is not EventType.MODIFIED or self._labels_or_taints_changed(event)
+            return self._index.owner_keys() if changed else ()
+        return self._index.keys_for(event)
 
     def _labels_or_taints_changed(self, event: Event) -> bool:
         """A node's heartbeat (status) changes nothing here; its labels or taints may."""
@@ -185,8 +155,7 @@ class DaemonSetController(QueuedController):
         await self._record_revision(ds, template, revision)
         wanted = {r.obj["metadata"]["name"] for r in self.api.cache.items(self._nodes.store_prefix)
                   if eligible(template.get("spec") or {}, r.obj)}
-        pods = [r.obj for r in map(self.api.cache.get, sorted(self._pods_of.get(ds["metadata"]["uid"], ())))
-                if r is not None]
+        pods = self._index.objects_of(ds)
         active = [p for p in pods if is_active(p)]
         by_node: dict[str, list[Obj]] = {}
         for pod in active:

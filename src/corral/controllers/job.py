@@ -30,12 +30,12 @@ import msgspec
 from corral.api.defaults import rfc3339
 from corral.api.kinds.batch import COMPLETION_INDEX
 from corral.api.resources import by_kind
-from corral.controllers.pods import controller_of, deletion_order, is_active, is_ready, pod_from_template
-from corral.controllers.queued import QueuedController
+from corral.controllers.pods import deletion_order, is_active, is_ready, pod_from_template
+from corral.controllers.queued import OwnedIndex, QueuedController
 from corral.scheduler.cache.node_table import parse_timestamp
 from corral.server import errors
 from corral.server.rest import ResourceAPI
-from corral.store import Event, EventType
+from corral.store import Event
 
 __all__ = ["JobController", "indexes_text", "parse_indexes"]
 
@@ -95,53 +95,16 @@ class JobController(QueuedController):
         super().__init__(api)
         self.clock = clock
         self._jobs, self._pods = by_kind("Job"), by_kind("Pod")
-        self._pods_of: dict[str, set[str]] = {}  # job uid → its pods' keys
-        self._owner_of: dict[str, str] = {}  # pod key → its job's uid
-        self._job_by_uid: dict[str, str] = {}  # job uid → job key
-
-    # --- indexes ---------------------------------------------------------------------------------------
+        self._index = OwnedIndex(api.cache, self._jobs, self._pods)
 
     def reset(self) -> None:
-        self._pods_of.clear(), self._owner_of.clear(), self._job_by_uid.clear()
+        self._index.reset()
 
     def initial_keys(self) -> Iterable[str]:
-        keys = []
-        for record in self.api.cache.items(self._jobs.store_prefix):
-            self._job_by_uid[record.obj["metadata"]["uid"]] = record.key
-            keys.append(record.key)
-        for record in self.api.cache.items(self._pods.store_prefix):
-            self._index_pod(record.key, record.obj)
-        return keys
-
-    def _index_pod(self, key: str, pod: Obj | None) -> str:
-        old = self._owner_of.pop(key, "")
-        if old:
-            pods = self._pods_of.get(old)
-            if pods is not None:
-                pods.discard(key)
-                if not pods:
-                    del self._pods_of[old]
-        ref = controller_of(pod) if pod is not None else None
-        if ref is None or ref.get("kind") != "Job":
-            return old
-        self._owner_of[key] = ref["uid"]
-        self._pods_of.setdefault(ref["uid"], set()).add(key)
-        return ref["uid"]
+        return self._index.load()
 
     def keys_for(self, event: Event) -> Iterable[str]:
-        key = event.key
-        if key.startswith(self._jobs.store_prefix):
-            uid = event.record.obj["metadata"]["uid"]
-            if event.type is EventType.DELETED:
-                self._job_by_uid.pop(uid, None)
-            else:
-                self._job_by_uid[uid] = key
-            return (key,)
-        if not key.startswith(self._pods.store_prefix):
-            return ()
-        before = self._owner_of.get(key, "")
-        after = self._index_pod(key, None if event.type is EventType.DELETED else event.record.obj)
-        return {self._job_by_uid[uid] for uid in (before, after) if uid in self._job_by_uid}
+        return self._index.keys_for(event)
 
     # --- one Job -----------------------------------------------------------------------------------------
 
@@ -150,7 +113,7 @@ class JobController(QueuedController):
         if record is None or record.obj["metadata"].get("deletionTimestamp"):
             return None
         job = record.obj
-        pods = [r.obj for r in map(self.api.cache.get, self._pods_of.get(job["metadata"]["uid"], ())) if r is not None]
+        pods = self._index.objects_of(job)
         if _condition(job, "Complete") or _condition(job, "Failed"):
             await self._delete_all(job, [p for p in pods if is_active(p)])
             return await self._expire(job)

@@ -20,11 +20,12 @@ from corral.aio import cancel_and_wait
 from corral.api.resources import ResourceType
 from corral.client.workqueue import ShutDown, WorkQueue
 from corral.controllers.events import ObjectEvents
+from corral.controllers.pods import controller_of
 from corral.server import errors
 from corral.server.rest import ResourceAPI, WriteOptions
-from corral.store import Event
+from corral.store import Event, EventType
 
-__all__ = ["QueuedController"]
+__all__ = ["QueuedController", "OwnedIndex"]
 
 MAX_RETRY_DELAY = 60.0
 
@@ -128,3 +129,69 @@ class QueuedController:
                     self.queue.add_after(key, again)
             finally:
                 self.queue.done(key)
+
+
+class OwnedIndex:
+    """The objects of one resource each owner of one kind controls (its controller ownerReference),
+    kept up to date from the watch cache's events, so a sync reads its owner's objects without
+    scanning them all: what the Job, CronJob and DaemonSet controllers route changes by."""
+
+    def __init__(self, cache, owners: ResourceType, owned: ResourceType) -> None:
+        self._cache = cache
+        self.owners, self.owned = owners, owned
+        self._of: dict[str, set[str]] = {}  # owner uid → keys of what it controls
+        self._owner: dict[str, str] = {}  # owned key → its owner's uid
+        self._by_uid: dict[str, str] = {}  # owner uid → its key
+
+    def reset(self) -> None:
+        self._of.clear(), self._owner.clear(), self._by_uid.clear()
+
+    def load(self) -> list[str]:
+        """Index everything in the cache; every owner's key."""
+        for record in self._cache.items(self.owners.store_prefix):
+            self._by_uid[record.obj["metadata"]["uid"]] = record.key
+        for record in self._cache.items(self.owned.store_prefix):
+            self._index(record.key, record.obj)
+        return list(self._by_uid.values())
+
+    def keys_of(self, owner: dict[str, Any]) -> list[str]:
+        return sorted(self._of.get(owner["metadata"]["uid"], ()))
+
+    def objects_of(self, owner: dict[str, Any]) -> list[dict[str, Any]]:
+        """What ``owner`` controls now, as the cache holds it."""
+        return [r.obj for r in map(self._cache.get, self.keys_of(owner)) if r is not None]
+
+    def _index(self, key: str, obj: dict[str, Any] | None) -> str:
+        old = self._owner.pop(key, "")
+        if old:
+            keys = self._of.get(old)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._of[old]
+        ref = controller_of(obj) if obj is not None else None
+        if ref is None or ref.get("kind") != self.owners.kind:
+            return old
+        self._owner[key] = ref["uid"]
+        self._of.setdefault(ref["uid"], set()).add(key)
+        return ref["uid"]
+
+    def keys_for(self, event: Event) -> set[str]:
+        """The owners' keys a change concerns: an owner's own, or the owner (before and after) of
+        an object it controls."""
+        key = event.key
+        if key.startswith(self.owners.store_prefix):
+            uid = event.record.obj["metadata"]["uid"]
+            if event.type is EventType.DELETED:
+                self._by_uid.pop(uid, None)
+            else:
+                self._by_uid[uid] = key
+            return {key}
+        if not key.startswith(self.owned.store_prefix):
+            return set()
+        before = self._owner.get(key, "")
+        after = self._index(key, None if event.type is EventType.DELETED else event.record.obj)
+        return {self._by_uid[uid] for uid in (before, after) if uid in self._by_uid}
+
+    def owner_keys(self) -> list[str]:
+        return list(self._by_uid.values())

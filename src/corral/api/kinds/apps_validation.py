@@ -81,7 +81,11 @@ def _strategy(strategy: workloads.DeploymentStrategy | None) -> list[Cause]:
     if strategy.type == "Recreate":
         return [Cause("spec.strategy.rollingUpdate", FORBIDDEN,
                       "Forbidden: may not be specified when strategy `type` is 'Recreate'")]
-    path = "spec.strategy.rollingUpdate"
+    return _rolling_update("spec.strategy.rollingUpdate", rolling)
+
+
+def _rolling_update(path: str, rolling: workloads.RollingUpdateDeployment | workloads.RollingUpdateDaemonSet) -> list[Cause]:
+    """maxUnavailable and maxSurge: counts or percentages, not both 0 (a Deployment's or a DaemonSet's)."""
     causes = _int_or_percent(f"{path}.maxUnavailable", rolling.max_unavailable)
     surge = rolling.max_surge
     if not (surge is None or (isinstance(surge, int) and surge >= 0)
@@ -119,15 +123,8 @@ def _daemon_set(ds: workloads.DaemonSet) -> list[Cause]:
     if strategy is not None:
         if strategy.type not in (None, "RollingUpdate", "OnDelete"):
             causes.append(_not_supported("spec.updateStrategy.type", strategy.type, ("RollingUpdate", "OnDelete")))
-        rolling = strategy.rolling_update
-        if rolling is not None:
-            path = "spec.updateStrategy.rollingUpdate"
-            causes += _int_or_percent(f"{path}.maxUnavailable", rolling.max_unavailable)
-            causes += _int_or_percent(f"{path}.maxSurge", rolling.max_surge)
-            if not causes and percent_or_count(rolling.max_unavailable, 100, round_up=True) == 0 \
-                    and percent_or_count(rolling.max_surge, 100, round_up=True) == 0:
-                causes.append(_invalid(f"{path}.maxUnavailable", rolling.max_unavailable,
-                                       "may not be 0 when `maxSurge` is 0"))
+        if strategy.rolling_update is not None:
+            causes += _rolling_update("spec.updateStrategy.rollingUpdate", strategy.rolling_update)
     return causes
 
 
