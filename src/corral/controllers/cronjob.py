@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 import time
 from datetime import datetime, timezone
-from typing import Any, Iterable
+from typing import Any
 
 import msgspec
 
@@ -34,7 +34,6 @@ from corral.controllers.queued import OwnedIndex, QueuedController
 from corral.scheduler.cache.node_table import parse_timestamp
 from corral.server import errors
 from corral.server.rest import ResourceAPI
-from corral.store import Event
 
 __all__ = ["CronJobController", "SCHEDULED_TIMESTAMP", "MAX_MISSED"]
 
@@ -66,16 +65,7 @@ class CronJobController(QueuedController):
         super().__init__(api)
         self.clock = clock
         self._cronjobs, self._jobs = by_kind("CronJob"), by_kind("Job")
-        self._index = OwnedIndex(api.cache, self._cronjobs, self._jobs)
-
-    def reset(self) -> None:
-        self._index.reset()
-
-    def initial_keys(self) -> Iterable[str]:
-        return self._index.load()
-
-    def keys_for(self, event: Event) -> Iterable[str]:
-        return self._index.keys_for(event)
+        self.index = OwnedIndex(api.cache, self._cronjobs, self._jobs)  # routes changes to their owner
 
     # --- one CronJob -----------------------------------------------------------------------------------
 
@@ -85,7 +75,7 @@ class CronJobController(QueuedController):
             return None
         cj = record.obj
         spec, status = cj.get("spec") or {}, dict(cj.get("status") or {})
-        jobs = [j for j in self._index.objects_of(cj) if not j["metadata"].get("deletionTimestamp")]
+        jobs = [j for j in self.index.objects_of(cj) if not j["metadata"].get("deletionTimestamp")]
         active = [j for j in jobs if _finished(j) is None]
         successes = [parse_timestamp((j.get("status") or {}).get("completionTime")) for j in jobs
                      if _finished(j) == "Complete"]

@@ -121,20 +121,18 @@ class DaemonSetController(QueuedController):
         self.clock = clock
         self._sets, self._pods, self._nodes = by_kind("DaemonSet"), by_kind("Pod"), by_kind("Node")
         self._revisions = by_kind("ControllerRevision")
-        self._index = OwnedIndex(api.cache, self._sets, self._pods)
+        self.index = OwnedIndex(api.cache, self._sets, self._pods)
         self._node_shapes: dict[str, tuple] = {}  # node key → (labels, taints) last seen
 
     def reset(self) -> None:
-        self._index.reset(), self._node_shapes.clear()
-
-    def initial_keys(self) -> Iterable[str]:
-        return self._index.load()
+        super().reset()
+        self._node_shapes.clear()
 
     def keys_for(self, event: Event) -> Iterable[str]:
         if event.key.startswith(self._nodes.store_prefix):  # a node came or went, or its labels or taints changed
             changed = event.type is not EventType.MODIFIED or self._labels_or_taints_changed(event)
-            return self._index.owner_keys() if changed else ()
-        return self._index.keys_for(event)
+            return self.index.owner_keys() if changed else ()
+        return self.index.keys_for(event)
 
     def _labels_or_taints_changed(self, event: Event) -> bool:
         """A node's heartbeat (status) changes nothing here; its labels or taints may."""
@@ -155,7 +153,7 @@ class DaemonSetController(QueuedController):
         await self._record_revision(ds, template, revision)
         wanted = {r.obj["metadata"]["name"] for r in self.api.cache.items(self._nodes.store_prefix)
                   if eligible(template.get("spec") or {}, r.obj)}
-        pods = self._index.objects_of(ds)
+        pods = self.index.objects_of(ds)
         active = [p for p in pods if is_active(p)]
         by_node: dict[str, list[Obj]] = {}
         for pod in active:

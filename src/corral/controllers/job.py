@@ -35,7 +35,6 @@ from corral.controllers.queued import OwnedIndex, QueuedController
 from corral.scheduler.cache.node_table import parse_timestamp
 from corral.server import errors
 from corral.server.rest import ResourceAPI
-from corral.store import Event
 
 __all__ = ["JobController", "indexes_text", "parse_indexes"]
 
@@ -95,16 +94,7 @@ class JobController(QueuedController):
         super().__init__(api)
         self.clock = clock
         self._jobs, self._pods = by_kind("Job"), by_kind("Pod")
-        self._index = OwnedIndex(api.cache, self._jobs, self._pods)
-
-    def reset(self) -> None:
-        self._index.reset()
-
-    def initial_keys(self) -> Iterable[str]:
-        return self._index.load()
-
-    def keys_for(self, event: Event) -> Iterable[str]:
-        return self._index.keys_for(event)
+        self.index = OwnedIndex(api.cache, self._jobs, self._pods)  # routes changes to their owner
 
     # --- one Job -----------------------------------------------------------------------------------------
 
@@ -113,7 +103,7 @@ class JobController(QueuedController):
         if record is None or record.obj["metadata"].get("deletionTimestamp"):
             return None
         job = record.obj
-        pods = self._index.objects_of(job)
+        pods = self.index.objects_of(job)
         if _condition(job, "Complete") or _condition(job, "Failed"):
             await self._delete_all(job, [p for p in pods if is_active(p)])
             return await self._expire(job)

@@ -45,13 +45,21 @@ class QueuedController:
 
     # --- what a controller says ------------------------------------------------------------------------
 
+    index: "OwnedIndex | None" = None  # set by a controller whose keys are owners of what it watches
+
     def keys_for(self, event: Event) -> Iterable[str]:
-        """The keys a change concerns (called for every change in the cluster: keep it cheap)."""
-        raise NotImplementedError
+        """The keys a change concerns (called for every change in the cluster: keep it cheap);
+        by default, the owners ``index`` routes it to."""
+        if self.index is None:
+            raise NotImplementedError
+        return self.index.keys_for(event)
 
     def initial_keys(self) -> Iterable[str]:
-        """Every key to look at when starting (and after the cache was reloaded)."""
-        raise NotImplementedError
+        """Every key to look at when starting (and after the cache was reloaded); by default, every
+        owner ``index`` holds."""
+        if self.index is None:
+            raise NotImplementedError
+        return self.index.load()
 
     async def sync(self, key: str) -> float | None:
         """Make the world match ``key``'s object; idempotent. Returns a delay to look again after, or None."""
@@ -59,6 +67,8 @@ class QueuedController:
 
     def reset(self) -> None:
         """Forget any index built from events (the cache is about to be replayed into ``initial_keys``)."""
+        if self.index is not None:
+            self.index.reset()
 
     async def delete_if_unchanged(self, resource: ResourceType, obj: dict[str, Any]) -> bool:
         """Delete ``obj`` if it is still the object read (its uid); True if this call deleted it.
