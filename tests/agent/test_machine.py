@@ -242,6 +242,7 @@ def test_a_readiness_probe_holds_ready_back_until_it_passes_and_takes_it_away_wh
     m.handle(Sync(m.pod, 0))
     assert _ready(m.handle(Started("c0", "id1", 1))) == ("False", False, True)  # running, not ready
     assert _ready(m.handle(Probed("c0", "id1", "readiness", True, "", 2))) == ("True", True, True)
+    assert m.handle(Probed("c0", "id1", "readiness", True, "", 2.5)) == []  # no change: nothing reported
     actions = m.handle(Probed("c0", "id1", "readiness", False, "503", 3))
     assert _ready(actions) == ("False", False, True) and "Emit:Unhealthy" in kinds(actions)
     assert m.handle(Probed("c0", "old-run", "readiness", True, "", 4)) == []  # about another run: dropped

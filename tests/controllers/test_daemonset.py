@@ -129,3 +129,21 @@ async def test_a_template_change_rolls_out_within_max_unavailable(harness):
     status = await harness.status()
     assert (status["updatedNumberScheduled"], status["numberAvailable"]) == (3, 3), (status, seen_new)
     assert seen_new == sorted(seen_new) and seen_new[0] <= 1  # one node at a time
+
+
+async def test_a_second_daemon_pod_on_a_node_is_deleted(harness):
+    import copy
+
+    await harness.api.create(SETS, "default", daemon_set(), OPTS)
+    await harness.sync()
+    extra = copy.deepcopy((await harness.pods())["n2"])
+    extra["metadata"] = {k: v for k, v in extra["metadata"].items()
+                         if k in ("labels", "ownerReferences", "annotations")} | {"generateName": "agent-"}
+    await harness.api.create(PODS, "default", extra, OPTS)
+    await harness.api.cache.wait_consistent()
+    on_n2 = [r.obj for r in harness.api.cache.items(PODS.store_prefix)
+             if r.obj["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+                 "nodeSelectorTerms"][0]["matchFields"][0]["values"] == ["n2"]]
+    assert len(on_n2) == 2
+    await harness.sync()
+    assert sorted(await harness.pods()) == ["n1", "n2", "n4"]  # pods() asserts one per node

@@ -384,3 +384,24 @@ async def test_marking_pods_keeps_the_conditions_an_agent_wrote_after_the_contro
     await controller.reconcile()
     pod = (await api.current(PODS, "default", "web", consistent=True)).obj
     assert {c["type"]: c["status"] for c in pod["status"]["conditions"]} == {"Ready": "True", "NotReadyAt": "True"}
+
+
+async def test_a_pod_tolerating_an_unreachable_node_for_good_stays_on_a_lost_node(cluster):
+    """A DaemonSet's pod tolerates node.kubernetes.io/unreachable:NoExecute without a time limit:
+    Kubernetes never evicts it; a limited toleration does not save a pod."""
+    api, clock, controller = cluster
+    for name, toleration in (("daemon", {}), ("limited", {"tolerationSeconds": 60})):
+        pod = make_pod(name).node("n1").obj
+        pod["metadata"].pop("uid")
+        pod["spec"]["tolerations"] = [{"key": "node.kubernetes.io/unreachable", "operator": "Exists",
+                                       "effect": "NoExecute", **toleration}]
+        await api.create(PODS, "default", pod, OPTS)
+    clock.advance(GRACE + 1)
+    await controller.reconcile()
+    clock.advance(EVICTION + 1)
+    await controller.reconcile()
+    await api.cache.wait_consistent()
+    daemon = (await api.current(PODS, "default", "daemon", consistent=True)).obj
+    assert daemon["spec"]["nodeName"] == "n1" and not daemon["metadata"].get("deletionTimestamp")
+    limited = (await api.current(PODS, "default", "limited", consistent=True)).obj
+    assert not limited["spec"].get("nodeName")  # evicted: back to Pending
