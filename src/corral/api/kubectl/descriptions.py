@@ -126,4 +126,64 @@ DESCRIPTIONS: dict[str, str] = {
     "LeaseSpec.holderIdentity": "Who holds the lease.",
     "LeaseSpec.leaseDurationSeconds": "How long the holder's claim lasts after each renewal.",
     "LeaseSpec.renewTime": "When the holder last renewed it.",
+    # --- workloads ---
+    "Deployment": "Keeps replicas copies of a pod template running and rolls a changed template out through "
+                  "ReplicaSets, a few pods at a time (kubectl rollout status|history|undo|pause|resume).",
+    "ReplicaSet": "Keeps replicas pods of its template running: creates missing ones, deletes surplus ones, "
+                  "adopts matching pods no controller owns. Usually made by a Deployment.",
+    "DaemonSet": "Runs one pod of its template on every node its selector, affinity and tolerations allow; "
+                 "the scheduler binds each to its node.",
+    "Job": "Runs pods until completions of them succeed, parallelism at a time; fails past backoffLimit "
+           "failures or activeDeadlineSeconds.",
+    "CronJob": "Makes a Job at each time of its cron schedule, in its time zone.",
+    "ControllerRevision": "A DaemonSet's template at one revision, kept for kubectl rollout history and undo.",
+    "DeploymentSpec.replicas": "How many pods to keep running (1 by default); also set by kubectl scale.",
+    "DeploymentSpec.strategy": "RollingUpdate (default: at most maxSurge extra pods and maxUnavailable missing "
+                               "ones during a rollout) or Recreate (every old pod gone before a new one starts).",
+    "DeploymentSpec.minReadySeconds": "How long a new pod must be ready before it counts as available.",
+    "DeploymentSpec.progressDeadlineSeconds": "A rollout without progress this long is reported "
+                                              "ProgressDeadlineExceeded (600 by default).",
+    "DeploymentSpec.revisionHistoryLimit": "Old ReplicaSets kept for rollout undo (10 by default).",
+    "DeploymentSpec.paused": "No rollout while true; scaling still applies, in proportion across ReplicaSets.",
+    "DaemonSetSpec.updateStrategy": "RollingUpdate (default: node by node, at most maxUnavailable nodes without "
+                                    "an available pod) or OnDelete (a pod is replaced only when deleted).",
+    "JobSpec.completions": "How many pods must succeed (one index each, for Indexed); unset with parallelism: "
+                           "a work queue, done when one succeeds and the rest have finished.",
+    "JobSpec.parallelism": "How many pods run at once.",
+    "JobSpec.completionMode": "NonIndexed (default) or Indexed: each pod gets an index (JOB_COMPLETION_INDEX) "
+                              "and each index must succeed once.",
+    "JobSpec.backoffLimit": "Failures (failed pods, and container restarts under OnFailure) after which the Job "
+                            "fails (6 by default); a failed pod is replaced after 10 s, doubling to 6 min.",
+    "JobSpec.activeDeadlineSeconds": "The Job fails, its pods stopped, once it has run this long.",
+    "JobSpec.ttlSecondsAfterFinished": "The Job, and its pods, are deleted this long after it completed or failed.",
+    "JobSpec.suspend": "While true no pod runs (running ones are deleted).",
+    "CronJobSpec.schedule": "Cron's five fields (minute hour day-of-month month day-of-week), names, ranges, "
+                            "steps, or @hourly, @daily, @weekly, @monthly, @yearly.",
+    "CronJobSpec.timeZone": "The IANA time zone the schedule is read in (UTC when unset).",
+    "CronJobSpec.concurrencyPolicy": "Allow (default), Forbid (skip a time while a Job runs) or Replace "
+                                     "(delete the running Jobs first).",
+    "CronJobSpec.startingDeadlineSeconds": "A scheduled time missed by more than this is skipped.",
+    "CronJobSpec.successfulJobsHistoryLimit": "Completed Jobs kept (3 by default).",
+    "CronJobSpec.failedJobsHistoryLimit": "Failed Jobs kept (1 by default).",
+    # --- configuration ---
+    "ConfigMap": "Settings for pods, as environment variables or files; a mounted file follows changes.",
+    "Secret": "Like a ConfigMap, for values to keep secret: encrypted in the store, readable only with the "
+              "rights for Secrets (not the view role), and by a node only for its own pods.",
+    "Secret.data": "Keys and their values, base64 encoded.",
+    "Secret.stringData": "Write-only: plain values, folded into data (base64) when written.",
+    "Secret.type": "Opaque (default), or a built-in type whose keys are checked (kubernetes.io/tls needs tls.crt "
+                   "and tls.key).",
+    "ConfigMap.data": "Keys and their text values.",
+    "ConfigMap.binaryData": "Keys and their binary values, base64 encoded.",
+    "Volume": "Storage a pod's containers mount: a ConfigMap or Secret as files (updated in place), or an "
+              "emptyDir the pod's containers share. Other sources are kept but not provided.",
+    "VolumeMount.mountPath": "Where the volume appears: that path for the docker runtime; inside the "
+                             "container's own directory for the process runtime (/etc/app is etc/app).",
+    "EnvVarSource": "Where a variable's value comes from: a ConfigMap's or Secret's key, a field of the pod "
+                    "(fieldRef), or a resource of the container (resourceFieldRef).",
+    "Probe": "A check the agent runs on a running container: exec, httpGet, tcpSocket or grpc, every "
+             "periodSeconds (10); failureThreshold (3) failures in a row fail it.",
+    "Container.livenessProbe": "Failing: the container is killed and restarted as restartPolicy says.",
+    "Container.readinessProbe": "Passing: the container is ready; the pod is Ready when all are.",
+    "Container.startupProbe": "Until it passes, liveness and readiness probes wait; failing, it kills the container.",
 }
