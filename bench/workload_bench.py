@@ -3,6 +3,7 @@ Job churn (many Jobs of several pods, each run to completion and deleted).
 
     .venv/bin/python bench/workload_bench.py [--nodes 5000] [--replicas 10000] [--json FILE]
     .venv/bin/python bench/workload_bench.py --workload jobs [--nodes 1000] [--jobs 1000] [--pods 10]
+    .venv/bin/python bench/workload_bench.py --workload daemonset [--nodes 5000]
 
 Starts a ``corral server`` (SQLite, scheduler and controllers on) and ``corral sim --nodes N``
 (hollow nodes under their own identities: they run what is bound to them through the agent's state
@@ -223,6 +224,48 @@ async def run_jobs(args: argparse.Namespace, client: Client) -> dict:
             "withinLimits": left == 0 and len(marks) == 4}
 
 
+async def run_daemonset(args: argparse.Namespace, client: Client) -> dict:
+    """A DaemonSet on every hollow node, then a template change rolled out node by node
+    (maxUnavailable 10%): when all were available, each time, and the most nodes without an
+    available daemon the DaemonSet's status reported during the rollout (every 0.5 s)."""
+    ds = {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "bench", "namespace": "default"},
+          "spec": {"selector": {"matchLabels": {"app": "bench-ds"}},
+                   "updateStrategy": {"rollingUpdate": {"maxUnavailable": "10%"}},
+                   "template": {"metadata": {"labels": {"app": "bench-ds"}},
+                                "spec": {"tolerations": [dict(HOLLOW_TOLERATION)], "containers": [{
+                                    "name": "agent", "image": "registry.k8s.io/pause:3.9",
+                                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}}}
+
+    def everywhere(d: dict) -> bool:
+        s = d.get("status") or {}
+        return (s.get("observedGeneration", 0) >= d["metadata"].get("generation", 1)
+                and s.get("desiredNumberScheduled") == args.nodes and s.get("updatedNumberScheduled") == args.nodes
+                and s.get("numberAvailable") == args.nodes)
+
+    unavailable: list[int] = []  # numberUnavailable at each look during the rollout
+
+    async def until(check, rolling: bool = False) -> float:
+        t0, deadline = time.monotonic(), time.monotonic() + args.timeout
+        while time.monotonic() < deadline:
+            d = await client.get("daemonsets", "bench", "default", raw=True)
+            if rolling:
+                unavailable.append(int((d.get("status") or {}).get("numberUnavailable") or 0))
+            if check(d):
+                return round(time.monotonic() - t0, 2)
+            await asyncio.sleep(0.5)
+        raise TimeoutError("the DaemonSet did not get there")
+
+    await client.create(ds, "default")
+    created = await until(everywhere)
+    await client.patch("daemonsets", "bench", {"spec": {"template": {"metadata": {"annotations": {
+        "bench/rollout": "2"}}}}}, "default")
+    rolled = await until(everywhere, rolling=True)
+    allowed = percent_or_count("10%", args.nodes, round_up=True)
+    return {"nodes": args.nodes, "allAvailableSeconds": created, "rolloutSeconds": rolled,
+            "mostUnavailable": max(unavailable), "allowedUnavailable": allowed, "looks": len(unavailable),
+            "withinLimits": max(unavailable) <= allowed}
+
+
 async def main(args: argparse.Namespace) -> int:
     data = tempfile.mkdtemp(prefix="corral-workloads-")
     server = ServerProcess(os.path.join(data, "server"), *args.server_arg)
@@ -233,10 +276,10 @@ async def main(args: argparse.Namespace) -> int:
         sim = subprocess.Popen([corral, "sim", "--nodes", str(args.nodes), "--server", server.url, "--run-delay",
                                 str(args.run_delay)], env=child_env({"KUBECONFIG": server.kubeconfig}),
                                stdout=subprocess.DEVNULL, stderr=open(os.path.join(data, "sim.log"), "wb"))
-        if args.workload == "jobs":
+        if args.workload in ("jobs", "daemonset"):
             async with Client(credentials=server.credentials()) as client:
                 await wait_nodes(client, args.nodes)
-                result = await run_jobs(args, client)
+                result = await (run_jobs if args.workload == "jobs" else run_daemonset)(args, client)
         else:
             result = await run(args, server)
     finally:
@@ -254,7 +297,7 @@ async def main(args: argparse.Namespace) -> int:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", choices=("deployment", "jobs"), default="deployment")
+    parser.add_argument("--workload", choices=("deployment", "jobs", "daemonset"), default="deployment")
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--jobs", type=int, default=1000, help="Jobs to churn (--workload jobs)")
     parser.add_argument("--pods", type=int, default=10, help="pods per Job (--workload jobs)")
