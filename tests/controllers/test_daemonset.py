@@ -147,3 +147,59 @@ async def test_a_second_daemon_pod_on_a_node_is_deleted(harness):
     assert len(on_n2) == 2
     await harness.sync()
     assert sorted(await harness.pods()) == ["n1", "n2", "n4"]  # pods() asserts one per node
+
+
+async def test_with_max_surge_a_new_daemon_starts_beside_the_old_one_which_goes_once_it_is_available(harness):
+    api = harness.api
+    obj = daemon_set()
+    obj["spec"]["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    await api.create(SETS, "default", obj, OPTS)
+    await harness.sync()
+    await harness.bind_ready()
+    current = (await api.current(SETS, "default", "agent")).obj
+    current["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"
+    await api.update(SETS, "default", "agent", current, OPTS)
+
+    async def per_node() -> dict[str, int]:
+        await api.cache.wait_consistent()
+        counts: dict[str, int] = {}
+        for r in api.cache.items(PODS.store_prefix):
+            if not r.obj["metadata"].get("deletionTimestamp"):
+                node = r.obj["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+                    "nodeSelectorTerms"][0]["matchFields"][0]["values"][0]
+                counts[node] = counts.get(node, 0) + 1
+        return counts
+
+    for _ in range(12):
+        await harness.sync()
+        await harness.sync()  # again before the new pod is ready: the old one must stay meanwhile
+        counts = await per_node()
+        assert sorted(counts) == ["n1", "n2", "n4"]  # never a node without its daemon (maxUnavailable 0)
+        assert (await harness.status()).get("numberUnavailable") == 0  # nor without an available one
+        assert sum(counts.values()) <= 4  # at most one node surging (maxSurge 1)
+        await bind_ready_all(harness)
+        if (await harness.status()).get("updatedNumberScheduled") == 3 and sum(counts.values()) == 3:
+            break
+    status = await harness.status()
+    assert (status["updatedNumberScheduled"], status["numberAvailable"], sum((await per_node()).values())) == (3, 3, 3)
+
+
+async def bind_ready_all(harness) -> None:
+    """bind_ready for every live pod, two on a node included."""
+    api = harness.api
+    await api.cache.wait_consistent()
+    for r in list(api.cache.items(PODS.store_prefix)):
+        pod = r.obj
+        if pod["metadata"].get("deletionTimestamp"):
+            continue
+        name = pod["metadata"]["name"]
+        node = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][
+            "nodeSelectorTerms"][0]["matchFields"][0]["values"][0]
+        if not pod["spec"].get("nodeName"):
+            await api.bind("default", name, {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                                             "target": {"kind": "Node", "name": node}}, OPTS)
+        current = (await api.current(PODS, "default", name)).obj
+        if (current.get("status") or {}).get("phase") != "Running":
+            status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True",
+                                                          "lastTransitionTime": "2030-01-01T00:00:00Z"}]}
+            await api.update(PODS, "default", name, {**current, "status": status}, OPTS, subresource="status")

@@ -13,7 +13,9 @@ For each DaemonSet (queued when it, one of its pods or any node changes):
 - **Revisions**: each template is kept as a ControllerRevision (``kubectl rollout history|undo``).
 - **Updates**: pods carry ``controller-revision-hash``, the template's hash. ``RollingUpdate``
   deletes old pods while at most ``maxUnavailable`` (1) nodes lack an available new pod, and the
-  next sync creates the new one; ``OnDelete`` replaces a pod only when someone deletes it.
+  next sync creates the new one; with ``maxSurge`` it starts the new pod beside the old one on that
+  many nodes at a time and deletes the old one once the new is available. ``OnDelete`` replaces a
+  pod only when someone deletes it.
 - **Status**: desiredNumberScheduled, currentNumberScheduled, numberMisscheduled, numberReady,
   updatedNumberScheduled, numberAvailable (ready for minReadySeconds), numberUnavailable,
   observedGeneration — what ``kubectl rollout status daemonset`` reads.
@@ -100,6 +102,18 @@ def _node_of(pod: Obj) -> str:
     return ""
 
 
+def _revision_of(pod: Obj) -> str:
+    return (pod["metadata"].get("labels") or {}).get(HASH_LABEL, "")
+
+
+def _surge(spec: Obj, nodes: int) -> int:
+    """maxSurge as a count of nodes (0: none), for a RollingUpdate."""
+    strategy = spec.get("updateStrategy") or {}
+    if strategy.get("type", "RollingUpdate") != "RollingUpdate":
+        return 0
+    return percent_or_count((strategy.get("rollingUpdate") or {}).get("maxSurge") or 0, nodes, round_up=True)
+
+
 def _for_node(ds: Obj, template: Obj, node: str, revision: str) -> Obj:
     pod = pod_from_template(ds, template)
     pod["metadata"].setdefault("labels", {})[HASH_LABEL] = revision
@@ -158,21 +172,32 @@ class DaemonSetController(QueuedController):
         by_node: dict[str, list[Obj]] = {}
         for pod in active:
             by_node.setdefault(_node_of(pod), []).append(pod)
+        min_ready = int(spec.get("minReadySeconds") or 0)
+        now = self.clock()
+        surge = _surge(spec, len(wanted))
         doomed: list[Obj] = []
         for node, on_node in by_node.items():
             if node not in wanted:
                 doomed += on_node  # the node no longer takes it (or is gone)
-            elif len(on_node) > 1:  # one per node: keep the current revision's, the readiest, the oldest
-                keep = max(on_node, key=lambda p: ((p["metadata"].get("labels") or {}).get(HASH_LABEL) == revision,
-                                                   deletion_order(p)))  # the one Kubernetes would delete last
+            elif len(on_node) > 1:
+                new = [p for p in on_node if _revision_of(p) == revision]
+                if surge and len(new) == 1:  # a surge: the old pod goes once the new one is available
+                    if is_available(new[0], min_ready, now):
+                        doomed += [p for p in on_node if p is not new[0]]
+                    continue
+                # one per node: keep the current revision's, the readiest, the oldest
+                keep = max(on_node, key=lambda p: (_revision_of(p) == revision, deletion_order(p)))
                 doomed += [p for p in on_node if p is not keep]
-        min_ready = int(spec.get("minReadySeconds") or 0)
-        now = self.clock()
-        doomed += self._rolling(spec, by_node, wanted, revision, min_ready, now, doomed)
+        doomed += self._rolling(spec, by_node, wanted, revision, min_ready, now, doomed, surge)
         for pod in doomed:
             if await self.delete_if_unchanged(self._pods, pod):
                 self.events.record(ds, "Normal", "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}")
         missing = sorted(node for node in wanted if not by_node.get(node))
+        if surge:  # new pods beside old available ones, as many nodes at a time as maxSurge allows
+            surging = sum(1 for node in wanted if len(by_node.get(node, ())) > 1)
+            missing += [node for node in sorted(wanted) if by_node.get(node) and len(by_node[node]) == 1
+                        and _revision_of(by_node[node][0]) != revision
+                        and id(by_node[node][0]) not in {id(p) for p in doomed}][:max(surge - surging, 0)]
         for node in missing:
             try:
                 await self.api.create(self._pods, ds["metadata"]["namespace"],
@@ -222,13 +247,14 @@ class DaemonSetController(QueuedController):
             await self.delete_if_unchanged(self._revisions, stale)
 
     def _rolling(self, spec: Obj, by_node: dict[str, list[Obj]], wanted: set[str], revision: str, min_ready: int,
-                 now: float, doomed: list[Obj]) -> list[Obj]:
-        """Old pods to delete now: as many as ``maxUnavailable`` allows, not-ready ones first."""
+                 now: float, doomed: list[Obj], surge: int) -> list[Obj]:
+        """Old pods to delete now: as many as ``maxUnavailable`` allows, not-ready ones first (with
+        ``maxSurge``, only those: an available one goes once its successor is available)."""
         strategy = spec.get("updateStrategy") or {}
         if strategy.get("type", "RollingUpdate") != "RollingUpdate":
             return []
         budget = percent_or_count((strategy.get("rollingUpdate") or {}).get("maxUnavailable", 1), len(wanted),
-                                  round_up=True) or 1
+                                  round_up=True)
         gone = {id(p) for p in doomed}
         unavailable, old = 0, []
         for node in wanted:
@@ -238,21 +264,27 @@ class DaemonSetController(QueuedController):
             old += [p for p in pods if (p["metadata"].get("labels") or {}).get(HASH_LABEL) != revision]
         # An old pod that is not available costs nothing to replace; the others spend the budget.
         free = [p for p in old if not is_available(p, min_ready, now)]
+        if surge:
+            return free
         busy = sorted((p for p in old if is_available(p, min_ready, now)), key=deletion_order)
         return free + busy[:max(budget - unavailable, 0)]
 
     async def _write_status(self, ds: Obj, wanted: set[str], live: dict[str, list[Obj]], revision: str,
                             min_ready: int, now: float) -> float | None:
         meta = ds["metadata"]
-        scheduled = [p for node, ps in live.items() if node in wanted for p in ps[:1]]
-        bound = [p for p in scheduled if (p.get("spec") or {}).get("nodeName")]
+        # Each node counted by its oldest bound daemon, as Kubernetes counts (during a surge, the old
+        # one: a node is updated once its old pod is gone).
+        bound = [min(ps, key=lambda p: (p["metadata"].get("creationTimestamp") or "", _revision_of(p) == revision,
+                                        p["metadata"]["name"]))  # in one second, the older revision first
+                 for node, pods in live.items() if node in wanted
+                 if (ps := [p for p in pods if (p.get("spec") or {}).get("nodeName")])]
         available = sum(1 for p in bound if is_available(p, min_ready, now))
         status = {
             "desiredNumberScheduled": len(wanted),
             "currentNumberScheduled": len(bound),
             "numberMisscheduled": sum(1 for node, ps in live.items() if node not in wanted and ps),
             "numberReady": sum(1 for p in bound if is_ready(p)),
-            "updatedNumberScheduled": sum(1 for p in bound if (p["metadata"].get("labels") or {}).get(HASH_LABEL) == revision),
+            "updatedNumberScheduled": sum(1 for p in bound if _revision_of(p) == revision),
             "numberAvailable": available,
             "numberUnavailable": len(wanted) - available,
             "observedGeneration": int(meta.get("generation") or 1),
