@@ -125,16 +125,14 @@ def test_the_same_under_uvloop_which_the_agent_runs_on(tmp_path, runtimes):
     assert cwd == str(rt.root / "uv" / "c" / "w") and limits.split()[2:4] == ["4096", "4096"]
 
 
-def test_the_pods_stay_under_the_data_directory_when_their_user_can_reach_it(tmp_path, runtimes):
+def test_the_pods_live_under_the_data_directory_only_when_they_run_as_the_agents_user(tmp_path, runtimes):
     import tempfile
 
-    with tempfile.TemporaryDirectory(dir="/tmp") as open_dir:  # /tmp and below: passable by anyone
+    with tempfile.TemporaryDirectory(dir="/tmp") as open_dir:  # passable now; private once the agent has its keys
         os.chmod(open_dir, 0o755)
-        assert runtimes(open_dir).root == Path(open_dir) / "pods"
-    hidden = tmp_path / "hidden"
-    hidden.mkdir(mode=0o700)
-    expected_inside = not ROOT  # an agent running pods as itself can always reach its own directory
-    assert (runtimes(str(hidden)).root == hidden / "pods") == expected_inside
+        inside = runtimes(open_dir).root == Path(open_dir) / "pods"
+        assert inside == (not ROOT)  # an agent running pods as itself always reaches its own directory
+        assert runtimes(open_dir).root == runtimes(open_dir).root  # the same place on every start
 
 
 @pytest.mark.skipif(not ROOT, reason="only an agent running as root runs pods as another user than its own")
@@ -191,3 +189,21 @@ async def test_exec_runs_as_the_container_in_its_directory_and_ends_what_it_star
         await rt.stop(ref, 1)
     with pytest.raises(StreamError, match="container c is not running"):
         await rt.exec(ref, p, c, ["true"], stdin=False, tty=False)
+
+
+@pytest.mark.skipif(not ROOT, reason="only an agent running as root switches users; unprivileged agents run pods as themselves")
+async def test_a_pod_reaches_its_own_directory_by_path_though_the_agents_data_directory_is_private(runtimes):
+    """The agent makes its data directory 0700 after the runtime chose where pods live: a data
+    directory that others could pass through at that moment must not hold the pods (their user
+    could reach its working directory only through the open handle, and no volume by its link)."""
+    import tempfile
+
+    data_dir = tempfile.mkdtemp(prefix="corral-agent-")  # under /tmp: passable, unlike pytest's tmp_path
+    os.chmod(data_dir, 0o755)
+    try:
+        rt = runtimes(data_dir)
+        os.chmod(data_dir, 0o700)  # as the agent's credentials make it
+        out = await run(rt, "self", "sh", "-c", 'echo hi > note; cat "$(pwd)/note"; ls -d "$PWD" && echo reached')
+        assert "hi" in out and "reached" in out, out
+    finally:
+        shutil.rmtree(data_dir, ignore_errors=True)

@@ -33,7 +33,6 @@ import pwd
 import resource
 import shutil
 import signal
-import stat
 import subprocess
 import termios
 import time
@@ -120,38 +119,21 @@ def _session_usage(sessions: dict[int, str]) -> dict[str, tuple[float, int]]:
     return {key: (cpu, int(rss)) for key, (cpu, rss) in totals.items()}
 
 
-def _traversable(path: Path, user: pwd.struct_passwd) -> bool:
-    """Whether ``user`` may pass through every directory from / down to ``path``."""
-    for directory in (path, *path.parents):
-        try:
-            st = os.stat(directory)
-        except FileNotFoundError:
-            continue  # created later by the agent, with the permissions it chooses
-        if st.st_uid == user.pw_uid:
-            bit = stat.S_IXUSR
-        elif st.st_gid == user.pw_gid:
-            bit = stat.S_IXGRP
-        else:
-            bit = stat.S_IXOTH
-        if not st.st_mode & bit:
-            return False
-    return True
-
-
 def pods_root(data_dir: str, run_as_user: str | None = None) -> Path:
     """Where a process runtime on ``data_dir`` keeps its pods' directories (as it would choose)."""
     return _pods_root(Path(data_dir), _resolve_user(run_as_user))
 
 
 def _pods_root(data_dir: Path, user: pwd.struct_passwd | None) -> Path:
-    """``DATA_DIR/pods``, unless the pods' user could not reach it (an agent under /root, say):
-    then a directory of this agent's own under /var/lib/corral, named after its data directory."""
-    root = data_dir / "pods"
-    if user is None or _traversable(data_dir.resolve(), user):
-        return root
+    """``DATA_DIR/pods`` when pods run as the agent's own user; otherwise a directory of this agent's
+    own under /var/lib/corral, named after its data directory: the agent makes its data directory
+    private (0700, for its keys), so another user could never reach a path inside it — not its own
+    working directory by its absolute path, nor its volumes, which a container reaches by links."""
+    if user is None:
+        return data_dir / "pods"
     digest = hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
     fallback = Path(FALLBACK_ROOT) / digest
-    log.info("pods' directories are in %s: user %s cannot reach %s", fallback, user.pw_name, root)
+    log.info("pods' directories are in %s: user %s cannot reach %s", fallback, user.pw_name, data_dir)
     return fallback
 
 
