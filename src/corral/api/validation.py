@@ -208,15 +208,20 @@ def _not_supported(path: str, value: Any, allowed: Iterable[str]) -> Cause:
     return Cause(path, NOT_SUPPORTED, f"Unsupported value: {_show(value)}: supported values: {listed}")
 
 
+def unique_label(path: str, name: str | None, seen: set[str]) -> list[Cause]:
+    """A required name (``path``) that is a DNS label, unique among ``seen`` (which it joins): a
+    container's among the pod's, a volume's among its volumes."""
+    if not name:
+        return [Cause(path, REQUIRED, "Required value")]
+    causes = dns1123_label(path, name)
+    if name in seen:
+        causes.append(Cause(path, DUPLICATE, f'Duplicate value: "{name}"'))
+    seen.add(name)
+    return causes
+
+
 def _container(path: str, c: models.Container, seen_names: set[str], host_ports: set) -> list[Cause]:
-    causes: list[Cause] = []
-    if not c.name:
-        causes.append(Cause(f"{path}.name", REQUIRED, "Required value"))
-    else:
-        causes += dns1123_label(f"{path}.name", c.name)
-        if c.name in seen_names:
-            causes.append(Cause(f"{path}.name", DUPLICATE, f'Duplicate value: "{c.name}"'))
-        seen_names.add(c.name)
+    causes = unique_label(f"{path}.name", c.name, seen_names)
     if not c.image:
         causes.append(Cause(f"{path}.image", REQUIRED, "Required value"))
     if c.image_pull_policy is not None and c.image_pull_policy not in _PULL:

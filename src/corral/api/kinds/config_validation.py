@@ -14,7 +14,7 @@ from corral.api import models
 from corral.api.kinds.config import MAX_DATA_BYTES, SECRET_TYPES, ConfigMap, Secret
 from corral.api.quantity import QuantityError, parse_quantity
 from corral.api.validation import (DUPLICATE, FORBIDDEN, INVALID, REQUIRED, TOO_LONG, Cause, _invalid, _not_supported,
-                                   dns1123_label, dns1123_subdomain, qualified_name)
+                                   dns1123_subdomain, qualified_name, unique_label)
 
 __all__ = ["CONFIG_CHECKS", "CONFIG_UPDATE_CHECKS", "pod_configuration"]
 
@@ -142,13 +142,7 @@ def _volumes(volumes: list[models.Volume] | None) -> tuple[list[Cause], set[str]
     names: set[str] = set()
     for i, v in enumerate(volumes or ()):
         p = f"spec.volumes[{i}]"
-        if not v.name:
-            causes.append(Cause(f"{p}.name", REQUIRED, "Required value"))
-        else:
-            causes += dns1123_label(f"{p}.name", v.name)
-            if v.name in names:
-                causes.append(Cause(f"{p}.name", DUPLICATE, f'Duplicate value: "{v.name}"'))
-            names.add(v.name)
+        causes += unique_label(f"{p}.name", v.name, names)
         sources = [s for s in (v.config_map, v.secret, v.empty_dir) if s is not None]
         if len(sources) > 1:
             causes.append(Cause(p, FORBIDDEN, "Forbidden: may not specify more than 1 volume type"))
