@@ -13,6 +13,10 @@ from prometheus_client import generate_latest
 from corral.testing.builders import make_node, make_pod
 from corral.testing.scheduler_harness import Harness
 
+# What a pod no node has the cpu for, and no pod of lower priority to preempt, is told.
+INSUFFICIENT_CPU = ("0/1 nodes are available: 1 Insufficient cpu. "
+                    "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod.")
+
 
 def where(h: Harness, key: str) -> str | None:
     """Where the pod waits in the queue (active, backoff, unschedulable, in-flight), or None."""
@@ -233,14 +237,15 @@ async def test_the_unschedulable_condition_is_written_once_per_message_keeping_o
     assert initialized == {"type": "Initialized", "status": "True"}
     assert {k: v for k, v in scheduled.items() if k != "lastTransitionTime"} == {
         "type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-        "message": "0/1 nodes are available: 1 Insufficient cpu."}
+        "message": INSUFFICIENT_CPU}
     assert scheduled["lastTransitionTime"].endswith("Z")
     # A new reason is a new message: written again.
     h.add_node(make_node("m").taint("dedicated", "gpu"))
     await one_round(h)
     assert len(h.writer.status_patches) == 2
     assert h.writer.conditions["default/p"]["message"] == (
-        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s).")
+        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s). preemption: 0/2 nodes "
+        "are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful for scheduling.")
 
 
 async def test_a_condition_the_pod_already_carries_is_not_written_again():
@@ -248,11 +253,11 @@ async def test_a_condition_the_pod_already_carries_is_not_written_again():
     h.add_node(make_node("n").capacity(cpu=1, memory="4Gi", pods=10))
     pod = make_pod("p").requests(cpu="2").obj
     pod["status"]["conditions"] = [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                    "message": "0/1 nodes are available: 1 Insufficient cpu."}]
+                                    "message": INSUFFICIENT_CPU}]
     h.add_pod(pod)  # e.g. a scheduler that restarts, or a new leader, meets its predecessor's condition
     await h.run()
     assert h.writer.status_patches == []
-    assert ("default/p", "FailedScheduling", "0/1 nodes are available: 1 Insufficient cpu.") in h.writer.events
+    assert ("default/p", "FailedScheduling", INSUFFICIENT_CPU) in h.writer.events
     # A PodScheduled=True or another message does not count as written.
     other = make_pod("q").requests(cpu="2").obj
     other["status"]["conditions"] = [{"type": "PodScheduled", "status": "True", "message":
@@ -464,7 +469,8 @@ async def test_explain_with_one_feasible_node_chooses_it_and_with_none_chooses_n
     assert (one["chosen"], one["feasible"], [n["node"] for n in one["nodes"]]) == ("b", 1, ["b", "a"])
     none = h.scheduler.explain(make_pod("p").requests(cpu="8").obj)
     assert (none["chosen"], none["feasible"], none["message"]) == (
-        None, 0, "0/2 nodes are available: 2 Insufficient cpu.")
+        None, 0, "0/2 nodes are available: 2 Insufficient cpu. "
+                 "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
 
 
 async def test_explain_a_bound_pod_as_if_it_were_still_pending():

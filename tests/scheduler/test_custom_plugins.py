@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from corral.scheduler.framework.interface import NodeFilterAdapter, Plugin
+from corral.scheduler.framework.interface import NodeFilterAdapter, Plugin, PostFilterResult
 from corral.scheduler.framework.status import SUCCESS, Status
 from corral.scheduler.plugins import REGISTRY, register
 from corral.testing.builders import make_node, make_pod
@@ -40,9 +40,9 @@ class Gatekeeper(Plugin):
         CALLS.append(("permit", pod.name))
         return Status.unschedulable("refused") if pod.labels.get("refuse") == "permit" else SUCCESS
 
-    def post_filter(self, state, pod, diagnosis) -> Status:
+    def post_filter(self, state, pod, diagnosis) -> PostFilterResult:
         CALLS.append(("post_filter", pod.name))
-        return Status.unschedulable()
+        return PostFilterResult(Status.unschedulable())
 
 
 @pytest.fixture(autouse=True)
@@ -139,8 +139,10 @@ class Tracer(Plugin):
     async def permit(self, state, pod, node) -> Status:
         return self._note("permit", state, pod, node)
 
-    def post_filter(self, state, pod, diagnosis) -> Status:
-        return self._note("post_filter", state, pod, diagnosis.node_count)
+    def post_filter(self, state, pod, diagnosis) -> PostFilterResult:
+        # A PostFilter that cannot help: the next one runs (one that succeeds ends the chain).
+        self._note("post_filter", state, pod, diagnosis.node_count)
+        return PostFilterResult(Status.unschedulable())
 
 
 class First(Tracer):

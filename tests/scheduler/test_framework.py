@@ -116,7 +116,8 @@ def test_a_pre_filter_refusal_rejects_every_node_with_its_reasons():
     assert diagnosis.node_reasons(2) == ("Policy", ["pod refused by policy", "and by the rules"])
     report = explain(fwk, cache, info(refuse="yes"))
     assert report["nodes"][0] == {"node": "n0", "feasible": False, "plugin": "Policy",
-                                  "reasons": ["pod refused by policy", "and by the rules"]}
+                                  "reasons": ["pod refused by policy", "and by the rules"],
+                                  "preemption": {"reasons": ["No preemption victims found for incoming pod"]}}
 
 
 def test_a_pre_filter_skip_skips_that_plugins_filter_only():

@@ -34,7 +34,10 @@ async def test_pods_that_do_not_fit_stay_pending_with_kubernetes_message_and_an_
     h.add_pod(make_pod("big").requests(cpu="2"))
     await h.run()
     assert h.pending() == ["default/big"]
-    message = "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s)."
+    # Kubernetes' message, and what preemption made of it: a taint is not helped by removing pods.
+    message = ("0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s). preemption: 0/2 "
+               "nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful "
+               "for scheduling.")
     assert h.writer.conditions["default/big"]["message"] == message
     assert h.writer.conditions["default/big"]["reason"] == "Unschedulable"
     assert ("default/big", "FailedScheduling", message) in h.writer.events
@@ -66,7 +69,8 @@ async def test_a_pod_with_required_anti_affinity_against_itself_gets_at_most_one
     assert len(h.pending()) == 2
     # Kubernetes checks existing pods' anti-affinity first, so that is the reason given.
     assert h.writer.conditions[h.pending()[0]]["message"] == (
-        "0/4 nodes are available: 4 node(s) didn't satisfy existing pods anti-affinity rules.")
+        "0/4 nodes are available: 4 node(s) didn't satisfy existing pods anti-affinity rules. "
+        "preemption: 0/4 nodes are available: 4 No preemption victims found for incoming pod.")
 
 
 async def test_when_a_fifth_node_arrives_a_waiting_pod_is_placed():

@@ -120,6 +120,10 @@ def _print_report(report: dict[str, Any], pod: dict[str, Any]) -> None:
         click.echo(f"Best node: {report['chosen']}")
     else:
         click.echo("No node can take it; each node's reason is below.")
+    preemption = report.get("preemption")
+    if preemption and preemption.get("node"):
+        victims = ", ".join(f"{v['pod']} (priority {v['priority']})" for v in preemption["victims"])
+        click.echo(f"Preemption would nominate {preemption['node']}" + (f", removing {victims}." if victims else "."))
     rows = []
     for n in report["nodes"]:
         if n["feasible"]:
@@ -127,7 +131,14 @@ def _print_report(report: dict[str, Any], pod: dict[str, Any]) -> None:
             result = "chosen" if n["node"] == report["chosen"] else "feasible"
             rows.append([n["node"], result, f"{n['total']:g}", details])
         else:
-            rows.append([n["node"], "rejected", "-", f"{n['plugin']}: {'; '.join(n['reasons'])}"])
+            details = f"{n['plugin']}: {'; '.join(n['reasons'])}"
+            pre = n.get("preemption")
+            if pre is not None and "victims" in pre:
+                taken = ", ".join(f"{v['pod']} (priority {v['priority']})" for v in pre["victims"])
+                details += f"; would preempt {taken}" if taken else "; would fit once terminating pods are gone"
+            elif pre is not None:
+                details += f"; preemption: {'; '.join(pre['reasons'])}"
+            rows.append([n["node"], "rejected", "-", details])
     if rows:
         click.echo()
         print_table(["NODE", "RESULT", "SCORE", "DETAILS"], rows, out=sys.stdout)

@@ -28,7 +28,13 @@ _GONE = "the pod was deleted or bound elsewhere"
 class ClusterWriter(Protocol):
     async def bind(self, pod: PodInfo, node: str) -> Status: ...
 
-    async def patch_status(self, pod: PodInfo, patch: dict[str, Any]) -> None: ...
+    async def patch_status(self, pod: PodInfo, patch: dict[str, Any], *, strategic: bool = False) -> None:
+        """Merge ``patch`` into the pod's status (``strategic``: lists such as conditions merge by
+        their key instead of being replaced)."""
+
+    async def delete_pod(self, pod: PodInfo) -> bool:
+        """Delete gracefully (the pod's own grace period), only the pod with ``pod.uid``; True if it
+        was already gone. Other failures raise."""
 
     async def create_event(self, namespace: str, event: dict[str, Any]) -> None: ...
 
@@ -69,8 +75,20 @@ class InProcessWriter:
             return Status.error(str(exc), "DefaultBinder")
         return SUCCESS
 
-    async def patch_status(self, pod: PodInfo, patch: dict[str, Any]) -> None:
-        await self.api.patch(self._pods, pod.namespace, pod.name, patch, "merge", self._opts, "status")
+    async def patch_status(self, pod: PodInfo, patch: dict[str, Any], *, strategic: bool = False) -> None:
+        await self.api.patch(self._pods, pod.namespace, pod.name, patch, "strategic" if strategic else "merge",
+                             self._opts, "status")
+
+    async def delete_pod(self, pod: PodInfo) -> bool:
+        from corral.server.errors import ApiError
+
+        try:
+            await self.api.delete(self._pods, pod.namespace, pod.name, None, None, pod.uid or None)
+        except ApiError as exc:
+            if exc.code in (404, 409):  # gone, or another pod under its name now
+                return True
+            raise
+        return False
 
     async def create_event(self, namespace: str, event: dict[str, Any]) -> None:
         # An event the scheduler built itself: stored as is, without the API's validation of
@@ -99,8 +117,18 @@ class HttpWriter:
             return Status.error(str(exc), "DefaultBinder")
         return SUCCESS
 
-    async def patch_status(self, pod: PodInfo, patch: dict[str, Any]) -> None:
-        await self.client.patch("pods", pod.name, patch, pod.namespace, subresource="status", raw=True)
+    async def patch_status(self, pod: PodInfo, patch: dict[str, Any], *, strategic: bool = False) -> None:
+        await self.client.patch("pods", pod.name, patch, pod.namespace, subresource="status", raw=True,
+                                patch_type="strategic" if strategic else "merge")
+
+    async def delete_pod(self, pod: PodInfo) -> bool:
+        from corral.client.rest import Conflict, NotFound
+
+        try:
+            await self.client.delete("pods", pod.name, pod.namespace, uid=pod.uid or None, raw=True)
+        except (Conflict, NotFound):
+            return True
+        return False
 
     async def create_event(self, namespace: str, event: dict[str, Any]) -> None:
         await self.client.create(event, namespace)

@@ -186,9 +186,11 @@ def build_frameworks(config: SchedulerConfig, *, cache: Any, clock: Callable[[],
             return plugin
 
         plugins = {point: [instance(n, point) for n in profile.plugins.get(point, ())] for point in _POINT_METHODS}
-        out[profile.scheduler_name] = Framework(
+        fwk = out[profile.scheduler_name] = Framework(
             scheduler_name=profile.scheduler_name, plugins=plugins, weights=dict(profile.weights),
             percentage_of_nodes_to_score=config.percentage_of_nodes_to_score,
             tie_break=config.tie_break, seed=config.seed,
         )
+        for plugin in instances.values():
+            plugin.handle.framework = fwk
     return out

@@ -105,13 +105,43 @@ def explain(fwk: Framework, cache: Cache, pod: PodInfo) -> dict[str, Any]:
                 "scores": {name: float(v[i]) for name, v in scores.by_plugin.items()},
             })
     passed = set(feasible.tolist())
+    preemption = _explain_preemption(fwk, pod, diagnosis) if not len(feasible) else None
+    per_node = (preemption or {}).pop("perNode", {})
     for row in table.valid_rows():
         if row in passed:
             continue
         plugin, reasons = diagnosis.node_reasons(int(row))
-        nodes.append({"node": table.names[row], "feasible": False, "plugin": plugin, "reasons": reasons})
-    return {
+        entry = {"node": table.names[row], "feasible": False, "plugin": plugin, "reasons": reasons}
+        if int(row) in per_node:
+            entry["preemption"] = per_node[int(row)]
+        nodes.append(entry)
+    message = diagnosis.message(len(feasible))
+    out = {
         "pod": pod.key, "schedulerName": fwk.scheduler_name, "nodes": nodes, "chosen": chosen,
-        "feasible": len(feasible), "total": diagnosis.node_count,
-        "message": diagnosis.message(len(feasible)),
+        "feasible": len(feasible), "total": diagnosis.node_count, "message": message,
     }
+    if preemption is not None:
+        out["preemption"] = preemption
+        out["message"] = f"{message} {preemption['message']}"
+    return out
+
+
+def _explain_preemption(fwk: Framework, pod: PodInfo, diagnosis: Diagnosis) -> dict[str, Any] | None:
+    """What the profile's preemption would do for a pod no node fits: the node and victims it would
+    choose, and per node the victims it would take there or why it cannot help."""
+    plugin = next((p for p in fwk.post_filters if hasattr(p, "evaluate")), None)
+    if plugin is None:
+        return None
+    why = plugin.ineligible(pod, diagnosis)
+    if why:
+        return {"message": f"preemption: {why}", "node": None, "victims": [], "perNode": {}}
+
+    def victims(pods: list) -> list[dict[str, Any]]:
+        return [{"pod": c.info.key, "priority": c.info.priority} for c in pods]
+
+    found = plugin.evaluate(pod, diagnosis, every_node=True)
+    per_node: dict[int, dict[str, Any]] = {row: {"victims": victims(v)} for row, v in found.node_victims.items()}
+    for row, reasons in found.node_reasons.items():
+        per_node.setdefault(row, {})["reasons"] = reasons
+    return {"message": found.message, "node": found.node or None, "victims": victims(found.victims),
+            "perNode": per_node}

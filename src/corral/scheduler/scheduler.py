@@ -25,9 +25,10 @@ from corral.aio import cancel_and_wait
 from corral.api.defaults import now_rfc3339
 from corral.scheduler.cache.cache import Cache
 from corral.scheduler.cluster import ClusterWriter, EventRecorder
-from corral.scheduler.framework.interface import CycleState
+from corral.scheduler.framework.interface import CycleState, PostFilterResult
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.framework.status import SUCCESS, Code, Status
+from corral.scheduler.preemptor import Preemptor
 from corral.scheduler.profiles import SchedulerConfig, build_frameworks
 from corral.scheduler.queue.scheduling_queue import ClusterEvent, QueuedPod, SchedulingQueue
 from corral.scheduler.schedule_one import FitError, ScheduleResult, explain, schedule_pod, zone_interleaved_order
@@ -49,11 +50,18 @@ class _Metrics:
                                   registry=registry,
                                   buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1))
         self.pending = Gauge("corral_scheduler_pending_pods", "Pending pods by queue", ["queue"], registry=registry)
+        self.preemption_attempts = Counter("corral_scheduler_preemption_attempts",
+                                           "Preemption attempts (pods no node fits that PostFilter ran for)",
+                                           registry=registry)
+        self.preemption_victims = Histogram("corral_scheduler_preemption_victims",
+                                            "Pods removed by one successful preemption", registry=registry,
+                                            buckets=(1, 2, 4, 8, 16, 32, 64))
 
     def unregister(self) -> None:
         """Take these metrics off the registry (a server that stops leading; the next term's scheduler
         registers its own)."""
-        for collector in (self.attempts, self.duration, self.pending):
+        for collector in (self.attempts, self.duration, self.pending, self.preemption_attempts,
+                          self.preemption_victims):
             self.registry.unregister(collector)
 
 
@@ -75,6 +83,7 @@ class Scheduler:
         self.queue = SchedulingQueue(first.queue_sort.sort_key, queue_clock)
         self.events = EventRecorder(writer)
         self.metrics = _Metrics(registry)
+        self.preemptor = Preemptor(self.cache, writer, self.events, self._spawn)
         self._bind_slots = asyncio.Semaphore(max_binds_in_flight)
         self._inflight: set[asyncio.Task] = set()  # bindings and condition writes
         self._condition_written: dict[str, str] = {}  # pod key → PodScheduled=False message written
@@ -115,6 +124,7 @@ class Scheduler:
         if pod is None:
             self.queue.delete(key)
             self._condition_written.pop(key, None)
+            self.cache.nominator.clear(key)
             was_counted = key in self.cache.pods
             self.cache.remove_pod(key)
             if was_counted:
@@ -138,12 +148,16 @@ class Scheduler:
             self.queue.on_event(ClusterEvent.POD_DELETE)
         if (pod.get("metadata") or {}).get("deletionTimestamp"):
             self.queue.delete(key)
+            self.cache.nominator.clear(key)
             return
         if (spec.get("schedulerName") or "default-scheduler") not in self.frameworks:
             return  # another scheduler's pod
         if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
             return
         info = PodInfo.from_object(pod)
+        nominated = (pod.get("status") or {}).get("nominatedNodeName")
+        if nominated and not self.cache.nominator.node_of(key):  # claimed before a restart
+            self.cache.nominator.nominate(info, nominated)
         for plugin in self.frameworks[info.scheduler_name].pre_enqueue:
             if not plugin.pre_enqueue(info).ok:
                 self.queue.delete(key)  # gated: it comes back with its next update
@@ -199,17 +213,33 @@ class Scheduler:
             return None
         start = time.perf_counter()
         state = CycleState()
-        try:
-            result = schedule_pod(fwk, self.cache, qp.info, self._node_order(fwk), state)
-        except FitError as fit:
-            elapsed = time.perf_counter() - start
+        fit: FitError | None = None
+        post: PostFilterResult | None = None
+        # The decision, with the claims this pod must not see hidden; nothing in it may change
+        # nominations (they are applied below, once the claims count again).
+        with self.cache.nominator.hidden_from(qp.info):
+            try:
+                result = schedule_pod(fwk, self.cache, qp.info, self._node_order(fwk), state)
+            except FitError as exc:
+                fit = exc
+                elapsed = time.perf_counter() - start
+                for plugin in fwk.post_filters:  # preemption: may nominate a node and name victims
+                    post = plugin.post_filter(state, qp.info, fit.diagnosis)
+                    if post.status.ok:
+                        break
+        if fit is not None:
             self.metrics.duration.labels("unschedulable").observe(elapsed)
             if self.attempt_observer is not None:
                 self.attempt_observer(elapsed, "unschedulable")
             self.metrics.attempts.labels("unschedulable", fwk.scheduler_name).inc()
-            for plugin in fwk.post_filters:  # preemption's place: may free room for a later attempt
-                plugin.post_filter(state, qp.info, fit.diagnosis)
-            self._unschedulable(qp, fit)
+            if post is not None and post.status.ok:
+                self.preemptor.nominate(qp.info, post.nominated_node, post.victims, fwk.scheduler_name)
+                self.metrics.preemption_victims.observe(len(post.victims))
+            elif post is not None and post.clear_nomination and self.cache.nominator.clear(qp.key):
+                self._spawn(self._write_status(qp.info, {"status": {"nominatedNodeName": None}}))
+            if post is not None:
+                self.metrics.preemption_attempts.inc()
+            self._unschedulable(qp, fit, post)
             return None
         elapsed = time.perf_counter() - start
         self.metrics.duration.labels("scheduled").observe(elapsed)
@@ -268,8 +298,10 @@ class Scheduler:
         self.metrics.attempts.labels("error", fwk.scheduler_name).inc()
         self.queue.requeue_backoff(qp)
 
-    def _unschedulable(self, qp: QueuedPod, fit: FitError) -> None:
+    def _unschedulable(self, qp: QueuedPod, fit: FitError, post: PostFilterResult | None = None) -> None:
         message = fit.diagnosis.message()
+        if post is not None and post.message:  # both stories: why no node fits, and what preemption did
+            message = f"{message} {post.message}"
         self.queue.requeue_unschedulable(qp, fit.rejecting_plugins)
         written = self._condition_written.get(qp.key)
         if written is None:  # not written by us yet: what does the pod say?
@@ -282,14 +314,14 @@ class Scheduler:
                           if c.get("type") != "PodScheduled"]
             conditions.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                                "message": message, "lastTransitionTime": now_rfc3339()})
-            self._spawn(self._write_condition(qp.info, conditions))
+            self._spawn(self._write_status(qp.info, {"status": {"conditions": conditions}}))
         self.events.record(qp.info, "Warning", "FailedScheduling", message)
 
-    async def _write_condition(self, pod: PodInfo, conditions: list[dict[str, Any]]) -> None:
+    async def _write_status(self, pod: PodInfo, patch: dict[str, Any]) -> None:
         try:
-            await self.writer.patch_status(pod, {"status": {"conditions": conditions}})
+            await self.writer.patch_status(pod, patch)
         except Exception as exc:  # the pod may be gone; the condition is informative only
-            log.debug("condition for %s not written: %s", pod.key, exc)
+            log.debug("status of %s not written: %s", pod.key, exc)
 
     # --- introspection --------------------------------------------------------------------------------
 
@@ -299,7 +331,8 @@ class Scheduler:
         if fwk is None:
             raise LookupError(f"no profile for schedulerName {info.scheduler_name!r}")
         if not (self.cache.is_assumed(info.key) or info.key in self.cache.pods):
-            return explain(fwk, self.cache, info)
+            with self.cache.nominator.hidden_from(info):
+                return explain(fwk, self.cache, info)
         # A bound pod, explained as if it were pending: without itself on its node, or it would be
         # the one whose ports and resources its own node lacks. Taken out and put back within this
         # call (no await between), so no scheduling cycle sees it missing; a binding still in flight
@@ -307,11 +340,8 @@ class Scheduler:
         info = PodInfo.from_object({**pod, "spec": {**(pod.get("spec") or {}), "nodeName": ""}})
         if self.cache.is_assumed(info.key):
             return explain(fwk, self.cache, info)
-        self.cache.remove_pod(info.key)
-        try:
+        with self.cache.lifted([self.cache.pods[info.key]]):
             return explain(fwk, self.cache, info)
-        finally:
-            self.cache.set_pod(pod)
 
     def update_gauges(self) -> None:
         for name, n in self.queue.counts().items():

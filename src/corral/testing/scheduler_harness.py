@@ -39,6 +39,8 @@ class RecordingWriter:
         self.status_patches: list[tuple[str, dict[str, Any]]] = []  # (pod key, patch), every one
         self.event_objects: list[dict[str, Any]] = []  # the events as created
         self.event_patches: list[tuple[str, str, dict[str, Any]]] = []  # (namespace, name, patch)
+        self.deleted: list[str] = []  # pod keys, in the order deleted (preemption's victims)
+        self.on_delete: Callable[[str], None] | None = None  # the harness's view of the deletion
 
     @property
     def events(self) -> list[tuple[str, str, str]]:
@@ -58,11 +60,20 @@ class RecordingWriter:
         self.bindings[pod.key] = node
         return SUCCESS
 
-    async def patch_status(self, pod: PodInfo, patch: dict[str, Any]) -> None:
+    async def patch_status(self, pod: PodInfo, patch: dict[str, Any], *, strategic: bool = False) -> None:
         self.status_patches.append((pod.key, copy.deepcopy(patch)))
-        for c in patch["status"]["conditions"]:
+        for c in patch["status"].get("conditions") or ():
             if c["type"] == "PodScheduled":
                 self.conditions[pod.key] = c
+
+    async def delete_pod(self, pod: PodInfo) -> bool:
+        await asyncio.sleep(0)
+        if pod.key in self.deleted:
+            return True
+        self.deleted.append(pod.key)
+        if self.on_delete is not None:
+            self.on_delete(pod.key)
+        return False
 
     async def create_event(self, namespace: str, event: dict[str, Any]) -> None:
         self.event_objects.append(copy.deepcopy(event))
@@ -82,6 +93,28 @@ class Harness:
                                    queue_clock=self.queue_clock)
         self.pods: dict[str, dict[str, Any]] = {}
         self.nodes: dict[str, dict[str, Any]] = {}
+        # Pods the scheduler deleted (preemption): gone at once, or, with ``slow_termination``,
+        # terminating (deletionTimestamp set) until :meth:`finish_terminating`.
+        self.slow_termination = False
+        self.terminating: list[str] = []
+        self.writer.on_delete = self._deleted
+
+    def _deleted(self, key: str) -> None:
+        pod = self.pods.get(key)
+        if pod is None:
+            return
+        if not self.slow_termination:
+            self.delete_pod(key)
+            return
+        pod["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+        self.terminating.append(key)
+        self.scheduler.pod_changed(key, copy.deepcopy(pod))
+
+    def finish_terminating(self) -> None:
+        """The terminating pods are gone."""
+        for key in self.terminating:
+            self.delete_pod(key)
+        self.terminating.clear()
 
     def add_node(self, node: Any) -> None:
         obj = _obj(node)

@@ -12,19 +12,26 @@ columns, so those plugins never loop over pods:
   matching selector S are on each node" is the sum of the columns of the groups S matches.
 - :class:`TermGroups`: existing pods' affinity terms (for the incoming pod's symmetry checks);
   per term a count column of the pods on each node that carry it.
+
+For preemption it also keeps every counted pod as a slot of :class:`PodColumns` (priority,
+requests, start time per pod), the keys of the pods on each row, and the :class:`Nominator`'s
+claims. :meth:`Cache.lifted` takes pods out of the counts for a dry run and puts them back.
 """
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
 from corral.scheduler.cache.node_table import NodeTable
+from corral.scheduler.cache.nominator import Nominator
+from corral.scheduler.cache.pod_columns import PodColumns, start_time
 from corral.scheduler.framework.podinfo import AffinityTerm, PodInfo
 
-__all__ = ["Cache", "CachedPod", "PodGroups", "TermGroups"]
+__all__ = ["Cache", "CachedPod", "Lift", "PodGroups", "TermGroups"]
 
 _TERMINAL = ("Succeeded", "Failed", "Terminated")
 
@@ -34,6 +41,25 @@ class CachedPod:
     info: PodInfo
     row: int
     assumed: bool
+    slot: int = -1  # in the cache's PodColumns
+    terminating: bool = False  # being deleted (deletionTimestamp set, or preempted by this scheduler)
+
+
+class Lift:
+    """The pods a dry run has taken out of the cache's counts (see :meth:`Cache.lifted`)."""
+
+    def __init__(self, cache: "Cache") -> None:
+        self._cache = cache
+        self.out: dict[str, CachedPod] = {}
+
+    def take_out(self, cached: CachedPod) -> None:
+        if cached.info.key not in self.out:
+            self.out[cached.info.key] = cached
+            self._cache._account(cached.info, cached.row, -1)
+
+    def put_back(self, cached: CachedPod) -> None:
+        if self.out.pop(cached.info.key, None) is not None:
+            self._cache._account(cached.info, cached.row, +1)
 
 
 class PodGroups:
@@ -150,6 +176,9 @@ class Cache:
         self.table.grow_listeners += [self.pod_groups.grow, self.anti_affinity.grow, self.preferred_terms.grow]
         # Pods that have a required affinity term: InterPodAffinity's "first pod of a group" rule.
         self.pods_with_affinity = 0
+        self.columns = PodColumns()
+        self.on_row: dict[int, set[str]] = {}  # row → keys of the pods counted there
+        self.nominator = Nominator(self.table)
 
     @classmethod
     def from_objects(cls, nodes: Any = (), pods: Any = (), namespaces: Any = ()) -> "Cache":
@@ -194,20 +223,39 @@ class Cache:
         if sign < 0:
             self.table.release_if_empty(row)
 
+    def _add(self, info: PodInfo, row: int, *, assumed: bool) -> None:
+        obj = info.obj
+        terminating = bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+        cached = self.pods[info.key] = CachedPod(info, row, assumed, terminating=terminating)
+        cached.slot = self.columns.add(info.key, info, row, start=start_time(obj), terminating=terminating)
+        self.on_row.setdefault(row, set()).add(info.key)
+        self._account(info, row, +1)
+
+    def _drop(self, key: str) -> CachedPod | None:
+        cached = self.pods.pop(key, None)
+        if cached is not None:
+            self.columns.remove(cached.slot)
+            keys = self.on_row.get(cached.row)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self.on_row[cached.row]
+            self._account(cached.info, cached.row, -1)
+        return cached
+
     def assume(self, info: PodInfo, node: str) -> None:
-        """Count ``info`` on ``node`` now, before its binding is written."""
+        """Count ``info`` on ``node`` now, before its binding is written (its nomination, if it had
+        one, ends: the pod now counts where it goes)."""
         if info.key in self.pods:
             raise ValueError(f"pod {info.key} is already in the cache")
-        row = self.table.row_for_pods(node)
-        self.pods[info.key] = CachedPod(info, row, assumed=True)
-        self._account(info, row, +1)
+        self.nominator.clear(info.key)
+        self._add(info, self.table.row_for_pods(node), assumed=True)
 
     def forget(self, key: str) -> None:
         """Un-count an assumed pod whose binding failed."""
         cached = self.pods.get(key)
         if cached is not None and cached.assumed:
-            del self.pods[key]
-            self._account(cached.info, cached.row, -1)
+            self._drop(key)
 
     def is_assumed(self, key: str) -> bool:
         cached = self.pods.get(key)
@@ -233,18 +281,42 @@ class Cache:
                 # recreated under its name, as a relist can show it, has another uid). A binding we
                 # assumed is now confirmed.
                 cached.assumed = False
+                if meta.get("deletionTimestamp") and not cached.terminating:
+                    self.mark_terminating(key)
                 return
-            self._account(cached.info, cached.row, -1)
-            del self.pods[key]
-        info = PodInfo.from_object(pod)
-        row = self.table.row_for_pods(node)
-        self.pods[key] = CachedPod(info, row, assumed=False)
-        self._account(info, row, +1)
+            self._drop(key)
+        self.nominator.clear(key)
+        self._add(PodInfo.from_object(pod), self.table.row_for_pods(node), assumed=False)
 
     def remove_pod(self, key: str) -> None:
-        cached = self.pods.pop(key, None)
+        self._drop(key)
+
+    def mark_terminating(self, key: str, terminating: bool = True) -> None:
+        """``key`` is on its way out (deleted, or chosen as a preemption victim): it still counts
+        until it is gone, but preemption knows its room is already being freed. (False: its
+        removal failed; it stays.)"""
+        cached = self.pods.get(key)
         if cached is not None:
-            self._account(cached.info, cached.row, -1)
+            cached.terminating = terminating
+            self.columns.terminating[cached.slot] = terminating
+
+    def pods_on(self, row: int) -> list[CachedPod]:
+        return [self.pods[k] for k in self.on_row.get(row, ())]
+
+    @contextmanager
+    def lifted(self, pods: Iterable[CachedPod]) -> Iterator["Lift"]:
+        """Un-count ``pods`` for a dry run (preemption asking "would it fit without them?"), and
+        count them again afterwards; :meth:`Lift.put_back` counts one again sooner. Only their
+        node counts change (resources, ports, affinity groups): the pods stay in the cache.
+        Nothing may add or remove pods meanwhile."""
+        lift = Lift(self)
+        for cached in pods:
+            lift.take_out(cached)
+        try:
+            yield lift
+        finally:
+            for cached in list(lift.out.values()):
+                lift.put_back(cached)
 
     # --- queries used by plugins -------------------------------------------------------------------
 

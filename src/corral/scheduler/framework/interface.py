@@ -10,8 +10,9 @@ plugin defines, in the order the profile lists the plugins.
 - ``filter(state, pod, candidates) -> FilterResult``: for *all* rows at once, which pass
   (``passed=None``: all of them); each rejected row carries reasons. Pure: no I/O, no change to
   the cache.
-- ``post_filter(state, pod, diagnosis) -> Status``: when no node fits (preemption's place; no
-  default plugin yet).
+- ``post_filter(state, pod, diagnosis) -> PostFilterResult``: when no node fits; may nominate a
+  node and name the pods to remove there (preemption). Pure, like Filter: the scheduler carries the
+  result out.
 - ``pre_score(state, pod, rows) -> Status``: ``SKIP`` means ``score`` has nothing to add.
 - ``score(state, pod, rows) -> ndarray``: one number per feasible row. ``rows`` indexes the
   columns: an array of row numbers, or a slice when every row is feasible (cheaper to take), so
@@ -37,7 +38,7 @@ import numpy as np
 if TYPE_CHECKING:
     from corral.scheduler.cache.cache import Cache
 
-__all__ = ["Plugin", "Handle", "CycleState", "FilterResult", "ALL_PASS", "count_rows", "Reason", "NodeView", "NodeFilterAdapter"]
+__all__ = ["Plugin", "Handle", "CycleState", "FilterResult", "PostFilterResult", "ALL_PASS", "count_rows", "Reason", "NodeView", "NodeFilterAdapter"]
 
 
 @dataclass(slots=True)
@@ -48,6 +49,7 @@ class Handle:
     clock: Callable[[], float]
     args: dict[str, Any] = field(default_factory=dict)
     binder: Any = None  # used by Bind plugins only
+    framework: Any = None  # the profile's Framework, set once it is built (PostFilter runs its filters)
 
 
 class CycleState(dict):
@@ -75,6 +77,19 @@ class FilterResult:
 
 
 ALL_PASS = FilterResult(None)
+
+
+@dataclass(frozen=True, slots=True)
+class PostFilterResult:
+    """What a PostFilter plugin found: ``status`` success with a ``nominated_node`` and the
+    ``victims`` to remove there, or a failure. ``message`` joins the FailedScheduling summary
+    either way; ``clear_nomination`` drops a nomination the pod had (its search found nothing)."""
+
+    status: Any  # a Status
+    nominated_node: str = ""
+    victims: tuple[Any, ...] = ()  # PodInfo of each pod to remove, most important first
+    message: str = ""
+    clear_nomination: bool = False
 
 
 def count_rows(rows: "np.ndarray | slice") -> int:

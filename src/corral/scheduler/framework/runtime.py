@@ -58,6 +58,18 @@ class Diagnosis:
         head = f"{feasible}/{self.node_count} nodes are available"
         return f"{head}: {', '.join(parts)}." if parts else f"{head}."
 
+    def preemptable_rows(self) -> np.ndarray:
+        """Rows rejected only for reasons removing pods could fix (bool per row): Kubernetes'
+        potential nodes for preemption. A rejection marked unresolvable (a taint, a selector, a
+        cordon) rules its rows out."""
+        rejected = self.rejected_by >= 0
+        if self.pre_filter is not None:
+            return rejected if self.pre_filter.code is Code.UNSCHEDULABLE else np.zeros_like(rejected)
+        for plugin, _, rows, unresolvable in self.reasons:
+            if unresolvable:
+                rejected[: len(rows)] &= ~(rows & (self.rejected_by[: len(rows)] == plugin))
+        return rejected
+
     def node_reasons(self, row: int) -> tuple[str, list[str]]:
         """(plugin, reasons) that rejected ``row``; ("", []) if it passed."""
         if self.pre_filter is not None:
@@ -124,8 +136,10 @@ class Framework:
         state["__skip_filter"] = skipped
         return Status()
 
-    def find_feasible(self, state: CycleState, pod: PodInfo, table: Any) -> tuple[np.ndarray, Diagnosis]:
-        """Rows every filter accepts, and the diagnosis of those it rejected."""
+    def find_feasible(self, state: CycleState, pod: PodInfo, table: Any, *,
+                      only: np.ndarray | None = None) -> tuple[np.ndarray, Diagnosis]:
+        """Rows every filter accepts, and the diagnosis of those it rejected; ``only`` (bool per
+        row) limits the rows considered (preemption's dry run of one node)."""
         size = table.size
         rejected_by = np.full(size, -1, dtype=np.int16)
         diagnosis = Diagnosis(table.node_count, rejected_by, self._filter_names)
@@ -135,6 +149,8 @@ class Framework:
             rejected_by[table.valid[:size]] = 0
             return np.zeros(0, dtype=np.int64), diagnosis
         candidates = table.valid[:size].copy()
+        if only is not None:
+            candidates &= only[:size]
         skipped = state.get("__skip_filter", ())
         for idx, plugin in enumerate(self.filters):
             if plugin.NAME in skipped:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from corral.scheduler.plugins.balanced_allocation import BalancedAllocation
 from corral.scheduler.plugins.default_binder import DefaultBinder
+from corral.scheduler.plugins.default_preemption import DefaultPreemption
 from corral.scheduler.plugins.image_locality import ImageLocality
 from corral.scheduler.plugins.inter_pod_affinity import InterPodAffinity
 from corral.scheduler.plugins.network_throughput import NetworkThroughput
@@ -20,7 +21,7 @@ from corral.scheduler.plugins.taint_toleration import TaintToleration
 __all__ = ["REGISTRY", "DEFAULT_PLUGINS", "register"]
 
 REGISTRY = {cls.NAME: cls for cls in (
-    BalancedAllocation, DefaultBinder, ImageLocality, InterPodAffinity, NetworkThroughput, NodeAffinity,
+    BalancedAllocation, DefaultBinder, DefaultPreemption, ImageLocality, InterPodAffinity, NetworkThroughput, NodeAffinity,
     NodeName, NodePorts, NodeReady, NodeResourcesFit, NodeUnschedulable, PodTopologySpread,
     PrioritySort, TaintToleration,
 )}
@@ -33,7 +34,7 @@ DEFAULT_PLUGINS: dict[str, list] = {
                   "TaintToleration"],
     "filter": ["NodeReady", "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts",
                "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity"],
-    "postFilter": [],
+    "postFilter": ["DefaultPreemption"],
     "preScore": ["TaintToleration", "NodeAffinity", "PodTopologySpread", "InterPodAffinity",
                  "NodeResourcesBalancedAllocation", "ImageLocality", "NetworkThroughput"],
     "score": [("NodeResourcesFit", 1), ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1),

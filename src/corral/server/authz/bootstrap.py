@@ -77,6 +77,7 @@ CLUSTER_ROLES: list[dict[str, Any]] = [
                                       ["authorization.k8s.io"])]),
     _role("system:kube-scheduler", [
         _rule(READ, ["nodes", "namespaces", "pods"]),
+        _rule(["delete"], ["pods"]),  # preemption's victims
         _rule(["create"], ["pods/binding", "bindings"]),
         _rule(["patch", "update"], ["pods/status"]),
         _rule(["create", "patch", "update"], ["events"]),

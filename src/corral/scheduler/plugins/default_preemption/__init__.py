@@ -1,0 +1,194 @@
+"""DefaultPreemption (PostFilter): when no node fits a pod, find the node where removing pods of
+lower priority makes it fit, with the fewest and least important victims, as Kubernetes does.
+
+The pipeline, each stage for a reason:
+
+1. **Eligibility** — a pod with ``preemptionPolicy: Never`` never preempts; a pod already nominated
+   on a node where lower-priority pods are still terminating waits for them instead of preempting
+   again (its room is being made).
+2. **Potential nodes** — the rows the filters rejected only for reasons removing pods could fix;
+   a taint, a selector or a cordon rules a node out ("Preemption is not helpful for scheduling").
+3. **Candidates over columns** (:mod:`.candidates`) — every potential node at once: what removing
+   all lower-priority pods would free, which victims can be reprieved, and the ranking.
+4. **Check with every filter** (:mod:`.dry_run`) — the best candidate is confirmed by running the
+   profile's filters on that node with its victims taken out. Where the filters disagree with the
+   columns (affinity, spreading, custom filters), that node gets Kubernetes' node-by-node dry run,
+   for at most ``max(minCandidateNodesAbsolute, minCandidateNodesPercentage % of nodes)`` nodes.
+
+The plugin decides and changes nothing; the scheduler nominates the pod and removes the victims
+(asynchronously, so scheduling goes on while they terminate). :meth:`DefaultPreemption.evaluate`
+also serves ``corral explain``: per node, the victims it would take or why it cannot help.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from corral.scheduler.cache.cache import CachedPod
+from corral.scheduler.cache.pod_columns import start_time
+from corral.scheduler.framework.interface import CycleState, Plugin, PostFilterResult
+from corral.scheduler.framework.podinfo import PodInfo
+from corral.scheduler.framework.runtime import Diagnosis
+from corral.scheduler.framework.status import SUCCESS, Status
+from corral.scheduler.plugins.default_preemption.candidates import PRIORITY_OFFSET, find_candidates
+from corral.scheduler.plugins.default_preemption.dry_run import fits_on, select_victims_on_row
+
+__all__ = ["DefaultPreemption", "Evaluation", "NAME", "NOT_HELPFUL", "NO_VICTIMS", "NEVER", "TERMINATING"]
+
+NAME = "DefaultPreemption"
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NO_VICTIMS = "No preemption victims found for incoming pod"
+NEVER = "not eligible due to preemptionPolicy=Never."
+TERMINATING = "not eligible due to a terminating pod on the nominated node."
+NOT_EXAMINED = "not examined: the node-by-node dry run stopped at its limit"
+
+
+@dataclass(slots=True)
+class Evaluation:
+    """Preemption's answer for one pod: the node and victims chosen (``row`` -1: none), the
+    ``message`` for the FailedScheduling summary, and, when asked for every node, each node's
+    victims or the reasons it cannot help."""
+
+    message: str
+    row: int = -1
+    node: str = ""
+    victims: list[CachedPod] = field(default_factory=list)
+    node_victims: dict[int, list[CachedPod]] = field(default_factory=dict)
+    node_reasons: dict[int, list[str]] = field(default_factory=dict)
+
+
+def _criteria(row: int, victims: list[CachedPod]) -> tuple:
+    """Kubernetes' order for picking among candidate nodes (smaller is better)."""
+    if not victims:
+        return (False, 0, 0, 0, 0.0, row)
+    highest = max(v.info.priority for v in victims)
+    earliest = min(start_time(v.info.obj) for v in victims if v.info.priority == highest)
+    return (True, highest, sum(v.info.priority + PRIORITY_OFFSET for v in victims), len(victims), -earliest, row)
+
+
+def _percentage(value: Any, name: str, low: int, high: int | None) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low or (high is not None and value > high):
+        bound = f"from {low} to {high}" if high is not None else f"of at least {low}"
+        raise ValueError(f"{NAME}: {name} must be an integer {bound}, not {value!r}")
+    return value
+
+
+class DefaultPreemption(Plugin):
+    NAME = NAME
+
+    def __init__(self, handle) -> None:
+        super().__init__(handle)
+        args = self.handle.args
+        self.min_percentage = _percentage(args.get("minCandidateNodesPercentage", 10),
+                                          "minCandidateNodesPercentage", 0, 100)
+        self.min_absolute = _percentage(args.get("minCandidateNodesAbsolute", 100), "minCandidateNodesAbsolute", 0, None)
+
+    # --- the extension point ---------------------------------------------------------------------
+
+    def post_filter(self, state: CycleState, pod: PodInfo, diagnosis: Diagnosis) -> PostFilterResult:
+        why = self.ineligible(pod, diagnosis)
+        if why:
+            message = f"preemption: {why}"
+            return PostFilterResult(Status.unschedulable(message, plugin=NAME), message=message)
+        found = self.evaluate(pod, diagnosis)
+        if found.row < 0:
+            return PostFilterResult(Status.unschedulable(found.message, plugin=NAME), message=found.message,
+                                    clear_nomination=True)
+        return PostFilterResult(SUCCESS, found.node, tuple(v.info for v in found.victims), found.message)
+
+    # --- stages ----------------------------------------------------------------------------------
+
+    def ineligible(self, pod: PodInfo, diagnosis: Diagnosis) -> str:
+        """Why ``pod`` may not preempt now ("" if it may)."""
+        if pod.preemption_policy == "Never":
+            return NEVER
+        cache = self.cache
+        nominated = cache.nominator.node_of(pod.key) or (pod.obj.get("status") or {}).get("nominatedNodeName") or ""
+        row = cache.table.row_of.get(nominated) if nominated else None
+        if row is None or not diagnosis.preemptable_rows()[row]:
+            return ""  # no nomination, or its node cannot be helped any more: preempt elsewhere
+        if any(c.terminating and c.info.priority < pod.priority for c in cache.pods_on(row)):
+            return TERMINATING
+        return ""
+
+    def _limit(self) -> int:
+        nodes = self.cache.table.node_count
+        return max(math.ceil(nodes * self.min_percentage / 100), self.min_absolute, 1)
+
+    def evaluate(self, pod: PodInfo, diagnosis: Diagnosis, *, every_node: bool = False) -> Evaluation:
+        """Choose the node and victims for ``pod``; with ``every_node``, also say for each rejected
+        node what preemption would take there or why it cannot help (``corral explain``)."""
+        fwk, cache = self.handle.framework, self.cache
+        table, cols = cache.table, cache.columns
+        potential = diagnosis.preemptable_rows()
+        names = {p.NAME for p in fwk.filters}
+        cands = find_candidates(cache, pod, potential, check_resources="NodeResourcesFit" in names,
+                                check_ports="NodePorts" in names)
+        chosen: list[tuple[int, list[CachedPod]]] = []
+        examined, limit = 0, self._limit()
+        exact: dict[int, list[CachedPod] | None] = {}  # rows the node-by-node dry run decided
+        exact_reasons: dict[int, list[str]] = {}
+        for row in cands.ranked.tolist():
+            victims = [cache.pods[cols.keys[s]] for s in cands.victims_of(row)]
+            with cache.lifted(victims):
+                ok = fits_on(fwk, cache, pod, row)[0]
+            if ok:
+                chosen.append((row, victims))
+                break
+            # The columns' victims do not satisfy every filter here: Kubernetes' dry run decides.
+            examined += 1
+            result = select_victims_on_row(fwk, cache, pod, row)
+            exact[row] = result.victims
+            if result.victims is None:
+                exact_reasons[row] = result.reasons
+            else:
+                chosen.append((row, result.victims))
+            if examined >= limit:
+                break
+        out = Evaluation("")
+        if chosen:
+            out.row, out.victims = min(chosen, key=lambda c: _criteria(*c))
+            out.node = table.names[out.row] or ""
+            shown = ", ".join(v.info.key for v in out.victims[:5])
+            more = f" and {len(out.victims) - 5} more" if len(out.victims) > 5 else ""
+            out.message = (f"preemption: node {out.node} nominated, preempting {len(out.victims)} pod(s) "
+                           f"of lower priority: {shown}{more}." if out.victims else
+                           f"preemption: node {out.node} nominated: pods of lower priority are already leaving it.")
+            if not every_node:
+                return out
+        # Why each other node cannot help (for the failure summary and for explain).
+        reasons: dict[int, list[str]] = {}
+        rejected = diagnosis.rejected_by[: table.size] >= 0
+        for row in np.flatnonzero(rejected & ~potential[: table.size]).tolist():
+            reasons[row] = [NOT_HELPFUL]
+        for row in np.flatnonzero(cands.no_lower).tolist():
+            reasons[row] = [NO_VICTIMS]
+        for message, rows in cands.reasons:
+            for row in np.flatnonzero(rows).tolist():
+                reasons.setdefault(row, []).append(message)
+        reasons.update(exact_reasons)
+        stopped = examined >= limit
+        for row in cands.ranked.tolist():
+            if row == out.row:
+                out.node_victims[row] = out.victims
+            elif exact.get(row) is not None:
+                out.node_victims[row] = exact[row]
+            elif row not in exact:
+                if stopped and not chosen:
+                    reasons[row] = [NOT_EXAMINED]
+                else:
+                    out.node_victims[row] = [cache.pods[cols.keys[s]] for s in cands.victims_of(row)]
+        out.node_reasons = reasons
+        if not chosen:
+            counts: Counter = Counter()
+            for rs in reasons.values():
+                counts.update(rs)
+            parts = sorted(f"{n} {reason}" for reason, n in counts.items())
+            out.message = (f"preemption: 0/{diagnosis.node_count} nodes are available: {', '.join(parts)}."
+                           if parts else f"preemption: 0/{diagnosis.node_count} nodes are available.")
+        return out

@@ -1,0 +1,316 @@
+"""DefaultPreemption: which node and which victims, Kubernetes' order case by case, the columns
+against the node-by-node dry run, nominations, and what the pod, the victims and explain say."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from corral.scheduler.framework.interface import CycleState
+from corral.scheduler.framework.podinfo import PodInfo
+from corral.scheduler.plugins.default_preemption.dry_run import select_victims_on_row
+from corral.testing.builders import make_node, make_pod
+from corral.testing.scheduler_harness import Harness
+
+HOST = "kubernetes.io/hostname"
+
+
+def started(builder, seconds: int) -> dict[str, Any]:
+    """A running pod that started at minute ``seconds`` of 10:00 (a later start is less important)."""
+    obj = builder.obj
+    obj["status"]["startTime"] = f"2026-11-25T10:{seconds // 60:02d}:{seconds % 60:02d}Z"
+    return obj
+
+
+def low(name: str, node: str, cpu: str, priority: int = 0, start: int = 0, **labels: str) -> dict[str, Any]:
+    return started(make_pod(name).requests(cpu=cpu).priority(priority).labels(**labels).node(node), start)
+
+
+def node(name: str, cpu: int = 4) -> Any:
+    return make_node(name).capacity(cpu=cpu, memory="16Gi", pods=20)
+
+
+async def preempt(nodes: list, pods: list, preemptor: Any) -> Harness:
+    h = Harness()
+    for n in nodes:
+        h.add_node(n)
+    for p in pods:
+        h.add_pod(p)
+    h.add_pod(preemptor)
+    await h.run()
+    return h
+
+
+# --- which victims, which node: Kubernetes' order ---------------------------------------------------
+
+CASES = [
+    pytest.param(
+        [node("n0")], [low("a", "n0", "1", start=1), low("b", "n0", "1", start=2), low("c", "n0", "2", start=3)],
+        "2", {"n0": ["default/c"]},
+        id="the victims reprieved first are the most important, and only what the pod needs is taken"),
+    pytest.param(
+        [node("n0")], [low("a", "n0", "2", priority=5), low("b", "n0", "2", priority=1)],
+        "2", {"n0": ["default/b"]},
+        id="a higher-priority pod is kept before a lower one"),
+    pytest.param(
+        [node("n0")], [low("old", "n0", "2", start=1), low("new", "n0", "2", start=50)],
+        "2", {"n0": ["default/new"]},
+        id="of equal priority the pod that started last goes"),
+    pytest.param(
+        [node("n0"), node("n1")], [low("a", "n0", "4", priority=5), low("b", "n1", "2", priority=1),
+                                   low("c", "n1", "2", priority=1)],
+        "4", {"n1": ["default/b", "default/c"]},
+        id="the node whose most important victim has the lowest priority wins, even with more victims"),
+    pytest.param(
+        [node("n0"), node("n1")], [low("a", "n0", "2", priority=3), low("b", "n0", "2", priority=3),
+                                   low("c", "n1", "2", priority=3), low("d", "n1", "2", priority=1)],
+        "4", {"n1": ["default/c", "default/d"]},
+        id="with the same highest priority the smaller sum of priorities wins"),
+    pytest.param(
+        [node("n0"), node("n1")], [low("a", "n0", "2", priority=1), low("b", "n0", "1"), low("c", "n0", "1"),
+                                   low("d", "n1", "2", priority=1), low("e", "n1", "2", priority=1)],
+        "4", {"n1": ["default/d", "default/e"]},
+        id="each victim weighs 2^31 more in the sum, so fewer victims beat lower priorities"),
+    pytest.param(
+        [node("n0"), node("n1")], [low("a", "n0", "4", start=10), low("b", "n1", "4", start=40)],
+        "4", {"n1": ["default/b"]},
+        id="with all else equal the node whose victim started last is chosen"),
+    pytest.param(
+        [node("n0")], [low("a", "n0", "2", priority=10), low("b", "n0", "2", priority=20)],
+        "2", {},
+        id="pods of the same or higher priority are never victims"),
+    pytest.param(
+        [node("n0"), node("n1")], [low("a", "n0", "3"), low("b", "n0", "1", priority=50),
+                                   low("c", "n1", "2"), low("d", "n1", "1", priority=50)],
+        "4", {},
+        id="a node where removing every lower-priority pod is not enough is no candidate"),
+    pytest.param(
+        [node("n0"), node("n1").taint("dedicated", "gpu")], [low("a", "n0", "4", priority=1),
+                                                             low("b", "n1", "4")],
+        "4", {"n0": ["default/a"]},
+        id="a node the pod does not tolerate is not helped by removing pods"),
+]
+
+
+@pytest.mark.parametrize("nodes, pods, cpu, expected", CASES)
+async def test_victim_selection(nodes, pods, cpu, expected):
+    h = await preempt(nodes, pods, make_pod("hi").requests(cpu=cpu).priority(10))
+    deleted = sorted(h.writer.deleted)
+    if expected:
+        (where, victims), = expected.items()
+        assert deleted == victims
+        assert h.placements()["default/hi"] == where
+    else:
+        assert deleted == [] and "default/hi" not in h.placements()
+
+
+async def test_a_pod_with_preemption_policy_never_waits_and_says_why():
+    never = make_pod("hi").requests(cpu="4").priority(10)
+    never.spec["preemptionPolicy"] = "Never"
+    h = await preempt([node("n0")], [low("a", "n0", "4")], never)
+    assert h.writer.deleted == [] and h.placements() == {}
+    assert h.writer.conditions["default/hi"]["message"] == (
+        "0/1 nodes are available: 1 Insufficient cpu. preemption: not eligible due to preemptionPolicy=Never.")
+
+
+async def test_the_messages_keep_the_filters_story_and_the_preemptions():
+    h = await preempt([node("n0"), node("n1").taint("dedicated", "gpu"), node("n2"), node("n3")],
+                      [low("a", "n0", "4", priority=20), low("b", "n2", "3"), low("c", "n2", "1", priority=20),
+                       low("d", "n3", "4", priority=10)],
+                      make_pod("hi").requests(cpu="4").priority(10))
+    assert h.writer.conditions["default/hi"]["message"] == (
+        "0/4 nodes are available: 1 node(s) had untolerated taint(s), 3 Insufficient cpu. preemption: 0/4 nodes "
+        "are available: 1 Insufficient cpu, 1 Preemption is not helpful for scheduling, "
+        "2 No preemption victims found for incoming pod.")
+
+
+async def test_preempted_pods_get_disruption_target_and_an_event_naming_the_preemptor():
+    h = await preempt([node("n0")], [low("a", "n0", "4")], make_pod("hi").requests(cpu="4").priority(10))
+    patches = dict((key, patch) for key, patch in h.writer.status_patches if key != "default/hi")
+    (condition,) = patches["default/a"]["status"]["conditions"]
+    assert {k: v for k, v in condition.items() if k != "lastTransitionTime"} == {
+        "type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+        "message": "default-scheduler: preempting to accommodate a higher priority pod"}
+    assert ("default/a", "Preempted", "Preempted by default/hi on node n0") in h.writer.events
+    assert ("default/hi", {"status": {"nominatedNodeName": "n0"}}) in h.writer.status_patches
+    failed = [m for k, r, m in h.writer.events if k == "default/hi" and r == "FailedScheduling"]
+    assert failed == ["0/1 nodes are available: 1 Insufficient cpu. preemption: node n0 nominated, "
+                      "preempting 1 pod(s) of lower priority: default/a."]
+
+
+async def test_host_ports_held_by_lower_priority_pods_are_freed_by_preempting_them():
+    holder = make_pod("web").requests(cpu="100m").host_port(8080)
+    other = make_pod("other").requests(cpu="100m")
+    h = await preempt([node("n0")], [started(holder.node("n0"), 1), started(other.node("n0"), 2)],
+                      make_pod("hi").requests(cpu="100m").host_port(8080).priority(10))
+    assert h.writer.deleted == ["default/web"]
+    assert h.placements()["default/hi"] == "n0"
+
+
+async def test_anti_affinity_to_a_lower_priority_pod_is_resolved_by_the_dry_run_on_each_node():
+    # Resources are plentiful: only InterPodAffinity refuses, which the columns cannot judge; the
+    # node-by-node dry run finds the one pod to remove on each node.
+    pods = [low("x0", "n0", "100m", app="x"), low("y0", "n0", "100m", app="y"),
+            low("x1", "n1", "100m", priority=5, app="x")]
+    hi = make_pod("hi").requests(cpu="100m").priority(10).anti_affinity(HOST, app="x")
+    h = await preempt([node("n0"), node("n1")], pods, hi)
+    assert h.writer.deleted == ["default/x0"]  # n0's victim has the lower priority
+    assert h.placements()["default/hi"] == "n0"
+
+
+# --- nominations ------------------------------------------------------------------------------------
+
+async def test_the_preemptor_waits_for_its_victims_then_binds_to_its_nominated_node():
+    h = Harness()
+    h.slow_termination = True
+    h.add_node(node("n0"))
+    h.add_pod(low("a", "n0", "4"))
+    h.add_pod(make_pod("hi").requests(cpu="4").priority(10))
+    await h.run()
+    assert h.terminating == ["default/a"] and h.placements() == {}
+    assert h.scheduler.cache.nominator.node_of("default/hi") == "n0"
+    # Tried again while the victim terminates: it does not preempt again, it waits.
+    h.scheduler.queue.on_event("NodeAdd")
+    await h.run()
+    assert h.writer.deleted == ["default/a"] and h.placements() == {}
+    assert h.writer.conditions["default/hi"]["message"].endswith(
+        "preemption: not eligible due to a terminating pod on the nominated node.")
+    h.finish_terminating()
+    await h.run()
+    assert h.placements() == {"default/hi": "n0"}
+    assert h.scheduler.cache.nominator.node_of("default/hi") == ""
+
+
+@pytest.mark.parametrize("priority, takes_the_room", [
+    pytest.param(10, False, id="a pod of the same priority leaves a nominated pod's room alone"),
+    pytest.param(5, False, id="a pod of lower priority leaves it alone"),
+    pytest.param(20, True, id="a pod of higher priority may take it"),
+])
+async def test_a_nominated_pods_room_is_kept_from_pods_that_are_not_more_important(priority, takes_the_room):
+    h = Harness()
+    h.slow_termination = True
+    h.add_node(node("n0"))
+    h.add_pod(low("a", "n0", "4"))
+    h.add_pod(make_pod("hi").requests(cpu="3").priority(10))
+    await h.run()
+    assert h.scheduler.cache.nominator.node_of("default/hi") == "n0"
+    h.finish_terminating()  # the room is free; "hi" has not had its next try yet
+    report = h.scheduler.explain(make_pod("other").requests(cpu="2").priority(priority).obj)
+    assert (report["chosen"] == "n0") is takes_the_room
+
+
+async def test_pods_already_terminating_are_room_that_costs_no_victim():
+    h = Harness()
+    h.add_node(node("n0"))
+    h.add_node(node("n1"))
+    going = low("going", "n0", "4")
+    going["metadata"]["deletionTimestamp"] = "2026-11-25T10:00:00Z"
+    h.add_pod(going)
+    h.add_pod(low("b", "n1", "4"))
+    h.add_pod(make_pod("hi").requests(cpu="4").priority(10))
+    await h.run()
+    assert h.writer.deleted == [] and h.scheduler.cache.nominator.node_of("default/hi") == "n0"
+
+
+async def test_a_nomination_read_back_after_a_restart_keeps_its_room():
+    h = Harness()
+    h.add_node(node("n0"))
+    waiting = make_pod("hi").requests(cpu="3").priority(10).obj
+    waiting["status"]["nominatedNodeName"] = "n0"
+    h.add_pod(waiting)
+    assert h.scheduler.cache.nominator.node_of("default/hi") == "n0"
+    assert h.scheduler.cache.table.requested["cpu"][h.scheduler.cache.table.row_of["n0"]] == 3000
+    h.scheduler.pod_changed("default/hi", None)
+    assert h.scheduler.cache.table.requested["cpu"][h.scheduler.cache.table.row_of["n0"]] == 0
+
+
+# --- explain ----------------------------------------------------------------------------------------
+
+async def test_explain_shows_per_node_the_victims_or_why_preemption_cannot_help():
+    h = Harness()
+    for n in (node("n0"), node("n1"), node("n2").taint("dedicated", "gpu")):
+        h.add_node(n)
+    for p in (low("a", "n0", "2"), low("b", "n0", "2", priority=3), low("c", "n1", "4", priority=50)):
+        h.add_pod(p)
+    report = h.scheduler.explain(make_pod("hi").requests(cpu="2").priority(10).obj)
+    by_node = {n["node"]: n.get("preemption") for n in report["nodes"]}
+    assert by_node == {
+        "n0": {"victims": [{"pod": "default/a", "priority": 0}]},
+        "n1": {"reasons": ["No preemption victims found for incoming pod"]},
+        "n2": {"reasons": ["Preemption is not helpful for scheduling"]},
+    }
+    assert report["preemption"]["node"] == "n0"
+    assert report["message"].endswith("preemption: node n0 nominated, preempting 1 pod(s) of lower priority: "
+                                      "default/a.")
+
+
+# --- the columns against Kubernetes' node-by-node procedure -----------------------------------------
+
+@st.composite
+def clusters(draw):
+    nodes = draw(st.integers(1, 4))
+    count = draw(st.integers(0, 12))
+    starts = draw(st.permutations(range(count)))  # distinct: Kubernetes leaves ties in no set order
+    pods = []
+    for i in range(count):
+        pods.append((f"p{i}", f"n{draw(st.integers(0, nodes - 1))}", draw(st.sampled_from([250, 500, 1000, 1500])),
+                     draw(st.sampled_from([0, 1, 5, 10, 20])), starts[i],
+                     draw(st.sampled_from([0, 0, 1, 2])), draw(st.booleans())))
+    want = draw(st.sampled_from([500, 1000, 2000, 3000, 4000]))
+    port = draw(st.booleans())
+    return nodes, pods, want, port
+
+
+@settings(max_examples=150, deadline=None)
+@given(clusters())
+def test_the_columns_choose_the_victims_kubernetes_dry_run_chooses_on_every_node(cluster):
+    from corral.scheduler.cache.cache import Cache
+    from corral.scheduler.plugins.default_preemption.candidates import find_candidates
+    from corral.scheduler.profiles import build_frameworks, parse_config
+
+    nodes, pods, want, port = cluster
+    cache = Cache()
+    for i in range(nodes):
+        cache.set_node(make_node(f"n{i}").capacity(cpu=4, memory="16Gi", pods=6).obj)
+    for name, where, cpu, priority, start, mem_gi, holds_port in pods:
+        b = make_pod(name).requests(cpu=f"{cpu}m", memory=f"{mem_gi}Gi").priority(priority).node(where)
+        if holds_port:
+            b.host_port(9000)
+        cache.set_pod(started(b, start))
+    fwk = build_frameworks(parse_config({}), cache=cache, clock=lambda: 0.0)["default-scheduler"]
+    b = make_pod("hi").requests(cpu=f"{want}m", memory="1Gi").priority(10)
+    if port:
+        b.host_port(9000)
+    pod = PodInfo.from_object(b.obj)
+    _, diagnosis = fwk.find_feasible(CycleState(), pod, cache.table)
+    potential = diagnosis.preemptable_rows()
+    found = find_candidates(cache, pod, potential)
+    candidates = set(found.ranked.tolist())
+    for row in np.flatnonzero(potential).tolist():
+        exact = select_victims_on_row(fwk, cache, pod, row)
+        if exact.victims is None:
+            assert row not in candidates
+            continue
+        assert row in candidates
+        assert sorted(cache.columns.keys[s] for s in found.victims_of(row)) == sorted(v.info.key for v in exact.victims)
+
+
+def test_bad_preemption_arguments_are_refused_by_name():
+    from corral.scheduler.profiles import ConfigError, build_frameworks, parse_config
+
+    config = {"profiles": [{"pluginConfig": [{"name": "DefaultPreemption",
+                                              "args": {"minCandidateNodesPercentage": 101}}]}]}
+    with pytest.raises(ConfigError, match="minCandidateNodesPercentage must be an integer from 0 to 100, not 101"):
+        build_frameworks(parse_config(config), cache=None, clock=lambda: 0.0)
+
+
+def test_explain_is_quiet_for_a_pod_that_fits():
+    h = Harness()
+    h.add_node(node("n0"))
+    report = h.scheduler.explain(make_pod("p").requests(cpu="1").obj)
+    assert "preemption" not in report and all("preemption" not in n for n in report["nodes"])
+
