@@ -1,8 +1,8 @@
 """Runs one workload against a target and measures it, as scheduler_perf does.
 
-Ops, in order: ``createNodes``, ``createNamespaces``, ``createPods`` (init pods: wait until bound,
-unless ``expectPending``; measured pods: ``measure: true``), ``churn`` (delete and create pods in
-the background while measuring). While the measured pods schedule, the number bound is sampled every
+Ops, in order: ``createNodes``, ``createNamespaces``, ``createPriorityClass``, ``createPods`` (init
+pods: wait until bound, unless ``expectPending``; measured pods: ``measure: true``), ``churn``
+(delete and create pods in the background while measuring; ``mode: create`` only creates). While the measured pods schedule, the number bound is sampled every
 second; the report has throughput (average and percentiles of those samples), scheduling attempt
 latency, create→bound latency, peak RSS, and the placement's quality and invariants.
 """
@@ -44,9 +44,15 @@ class _Tracker:
     created: dict[str, float] = field(default_factory=dict)  # pod key → create acknowledged
     bound: dict[str, float] = field(default_factory=dict)
     measured: set[str] = field(default_factory=set)
+    churned: set[str] = field(default_factory=set)  # deleted by the churn op, not by the scheduler
+    victims: dict[str, int] = field(default_factory=dict)  # pods deleted by preemption → priority
 
     def on_bound(self, key: str, node: str, t: float) -> None:
         self.bound.setdefault(key, t)
+
+    def on_deleted(self, key: str, priority: int) -> None:
+        if key not in self.churned:
+            self.victims[key] = priority
 
 
 def _percentiles(values: list[float], scale: float = 1.0) -> dict[str, float]:
@@ -145,8 +151,10 @@ async def _churn(target, tracker: _Tracker, op: dict[str, Any], stop: asyncio.Ev
                   key=lambda k: int(k.rsplit("-", 1)[1]))
     next_index = len(live) + 1_000_000
     changed = 0
+    create_only = op.get("mode") == "create"
     while not stop.is_set():
-        victims, live = live[:batch], live[batch:]
+        victims, live = ([] if create_only else live[:batch]), (live if create_only else live[batch:])
+        tracker.churned.update(victims)
         await asyncio.gather(*(target.delete_pod(*k.split("/", 1)) for k in victims))
         new_op = {**op, "count": batch, "prefix": prefix}
         live += await _create_pods(target, tracker, new_op, Progress(), start_index=next_index)
@@ -211,6 +219,8 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
     ops = workload.expand(size, small=small)
     tracker = _Tracker()
     target.on_bound = tracker.on_bound
+    target.on_deleted = tracker.on_deleted
+    preemptor_priority: int | None = None  # the value of the class marked ``preemptor: true``
     try:
         await target.start()
     except BaseException:
@@ -234,6 +244,12 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
             elif kind == "createNamespaces":
                 for name in op.get("names") or ():
                     await target.create("Namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+            elif kind == "createPriorityClass":
+                await target.create("PriorityClass", {
+                    "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+                    "metadata": {"name": op["name"]}, "value": int(op["value"])})
+                if op.get("preemptor"):
+                    preemptor_priority = int(op["value"])
             elif kind == "churn":
                 churn_task = asyncio.create_task(_churn(target, tracker, op, churn_stop))
             elif kind == "createPods" and not op.get("measure"):
@@ -292,6 +308,13 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
             "churnedPods": churned,
             **_placement_report(placements, nodes),
         }
+        if tracker.victims or preemptor_priority is not None:
+            by_priority = Counter(tracker.victims.values())
+            data["preemption"] = {"victims": len(tracker.victims),
+                                  "victimsByPriority": {str(p): n for p, n in sorted(by_priority.items())}}
+            if preemptor_priority is not None:  # a victim must have a lower priority than its preemptor
+                data["checks"]["victimsNotLowerThanPreemptors"] = sum(
+                    n for p, n in by_priority.items() if p >= preemptor_priority)
         return BenchResult(data)
     finally:
         progress.done()

@@ -1,7 +1,7 @@
 """Where a benchmark runs: in this process, or against a running server over HTTP.
 
 Both answer the same questions for the runner: create nodes, namespaces and pods; delete pods; tell
-when a pod was bound (``on_bound``); report scheduling attempt latencies, the server's peak memory,
+when a pod was bound (``on_bound``) or deleted (``on_deleted``, with its priority); report scheduling attempt latencies, the server's peak memory,
 and the final placement of every pod.
 """
 
@@ -36,6 +36,7 @@ class InProcessTarget:
 
     def __init__(self, on_bound: Callable[[str, str, float], None], *, store_url: str = "") -> None:
         self.on_bound = on_bound
+        self.on_deleted: Callable[[str, int], None] = lambda key, priority: None
         self.store_url = store_url  # default: SQLite in a temporary directory
         if store_url.startswith("etcd://"):
             self.mode = "in-process, etcd"
@@ -58,7 +59,9 @@ class InProcessTarget:
 
     def _on_event(self, event) -> None:
         key = event.record.key
-        if key.startswith("/core/pods/") and event.type.value == "MODIFIED":
+        if key.startswith("/core/pods/") and event.type.value == "DELETED":
+            self.on_deleted(key[len("/core/pods/"):], int((event.record.obj.get("spec") or {}).get("priority") or 0))
+        elif key.startswith("/core/pods/") and event.type.value == "MODIFIED":
             spec = event.record.obj.get("spec") or {}
             if spec.get("nodeName") and (event.record.obj.get("status") or {}).get("phase") == "Scheduled":
                 self.on_bound(key[len("/core/pods/"):], spec["nodeName"], time.perf_counter())
@@ -105,6 +108,7 @@ class HttpTarget:
 
         self.url = credentials.server
         self.on_bound = on_bound
+        self.on_deleted: Callable[[str, int], None] = lambda key, priority: None
         self.client = Client(credentials=credentials, user_agent="corral-bench")
         self._tasks: list[asyncio.Task] = []
         self._peak_rss = 0
@@ -127,7 +131,11 @@ class HttpTarget:
                 async for ev in stream:
                     rv = ev.resource_version or rv
                     obj = ev.object
-                    if ev.type == "MODIFIED" and (obj.get("spec") or {}).get("nodeName") and \
+                    if ev.type == "DELETED":
+                        meta = obj["metadata"]
+                        self.on_deleted(f"{meta['namespace']}/{meta['name']}",
+                                        int((obj.get("spec") or {}).get("priority") or 0))
+                    elif ev.type == "MODIFIED" and (obj.get("spec") or {}).get("nodeName") and \
                             (obj.get("status") or {}).get("phase") == "Scheduled":
                         meta = obj["metadata"]
                         self.on_bound(f"{meta['namespace']}/{meta['name']}", obj["spec"]["nodeName"], time.perf_counter())

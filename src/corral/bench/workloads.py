@@ -63,7 +63,19 @@ def _huge() -> dict[str, Any]:
     return pod
 
 
-TEMPLATES = {"basic": _basic, "nodeAffinity": _node_affinity, "antiAffinity": _anti_affinity, "spread": _spread,
+def _priority(class_name: str, cpu: str) -> dict[str, Any]:
+    # scheduler_perf's pod-low-priority / pod-high-priority: a priority class, and no grace period, so
+    # a preempted pod is gone at once (the benchmark's nodes have no agent to stop it).
+    pod = _basic()
+    pod["spec"]["priorityClassName"] = class_name
+    pod["spec"]["terminationGracePeriodSeconds"] = 0
+    res = pod["spec"]["containers"][0]["resources"]
+    res["requests"], res["limits"] = {"cpu": cpu, "memory": "500Mi"}, {"cpu": cpu, "memory": "500Mi"}
+    return pod
+
+
+TEMPLATES = {"basic": _basic, "lowPriority": lambda: _priority("bench-low", "900m"),
+             "highPriority": lambda: _priority("bench-high", "3"), "nodeAffinity": _node_affinity, "antiAffinity": _anti_affinity, "spread": _spread,
              "huge": _huge}
 
 

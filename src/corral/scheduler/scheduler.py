@@ -1,12 +1,15 @@
 """The scheduler service: keeps the cache and the queue current, runs cycles, binds, reports.
 
-Data in: node, pod and namespace changes, from the server's watch cache (in-process) or from
-informers (``corral scheduler --server``), through :meth:`Scheduler.node_changed`,
-:meth:`pod_changed` and :meth:`namespace_changed`. Data out: bindings, PodScheduled conditions and
+Data in: node, pod, namespace and PodDisruptionBudget changes, from the server's watch cache
+(in-process) or from informers (``corral scheduler --server``), through
+:meth:`Scheduler.node_changed`, :meth:`pod_changed`, :meth:`namespace_changed` and
+:meth:`budget_changed`. Data out: bindings, PodScheduled conditions and
 events, through a :class:`~corral.scheduler.cluster.ClusterWriter`.
 
 The loop: pop a pod, run its profile's cycle synchronously (:func:`schedule_pod`), assume the pod
 on the chosen node in the cache, and start its binding as a task, so the next cycle begins at once.
+When no node fits, the PostFilter plugins (DefaultPreemption) may nominate a node; the
+:class:`~corral.scheduler.preemptor.Preemptor` removes the victims in the background.
 A failed binding un-assumes the pod and sends it back through backoff. A pod no node can take gets
 ``PodScheduled=False`` with Kubernetes' message and a FailedScheduling event, and waits in the
 unschedulable set until a cluster event (or the periodic flush) gives it another try.
@@ -118,6 +121,11 @@ class Scheduler:
         else:
             self.cache.set_namespace(ns)
         self.queue.on_event(ClusterEvent.NAMESPACE_CHANGE)
+
+    def budget_changed(self, key: str, budget: dict[str, Any] | None) -> None:
+        """A PodDisruptionBudget added, changed or deleted (None): preemption prefers victims whose
+        removal keeps every budget."""
+        self.cache.set_budget(key, budget)
 
     def pod_changed(self, key: str, pod: dict[str, Any] | None) -> None:
         """A pod was added, changed (``pod``) or deleted (``None``)."""

@@ -11,6 +11,7 @@ from corral.store.base import Event, EventType
 __all__ = ["attach_in_process", "InformerSource"]
 
 _PODS, _NODES, _NAMESPACES = "/core/pods/", "/core/nodes/", "/core/namespaces/"
+_BUDGETS = "/policy/poddisruptionbudgets/"
 
 
 def attach_in_process(scheduler: Scheduler, watch_cache: Any) -> Callable[[], None]:
@@ -21,6 +22,8 @@ def attach_in_process(scheduler: Scheduler, watch_cache: Any) -> Callable[[], No
         scheduler.namespace_changed(record.key[len(_NAMESPACES):], record.obj)
     for record in watch_cache.items(_NODES):
         scheduler.node_changed(record.key[len(_NODES):], record.obj)
+    for record in watch_cache.items(_BUDGETS):
+        scheduler.budget_changed(record.key[len(_BUDGETS):], record.obj)
     for record in watch_cache.items(_PODS):
         scheduler.pod_changed(record.key[len(_PODS):], record.obj)
 
@@ -33,6 +36,8 @@ def attach_in_process(scheduler: Scheduler, watch_cache: Any) -> Callable[[], No
             scheduler.node_changed(key[len(_NODES):], None if gone else event.record.obj)
         elif key.startswith(_NAMESPACES):
             scheduler.namespace_changed(key[len(_NAMESPACES):], None if gone else event.record.obj)
+        elif key.startswith(_BUDGETS):
+            scheduler.budget_changed(key[len(_BUDGETS):], None if gone else event.record.obj)
 
     watch_cache.on_event.append(on_event)
     return lambda: watch_cache.on_event.remove(on_event)
@@ -44,6 +49,7 @@ class InformerSource:
     def __init__(self, scheduler: Scheduler, client: Any) -> None:
         self.informers = []
         for resource, handler in (("namespaces", scheduler.namespace_changed), ("nodes", scheduler.node_changed),
+                                  ("poddisruptionbudgets", scheduler.budget_changed),
                                   ("pods", scheduler.pod_changed)):
             informer = Informer(client, resource, raw=True)
             informer.on_add(lambda obj, h=handler: h(object_key(obj), obj))

@@ -561,8 +561,12 @@ class ResourceAPI:
         finalizer = PROPAGATION_FINALIZERS.get(propagation or "Background")
         if resource.kind != "Pod" and (finalizer or _meta(current.obj).get("finalizers")):
             return await self._delete_finalized(resource, namespace, name, finalizer)
-        if resource.kind == "Pod" and (current.obj.get("spec") or {}).get("nodeName") and grace_seconds != 0:
-            return await self._delete_gracefully(resource, namespace, name, grace_seconds)
+        if resource.kind == "Pod" and (current.obj.get("spec") or {}).get("nodeName"):
+            # The request's grace period, else the pod's own; zero deletes at once, as Kubernetes
+            # documents terminationGracePeriodSeconds: 0 ("delete immediately").
+            spec_grace = (current.obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
+            if (grace_seconds if grace_seconds is not None else spec_grace) != 0:
+                return await self._delete_gracefully(resource, namespace, name, grace_seconds)
         if resource.kind == "Namespace":
             await self._delete_namespace_contents(name)
         return Reply(200, (await self._delete_now(resource, name, key, expected)).value)

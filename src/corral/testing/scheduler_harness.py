@@ -121,6 +121,13 @@ class Harness:
         self.nodes[obj["metadata"]["name"]] = obj
         self.scheduler.node_changed(obj["metadata"]["name"], obj)
 
+    def add_budget(self, name: str, namespace: str = "default", *, allowed: int, **match: str) -> None:
+        """A PodDisruptionBudget selecting pods labelled ``match`` that allows ``allowed`` disruptions now."""
+        self.scheduler.budget_changed(f"{namespace}/{name}", {
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"selector": {"matchLabels": match}}, "status": {"disruptionsAllowed": allowed}})
+
     def add_pod(self, pod: Any) -> str:
         obj = _obj(pod)
         key = f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}"

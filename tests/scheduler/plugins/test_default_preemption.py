@@ -36,8 +36,8 @@ def node(name: str, cpu: int = 4) -> Any:
 
 async def preempt(nodes: list, pods: list, preemptor: Any) -> Harness:
     h = Harness()
-    for n in nodes:
-        h.add_node(n)
+    for n in nodes:  # built when the cases were collected: their heartbeat is made fresh now
+        h.add_node(n.heartbeat_age(0))
     for p in pods:
         h.add_pod(p)
     h.add_pod(preemptor)
@@ -106,6 +106,40 @@ async def test_victim_selection(nodes, pods, cpu, expected):
         assert h.placements()["default/hi"] == where
     else:
         assert deleted == [] and "default/hi" not in h.placements()
+
+
+# --- PodDisruptionBudgets ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("allowed, victim", [
+    pytest.param(0, "default/other", id="a pod whose budget allows no disruption is kept before a more important one"),
+    pytest.param(1, "default/db", id="a budget that allows the disruption changes nothing"),
+])
+async def test_budgets_decide_which_victims_are_kept_first(allowed, victim):
+    h = Harness()
+    h.add_node(node("n0"))
+    h.add_pod(low("other", "n0", "2", start=1))  # started first: without a budget, the one to keep
+    h.add_pod(low("db", "n0", "2", start=30, app="db"))
+    h.add_budget("db", allowed=allowed, app="db")
+    h.add_pod(make_pod("hi").requests(cpu="2").priority(10))
+    await h.run()
+    assert h.writer.deleted == [victim]
+
+
+async def test_the_node_whose_victims_break_no_budget_is_chosen_over_lower_victims_that_would():
+    h = Harness()
+    h.add_node(node("n0"))
+    h.add_node(node("n1"))
+    h.add_pod(low("db", "n0", "4", app="db"))
+    h.add_pod(low("web", "n1", "4", priority=5, app="web"))
+    h.add_budget("db", allowed=0, app="db")
+    h.add_pod(make_pod("hi").requests(cpu="4").priority(10))
+    await h.run()
+    assert h.writer.deleted == ["default/web"] and h.placements()["default/hi"] == "n1"
+    h.scheduler.budget_changed("default/db", None)  # the budget gone: the lower victim wins again
+    h.add_pod(low("web2", "n1", "4", priority=5, app="web"))
+    h.add_pod(make_pod("hi2").requests(cpu="4").priority(10))
+    await h.run()
+    assert h.writer.deleted[-1] == "default/db"
 
 
 async def test_a_pod_with_preemption_policy_never_waits_and_says_why():
@@ -262,7 +296,9 @@ def clusters(draw):
                      draw(st.sampled_from([0, 0, 1, 2])), draw(st.booleans())))
     want = draw(st.sampled_from([500, 1000, 2000, 3000, 4000]))
     port = draw(st.booleans())
-    return nodes, pods, want, port
+    budgets = draw(st.dictionaries(st.sampled_from(["a", "b"]), st.integers(0, 2), max_size=2))
+    apps = [draw(st.sampled_from(["a", "b", ""])) for _ in pods]
+    return nodes, pods, want, port, budgets, apps
 
 
 @settings(max_examples=150, deadline=None)
@@ -272,12 +308,18 @@ def test_the_columns_choose_the_victims_kubernetes_dry_run_chooses_on_every_node
     from corral.scheduler.plugins.default_preemption.candidates import find_candidates
     from corral.scheduler.profiles import build_frameworks, parse_config
 
-    nodes, pods, want, port = cluster
+    nodes, pods, want, port, budgets, apps = cluster
     cache = Cache()
+    for app, allowed in budgets.items():
+        cache.set_budget(f"default/{app}", {"metadata": {"name": app, "namespace": "default"},
+                                            "spec": {"selector": {"matchLabels": {"app": app}}},
+                                            "status": {"disruptionsAllowed": allowed}})
     for i in range(nodes):
         cache.set_node(make_node(f"n{i}").capacity(cpu=4, memory="16Gi", pods=6).obj)
-    for name, where, cpu, priority, start, mem_gi, holds_port in pods:
+    for (name, where, cpu, priority, start, mem_gi, holds_port), app in zip(pods, apps):
         b = make_pod(name).requests(cpu=f"{cpu}m", memory=f"{mem_gi}Gi").priority(priority).node(where)
+        if app:
+            b.labels(app=app)
         if holds_port:
             b.host_port(9000)
         cache.set_pod(started(b, start))
@@ -297,6 +339,7 @@ def test_the_columns_choose_the_victims_kubernetes_dry_run_chooses_on_every_node
             continue
         assert row in candidates
         assert sorted(cache.columns.keys[s] for s in found.victims_of(row)) == sorted(v.info.key for v in exact.victims)
+        assert found.violations[row] == exact.violations
 
 
 def test_bad_preemption_arguments_are_refused_by_name():

@@ -31,7 +31,7 @@ from corral.scheduler.cache.nominator import Nominator
 from corral.scheduler.cache.pod_columns import PodColumns, start_time
 from corral.scheduler.framework.podinfo import AffinityTerm, PodInfo
 
-__all__ = ["Cache", "CachedPod", "Lift", "PodGroups", "TermGroups"]
+__all__ = ["Cache", "CachedPod", "Budget", "Lift", "PodGroups", "TermGroups"]
 
 _TERMINAL = ("Succeeded", "Failed", "Terminated")
 
@@ -43,6 +43,32 @@ class CachedPod:
     assumed: bool
     slot: int = -1  # in the cache's PodColumns
     terminating: bool = False  # being deleted (deletionTimestamp set, or preempted by this scheduler)
+
+
+@dataclass(slots=True)
+class Budget:
+    """A PodDisruptionBudget as preemption reads it: whom it selects and how many of them may go
+    now (``status.disruptionsAllowed``, kept by the disruption controller)."""
+
+    namespace: str
+    selector: Any  # LabelSelector; an empty one selects nothing here, as in Kubernetes' preemption
+    allowed: int
+    _matches: dict[int, bool] | None = None  # label-set id → selected
+
+    @classmethod
+    def from_object(cls, obj: dict[str, Any]) -> "Budget":
+        from corral.api.selectors import label_selector_from_struct
+
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        return cls(obj["metadata"].get("namespace") or "default", label_selector_from_struct(spec.get("selector")),
+                   int(status.get("disruptionsAllowed") or 0), {})
+
+    def selects(self, label_set: int, namespace: str, labels: dict[str, str]) -> bool:
+        hit = self._matches.get(label_set)
+        if hit is None:
+            hit = self._matches[label_set] = (namespace == self.namespace and bool(labels)
+                                              and not self.selector.empty and self.selector.matches(labels))
+        return hit
 
 
 class Lift:
@@ -179,6 +205,7 @@ class Cache:
         self.columns = PodColumns()
         self.on_row: dict[int, set[str]] = {}  # row → keys of the pods counted there
         self.nominator = Nominator(self.table)
+        self.budgets: dict[str, Budget] = {}  # PodDisruptionBudgets, for preemption's victim choice
 
     @classmethod
     def from_objects(cls, nodes: Any = (), pods: Any = (), namespaces: Any = ()) -> "Cache":
@@ -317,6 +344,13 @@ class Cache:
         finally:
             for cached in list(lift.out.values()):
                 lift.put_back(cached)
+
+    def set_budget(self, key: str, obj: dict[str, Any] | None) -> None:
+        """A PodDisruptionBudget added or changed (``obj``) or deleted (None)."""
+        if obj is None:
+            self.budgets.pop(key, None)
+        else:
+            self.budgets[key] = Budget.from_object(obj)
 
     # --- queries used by plugins -------------------------------------------------------------------
 

@@ -42,6 +42,11 @@ class PodColumns:
         self.start = np.full(capacity, NOT_STARTED)
         self.terminating = np.zeros(capacity, dtype=bool)
         self.has_ports = np.zeros(capacity, dtype=bool)
+        # Each pod's (namespace, labels) as a stable id, for matching PodDisruptionBudgets once per
+        # distinct label set instead of once per pod.
+        self.label_set = np.zeros(capacity, dtype=np.int64)
+        self.label_sets: list[tuple[str, dict[str, str]]] = []
+        self._label_set_ids: dict[tuple[str, tuple], int] = {}
         # cpu in millicores; the rest in units. "pods" is 1 per pod (a victim frees one pod slot).
         self.requests: dict[str, np.ndarray] = {r: np.zeros(capacity, dtype=np.int64)
                                                 for r in ("cpu", "memory", "ephemeral-storage")}
@@ -57,6 +62,7 @@ class PodColumns:
         self.keys += [None] * (capacity - self.capacity)
         self.valid, self.terminating, self.has_ports = (grown(self.valid), grown(self.terminating),
                                                         grown(self.has_ports))
+        self.label_set = grown(self.label_set)
         self.row, self.priority = grown(self.row, -1), grown(self.priority)
         self.start = grown(self.start, NOT_STARTED)
         self.requests = {name: grown(col) for name, col in self.requests.items()}
@@ -86,6 +92,12 @@ class PodColumns:
         self.start[slot] = start
         self.terminating[slot] = terminating
         self.has_ports[slot] = bool(info.host_ports)
+        ident = (info.namespace, tuple(sorted(info.labels.items())))
+        label_set = self._label_set_ids.get(ident)
+        if label_set is None:  # ids are never reused: a handful of templates make most pods
+            label_set = self._label_set_ids[ident] = len(self.label_sets)
+            self.label_sets.append((info.namespace, info.labels))
+        self.label_set[slot] = label_set
         for name, amount in (("cpu", req.cpu), ("memory", req.memory), ("ephemeral-storage", req.ephemeral),
                              *req.extended):
             self.column(name)[slot] = amount

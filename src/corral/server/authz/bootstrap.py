@@ -82,6 +82,7 @@ CLUSTER_ROLES: list[dict[str, Any]] = [
         _rule(["patch", "update"], ["pods/status"]),
         _rule(["create", "patch", "update"], ["events"]),
         _rule(READ, ["priorityclasses"], ["scheduling.k8s.io"]),
+        _rule(READ, ["poddisruptionbudgets"], ["policy"]),  # preemption prefers victims within budgets
         _rule(READ + ["create", "update", "patch"], ["leases"], ["coordination.k8s.io"]),
         _rule(READ, ["podgroups"], ["scheduling.corral.dev"]),
         _rule(READ, ["placements"], ["placement.corral.dev"]),

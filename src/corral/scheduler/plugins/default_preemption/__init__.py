@@ -62,13 +62,14 @@ class Evaluation:
     node_reasons: dict[int, list[str]] = field(default_factory=dict)
 
 
-def _criteria(row: int, victims: list[CachedPod]) -> tuple:
+def _criteria(row: int, victims: list[CachedPod], violations: int) -> tuple:
     """Kubernetes' order for picking among candidate nodes (smaller is better)."""
     if not victims:
-        return (False, 0, 0, 0, 0.0, row)
+        return (False, 0, 0, 0, 0, 0.0, row)
     highest = max(v.info.priority for v in victims)
     earliest = min(start_time(v.info.obj) for v in victims if v.info.priority == highest)
-    return (True, highest, sum(v.info.priority + PRIORITY_OFFSET for v in victims), len(victims), -earliest, row)
+    return (True, violations, highest, sum(v.info.priority + PRIORITY_OFFSET for v in victims), len(victims),
+            -earliest, row)
 
 
 def _percentage(value: Any, name: str, low: int, high: int | None) -> int:
@@ -129,7 +130,7 @@ class DefaultPreemption(Plugin):
         names = {p.NAME for p in fwk.filters}
         cands = find_candidates(cache, pod, potential, check_resources="NodeResourcesFit" in names,
                                 check_ports="NodePorts" in names)
-        chosen: list[tuple[int, list[CachedPod]]] = []
+        chosen: list[tuple[int, list[CachedPod], int]] = []
         examined, limit = 0, self._limit()
         exact: dict[int, list[CachedPod] | None] = {}  # rows the node-by-node dry run decided
         exact_reasons: dict[int, list[str]] = {}
@@ -138,7 +139,7 @@ class DefaultPreemption(Plugin):
             with cache.lifted(victims):
                 ok = fits_on(fwk, cache, pod, row)[0]
             if ok:
-                chosen.append((row, victims))
+                chosen.append((row, victims, int(cands.violations[row])))
                 break
             # The columns' victims do not satisfy every filter here: Kubernetes' dry run decides.
             examined += 1
@@ -147,12 +148,12 @@ class DefaultPreemption(Plugin):
             if result.victims is None:
                 exact_reasons[row] = result.reasons
             else:
-                chosen.append((row, result.victims))
+                chosen.append((row, result.victims, result.violations))
             if examined >= limit:
                 break
         out = Evaluation("")
         if chosen:
-            out.row, out.victims = min(chosen, key=lambda c: _criteria(*c))
+            out.row, out.victims, _ = min(chosen, key=lambda c: _criteria(*c))
             out.node = table.names[out.row] or ""
             shown = ", ".join(v.info.key for v in out.victims[:5])
             more = f" and {len(out.victims) - 5} more" if len(out.victims) > 5 else ""
@@ -161,18 +162,31 @@ class DefaultPreemption(Plugin):
                            f"preemption: node {out.node} nominated: pods of lower priority are already leaving it.")
             if not every_node:
                 return out
-        # Why each other node cannot help (for the failure summary and for explain).
-        reasons: dict[int, list[str]] = {}
+        # Why the other nodes cannot help: counted over the masks for the summary; node by node only
+        # for explain.
         rejected = diagnosis.rejected_by[: table.size] >= 0
-        for row in np.flatnonzero(rejected & ~potential[: table.size]).tolist():
-            reasons[row] = [NOT_HELPFUL]
+        not_helpful = rejected & ~potential[: table.size]
+        stopped = examined >= limit
+        if not chosen:
+            counts: Counter = Counter({NOT_HELPFUL: int(not_helpful.sum()), NO_VICTIMS: int(cands.no_lower.sum())})
+            for message, rows in cands.reasons:
+                counts[message] += int(rows.sum())
+            for rs in exact_reasons.values():
+                counts.update(rs)
+            if stopped:
+                counts[NOT_EXAMINED] += sum(1 for row in cands.ranked.tolist() if row not in exact)
+            parts = sorted(f"{n} {reason}" for reason, n in counts.items() if n)
+            out.message = (f"preemption: 0/{diagnosis.node_count} nodes are available: {', '.join(parts)}."
+                           if parts else f"preemption: 0/{diagnosis.node_count} nodes are available.")
+        if not every_node:
+            return out
+        reasons: dict[int, list[str]] = {row: [NOT_HELPFUL] for row in np.flatnonzero(not_helpful).tolist()}
         for row in np.flatnonzero(cands.no_lower).tolist():
             reasons[row] = [NO_VICTIMS]
         for message, rows in cands.reasons:
             for row in np.flatnonzero(rows).tolist():
                 reasons.setdefault(row, []).append(message)
         reasons.update(exact_reasons)
-        stopped = examined >= limit
         for row in cands.ranked.tolist():
             if row == out.row:
                 out.node_victims[row] = out.victims
@@ -184,11 +198,4 @@ class DefaultPreemption(Plugin):
                 else:
                     out.node_victims[row] = [cache.pods[cols.keys[s]] for s in cands.victims_of(row)]
         out.node_reasons = reasons
-        if not chosen:
-            counts: Counter = Counter()
-            for rs in reasons.values():
-                counts.update(rs)
-            parts = sorted(f"{n} {reason}" for reason, n in counts.items())
-            out.message = (f"preemption: 0/{diagnosis.node_count} nodes are available: {', '.join(parts)}."
-                           if parts else f"preemption: 0/{diagnosis.node_count} nodes are available.")
         return out

@@ -6,11 +6,13 @@ For a pod of priority *p* and the rows preemption may help on, :func:`find_candi
    the cache's :class:`~corral.scheduler.cache.pod_columns.PodColumns`);
 2. adds up, per row, what removing all of them would free (``bincount`` per resource, host ports
    included) and keeps the rows where the pod would then fit — the others have no victims to offer;
-3. reprieves victims as Kubernetes does, most important first (higher priority, then earlier
-   start): a victim stays if the pod still fits with it back. Round *k* decides the *k*-th victim of
-   every row at once, so the rounds are as many as the most pods on one node, not as many as pods;
-4. ranks the candidate rows by Kubernetes' order: a row needing no victim; then the lowest
-   highest-victim priority; the smallest sum of victim priorities (each offset by 2³¹, as Kubernetes
+3. reprieves victims as Kubernetes does: first those whose removal would take a
+   PodDisruptionBudget below zero, then the others, each group most important first (higher
+   priority, then earlier start); a victim stays if the pod still fits with it back. Round *k*
+   decides the *k*-th victim of every row at once, so the rounds are as many as the most pods on
+   one node, not as many as pods;
+4. ranks the candidate rows by Kubernetes' order: a row needing no victim; then the fewest victims
+   that break a budget; the lowest highest-victim priority; the smallest sum of victim priorities (each offset by 2³¹, as Kubernetes
    adds MaxInt32 + 1, so more victims weigh more even at negative priorities); the fewest victims;
    the latest start among the highest-priority victims; then the row (the node that joined first).
 
@@ -46,10 +48,39 @@ class Candidates:
     victim_slots: np.ndarray  # slots of the victims on candidate rows, grouped by row, most important first
     victim_rows: np.ndarray  # the row of each of those
     no_lower: np.ndarray  # bool per row: a potential row with no lower-priority pod at all
+    violations: np.ndarray  # per row: how many of its victims break a PodDisruptionBudget
     reasons: list[tuple[str, np.ndarray]] = field(default_factory=list)  # why rows are not candidates
 
     def victims_of(self, row: int) -> np.ndarray:
         return self.victim_slots[self.victim_rows == row]
+
+
+def _groups(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For an array sorted by row: the index where each row's run starts, and each entry's run."""
+    starts = np.r_[True, rows[1:] != rows[:-1]]
+    return np.flatnonzero(starts), np.cumsum(starts) - 1
+
+
+def _budget_violations(cache: Cache, slots: np.ndarray, rows_of: np.ndarray, terminating: np.ndarray) -> np.ndarray:
+    """Per victim (sorted by row, most important first): whether removing it, with the more
+    important ones of its row before it, takes a PodDisruptionBudget below zero (Kubernetes counts
+    each node's victims against the budgets on their own)."""
+    violating = np.zeros(len(slots), dtype=bool)
+    if not cache.budgets or not len(slots):
+        return violating
+    cols = cache.columns
+    ids = cols.label_set[slots]
+    distinct = np.unique(ids).tolist()
+    first, group = _groups(rows_of)
+    for budget in cache.budgets.values():
+        chosen = [i for i in distinct if budget.selects(i, *cols.label_sets[i])]
+        if not chosen:
+            continue
+        selected = np.isin(ids, chosen) & ~terminating  # a pod already leaving was counted before
+        running = np.cumsum(selected)
+        in_row = running - (running[first] - selected[first])[group]
+        violating |= selected & (in_row > budget.allowed)
+    return violating
 
 
 def _needs(pod: PodInfo, check_resources: bool) -> list[tuple[str, int]]:
@@ -110,18 +141,24 @@ def find_candidates(cache: Cache, pod: PodInfo, potential: np.ndarray, *, check_
                 reasons.append((PORTS_REASON, taken))
             fits &= ~taken
 
-    # 3. Reprieve, most important first; round k decides every row's k-th victim.
+    # 3. Reprieve, most important first; round k decides every row's k-th victim. Victims whose
+    # removal would break a PodDisruptionBudget come first, so they are the likeliest to stay.
     keep = fits[rows_of]
     slots, rows_of, blocker = slots[keep], rows_of[keep], blocker[keep]
     victim_amounts = {name: v[keep] for name, v in victim_amounts.items()}
-    terminating = cols.terminating[slots]
     order = np.lexsort((cols.start[slots], -cols.priority[slots], rows_of))
-    slots, rows_of, blocker, terminating = slots[order], rows_of[order], blocker[order], terminating[order]
+    slots, rows_of, blocker = slots[order], rows_of[order], blocker[order]
+    terminating = cols.terminating[slots]
     victim_amounts = {name: v[order] for name, v in victim_amounts.items()}
+    violating = _budget_violations(cache, slots, rows_of, terminating)
+    if violating.any():
+        order = np.lexsort((np.arange(len(slots)), ~violating, rows_of))  # stable: importance within
+        slots, rows_of, blocker, terminating, violating = (slots[order], rows_of[order], blocker[order],
+                                                           terminating[order], violating[order])
+        victim_amounts = {name: v[order] for name, v in victim_amounts.items()}
     reprieved = np.zeros(len(slots), dtype=bool)
     if len(slots):
-        first = np.flatnonzero(np.r_[True, rows_of[1:] != rows_of[:-1]])
-        group = np.cumsum(np.r_[True, rows_of[1:] != rows_of[:-1]]) - 1
+        first, group = _groups(rows_of)
         rank = np.arange(len(slots)) - first[group]
         by_rank = np.argsort(rank, kind="stable")
         bounds = np.r_[0, np.cumsum(np.bincount(rank))]
@@ -138,6 +175,7 @@ def find_candidates(cache: Cache, pod: PodInfo, potential: np.ndarray, *, check_
             reprieved[idx] = True
     victims = ~reprieved & ~terminating
     v_slots, v_rows = slots[victims], rows_of[victims]
+    violations = np.bincount(v_rows, weights=violating[victims], minlength=n)[:n]
 
     # 4. Rank the candidate rows.
     cand = np.flatnonzero(fits)
@@ -146,10 +184,11 @@ def find_candidates(cache: Cache, pod: PodInfo, potential: np.ndarray, *, check_
     sums = np.bincount(v_rows, weights=prio.astype(np.float64) + PRIORITY_OFFSET, minlength=n)[:n]
     highest = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
     earliest = np.full(n, np.inf)
-    if len(v_rows):  # the first victim of each row is its most important: highest priority, earliest start
-        heads = np.flatnonzero(np.r_[True, v_rows[1:] != v_rows[:-1]])
+    if len(v_rows):  # per row, the highest priority and the earliest start among those of that priority
+        order = np.lexsort((cols.start[v_slots], -prio, v_rows))
+        heads = order[_groups(v_rows[order])[0]]
         highest[v_rows[heads]] = prio[heads]
         earliest[v_rows[heads]] = cols.start[v_slots[heads]]
     c = cand
-    ranking = np.lexsort((c, -earliest[c], count[c], sums[c], highest[c], count[c] > 0))
-    return Candidates(c[ranking], v_slots, v_rows, no_lower, reasons)
+    ranking = np.lexsort((c, -earliest[c], count[c], sums[c], highest[c], violations[c], count[c] > 0))
+    return Candidates(c[ranking], v_slots, v_rows, no_lower, violations.astype(np.int64), reasons)

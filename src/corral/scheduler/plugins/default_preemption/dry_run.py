@@ -25,6 +25,24 @@ __all__ = ["fits_on", "select_victims_on_row", "RowResult"]
 class RowResult:
     victims: list[CachedPod] | None  # None: preemption cannot make room here
     reasons: list[str]  # why not, when victims is None
+    violations: int = 0  # victims whose removal breaks a PodDisruptionBudget
+
+
+def budget_violations(cache: Cache, pods: list[CachedPod]) -> list[bool]:
+    """For ``pods`` in order of importance: whether each takes a budget below zero (Kubernetes'
+    filterPodsWithPDBViolation, every budget counted from its allowance on each node)."""
+    allowed = {key: b.allowed for key, b in cache.budgets.items()}
+    out = []
+    cols = cache.columns
+    for cached in pods:
+        label_set = int(cols.label_set[cached.slot])
+        broken = False
+        for key, budget in cache.budgets.items():
+            if budget.selects(label_set, cached.info.namespace, cached.info.labels):
+                allowed[key] -= 1
+                broken |= allowed[key] < 0
+        out.append(broken)
+    return out
 
 
 def fits_on(fwk: Any, cache: Cache, pod: PodInfo, row: int) -> tuple[bool, list[str]]:
@@ -53,10 +71,14 @@ def select_victims_on_row(fwk: Any, cache: Cache, pod: PodInfo, row: int) -> Row
         ok, reasons = fits_on(fwk, cache, pod, row)
         if not ok:
             return RowResult(None, reasons)
-        victims = []
-        for cached in sorted((c for c in lower if not c.terminating), key=importance):
+        victims, violations = [], 0
+        ordered = sorted((c for c in lower if not c.terminating), key=importance)
+        broken = budget_violations(cache, ordered)
+        # Those that would break a budget first: they are the likeliest to be kept.
+        for cached, breaks in sorted(zip(ordered, broken), key=lambda pair: not pair[1]):
             lift.put_back(cached)
             if not fits_on(fwk, cache, pod, row)[0]:
                 lift.take_out(cached)
                 victims.append(cached)
-        return RowResult(victims, [])
+                violations += breaks
+        return RowResult(victims, [], violations)
