@@ -281,9 +281,19 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
             else:
                 raise ValueError(f"unknown op {kind!r}")
         churned = 0
+        churn_unbound = None
         if churn_task is not None:
             churn_stop.set()
             churned = await churn_task
+            churn_op = next(op for op in ops if op.get("op") == "churn")
+            if churn_op.get("mode") == "create":  # they must all find a place (by preempting, if so made)
+                prefix = churn_op.get("prefix", "churn")
+                created = [k for k in tracker.created if k.split("/", 1)[1].startswith(f"{prefix}-")]
+                try:
+                    await _wait_bound(tracker, created, timeout, progress, f"{len(created)} churn pods")
+                except TimeoutError:
+                    pass
+                churn_unbound = sum(1 for k in created if k not in tracker.bound)
         progress.phase("collecting the placement", 1)
         placements = await target.placements()
         nodes = await target.nodes()
@@ -308,6 +318,8 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
             "churnedPods": churned,
             **_placement_report(placements, nodes),
         }
+        if churn_unbound is not None:
+            data["checks"]["churnPodsNotBound"] = churn_unbound
         if tracker.victims or preemptor_priority is not None:
             by_priority = Counter(tracker.victims.values())
             data["preemption"] = {"victims": len(tracker.victims),

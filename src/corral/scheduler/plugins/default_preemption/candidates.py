@@ -146,7 +146,7 @@ def find_candidates(cache: Cache, pod: PodInfo, potential: np.ndarray, *, check_
     keep = fits[rows_of]
     slots, rows_of, blocker = slots[keep], rows_of[keep], blocker[keep]
     victim_amounts = {name: v[keep] for name, v in victim_amounts.items()}
-    order = np.lexsort((cols.start[slots], -cols.priority[slots], rows_of))
+    order = cols.importance_order(slots, rows_of)
     slots, rows_of, blocker = slots[order], rows_of[order], blocker[order]
     terminating = cols.terminating[slots]
     victim_amounts = {name: v[order] for name, v in victim_amounts.items()}
@@ -185,7 +185,8 @@ def find_candidates(cache: Cache, pod: PodInfo, potential: np.ndarray, *, check_
     highest = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
     earliest = np.full(n, np.inf)
     if len(v_rows):  # per row, the highest priority and the earliest start among those of that priority
-        order = np.lexsort((cols.start[v_slots], -prio, v_rows))
+        # (the victims are in importance order within each row, unless budgets reordered them)
+        order = cols.importance_order(v_slots, v_rows) if violating.any() else np.arange(len(v_rows))
         heads = order[_groups(v_rows[order])[0]]
         highest[v_rows[heads]] = prio[heads]
         earliest[v_rows[heads]] = cols.start[v_slots[heads]]
