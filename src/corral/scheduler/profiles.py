@@ -7,6 +7,7 @@ The file is modelled on Kubernetes' KubeSchedulerConfiguration::
     percentageOfNodesToScore: 100        # 0 = Kubernetes' adaptive formula
     tieBreak: random                     # or "name"
     seed: 0                              # for tieBreak: random (reproducible)
+    extenders: []                        # webhooks, as kube-scheduler's (see corral.scheduler.extenders)
     profiles:
     - schedulerName: default-scheduler
       plugins:
@@ -58,6 +59,7 @@ class SchedulerConfig:
     percentage_of_nodes_to_score: int = 100
     tie_break: str = "random"
     seed: int = 0
+    extenders: list = field(default_factory=list)  # ExtenderConfig, in the order configured
 
 
 def _default_profile(name: str = "default-scheduler") -> Profile:
@@ -145,7 +147,13 @@ def parse_config(doc: Any, source: str = "scheduler config") -> SchedulerConfig:
     seed = doc.get("seed", 0)
     if not isinstance(seed, int):
         raise ConfigError(f"{source}: seed: must be an integer")
-    return SchedulerConfig(profiles, pct, tie, seed)
+    from corral.scheduler.extenders import ExtenderConfigError, parse_extenders
+
+    try:
+        extenders = parse_extenders(doc.get("extenders"), source)
+    except ExtenderConfigError as exc:
+        raise ConfigError(str(exc)) from None
+    return SchedulerConfig(profiles, pct, tie, seed, extenders)
 
 
 def load_config(path: str | None) -> SchedulerConfig:

@@ -31,6 +31,8 @@ from corral.scheduler.cluster import ClusterWriter, EventRecorder
 from corral.scheduler.framework.interface import CycleState, PostFilterResult
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.framework.status import SUCCESS, Code, Status
+from corral.scheduler.extenders import Extenders, ExtenderError
+from corral.scheduler.extenders.decide import add_extender_scores, apply_to_report, reject_by_extenders
 from corral.scheduler.preemptor import Preemptor
 from corral.scheduler.profiles import SchedulerConfig, build_frameworks
 from corral.scheduler.queue.scheduling_queue import ClusterEvent, QueuedPod, SchedulingQueue
@@ -56,6 +58,8 @@ class _Metrics:
         self.preemption_attempts = Counter("corral_scheduler_preemption_attempts",
                                            "Preemption attempts (pods no node fits that PostFilter ran for)",
                                            registry=registry)
+        self.extender_errors = Counter("corral_scheduler_extender_errors", "Extender calls that failed",
+                                       ["extender", "ignorable"], registry=registry)
         self.preemption_victims = Histogram("corral_scheduler_preemption_victims",
                                             "Pods removed by one successful preemption", registry=registry,
                                             buckets=(1, 2, 4, 8, 16, 32, 64))
@@ -64,7 +68,7 @@ class _Metrics:
         """Take these metrics off the registry (a server that stops leading; the next term's scheduler
         registers its own)."""
         for collector in (self.attempts, self.duration, self.pending, self.preemption_attempts,
-                          self.preemption_victims):
+                          self.preemption_victims, self.extender_errors):
             self.registry.unregister(collector)
 
 
@@ -87,6 +91,12 @@ class Scheduler:
         self.events = EventRecorder(writer)
         self.metrics = _Metrics(registry)
         self.preemptor = Preemptor(self.cache, writer, self.events, self._spawn)
+        self.extenders = Extenders(config.extenders, self.metrics.extender_errors)
+        ignored = self.extenders.ignored_resources()
+        for fwk in self.frameworks.values():  # resources an extender manages are its to check
+            for plugin in fwk.all_plugins:
+                if hasattr(plugin, "ignored_resources"):
+                    plugin.ignored_resources = ignored
         self._bind_slots = asyncio.Semaphore(max_binds_in_flight)
         self._inflight: set[asyncio.Task] = set()  # bindings and condition writes
         self._condition_written: dict[str, str] = {}  # pod key → PodScheduled=False message written
@@ -183,13 +193,17 @@ class Scheduler:
         self.queue.close()
         await cancel_and_wait(*self._tasks, *self._inflight)
         await self.events.stop()
+        await self.extenders.close()
 
     async def run(self) -> None:
         budget_start = time.perf_counter()
         while True:
             qp = await self.queue.pop()
             try:
-                self.schedule_one(qp)
+                if self.extenders:
+                    await self.attempt(qp)
+                else:
+                    self.schedule_one(qp)
             except Exception:  # never let one pod stop the scheduler
                 log.exception("scheduling %s failed", qp.key)
                 self.queue.requeue_backoff(qp)
@@ -231,41 +245,108 @@ class Scheduler:
             except FitError as exc:
                 fit = exc
                 elapsed = time.perf_counter() - start
-                for plugin in fwk.post_filters:  # preemption: may nominate a node and name victims
-                    post = plugin.post_filter(state, qp.info, fit.diagnosis)
-                    if post.status.ok:
-                        break
+                post = self._post_filter(fwk, state, qp, fit)
         if fit is not None:
-            self.metrics.duration.labels("unschedulable").observe(elapsed)
-            if self.attempt_observer is not None:
-                self.attempt_observer(elapsed, "unschedulable")
-            self.metrics.attempts.labels("unschedulable", fwk.scheduler_name).inc()
-            if post is not None and post.status.ok:
-                self.preemptor.nominate(qp.info, post.nominated_node, post.victims, fwk.scheduler_name)
-                self.metrics.preemption_victims.observe(len(post.victims))
-            elif post is not None and post.clear_nomination and self.cache.nominator.clear(qp.key):
-                self._spawn(self._write_status(qp.info, {"status": {"nominatedNodeName": None}}))
-            if post is not None:
-                self.metrics.preemption_attempts.inc()
-            self._unschedulable(qp, fit, post)
+            self._record_failure(qp, fwk, fit, post, elapsed)
             return None
+        return result if self._place(qp, fwk, state, result.node, time.perf_counter() - start) else None
+
+    async def attempt(self, qp: QueuedPod) -> None:
+        """One attempt, through the extenders when any is interested in the pod."""
+        if self.extenders and (self.extenders.interested(qp.info, "filter_verb")
+                               or self.extenders.interested(qp.info, "prioritize_verb")):
+            await self.schedule_one_extended(qp)
+        else:
+            self.schedule_one(qp)
+
+    async def schedule_one_extended(self, qp: QueuedPod) -> None:
+        """As :meth:`schedule_one`, with the extenders asked about the nodes the filters passed.
+        The cache may change while they answer: the decision is taken afterwards, on the cache as
+        it is then, among the nodes every extender passed."""
+        fwk = self.frameworks.get(qp.info.scheduler_name)
+        if fwk is None:
+            self.queue.delete(qp.key)
+            return
+        start = time.perf_counter()
+        info, table = qp.info, self.cache.table
+        with self.cache.nominator.hidden_from(info):
+            feasible, _ = fwk.find_feasible(CycleState(), info, table)
+        asked = [(table.names[r], table.objects[r]) for r in feasible.tolist()]
+        try:
+            verdict = await self.extenders.filter(info, asked)
+            extra = await self.extenders.prioritize(info, [(n, o) for n, o in asked if n in verdict.passed])
+        except ExtenderError as exc:
+            self._extender_failed(qp, str(exc))
+            return
+        state = CycleState()
+        fit: FitError | None = None
+        post: PostFilterResult | None = None
+        with self.cache.nominator.hidden_from(info):
+            feasible, diagnosis = fwk.find_feasible(state, info, table)
+            feasible = reject_by_extenders(diagnosis, table, feasible, verdict)
+            if len(feasible) == 0:
+                fit = FitError(info, diagnosis)
+                post = self._post_filter(fwk, state, qp, fit)
+            else:
+                scores = fwk.prioritize(state, info, feasible, table.size)
+                add_extender_scores(scores, table, extra)
+                node = table.names[fwk.select_host(scores, table)]
         elapsed = time.perf_counter() - start
+        if fit is not None:
+            self._record_failure(qp, fwk, fit, post, elapsed)
+        else:
+            self._place(qp, fwk, state, node, elapsed)
+
+    def _post_filter(self, fwk, state: CycleState, qp: QueuedPod, fit: FitError) -> PostFilterResult | None:
+        """Run inside the cycle's hidden nominations: PostFilter plugins until one succeeds."""
+        post = None
+        for plugin in fwk.post_filters:  # preemption: may nominate a node and name victims
+            post = plugin.post_filter(state, qp.info, fit.diagnosis)
+            if post.status.ok:
+                break
+        return post
+
+    def _record_failure(self, qp: QueuedPod, fwk, fit: FitError, post: PostFilterResult | None,
+                        elapsed: float) -> None:
+        self.metrics.duration.labels("unschedulable").observe(elapsed)
+        if self.attempt_observer is not None:
+            self.attempt_observer(elapsed, "unschedulable")
+        self.metrics.attempts.labels("unschedulable", fwk.scheduler_name).inc()
+        if post is not None and post.status.ok:
+            self.preemptor.nominate(qp.info, post.nominated_node, post.victims, fwk.scheduler_name)
+            self.metrics.preemption_victims.observe(len(post.victims))
+        elif post is not None and post.clear_nomination and self.cache.nominator.clear(qp.key):
+            self._spawn(self._write_status(qp.info, {"status": {"nominatedNodeName": None}}))
+        if post is not None:
+            self.metrics.preemption_attempts.inc()
+        self._unschedulable(qp, fit, post)
+
+    def _place(self, qp: QueuedPod, fwk, state: CycleState, node: str, elapsed: float) -> bool:
+        """Assume the pod on ``node``, reserve, and start its binding; False if a Reserve refused."""
         self.metrics.duration.labels("scheduled").observe(elapsed)
         if self.attempt_observer is not None:
             self.attempt_observer(elapsed, "scheduled")
         self.metrics.attempts.labels("scheduled", fwk.scheduler_name).inc()
-        self.cache.assume(qp.info, result.node)
+        self.cache.assume(qp.info, node)
         for i, plugin in enumerate(fwk.reservers):
-            status = plugin.reserve(state, qp.info, result.node)
+            status = plugin.reserve(state, qp.info, node)
             if not status.ok:
-                self._unreserve(fwk, state, qp.info, result.node, upto=i + 1)
+                self._unreserve(fwk, state, qp.info, node, upto=i + 1)
                 self.cache.forget(qp.key)
                 self.queue.requeue_backoff(qp)
-                return None
+                return False
         self.queue.done(qp.key)
         self._condition_written.pop(qp.key, None)
-        self._spawn(self._bind(fwk, state, qp, result.node))
-        return result
+        self._spawn(self._bind(fwk, state, qp, node))
+        return True
+
+    def _extender_failed(self, qp: QueuedPod, message: str) -> None:
+        """A non-ignorable extender failed: not the pod's fault; it is retried after backoff, and
+        its event and condition name the extender."""
+        self.metrics.attempts.labels("error", qp.info.scheduler_name).inc()
+        self.queue.requeue_backoff(qp)
+        self._write_scheduled_false(qp, "SchedulerError", message)
+        self.events.record(qp.info, "Warning", "FailedScheduling", message)
 
     @staticmethod
     def _unreserve(fwk, state: CycleState, pod: PodInfo, node: str, upto: int | None = None) -> None:
@@ -286,7 +367,13 @@ class Scheduler:
                     status = await plugin.permit(state, qp.info, node)
                     if not status.ok:
                         break
-                if status.ok:
+                binder = self.extenders.binder_for(qp.info) if self.extenders else None
+                if status.ok and binder is not None:  # an extender with bindVerb binds its pods
+                    try:
+                        await binder.bind(qp.info.namespace, qp.info.name, qp.info.uid, node)
+                    except ExtenderError as exc:
+                        status = Status.error(str(exc), binder.config.name)
+                elif status.ok:
                     status = await fwk.binders[0].bind(state, qp.info, node)
             except Exception as exc:  # a plugin that raises is a failed binding, not a dead scheduler
                 status = Status.error(str(exc), "DefaultBinder")
@@ -311,6 +398,12 @@ class Scheduler:
         if post is not None and post.message:  # both stories: why no node fits, and what preemption did
             message = f"{message} {post.message}"
         self.queue.requeue_unschedulable(qp, fit.rejecting_plugins)
+        self._write_scheduled_false(qp, "Unschedulable", message)
+        self.events.record(qp.info, "Warning", "FailedScheduling", message)
+
+    def _write_scheduled_false(self, qp: QueuedPod, reason: str, message: str) -> None:
+        """PodScheduled=False with ``message``, written once per message (the pod may carry it
+        already, from a scheduler before this one)."""
         written = self._condition_written.get(qp.key)
         if written is None:  # not written by us yet: what does the pod say?
             for c in (qp.info.obj.get("status") or {}).get("conditions") or ():
@@ -320,10 +413,9 @@ class Scheduler:
             self._condition_written[qp.key] = message
             conditions = [c for c in (qp.info.obj.get("status") or {}).get("conditions") or ()
                           if c.get("type") != "PodScheduled"]
-            conditions.append({"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+            conditions.append({"type": "PodScheduled", "status": "False", "reason": reason,
                                "message": message, "lastTransitionTime": now_rfc3339()})
             self._spawn(self._write_status(qp.info, {"status": {"conditions": conditions}}))
-        self.events.record(qp.info, "Warning", "FailedScheduling", message)
 
     async def _write_status(self, pod: PodInfo, patch: dict[str, Any]) -> None:
         try:
@@ -350,6 +442,26 @@ class Scheduler:
             return explain(fwk, self.cache, info)
         with self.cache.lifted([self.cache.pods[info.key]]):
             return explain(fwk, self.cache, info)
+
+    async def explain_with_extenders(self, pod: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`explain`, with the extenders asked about the nodes the filters passed (their
+        rejections and weighted scores in the report; an extender's error in ``extenderError``)."""
+        report = self.explain(pod)
+        info = PodInfo.from_object(pod)
+        if not (self.extenders and (self.extenders.interested(info, "filter_verb")
+                                    or self.extenders.interested(info, "prioritize_verb"))):
+            return report
+        table = self.cache.table
+        asked = [(e["node"], table.objects[table.row_of[e["node"]]]) for e in report["nodes"]
+                 if e["feasible"] and e["node"] in table.row_of]
+        try:
+            verdict = await self.extenders.filter(info, asked)
+            extra = await self.extenders.prioritize(info, [(n, o) for n, o in asked if n in verdict.passed])
+        except ExtenderError as exc:
+            report["extenderError"] = str(exc)
+            return report
+        apply_to_report(report, verdict, extra)
+        return report
 
     def update_gauges(self) -> None:
         for name, n in self.queue.counts().items():

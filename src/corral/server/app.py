@@ -638,7 +638,7 @@ class Server:
         ns, name = request.match_info["namespace"], request.match_info["name"]
         record = await self.api.current(by_kind("Pod"), ns, name)  # type: ignore[union-attr]
         try:
-            report = self.scheduler.explain(record.obj)
+            report = await self.scheduler.explain_with_extenders(record.obj)
         except LookupError as exc:
             raise errors.bad_request(str(exc)) from None
         import msgspec

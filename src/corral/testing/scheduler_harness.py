@@ -146,7 +146,7 @@ class Harness:
         s.events.start()
         for _ in range(max_rounds):
             while (qp := s.queue.pop_nowait()) is not None:
-                s.schedule_one(qp)
+                await s.attempt(qp)
             while s._inflight:
                 await asyncio.gather(*list(s._inflight), return_exceptions=True)
             for key, node in list(self.writer.bindings.items()):
@@ -158,6 +158,7 @@ class Harness:
             counts = s.queue.counts()
             if counts["active"] == 0 and counts["backoff"] == 0:
                 await s.events.drain()
+                await s.extenders.close()  # their sessions open again when next used
                 return
             self.queue_clock.advance(s.queue.settings.backoff_max)
             s.queue.flush_backoff()

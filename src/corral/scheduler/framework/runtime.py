@@ -58,6 +58,14 @@ class Diagnosis:
         head = f"{feasible}/{self.node_count} nodes are available"
         return f"{head}: {', '.join(parts)}." if parts else f"{head}."
 
+    def reject(self, rows: np.ndarray, plugin: str, message: str, *, unresolvable: bool = False) -> None:
+        """Record that ``plugin`` (an extender, after the filters) rejected ``rows`` (bool per row)."""
+        if plugin not in self.plugin_names:
+            self.plugin_names = [*self.plugin_names, plugin]  # never the framework's own list
+        idx = self.plugin_names.index(plugin)
+        self.rejected_by[rows] = idx
+        self.reasons.append((idx, message, rows, unresolvable))
+
     def preemptable_rows(self) -> np.ndarray:
         """Rows rejected only for reasons removing pods could fix (bool per row): Kubernetes'
         potential nodes for preemption. A rejection marked unresolvable (a taint, a selector, a

@@ -60,6 +60,7 @@ def _check_shape(shape: list[dict]) -> None:
 
 class NodeResourcesFit(Plugin):
     NAME = NAME
+    ignored_resources: frozenset[str] = frozenset()  # managed by an extender (ignoredByScheduler)
 
     def __init__(self, handle) -> None:
         super().__init__(handle)
@@ -91,7 +92,7 @@ class NodeResourcesFit(Plugin):
         reasons = [Reason(TOO_MANY_PODS, pods_full)]
         for resource, amount in (("cpu", req.cpu), ("memory", req.memory), ("ephemeral-storage", req.ephemeral),
                                  *req.extended):
-            if amount <= 0:
+            if amount <= 0 or resource in self.ignored_resources:
                 continue
             col = free.get(resource)
             short = np.ones(n, dtype=bool) if col is None else col[:n] < amount

@@ -127,9 +127,11 @@ class DefaultPreemption(Plugin):
         fwk, cache = self.handle.framework, self.cache
         table, cols = cache.table, cache.columns
         potential = diagnosis.preemptable_rows()
-        names = {p.NAME for p in fwk.filters}
-        cands = find_candidates(cache, pod, potential, check_resources="NodeResourcesFit" in names,
-                                check_ports="NodePorts" in names)
+        by_name = {p.NAME: p for p in fwk.filters}
+        fit = by_name.get("NodeResourcesFit")
+        cands = find_candidates(cache, pod, potential, check_resources=fit is not None,
+                                check_ports="NodePorts" in by_name,
+                                ignored=getattr(fit, "ignored_resources", frozenset()))
         chosen: list[tuple[int, list[CachedPod], int]] = []
         examined, limit = 0, self._limit()
         exact: dict[int, list[CachedPod] | None] = {}  # rows the node-by-node dry run decided

@@ -83,20 +83,22 @@ def _budget_violations(cache: Cache, slots: np.ndarray, rows_of: np.ndarray, ter
     return violating
 
 
-def _needs(pod: PodInfo, check_resources: bool) -> list[tuple[str, int]]:
+def _needs(pod: PodInfo, check_resources: bool, ignored: frozenset[str]) -> list[tuple[str, int]]:
     if not check_resources:
         return []
     req = pod.requests
     needs = [("pods", 1)]
     needs += [(name, amount) for name, amount in (("cpu", req.cpu), ("memory", req.memory),
-                                                  ("ephemeral-storage", req.ephemeral), *req.extended) if amount > 0]
+                                                  ("ephemeral-storage", req.ephemeral), *req.extended)
+              if amount > 0 and name not in ignored]
     return needs
 
 
 def find_candidates(cache: Cache, pod: PodInfo, potential: np.ndarray, *, check_resources: bool = True,
-                    check_ports: bool = True) -> Candidates:
+                    check_ports: bool = True, ignored: frozenset[str] = frozenset()) -> Candidates:
     """``potential``: bool per row, the rows removing pods could help on. ``check_resources`` /
-    ``check_ports``: whether the profile filters on them (NodeResourcesFit, NodePorts)."""
+    ``check_ports``: whether the profile filters on them (NodeResourcesFit, NodePorts); ``ignored``:
+    resources NodeResourcesFit leaves to an extender."""
     table, cols = cache.table, cache.columns
     n = table.size
     potential = potential[:n]
@@ -107,7 +109,7 @@ def find_candidates(cache: Cache, pod: PodInfo, potential: np.ndarray, *, check_
     reasons: list[tuple[str, np.ndarray]] = []
 
     # 2. What removing every lower-priority pod frees, and the slack left once the pod is placed.
-    needs = _needs(pod, check_resources)
+    needs = _needs(pod, check_resources, ignored)
     victim_amounts: dict[str, np.ndarray] = {}
     slack: dict[str, np.ndarray] = {}
     for name, amount in needs:

@@ -1,0 +1,71 @@
+"""Folding the extenders' answers into a cycle: their rejections into the diagnosis (so the
+Pending message and preemption see them), their scores into the totals."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from corral.scheduler.framework.runtime import Diagnosis, Scores
+
+__all__ = ["reject_by_extenders", "add_extender_scores", "apply_to_report", "NOT_ASKED"]
+
+NOT_ASKED = "node(s) joined while the extenders decided"
+
+
+def reject_by_extenders(diagnosis: Diagnosis, table: Any, feasible: np.ndarray, verdict: Any) -> np.ndarray:
+    """``feasible`` without the rows the extenders rejected (or were not asked about: nodes that
+    joined meanwhile); each rejection recorded in ``diagnosis`` under the extender's name."""
+    size = table.size
+    keep = np.zeros(size, dtype=bool)
+    by_reason: dict[tuple[str, str, bool], np.ndarray] = {}
+    for row in feasible.tolist():
+        name = table.names[row]
+        if name in verdict.passed:
+            keep[row] = True
+            continue
+        why = verdict.rejected.get(name, ("extenders", NOT_ASKED, False))
+        by_reason.setdefault(why, np.zeros(size, dtype=bool))[row] = True
+    for (extender, reason, unresolvable), rows in by_reason.items():
+        diagnosis.reject(rows, f"extender {extender}", reason, unresolvable=unresolvable)
+    return np.flatnonzero(keep)
+
+
+def add_extender_scores(scores: Scores, table: Any, extra: dict[str, dict[str, float]]) -> None:
+    """Each extender's weighted scores, by node name, added to ``scores`` (and shown per extender)."""
+    for extender, by_node in extra.items():
+        column = np.array([by_node.get(table.names[row], 0.0) for row in scores.rows.tolist()], dtype=np.float64)
+        scores.by_plugin[f"extender {extender}"] = column
+        scores.total = scores.total + column
+
+
+def apply_to_report(report: dict[str, Any], verdict: Any, extra: dict[str, dict[str, float]]) -> None:
+    """Fold the extenders' answers into an explain report: the nodes they rejected become rejected
+    (by ``extender URL``, with its reason), the others gain their weighted scores; the best node
+    and the summary are worked out again."""
+    from collections import Counter
+
+    for entry in report["nodes"]:
+        if not entry["feasible"]:
+            continue
+        name = entry["node"]
+        if name not in verdict.passed:
+            extender, reason, _ = verdict.rejected.get(name, ("extenders", NOT_ASKED, False))
+            entry.clear()
+            entry.update({"node": name, "feasible": False, "plugin": f"extender {extender}", "reasons": [reason]})
+            continue
+        for extender, by_node in extra.items():
+            score = by_node.get(name, 0.0)
+            entry["scores"][f"extender {extender}"] = score
+            entry["total"] += score
+    feasible = [e for e in report["nodes"] if e["feasible"]]
+    others = [e for e in report["nodes"] if not e["feasible"]]
+    report["nodes"] = sorted(feasible, key=lambda e: (-e["total"], e["node"])) + others
+    if report.get("chosen") not in verdict.passed or extra:
+        report["chosen"] = report["nodes"][0]["node"] if feasible else None
+    counts: Counter = Counter(r for e in others for r in e["reasons"])
+    parts = ", ".join(sorted(f"{n} {reason}" for reason, n in counts.items()))
+    head = f"{len(feasible)}/{report['total']} nodes are available"
+    report["feasible"] = len(feasible)
+    report["message"] = f"{head}: {parts}." if parts else f"{head}."

@@ -1,0 +1,85 @@
+"""A small scheduler extender, run as its own process by tests (``python -m corral.testing.extender``).
+
+It speaks kube-scheduler's extender wire format over HTTPS: ``/filter`` passes the nodes labelled
+``extender.test/allow: "yes"`` (the others fail, or fail unresolvably when labelled
+``extender.test/allow: never``), ``/prioritize`` scores each node with its ``extender.test/score``
+label (0–10), ``/bind`` records the binding (``GET /binds`` lists them). With ``--client-ca`` it
+accepts only clients with a certificate that CA signed. It prints its port once it listens.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import ssl
+import sys
+
+from aiohttp import web
+
+ALLOW, SCORE = "extender.test/allow", "extender.test/score"
+
+
+def _nodes(args: dict) -> list[tuple[str, dict]]:
+    if args.get("nodes") is not None:
+        return [(n["metadata"]["name"], (n["metadata"].get("labels") or {})) for n in args["nodes"].get("items") or ()]
+    return [(name, {}) for name in args.get("nodenames") or ()]
+
+
+async def filter_(request: web.Request) -> web.Response:
+    args = await request.json()
+    passed, failed, unresolvable = [], {}, {}
+    for name, labels in _nodes(args):
+        allow = labels.get(ALLOW)
+        if allow == "yes":
+            passed.append(name)
+        elif allow == "never":
+            unresolvable[name] = "node(s) are never allowed by the test extender"
+        else:
+            failed[name] = "node(s) not allowed by the test extender"
+    return web.json_response({"nodenames": passed, "failedNodes": failed, "failedAndUnresolvableNodes": unresolvable})
+
+
+async def prioritize(request: web.Request) -> web.Response:
+    args = await request.json()
+    return web.json_response([{"host": name, "score": int(labels.get(SCORE, "0"))} for name, labels in _nodes(args)])
+
+
+async def bind(request: web.Request) -> web.Response:
+    request.app["binds"].append(await request.json())
+    return web.json_response({})
+
+
+async def binds(request: web.Request) -> web.Response:
+    return web.json_response(request.app["binds"])
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--cert", required=True)
+    parser.add_argument("--key", required=True)
+    parser.add_argument("--client-ca")
+    options = parser.parse_args()
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ctx.load_cert_chain(options.cert, options.key)
+    if options.client_ca:
+        ctx.load_verify_locations(options.client_ca)
+        ctx.verify_mode = ssl.CERT_REQUIRED
+    app = web.Application()
+    app["binds"] = []
+    app.add_routes([web.post("/scheduler/filter", filter_), web.post("/scheduler/prioritize", prioritize),
+                    web.post("/scheduler/bind", bind), web.get("/scheduler/binds", binds)])
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ctx)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]
+    print(json.dumps({"port": port}), flush=True)
+    await asyncio.Event().wait()
+
+
+if __name__ == "__main__":
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        sys.exit(0)
