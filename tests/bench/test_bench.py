@@ -27,6 +27,8 @@ def check_invariants(result: dict) -> None:
     # Create → bound includes the scheduling attempt itself.
     assert result["e2eLatencyMs"]["p50"] >= result["attemptLatencyMs"]["p50"]
     assert 20 * 2**20 < result["peakRssBytes"] < 4 * 2**30  # a Python process with 500 nodes: tens of MiB
+    for check in ("victimsNotLowerThanPreemptors", "churnPodsNotBound", "gangsBoundBeforeComplete"):
+        assert result["checks"].get(check, 0) == 0, check
     placement = result["placement"]
     assert 0 < placement["nodesUsed"] <= result["nodes"]
     assert placement["podsPerNodeMin"] <= placement["podsPerNodeMax"]
@@ -35,13 +37,19 @@ def check_invariants(result: dict) -> None:
 
 @pytest.mark.parametrize("workload", WORKLOADS)
 def test_every_shipped_workload_runs_at_500_nodes_and_keeps_its_invariants(workload):
-    result = json.loads(corral("bench", f"{workload}/500Nodes", "--small", "-o", "json").stdout)
+    # Preemption needs full nodes: --small would leave most of them empty.
+    small = () if workload.startswith("Preemption") else ("--small",)
+    result = json.loads(corral("bench", f"{workload}/500Nodes", *small, "-o", "json").stdout)
     assert result["workload"] == f"{workload}/500Nodes" and result["nodes"] == 500
     check_invariants(result)
     if workload == "SchedulingPodAntiAffinity":
         assert result["placement"]["podsPerNodeMax"] <= 1
     if workload == "MixedChurn":
         assert result["churnedPods"] > 0
+    if workload == "PreemptionBasic":  # each of the 500 pods of 3 cpu preempted three of 900m
+        assert result["preemption"] == {"victims": 1500, "victimsByPriority": {"1": 1500}}
+    if workload == "PreemptionAsync":
+        assert result["preemption"]["victims"] > 0 and result["churnedPods"] > 0
 
 
 def test_bench_runs_against_a_running_server_over_http(cluster_process):

@@ -1,6 +1,7 @@
 """Runs one workload against a target and measures it, as scheduler_perf does.
 
-Ops, in order: ``createNodes``, ``createNamespaces``, ``createPriorityClass``, ``createPods`` (init
+Ops, in order: ``createNodes``, ``createNamespaces``, ``createPriorityClass``, ``createPodGroups``
+(groups of ``minMember`` for ``pods`` pods; pods join them with ``groupSize``), ``createPods`` (init
 pods: wait until bound, unless ``expectPending``; measured pods: ``measure: true``), ``churn``
 (delete and create pods in the background while measuring; ``mode: create`` only creates). While the measured pods schedule, the number bound is sampled every
 second; the report has throughput (average and percentiles of those samples), scheduling attempt
@@ -21,6 +22,7 @@ import msgspec
 
 from corral.api.defaults import now_rfc3339
 from corral.api.quantity import to_milli, to_units
+from corral.api.kinds.scheduling import POD_GROUP_LABEL
 from corral.bench.workloads import ZONE, Workload, node_object, pod_template
 
 __all__ = ["run_workload", "BenchResult", "Progress"]
@@ -46,6 +48,8 @@ class _Tracker:
     measured: set[str] = field(default_factory=set)
     churned: set[str] = field(default_factory=set)  # deleted by the churn op, not by the scheduler
     victims: dict[str, int] = field(default_factory=dict)  # pods deleted by preemption → priority
+    requested: dict[str, float] = field(default_factory=dict)  # pod key → create sent
+    gang_of: dict[str, str] = field(default_factory=dict)  # pod key → its PodGroup
 
     def on_bound(self, key: str, node: str, t: float) -> None:
         self.bound.setdefault(key, t)
@@ -114,13 +118,23 @@ async def _create_pods(target, tracker: _Tracker, op: dict[str, Any], progress: 
     prefix = op.get("prefix") or ("measured" if op.get("measure") else "init")
     keys = []
 
+    group_size = int(op.get("groupSize") or 0)  # members per PodGroup (createPodGroups made them)
+
     async def create(i: int) -> None:
         pod = msgspec.json.decode(template)
         pod["metadata"]["name"] = f"{prefix}-{i}"
         key = f"{namespace}/{prefix}-{i}"
         if op.get("measure"):
             tracker.measured.add(key)
+        if op.get("priorityClass"):  # as the priority templates: no grace period, since no agent stops it
+            pod["spec"]["priorityClassName"] = op["priorityClass"]
+            pod["spec"]["terminationGracePeriodSeconds"] = 0
+        if group_size:
+            group = f"gang-{i // group_size}"
+            pod["metadata"]["labels"][POD_GROUP_LABEL] = group
+            tracker.gang_of[key] = group
         keys.append(key)
+        tracker.requested[key] = time.perf_counter()
         await target.create("Pod", pod, namespace)
         tracker.created[key] = time.perf_counter()
 
@@ -165,6 +179,20 @@ async def _churn(target, tracker: _Tracker, op: dict[str, Any], stop: asyncio.Ev
         except asyncio.TimeoutError:
             pass
     return changed
+
+
+def _gangs_bound_early(tracker: _Tracker) -> int:
+    """Gangs a member of which was bound before the gang's last member was even sent: a gang bound
+    part by part. (0 when all-or-nothing held.)"""
+    members: defaultdict = defaultdict(list)
+    for key, group in tracker.gang_of.items():
+        members[group].append(key)
+    early = 0
+    for keys in members.values():
+        bound = [tracker.bound[k] for k in keys if k in tracker.bound]
+        if bound and min(bound) < max(tracker.requested[k] for k in keys):
+            early += 1
+    return early
 
 
 def _requests(spec: dict[str, Any]) -> tuple[int, int]:
@@ -244,6 +272,13 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
             elif kind == "createNamespaces":
                 for name in op.get("names") or ():
                     await target.create("Namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+            elif kind == "createPodGroups":
+                for g in range(-(-int(op["pods"]) // int(op["minMember"]))):  # enough for the pods
+                    await target.create("PodGroup", {
+                        "apiVersion": "scheduling.corral.dev/v1alpha1", "kind": "PodGroup",
+                        "metadata": {"name": f"gang-{g}"},
+                        "spec": {"minMember": int(op["minMember"]),
+                                 "scheduleTimeoutSeconds": int(op.get("timeoutSeconds", 300))}}, "default")
             elif kind == "createPriorityClass":
                 await target.create("PriorityClass", {
                     "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
@@ -318,6 +353,8 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
             "churnedPods": churned,
             **_placement_report(placements, nodes),
         }
+        if tracker.gang_of:
+            data["checks"]["gangsBoundBeforeComplete"] = _gangs_bound_early(tracker)
         if churn_unbound is not None:
             data["checks"]["churnPodsNotBound"] = churn_unbound
         if tracker.victims or preemptor_priority is not None:

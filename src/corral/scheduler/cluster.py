@@ -38,6 +38,9 @@ class ClusterWriter(Protocol):
 
     async def create_event(self, namespace: str, event: dict[str, Any]) -> None: ...
 
+    async def patch_group_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        """Merge ``patch`` into a PodGroup's status."""
+
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None: ...
 
 
@@ -101,6 +104,11 @@ class InProcessWriter:
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         await self.api.patch(self._events, namespace, name, patch, "merge", self._opts)
 
+    async def patch_group_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        from corral.api.resources import by_kind
+
+        await self.api.patch(by_kind("PodGroup"), namespace, name, patch, "merge", self._opts, "status")
+
 
 class HttpWriter:
     def __init__(self, client: Any) -> None:
@@ -135,6 +143,9 @@ class HttpWriter:
 
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         await self.client.patch("events", name, patch, namespace, raw=True)
+
+    async def patch_group_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        await self.client.patch("podgroups", name, patch, namespace, subresource="status", raw=True)
 
 
 class EventRecorder:

@@ -31,6 +31,7 @@ from corral.scheduler.cluster import ClusterWriter, EventRecorder
 from corral.scheduler.framework.interface import CycleState, PostFilterResult
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.framework.status import SUCCESS, Code, Status
+from corral.scheduler.gang import group_of
 from corral.scheduler.extenders import Extenders, ExtenderError
 from corral.scheduler.extenders.decide import add_extender_scores, apply_to_report, reject_by_extenders
 from corral.scheduler.preemptor import Preemptor
@@ -137,8 +138,30 @@ class Scheduler:
         removal keeps every budget."""
         self.cache.set_budget(key, budget)
 
+    def group_changed(self, key: str, group: dict[str, Any] | None) -> None:
+        """A PodGroup added, changed or deleted (None): its members may now be offered to the queue."""
+        for pod in self.cache.gangs.group_changed(key, group):
+            meta = pod["metadata"]
+            self.pod_changed(f"{meta['namespace']}/{meta['name']}", pod)
+
+    def _gang_member(self, key: str, pod: dict[str, Any] | None) -> None:
+        if pod is None:
+            self.cache.gangs.member_changed(key, None, False)
+            return
+        meta = pod.get("metadata") or {}
+        group = group_of(meta.get("namespace") or "default", meta.get("labels") or {})
+        if group is None and key not in self.cache.gangs.member_of:
+            return
+        alive = not meta.get("deletionTimestamp") and (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+        for other in self.cache.gangs.member_changed(key, group, alive):  # the gang is complete: offer the rest
+            other_meta = other["metadata"]
+            other_key = f"{other_meta['namespace']}/{other_meta['name']}"
+            if other_key != key:
+                self.pod_changed(other_key, other)
+
     def pod_changed(self, key: str, pod: dict[str, Any] | None) -> None:
         """A pod was added, changed (``pod``) or deleted (``None``)."""
+        self._gang_member(key, pod)
         if pod is None:
             self.queue.delete(key)
             self._condition_written.pop(key, None)
@@ -188,6 +211,7 @@ class Scheduler:
         self.events.start()
         self._tasks = [asyncio.create_task(self.run(), name="scheduler"),
                        asyncio.create_task(self._flush_loop(), name="scheduler-flush")]
+        self._gang_status_written: dict[str, dict[str, Any]] = {}
 
     async def stop(self) -> None:
         self.queue.close()
@@ -217,6 +241,29 @@ class Scheduler:
             await asyncio.sleep(self._flush_interval)
             self.queue.flush_backoff()
             self.queue.flush_unschedulable()
+            await self.write_gang_statuses()
+
+    async def write_gang_statuses(self) -> None:
+        """Each PodGroup whose members, places or phase changed gets its status written (once per
+        change, not per member)."""
+        book = self.cache.gangs
+        written = getattr(self, "_gang_status_written", None)
+        if written is None:
+            written = self._gang_status_written = {}
+        changed, book.changed = book.changed, set()
+        for group in changed:
+            gang = book.gangs.get(group)
+            if gang is None or not gang.min_member:
+                continue
+            status = book.status(group)
+            if written.get(group) == status:
+                continue
+            namespace, _, name = group.partition("/")
+            try:
+                await self.writer.patch_group_status(namespace, name, {"status": status})
+                written[group] = status
+            except Exception as exc:  # the group may be gone; the status is informative only
+                log.debug("status of PodGroup %s not written: %s", group, exc)
 
     def _node_order(self, fwk) -> Any:
         if fwk.percentage >= 100:
@@ -360,23 +407,28 @@ class Scheduler:
         task.add_done_callback(self._inflight.discard)
 
     async def _bind(self, fwk, state: CycleState, qp: QueuedPod, node: str) -> None:
-        async with self._bind_slots:
-            try:
-                status = SUCCESS
-                for plugin in fwk.permits:  # a Permit plugin may hold (await) or refuse the binding
-                    status = await plugin.permit(state, qp.info, node)
-                    if not status.ok:
-                        break
-                binder = self.extenders.binder_for(qp.info) if self.extenders else None
-                if status.ok and binder is not None:  # an extender with bindVerb binds its pods
-                    try:
-                        await binder.bind(qp.info.namespace, qp.info.name, qp.info.uid, node)
-                    except ExtenderError as exc:
-                        status = Status.error(str(exc), binder.config.name)
-                elif status.ok:
-                    status = await fwk.binders[0].bind(state, qp.info, node)
-            except Exception as exc:  # a plugin that raises is a failed binding, not a dead scheduler
-                status = Status.error(str(exc), "DefaultBinder")
+        status = SUCCESS
+        try:
+            # Permit first, outside the binding slots: a gang member may wait here a long time.
+            for plugin in fwk.permits:  # a Permit plugin may hold (await) or refuse the binding
+                status = await plugin.permit(state, qp.info, node)
+                if not status.ok:
+                    break
+        except Exception as exc:  # a plugin that raises refuses, it does not stop the scheduler
+            status = Status.error(str(exc), "Permit")
+        if status.ok:
+            async with self._bind_slots:
+                try:
+                    binder = self.extenders.binder_for(qp.info) if self.extenders else None
+                    if binder is not None:  # an extender with bindVerb binds its pods
+                        try:
+                            await binder.bind(qp.info.namespace, qp.info.name, qp.info.uid, node)
+                        except ExtenderError as exc:
+                            status = Status.error(str(exc), binder.config.name)
+                    else:
+                        status = await fwk.binders[0].bind(state, qp.info, node)
+                except Exception as exc:  # a plugin that raises is a failed binding, not a dead scheduler
+                    status = Status.error(str(exc), "DefaultBinder")
         if status.ok:
             self.scheduled += 1
             self.events.record(qp.info, "Normal", "Scheduled",
@@ -386,6 +438,11 @@ class Scheduler:
         self._unreserve(fwk, state, qp.info, node)
         self.cache.forget(qp.key)
         self.queue.on_event(ClusterEvent.POD_DELETE)  # its room is free again
+        if status.code is Code.UNSCHEDULABLE:  # a Permit plugin refused (a gang that did not complete)
+            self._write_scheduled_false(qp, "Unschedulable", status.message())
+            self.events.record(qp.info, "Warning", "FailedScheduling", status.message())
+            self.queue.requeue_backoff(qp)
+            return
         if status.code is Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
             log.info("binding %s to %s: %s", qp.key, node, status.message())
             return

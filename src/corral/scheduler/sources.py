@@ -12,6 +12,7 @@ __all__ = ["attach_in_process", "InformerSource"]
 
 _PODS, _NODES, _NAMESPACES = "/core/pods/", "/core/nodes/", "/core/namespaces/"
 _BUDGETS = "/policy/poddisruptionbudgets/"
+_GROUPS = "/scheduling.corral.dev/podgroups/"
 
 
 def attach_in_process(scheduler: Scheduler, watch_cache: Any) -> Callable[[], None]:
@@ -24,6 +25,8 @@ def attach_in_process(scheduler: Scheduler, watch_cache: Any) -> Callable[[], No
         scheduler.node_changed(record.key[len(_NODES):], record.obj)
     for record in watch_cache.items(_BUDGETS):
         scheduler.budget_changed(record.key[len(_BUDGETS):], record.obj)
+    for record in watch_cache.items(_GROUPS):
+        scheduler.group_changed(record.key[len(_GROUPS):], record.obj)
     for record in watch_cache.items(_PODS):
         scheduler.pod_changed(record.key[len(_PODS):], record.obj)
 
@@ -38,6 +41,8 @@ def attach_in_process(scheduler: Scheduler, watch_cache: Any) -> Callable[[], No
             scheduler.namespace_changed(key[len(_NAMESPACES):], None if gone else event.record.obj)
         elif key.startswith(_BUDGETS):
             scheduler.budget_changed(key[len(_BUDGETS):], None if gone else event.record.obj)
+        elif key.startswith(_GROUPS):
+            scheduler.group_changed(key[len(_GROUPS):], None if gone else event.record.obj)
 
     watch_cache.on_event.append(on_event)
     return lambda: watch_cache.on_event.remove(on_event)
@@ -50,6 +55,7 @@ class InformerSource:
         self.informers = []
         for resource, handler in (("namespaces", scheduler.namespace_changed), ("nodes", scheduler.node_changed),
                                   ("poddisruptionbudgets", scheduler.budget_changed),
+                                  ("podgroups", scheduler.group_changed),
                                   ("pods", scheduler.pod_changed)):
             informer = Informer(client, resource, raw=True)
             informer.on_add(lambda obj, h=handler: h(object_key(obj), obj))

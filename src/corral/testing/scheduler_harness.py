@@ -39,6 +39,7 @@ class RecordingWriter:
         self.status_patches: list[tuple[str, dict[str, Any]]] = []  # (pod key, patch), every one
         self.event_objects: list[dict[str, Any]] = []  # the events as created
         self.event_patches: list[tuple[str, str, dict[str, Any]]] = []  # (namespace, name, patch)
+        self.group_statuses: dict[str, dict[str, Any]] = {}  # PodGroup key → last status written
         self.deleted: list[str] = []  # pod keys, in the order deleted (preemption's victims)
         self.on_delete: Callable[[str], None] | None = None  # the harness's view of the deletion
 
@@ -77,6 +78,9 @@ class RecordingWriter:
 
     async def create_event(self, namespace: str, event: dict[str, Any]) -> None:
         self.event_objects.append(copy.deepcopy(event))
+
+    async def patch_group_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        self.group_statuses[f"{namespace}/{name}"] = copy.deepcopy(patch["status"])
 
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         self.event_patches.append((namespace, name, copy.deepcopy(patch)))
@@ -120,6 +124,13 @@ class Harness:
         obj = _obj(node)
         self.nodes[obj["metadata"]["name"]] = obj
         self.scheduler.node_changed(obj["metadata"]["name"], obj)
+
+    def add_group(self, name: str, min_member: int, timeout: int = 300, namespace: str = "default") -> None:
+        """A PodGroup: ``min_member`` pods labelled scheduling.corral.dev/pod-group: NAME bind together."""
+        self.scheduler.group_changed(f"{namespace}/{name}", {
+            "apiVersion": "scheduling.corral.dev/v1alpha1", "kind": "PodGroup",
+            "metadata": {"name": name, "namespace": namespace},
+            "spec": {"minMember": min_member, "scheduleTimeoutSeconds": timeout}})
 
     def add_budget(self, name: str, namespace: str = "default", *, allowed: int, **match: str) -> None:
         """A PodDisruptionBudget selecting pods labelled ``match`` that allows ``allowed`` disruptions now."""

@@ -119,6 +119,14 @@ DESCRIPTIONS: dict[str, str] = {
     "NodeStatus.conditions": "Ready (the agent reports in time) and the pressure conditions.",
     "NodeStatus.nodeInfo": "The machine's identity and software versions, as the agent found them.",
     # --- others ---
+    "PodGroup": "A gang of pods (labelled scheduling.corral.dev/pod-group: NAME) that the scheduler places "
+                "all or nothing: none is bound until minMember of them have a place.",
+    "PodGroupSpec.minMember": "How many members must have a place before any is bound.",
+    "PodGroupSpec.scheduleTimeoutSeconds": "How long places are held for a gang that is not complete (300).",
+    "PodGroupStatus.phase": "Pending, Scheduling (places held, waiting for the rest) or Scheduled.",
+    "PodGroupStatus.scheduled": "Members with a place: bound, or held for the gang.",
+    "PodGroupStatus.members": "Members that exist.",
+    "PodGroupStatus.message": "Why the rest of the gang waits.",
     "PriorityClass.value": "The priority of pods that name this class; higher values are placed first.",
     "PriorityClass.globalDefault": "Whether pods that name no class get this one (at most one class).",
     "PriorityClass.preemptionPolicy": "PreemptLowerPriority (the default) or Never.",

@@ -423,6 +423,16 @@ _COLUMNS: dict[str, list[Column]] = {
                "The holder of the lease."),
         AGE,
     ],
+    "PodGroup": [
+        NAME,
+        Column("Min Member", "integer", lambda o, _n: int(_spec(o).get("minMember") or 0),
+               "How many members must have a place before any is bound."),
+        Column("Scheduled", "integer", lambda o, _n: int(_status(o).get("scheduled") or 0),
+               "Members with a place: bound, or held for the gang."),
+        Column("Phase", "string", lambda o, _n: _status(o).get("phase") or "Pending",
+               "Pending, Scheduling (places held, waiting for the rest) or Scheduled."),
+        AGE,
+    ],
     "PriorityClass": [
         NAME,
         Column("Value", "integer", lambda o, _n: int(o.get("value") or 0),

@@ -206,6 +206,10 @@ class Cache:
         self.on_row: dict[int, set[str]] = {}  # row → keys of the pods counted there
         self.nominator = Nominator(self.table)
         self.budgets: dict[str, Budget] = {}  # PodDisruptionBudgets, for preemption's victim choice
+        from corral.scheduler.gang import GangBook
+
+        self.gangs = GangBook()  # PodGroups and their members (gang scheduling)
+        self.gangs.placed = lambda key: key in self.pods
 
     @classmethod
     def from_objects(cls, nodes: Any = (), pods: Any = (), namespaces: Any = ()) -> "Cache":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from corral.scheduler.gang import Coscheduling
 from corral.scheduler.plugins.balanced_allocation import BalancedAllocation
 from corral.scheduler.plugins.default_binder import DefaultBinder
 from corral.scheduler.plugins.default_preemption import DefaultPreemption
@@ -21,7 +22,7 @@ from corral.scheduler.plugins.taint_toleration import TaintToleration
 __all__ = ["REGISTRY", "DEFAULT_PLUGINS", "register"]
 
 REGISTRY = {cls.NAME: cls for cls in (
-    BalancedAllocation, DefaultBinder, DefaultPreemption, ImageLocality, InterPodAffinity, NetworkThroughput, NodeAffinity,
+    BalancedAllocation, Coscheduling, DefaultBinder, DefaultPreemption, ImageLocality, InterPodAffinity, NetworkThroughput, NodeAffinity,
     NodeName, NodePorts, NodeReady, NodeResourcesFit, NodeUnschedulable, PodTopologySpread,
     PrioritySort, TaintToleration,
 )}
@@ -30,7 +31,8 @@ REGISTRY = {cls.NAME: cls for cls in (
 # (Kubernetes' defaults, plus NetworkThroughput).
 DEFAULT_PLUGINS: dict[str, list] = {
     "queueSort": ["PrioritySort"],
-    "preFilter": ["NodeAffinity", "NodePorts", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity",
+    "preEnqueue": ["Coscheduling"],
+    "preFilter": ["Coscheduling", "NodeAffinity", "NodePorts", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity",
                   "TaintToleration"],
     "filter": ["NodeReady", "NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts",
                "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity"],
@@ -40,8 +42,8 @@ DEFAULT_PLUGINS: dict[str, list] = {
     "score": [("NodeResourcesFit", 1), ("NodeResourcesBalancedAllocation", 1), ("ImageLocality", 1),
               ("InterPodAffinity", 2), ("NodeAffinity", 2), ("PodTopologySpread", 2), ("TaintToleration", 3),
               ("NetworkThroughput", 1)],
-    "reserve": [],
-    "permit": [],
+    "reserve": ["Coscheduling"],
+    "permit": ["Coscheduling"],
     "bind": ["DefaultBinder"],
 }
 

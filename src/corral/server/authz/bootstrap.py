@@ -85,6 +85,7 @@ CLUSTER_ROLES: list[dict[str, Any]] = [
         _rule(READ, ["poddisruptionbudgets"], ["policy"]),  # preemption prefers victims within budgets
         _rule(READ + ["create", "update", "patch"], ["leases"], ["coordination.k8s.io"]),
         _rule(READ, ["podgroups"], ["scheduling.corral.dev"]),
+        _rule(["patch", "update"], ["podgroups/status"], ["scheduling.corral.dev"]),
         _rule(READ, ["placements"], ["placement.corral.dev"]),
     ]),
 ]

@@ -1,0 +1,154 @@
+"""Gang scheduling: a PodGroup's members bind all together or not at all, hold nothing once their
+timeout passes, wait outside the queue until the gang can be whole, and say why in its status."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from corral.api.kinds.scheduling import POD_GROUP_LABEL
+from corral.testing.builders import make_node, make_pod
+from corral.testing.scheduler_harness import Harness
+
+
+def member(name: str, group: str = "train", cpu: str = "1") -> dict:
+    return make_pod(name).requests(cpu=cpu).label(POD_GROUP_LABEL, group).obj
+
+
+def cluster(nodes: int) -> Harness:
+    h = Harness()
+    for i in range(nodes):
+        h.add_node(make_node(f"n{i}").capacity(cpu=1, memory="4Gi", pods=10))
+    return h
+
+
+async def one_round(h: Harness) -> None:
+    """Every active pod tried once; bindings (and gang members waiting at Permit) run to their end."""
+    s = h.scheduler
+    s.events.start()
+    while (qp := s.queue.pop_nowait()) is not None:
+        await s.attempt(qp)
+    while s._inflight:
+        await asyncio.gather(*list(s._inflight), return_exceptions=True)
+    await s.events.drain()
+
+
+def cpu_held(h: Harness) -> int:
+    table = h.scheduler.cache.table
+    return int(table.requested["cpu"][: table.size].sum())
+
+
+async def test_a_gang_with_room_for_all_binds_all_together():
+    h = cluster(8)
+    h.add_group("train", 8)
+    for i in range(8):
+        h.add_pod(member(f"w{i}"))
+    await h.run()
+    assert len(h.placements()) == 8 and len(set(h.placements().values())) == 8
+    await h.scheduler.write_gang_statuses()
+    assert h.writer.group_statuses["default/train"] == {"phase": "Scheduled", "scheduled": 8, "members": 8,
+                                                        "message": ""}
+
+
+async def test_a_gang_that_does_not_fit_whole_binds_nothing_and_holds_nothing_after_its_timeout():
+    h = cluster(7)
+    h.add_group("train", 8, timeout=1)
+    for i in range(8):
+        h.add_pod(member(f"w{i}"))
+    started = time.monotonic()
+    await one_round(h)
+    assert 1.0 <= time.monotonic() - started < 1.8  # the seven placed members were held for the timeout
+    assert h.placements() == {} and h.writer.bind_attempts == 0
+    assert cpu_held(h) == 0
+    await h.scheduler.write_gang_statuses()
+    status = h.writer.group_statuses["default/train"]
+    assert (status["phase"], status["scheduled"], status["members"]) == ("Pending", 0, 8)
+    assert status["message"] == "timed out after 1s with 7 of 8 members placed: places given back"
+    events = {m for k, r, m in h.writer.events if r == "FailedScheduling"}
+    assert "PodGroup default/train: timed out after 1s with 7 of 8 members placed: places given back" in events
+    # The room is free for others at once, and the gang is not tried again while its denial lasts.
+    h.add_pod(make_pod("small").requests(cpu="1"))
+    h.queue_clock.advance(10)
+    h.scheduler.queue.flush_backoff()
+    await one_round(h)
+    assert list(h.placements()) == ["default/small"]
+    assert all(h.scheduler.queue.get(f"default/w{i}").where == "unschedulable" for i in range(8))
+
+
+async def test_members_wait_outside_the_queue_until_the_gang_can_be_whole():
+    h = cluster(3)
+    for i in range(2):
+        h.add_pod(member(f"w{i}"))
+    assert len(h.scheduler.queue) == 0  # no PodGroup yet
+    h.add_group("train", 3)
+    assert len(h.scheduler.queue) == 0  # two of three members
+    h.add_pod(member("w2"))
+    assert len(h.scheduler.queue) == 3
+    await h.run()
+    assert sorted(h.placements()) == ["default/w0", "default/w1", "default/w2"]
+
+
+async def test_a_member_that_goes_away_lets_the_waiting_ones_go():
+    h = cluster(3)
+    h.add_group("train", 3, timeout=60)
+    for i in range(3):
+        h.add_pod(member(f"w{i}", cpu="1" if i < 2 else "2"))  # w2 fits nowhere: w0 and w1 wait for it
+    s = h.scheduler
+    s.events.start()
+    while (qp := s.queue.pop_nowait()) is not None:
+        await s.attempt(qp)
+    await asyncio.sleep(0.05)
+    assert len(s.cache.gangs.gangs["default/train"].waiting) == 2 and cpu_held(h) == 2000
+    h.delete_pod("default/w2")
+    await asyncio.gather(*list(s._inflight), return_exceptions=True)
+    assert h.placements() == {} and cpu_held(h) == 0
+
+
+async def test_a_gang_short_of_members_holds_nothing_while_other_pods_and_gangs_schedule():
+    h = cluster(4)
+    h.add_group("big", 6, timeout=60)
+    for i in range(5):
+        h.add_pod(member(f"big{i}", group="big"))
+    h.add_pod(make_pod("plain").requests(cpu="1"))
+    h.add_group("small", 2)
+    h.add_pod(member("s0", group="small"))
+    h.add_pod(member("s1", group="small"))
+    await h.run()
+    assert sorted(h.placements()) == ["default/plain", "default/s0", "default/s1"]
+    await h.scheduler.write_gang_statuses()
+    assert h.writer.group_statuses["default/big"] == {"phase": "Pending", "scheduled": 0, "members": 5,
+                                                      "message": "5 of 6 members exist"}
+
+
+def test_a_gang_through_the_server_binds_within_a_second_of_its_last_member_and_reports_it(cluster_process, tmp_path):
+    import json
+
+    from tests.cli.test_cli import corral
+    from tests.scheduler.test_end_to_end import manifests, node, pod, wait_for
+
+    kc = cluster_process.kubeconfig
+    corral("apply", "-f", manifests(tmp_path, *[node(f"n{i}") for i in range(4)]), kubeconfig=kc)  # 2 cpu each
+    group = {"apiVersion": "scheduling.corral.dev/v1alpha1", "kind": "PodGroup",
+             "metadata": {"name": "train", "namespace": "default"}, "spec": {"minMember": 8}}
+    members = []
+    for i in range(8):
+        p = pod(f"w{i}", "1")
+        p["metadata"]["labels"] = {POD_GROUP_LABEL: "train"}
+        members.append(p)
+    corral("apply", "-f", manifests(tmp_path, group, *members[:7]), kubeconfig=kc)
+    listed = corral("get", "podgroups", kubeconfig=kc).stdout
+    assert listed.split("\n")[0].split() == ["NAME", "MIN", "MEMBER", "SCHEDULED", "PHASE", "AGE"]
+
+    def bound() -> int:
+        items = json.loads(corral("get", "pods", "-o", "json", kubeconfig=kc).stdout)["items"]
+        return sum(1 for p in items if p["spec"].get("nodeName"))
+
+    assert bound() == 0
+    corral("apply", "-f", manifests(tmp_path, members[7]), kubeconfig=kc)
+    last = time.monotonic()
+    wait_for(lambda: bound() == 8, timeout=10, what="the whole gang bound")
+    assert time.monotonic() - last < 3.0  # within a second, with the CLI's own start-up around it
+    status = wait_for(lambda: (lambda g: g if (g.get("status") or {}).get("phase") == "Scheduled" else None)(
+        json.loads(corral("get", "podgroup", "train", "-o", "json", kubeconfig=kc).stdout)),
+        what="the PodGroup's status")["status"]
+    assert (status["scheduled"], status["members"]) == (8, 8)
