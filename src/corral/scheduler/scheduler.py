@@ -104,6 +104,7 @@ class Scheduler:
         self._tasks: list[asyncio.Task] = []
         self._flush_interval = flush_interval
         self._node_signatures: dict[str, tuple] = {}
+        self._gang_status_written: dict[str, dict[str, Any]] = {}  # PodGroup key → status last written
         self._order_version = -1
         self._order = None
         self.scheduled = 0
@@ -211,7 +212,6 @@ class Scheduler:
         self.events.start()
         self._tasks = [asyncio.create_task(self.run(), name="scheduler"),
                        asyncio.create_task(self._flush_loop(), name="scheduler-flush")]
-        self._gang_status_written: dict[str, dict[str, Any]] = {}
 
     async def stop(self) -> None:
         self.queue.close()
@@ -246,10 +246,7 @@ class Scheduler:
     async def write_gang_statuses(self) -> None:
         """Each PodGroup whose members, places or phase changed gets its status written (once per
         change, not per member)."""
-        book = self.cache.gangs
-        written = getattr(self, "_gang_status_written", None)
-        if written is None:
-            written = self._gang_status_written = {}
+        book, written = self.cache.gangs, self._gang_status_written
         changed, book.changed = book.changed, set()
         for group in changed:
             gang = book.gangs.get(group)
@@ -300,8 +297,7 @@ class Scheduler:
 
     async def attempt(self, qp: QueuedPod) -> None:
         """One attempt, through the extenders when any is interested in the pod."""
-        if self.extenders and (self.extenders.interested(qp.info, "filter_verb")
-                               or self.extenders.interested(qp.info, "prioritize_verb")):
+        if self.extenders and self.extenders.wants(qp.info):
             await self.schedule_one_extended(qp)
         else:
             self.schedule_one(qp)
@@ -505,8 +501,7 @@ class Scheduler:
         rejections and weighted scores in the report; an extender's error in ``extenderError``)."""
         report = self.explain(pod)
         info = PodInfo.from_object(pod)
-        if not (self.extenders and (self.extenders.interested(info, "filter_verb")
-                                    or self.extenders.interested(info, "prioritize_verb"))):
+        if not (self.extenders and self.extenders.wants(info)):
             return report
         table = self.cache.table
         asked = [(e["node"], table.objects[table.row_of[e["node"]]]) for e in report["nodes"]

@@ -188,12 +188,12 @@ async def test_host_ports_held_by_lower_priority_pods_are_freed_by_preempting_th
 async def test_anti_affinity_to_a_lower_priority_pod_is_resolved_by_the_dry_run_on_each_node():
     # Resources are plentiful: only InterPodAffinity refuses, which the columns cannot judge; the
     # node-by-node dry run finds the one pod to remove on each node.
-    pods = [low("x0", "n0", "100m", app="x"), low("y0", "n0", "100m", app="y"),
-            low("x1", "n1", "100m", priority=5, app="x")]
+    pods = [low("x0", "n0", "100m", priority=5, app="x"), low("y1", "n1", "100m", app="y"),
+            low("x1", "n1", "100m", app="x")]
     hi = make_pod("hi").requests(cpu="100m").priority(10).anti_affinity(HOST, app="x")
     h = await preempt([node("n0"), node("n1")], pods, hi)
-    assert h.writer.deleted == ["default/x0"]  # n0's victim has the lower priority
-    assert h.placements()["default/hi"] == "n0"
+    assert h.writer.deleted == ["default/x1"]  # n1's victim has the lower priority, though n0 came first
+    assert h.placements()["default/hi"] == "n1"
 
 
 # --- nominations ------------------------------------------------------------------------------------
@@ -248,6 +248,8 @@ async def test_pods_already_terminating_are_room_that_costs_no_victim():
     h.add_pod(make_pod("hi").requests(cpu="4").priority(10))
     await h.run()
     assert h.writer.deleted == [] and h.scheduler.cache.nominator.node_of("default/hi") == "n0"
+    assert h.writer.conditions["default/hi"]["message"].endswith(
+        "preemption: node n0 nominated: pods of lower priority are already leaving it.")
 
 
 async def test_a_nomination_read_back_after_a_restart_keeps_its_room():

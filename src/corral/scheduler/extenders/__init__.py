@@ -59,6 +59,25 @@ class Extenders:
         found = self.interested(pod, "bind_verb")
         return found[0] if found else None
 
+    def wants(self, pod: PodInfo) -> bool:
+        """Whether any extender filters or scores ``pod``."""
+        return bool(self.interested(pod, "filter_verb") or self.interested(pod, "prioritize_verb"))
+
+    async def _ask(self, clients: list[ExtenderClient], call) -> list[tuple[ExtenderClient, Any]]:
+        """``call`` on every client at once; the answers of those that did not fail. An ignorable
+        extender's failure is counted and skipped; any other raises."""
+        answers = await asyncio.gather(*(call(c) for c in clients), return_exceptions=True)
+        out = []
+        for client, answer in zip(clients, answers):
+            if isinstance(answer, ExtenderError):
+                if self._failed(answer):
+                    raise answer
+                continue
+            if isinstance(answer, BaseException):
+                raise answer
+            out.append((client, answer))
+        return out
+
     def _failed(self, exc: ExtenderError) -> bool:
         """Count an extender's error; True if the attempt must fail (the extender is not ignorable)."""
         if self._errors is not None:
@@ -74,14 +93,7 @@ class Extenders:
         clients = self.interested(pod, "filter_verb")
         if not clients or not nodes:
             return verdict
-        answers = await asyncio.gather(*(c.filter(pod.obj, nodes) for c in clients), return_exceptions=True)
-        for client, answer in zip(clients, answers):
-            if isinstance(answer, ExtenderError):
-                if self._failed(answer):
-                    raise answer
-                continue
-            if isinstance(answer, BaseException):
-                raise answer
+        for client, answer in await self._ask(clients, lambda c: c.filter(pod.obj, nodes)):
             for name in list(verdict.passed):
                 if name in answer.passed:
                     continue
@@ -98,15 +110,8 @@ class Extenders:
         clients = self.interested(pod, "prioritize_verb")
         if not clients or len(nodes) < 2:
             return {}
-        answers = await asyncio.gather(*(c.prioritize(pod.obj, nodes) for c in clients), return_exceptions=True)
         out: dict[str, dict[str, float]] = {}
-        for client, answer in zip(clients, answers):
-            if isinstance(answer, ExtenderError):
-                if self._failed(answer):
-                    raise answer
-                continue
-            if isinstance(answer, BaseException):
-                raise answer
+        for client, answer in await self._ask(clients, lambda c: c.prioritize(pod.obj, nodes)):
             scale = client.config.weight * 10.0  # MaxNodeScore / MaxExtenderPriority
             out[client.config.name] = {host: score * scale for host, score in answer.items()}
         return out
