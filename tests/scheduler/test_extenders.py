@@ -155,12 +155,165 @@ async def _rounds(h: Harness, rounds: int) -> None:
                  id="https must match the URL"),
     pytest.param({"urlPrefix": "http://x", "filterverb": "f"}, "extenders[0]: unknown field 'filterverb'",
                  id="a misspelt field is named"),
-    pytest.param({"urlPrefix": "http://x", "preemptVerb": "preempt"}, "extenders[0].preemptVerb: extenders that take part in "
-                 "preemption are not supported yet", id="preemptVerb is refused plainly, not ignored"),
+    pytest.param({"urlPrefix": "http://x", "preemptVerb": "../preempt"}, "extenders[0].preemptVerb: must be a path segment",
+                 id="a preempt verb that climbs out of the prefix is refused"),
 ])
 def test_bad_extender_settings_are_refused_by_path(entry, message):
     with pytest.raises(ConfigError, match="^" + re.escape(f"sched.yaml: {message}")):
         parse_config({"extenders": [entry]}, "sched.yaml")
+
+
+# --- preemption ------------------------------------------------------------------------------------
+
+
+def victim(name: str, node: str, priority: int) -> dict:
+    return make_pod(name).requests(cpu="4").priority(priority).node(node).obj
+
+
+def preempting(url: str, pki: dict, verb: str = "preempt", **overrides) -> Harness:
+    """Two full nodes: the cheaper victim on ``no-cheap`` (which the extender drops), a dearer one
+    on ``ok-dear``; the preemptor needs a whole node."""
+    h = Harness(config(url, pki, filterVerb="", prioritizeVerb="", preemptVerb=verb, **overrides))
+    for name in ("no-cheap", "ok-dear"):
+        h.add_node(make_node(name).capacity(cpu=4, memory="8Gi", pods=20))
+    h.add_pod(victim("cheap", "no-cheap", 0))
+    h.add_pod(victim("dear", "ok-dear", 5))
+    h.add_pod(make_pod("hi").requests(cpu="4").priority(10))
+    return h
+
+
+async def _sent(url: str, h: Harness) -> list[dict]:
+    async with h.scheduler.extenders.clients[0]._http().get(f"{url}/preempts") as resp:
+        return await resp.json()
+
+
+@pytest.mark.parametrize("verb, cache_capable", [
+    pytest.param("preempt", True, id="answered in kube-scheduler's JSON field names, node names only"),
+    pytest.param("preempt-go", False, id="answered with the capitalised keys of its untagged Go types, whole pods"),
+])
+async def test_preemption_takes_the_candidate_the_extender_keeps(extender, pki, verb, cache_capable):
+    h = preempting(extender, pki, verb, nodeCacheCapable=cache_capable)
+    await _rounds(h, 1)
+    # Alone, DefaultPreemption would take the priority-0 pod on no-cheap; the extender dropped that node.
+    assert h.writer.deleted == ["default/dear"]
+    assert h.scheduler.cache.nominator.node_of("default/hi") == "ok-dear"
+    assert h.writer.conditions["default/hi"]["message"].endswith(
+        "preemption: node ok-dear nominated, preempting 1 pod(s) of lower priority: default/dear.")
+    sent = [a for a in await _sent(extender, h) if a["pod"]["metadata"]["name"] == "hi"][-1]
+    if cache_capable:
+        assert sent["nodeNameToMetaVictims"] == {
+            "no-cheap": {"pods": [{"uid": "uid-default-cheap"}], "numPDBViolations": 0},
+            "ok-dear": {"pods": [{"uid": "uid-default-dear"}], "numPDBViolations": 0}}
+    else:
+        assert {n: [p["metadata"]["name"] for p in v["pods"]] for n, v in sent["nodeNameToVictims"].items()} == {
+            "no-cheap": ["cheap"], "ok-dear": ["dear"]}
+    await h.scheduler.extenders.close()
+
+
+async def test_when_the_extender_keeps_no_candidate_nothing_is_preempted_and_the_message_says_who(extender, pki):
+    h = preempting(extender, pki)
+    h.delete_pod("default/dear")
+    h.add_node(make_node("no-other").capacity(cpu=4, memory="8Gi", pods=20))
+    h.add_pod(victim("other", "no-other", 0))
+    h.add_pod(victim("full", "ok-dear", 20))  # ok-dear has no victim to offer now
+    await _rounds(h, 1)
+    assert h.writer.deleted == [] and not h.scheduler.cache.nominator.node_of("default/hi")
+    assert h.writer.conditions["default/hi"]["message"] == (
+        "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: "
+        f"2 candidate node(s) refused by extender {extender}.")
+
+
+@pytest.mark.parametrize("keeper", [
+    pytest.param(20, id="a pod of higher priority named as a victim rules its node out"),
+    pytest.param(10, id="a pod of the preemptor's own priority named as a victim rules its node out"),
+    pytest.param(None, id="a victim that is no pod on the node rules its node out"),
+])
+async def test_victims_an_extender_names_that_preemption_may_not_take_rule_their_node_out(extender, pki, keeper):
+    h = Harness(config(extender, pki, filterVerb="", prioritizeVerb="", preemptVerb="preempt"))
+    h.add_node(make_node("bogus-a").capacity(cpu=8, memory="8Gi", pods=20))
+    h.add_pod(victim("a", "bogus-a", 0))
+    if keeper is not None:
+        h.add_pod(victim("keeper", "bogus-a", keeper))  # the extender names it a victim too
+    h.add_pod(make_pod("hi").requests(cpu="8" if keeper is None else "4").priority(10))
+    await _rounds(h, 1)
+    assert h.writer.deleted == []
+    assert h.writer.conditions["default/hi"]["message"].endswith(
+        "preemption: 0/1 nodes are available: 1 candidate node(s) where an extender named victims that are "
+        "not pods of lower priority there.")
+
+
+async def test_a_node_where_the_extenders_victims_would_not_make_room_is_ruled_out(extender, pki):
+    h = Harness(config(extender, pki, filterVerb="", prioritizeVerb="", preemptVerb="preempt"))
+    h.add_node(make_node("few-a").capacity(cpu=4, memory="8Gi", pods=20))
+    h.add_pod(make_pod("a").requests(cpu="2").node("few-a").obj)
+    h.add_pod(make_pod("b").requests(cpu="2").node("few-a").obj)
+    h.add_pod(make_pod("hi").requests(cpu="4").priority(10))
+    await _rounds(h, 1)
+    assert h.writer.deleted == []  # the extender named one of the two pods that must go
+    assert h.writer.conditions["default/hi"]["message"].endswith(
+        "preemption: 0/1 nodes are available: 1 candidate node(s) where the pod would not fit once the "
+        "extender's victims were gone.")
+
+
+@pytest.mark.parametrize("node", [
+    pytest.param("ok-t", id="pods already leaving count as room though the extender did not name them"),
+    pytest.param("bogus-t", id="a pod already leaving that the extender names is room, not a victim to delete"),
+])
+async def test_pods_already_leaving_are_room_when_the_extender_decides(extender, pki, node):
+    h = Harness(config(extender, pki, filterVerb="", prioritizeVerb="", preemptVerb="preempt"))
+    h.add_node(make_node(node).capacity(cpu=4, memory="8Gi", pods=20))
+    going = make_pod("keeper").requests(cpu="2").node(node).obj
+    going["metadata"]["deletionTimestamp"] = "2026-11-25T10:00:00Z"
+    h.add_pod(going)
+    h.add_pod(make_pod("b").requests(cpu="2").node(node).obj)
+    h.add_pod(make_pod("hi").requests(cpu="4").priority(10))
+    await _rounds(h, 1)
+    assert h.writer.deleted == ["default/b"] and h.scheduler.cache.nominator.node_of("default/hi") == node
+    assert h.writer.conditions["default/hi"]["message"].endswith(
+        f"preemption: node {node} nominated, preempting 1 pod(s) of lower priority: default/b.")
+
+
+@pytest.mark.parametrize("call", [
+    pytest.param("filter", id="a pod deleted while the extenders filter is neither placed nor bound"),
+    pytest.param("process_preemption", id="a pod deleted while an extender judges preemption makes nobody leave"),
+])
+async def test_a_pod_deleted_while_the_extenders_answer_is_left_alone(extender, pki, call):
+    if call == "filter":
+        h = Harness(config(extender, pki))
+        nodes(h)
+        h.add_pod(make_pod("hi").requests(cpu="500m"))
+    else:
+        h = preempting(extender, pki)
+    extenders = h.scheduler.extenders
+    real = getattr(extenders, call)
+
+    async def deleted_meanwhile(*args):
+        answer = await real(*args)
+        h.delete_pod("default/hi")
+        return answer
+
+    setattr(extenders, call, deleted_meanwhile)
+    await _rounds(h, 1)
+    assert h.writer.deleted == [] and h.writer.bind_attempts == 0
+    assert "default/hi" not in h.writer.conditions and not h.scheduler.cache.nominator.node_of("default/hi")
+
+
+async def test_an_extender_that_is_down_stops_preemption_unless_it_is_ignorable(pki):
+    down = "https://127.0.0.1:9/scheduler"
+    h = preempting(down, pki)
+    await _rounds(h, 2)
+    assert h.writer.deleted == []
+    assert h.writer.conditions["default/hi"]["reason"] == "SchedulerError"
+    assert h.writer.conditions["default/hi"]["message"].startswith(f"extender {down} failed: preempt: ")
+    h = preempting(down, pki, ignorable=True)
+    await _rounds(h, 1)
+    assert h.writer.deleted == ["default/cheap"]  # DefaultPreemption's own choice
+
+
+async def test_a_pod_the_preempting_extender_is_not_interested_in_preempts_without_it(extender, pki):
+    h = preempting(extender, pki, managedResources=[{"name": "example.com/gpu"}])
+    await _rounds(h, 1)
+    assert h.writer.deleted == ["default/cheap"]
 
 
 async def test_explain_shows_the_extenders_rejections_and_scores(extender, pki):

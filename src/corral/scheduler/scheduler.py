@@ -28,11 +28,11 @@ from corral.aio import cancel_and_wait
 from corral.api.defaults import now_rfc3339
 from corral.scheduler.cache.cache import Cache
 from corral.scheduler.cluster import ClusterWriter, EventRecorder
-from corral.scheduler.framework.interface import CycleState, PostFilterResult
+from corral.scheduler.framework.interface import WANT_CANDIDATES, CycleState, PostFilterResult
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.framework.status import SUCCESS, Code, Status
 from corral.scheduler.gang import group_of
-from corral.scheduler.extenders import Extenders, ExtenderError
+from corral.scheduler.extenders import Extenders, ExtenderError, Proposal
 from corral.scheduler.extenders.decide import add_extender_scores, apply_to_report, reject_by_extenders
 from corral.scheduler.preemptor import Preemptor
 from corral.scheduler.profiles import SchedulerConfig, build_frameworks
@@ -321,24 +321,51 @@ class Scheduler:
         except ExtenderError as exc:
             self._extender_failed(qp, str(exc))
             return
+        if self.queue.get(qp.key) is not qp:
+            return  # deleted while the extenders answered
         state = CycleState()
         fit: FitError | None = None
         post: PostFilterResult | None = None
+        preempters = self.extenders.interested(info, "preempt_verb")
         with self.cache.nominator.hidden_from(info):
             feasible, diagnosis = fwk.find_feasible(state, info, table)
             feasible = reject_by_extenders(diagnosis, table, feasible, verdict)
             if len(feasible) == 0:
                 fit = FitError(info, diagnosis)
+                if preempters:
+                    state[WANT_CANDIDATES] = True
                 post = self._post_filter(fwk, state, qp, fit)
             else:
                 scores = fwk.prioritize(state, info, feasible, table.size)
                 add_extender_scores(scores, table, extra)
                 node = table.names[fwk.select_host(scores, table)]
+        if fit is not None and post is not None and post.candidates and preempters:
+            post = await self._preempt_with_extenders(fwk, qp, fit, post)
+            if post is None:
+                return
         elapsed = time.perf_counter() - start
         if fit is not None:
             self._record_failure(qp, fwk, fit, post, elapsed)
         else:
             self._place(qp, fwk, state, node, elapsed)
+
+    async def _preempt_with_extenders(self, fwk, qp: QueuedPod, fit: FitError,
+                                      post: PostFilterResult) -> PostFilterResult | None:
+        """Preemption's candidates through the extenders with a ``preemptVerb``, then the best of
+        what they kept, checked on the cache as it is once they answered. None: the attempt is
+        over (an extender failed, as for a failed filter, or the pod was deleted meanwhile)."""
+        proposals = {node: Proposal(tuple(v.uid for v in victims), violations, tuple(v.obj for v in victims))
+                     for node, victims, violations in post.candidates}
+        try:
+            kept, dropped = await self.extenders.process_preemption(qp.info, proposals)
+        except ExtenderError as exc:
+            self._extender_failed(qp, str(exc))
+            return None
+        if self.queue.get(qp.key) is not qp:
+            return None  # deleted while the extenders answered: nobody to make room for
+        chooser = next(p for p in fwk.post_filters if hasattr(p, "choose"))
+        with self.cache.nominator.hidden_from(qp.info):
+            return chooser.choose(qp.info, fit.diagnosis, {n: (p.uids, p.violations) for n, p in kept.items()}, dropped)
 
     def _post_filter(self, fwk, state: CycleState, qp: QueuedPod, fit: FitError) -> PostFilterResult | None:
         """Run inside the cycle's hidden nominations: PostFilter plugins until one succeeds."""

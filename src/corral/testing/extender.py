@@ -3,8 +3,12 @@
 It speaks kube-scheduler's extender wire format over HTTPS: ``/filter`` passes the nodes labelled
 ``extender.test/allow: "yes"`` (the others fail, or fail unresolvably when labelled
 ``extender.test/allow: never``), ``/prioritize`` scores each node with its ``extender.test/score``
-label (0–10), ``/bind`` records the binding (``GET /binds`` lists them). With ``--client-ca`` it
-accepts only clients with a certificate that CA signed. It prints its port once it listens.
+label (0–10), ``/bind`` records the binding (``GET /binds`` lists them). ``/preempt`` keeps
+preemption's candidates as proposed, except nodes named ``no-…`` (dropped), ``bogus-…`` (the
+pod of uid ``uid-default-keeper`` named a victim too) and ``few-…`` (only the first victim named); ``/preempt-go`` answers the same with the capitalised keys
+of kube-scheduler's untagged Go types. ``GET /preempts`` lists what preemption sent. With
+``--client-ca`` it accepts only clients with a certificate that CA signed. It prints its port once
+it listens.
 """
 
 from __future__ import annotations
@@ -54,6 +58,41 @@ async def binds(request: web.Request) -> web.Response:
     return web.json_response(request.app["binds"])
 
 
+def _preempt(args: dict) -> dict[str, list[str]]:
+    """Node → the victims' uids the extender wants gone."""
+    request = args.get("nodeNameToMetaVictims") or args.get("nodeNameToVictims") or {}
+    out = {}
+    for node, victims in request.items():
+        if node.startswith("no-"):
+            continue
+        out[node] = [p.get("uid") or p["metadata"]["uid"] for p in victims["pods"]]
+        if node.startswith("bogus-"):
+            out[node].append("uid-default-keeper")
+        if node.startswith("few-"):
+            del out[node][1:]
+    return out
+
+
+async def preempt(request: web.Request) -> web.Response:
+    args = await request.json()
+    request.app["preempts"].append(args)
+    kept = _preempt(args)
+    return web.json_response({"nodeNameToMetaVictims": {
+        node: {"pods": [{"uid": uid} for uid in uids], "numPDBViolations": 0} for node, uids in kept.items()}})
+
+
+async def preempt_go(request: web.Request) -> web.Response:
+    args = await request.json()
+    request.app["preempts"].append(args)
+    kept = _preempt(args)
+    return web.json_response({"NodeNameToMetaVictims": {
+        node: {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": 0} for node, uids in kept.items()}})
+
+
+async def preempts(request: web.Request) -> web.Response:
+    return web.json_response(request.app["preempts"])
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cert", required=True)
@@ -66,9 +105,11 @@ async def main() -> None:
         ctx.load_verify_locations(options.client_ca)
         ctx.verify_mode = ssl.CERT_REQUIRED
     app = web.Application()
-    app["binds"] = []
+    app["binds"], app["preempts"] = [], []
     app.add_routes([web.post("/scheduler/filter", filter_), web.post("/scheduler/prioritize", prioritize),
-                    web.post("/scheduler/bind", bind), web.get("/scheduler/binds", binds)])
+                    web.post("/scheduler/bind", bind), web.get("/scheduler/binds", binds),
+                    web.post("/scheduler/preempt", preempt), web.post("/scheduler/preempt-go", preempt_go),
+                    web.get("/scheduler/preempts", preempts)])
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ctx)

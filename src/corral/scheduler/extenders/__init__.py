@@ -6,7 +6,10 @@ at once (concurrently, each with its own timeout); a node passes if every one of
 An extender's error fails the attempt — the pod goes back through backoff with the extender named
 in its FailedScheduling event — unless it is ``ignorable``, when it is skipped and counted in
 ``corral_scheduler_extender_errors_total``. Scores: each extender's 0–10 × its weight × 10, added to
-the plugins' weighted 0–100 scores, as kube-scheduler adds them.
+the plugins' weighted 0–100 scores, as kube-scheduler adds them. Preemption: the candidate nodes
+DefaultPreemption found, each with its victims, go through every extender with a ``preemptVerb`` in
+turn, each seeing what the one before kept; the scheduler then checks what is left (victims of
+lower priority on that node, the pod fitting once they are gone) before it nominates anything.
 """
 
 from __future__ import annotations
@@ -16,11 +19,12 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
-from corral.scheduler.extenders.client import ExtenderClient, ExtenderError
+from corral.scheduler.extenders.client import ExtenderClient, ExtenderError, Proposal
 from corral.scheduler.extenders.config import ExtenderConfig, ExtenderConfigError, parse_extenders
 from corral.scheduler.framework.podinfo import PodInfo
 
-__all__ = ["Extenders", "ExtenderConfig", "ExtenderConfigError", "ExtenderError", "parse_extenders", "Verdict"]
+__all__ = ["Extenders", "ExtenderConfig", "ExtenderConfigError", "ExtenderError", "parse_extenders", "Proposal",
+           "Verdict"]
 
 log = logging.getLogger(__name__)
 
@@ -60,8 +64,9 @@ class Extenders:
         return found[0] if found else None
 
     def wants(self, pod: PodInfo) -> bool:
-        """Whether any extender filters or scores ``pod``."""
-        return bool(self.interested(pod, "filter_verb") or self.interested(pod, "prioritize_verb"))
+        """Whether any extender filters, scores or takes part in preempting for ``pod``."""
+        return bool(self.interested(pod, "filter_verb") or self.interested(pod, "prioritize_verb")
+                    or self.interested(pod, "preempt_verb"))
 
     async def _ask(self, clients: list[ExtenderClient], call) -> list[tuple[ExtenderClient, Any]]:
         """``call`` on every client at once; the answers of those that did not fail. An ignorable
@@ -115,6 +120,26 @@ class Extenders:
             scale = client.config.weight * 10.0  # MaxNodeScore / MaxExtenderPriority
             out[client.config.name] = {host: score * scale for host, score in answer.items()}
         return out
+
+    async def process_preemption(self, pod: PodInfo, proposals: dict[str, Proposal]
+                                 ) -> tuple[dict[str, Proposal], dict[str, str]]:
+        """The candidates every interested extender with a ``preemptVerb`` kept (each one asked about
+        what the ones before it kept), and for each node dropped, the extender that dropped it.
+        Raises :class:`ExtenderError` when a non-ignorable extender fails."""
+        dropped: dict[str, str] = {}
+        for client in self.interested(pod, "preempt_verb"):
+            if not proposals:
+                break
+            try:
+                kept = await client.process_preemption(pod.obj, proposals)
+            except ExtenderError as exc:
+                if self._failed(exc):
+                    raise
+                continue
+            for node in proposals.keys() - kept.keys():
+                dropped[node] = client.config.name
+            proposals = kept
+        return proposals, dropped
 
     async def close(self) -> None:
         for client in self.clients:

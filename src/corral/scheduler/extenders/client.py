@@ -6,6 +6,11 @@
   reason), ``error``.
 - prioritize: the same arguments; the answer is a ``HostPriorityList``, ``[{"host": N, "score": 0..10}]``.
 - bind: ``ExtenderBindingArgs`` ``{"podName", "podNamespace", "podUID", "node"}`` → ``{"error"}``.
+- preempt: ``ExtenderPreemptionArgs`` ``{"pod": POD, "nodeNameToMetaVictims": {NODE: {"pods": [{"uid"}],
+  "numPDBViolations": N}}}`` (``nodeCacheCapable``) or ``"nodeNameToVictims"`` with whole pods; the
+  answer is an ``ExtenderPreemptionResult``, ``{"nodeNameToMetaVictims": {...}}``: the nodes it keeps,
+  each with the victims it wants gone. Go's JSON decoding ignores case, so extenders written against
+  kube-scheduler's untagged Go types answer ``NodeNameToMetaVictims``, ``Pods``, ``UID``: read either way.
 
 Every call has the extender's ``httpTimeout``; any failure (connection, status, timeout, malformed
 answer, ``error`` set) raises :class:`ExtenderError` naming the extender. One aiohttp session per
@@ -23,7 +28,7 @@ import msgspec
 
 from corral.scheduler.extenders.config import ExtenderConfig
 
-__all__ = ["ExtenderClient", "ExtenderError", "FilterResult", "MAX_EXTENDER_PRIORITY"]
+__all__ = ["ExtenderClient", "ExtenderError", "FilterResult", "MAX_EXTENDER_PRIORITY", "Proposal"]
 
 MAX_EXTENDER_PRIORITY = 10  # kube-scheduler's: an extender scores 0..10, scaled to 0..100
 _MAX_ANSWER = 16 << 20  # bytes: an answer is read no further
@@ -40,6 +45,25 @@ class FilterResult:
     passed: set[str]
     failed: dict[str, str] = field(default_factory=dict)
     unresolvable: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Proposal:
+    """Preemption's victims on one node, as sent to an extender or as it answered."""
+
+    uids: tuple[str, ...]
+    violations: int = 0  # numPDBViolations
+    pods: tuple[dict[str, Any], ...] = ()  # the victims' objects, for extenders that are not nodeCacheCapable
+
+
+def _field(doc: Any, name: str) -> Any:
+    """``doc[name]`` whatever its case, as Go's JSON decoder reads it (None if absent)."""
+    if not isinstance(doc, dict):
+        return None
+    if name in doc:
+        return doc[name]
+    lowered = name.lower()
+    return next((v for k, v in doc.items() if isinstance(k, str) and k.lower() == lowered), None)
 
 
 def _ssl_context(config: ExtenderConfig) -> ssl.SSLContext | bool:
@@ -137,3 +161,29 @@ class ExtenderClient:
                                                           "podUID": uid, "node": node})
         if isinstance(answer, dict) and answer.get("error"):
             raise ExtenderError(self.config, f"bind: {answer['error']}")
+
+    async def process_preemption(self, pod: dict[str, Any], proposals: dict[str, Proposal]) -> dict[str, Proposal]:
+        """The nodes this extender keeps among ``proposals``, each with the victims it names (only
+        nodes that were proposed are read from the answer)."""
+        def victims(p: Proposal) -> dict[str, Any]:
+            if self.config.node_cache_capable:
+                return {"pods": [{"uid": uid} for uid in p.uids], "numPDBViolations": p.violations}
+            return {"pods": list(p.pods), "numPDBViolations": p.violations}
+
+        key = "nodeNameToMetaVictims" if self.config.node_cache_capable else "nodeNameToVictims"
+        answer = await self._post(self.config.preempt_verb,
+                                  {"pod": pod, key: {node: victims(p) for node, p in proposals.items()}})
+        kept = _field(answer, "nodeNameToMetaVictims")
+        if not isinstance(answer, dict) or not isinstance(kept, dict | None):
+            raise ExtenderError(self.config, "preempt: answer is not an ExtenderPreemptionResult")
+        if _field(answer, "error"):
+            raise ExtenderError(self.config, f"preempt: {_field(answer, 'error')}")
+        out: dict[str, Proposal] = {}
+        for node, meta in (kept or {}).items():
+            if node not in proposals:
+                continue
+            pods = _field(meta, "pods") or []
+            uids = tuple(str(_field(p, "uid")) for p in pods if isinstance(p, dict)) if isinstance(pods, list) else ()
+            count = _field(meta, "numPDBViolations")
+            out[node] = Proposal(uids, count if isinstance(count, int) and not isinstance(count, bool) else 0)
+        return out

@@ -7,6 +7,7 @@
       filterVerb: filter            # POST {urlPrefix}/filter
       prioritizeVerb: prioritize
       bindVerb: ""                  # set: the extender binds the pods it is interested in
+      preemptVerb: preempt          # set: it may narrow preemption's candidate nodes and victims
       weight: 2                     # its 0–10 scores × weight × 10, added to the 0–100 plugin scores
       nodeCacheCapable: true        # send node names only (false: the Node objects)
       ignorable: false              # true: an error or timeout skips it instead of failing the attempt
@@ -128,9 +129,6 @@ def _one(doc: Any, path: str) -> ExtenderConfig:
                                                    or any(seg in (".", "..") for seg in segments))):
             raise ExtenderConfigError(f"{path}.{key}: must be a path segment such as 'filter', not {verb!r}")
         verbs[key] = verb
-    if verbs["preemptVerb"]:
-        raise ExtenderConfigError(f"{path}.preemptVerb: extenders that take part in preemption are not "
-                                  "supported yet; leave it out (preemption then ignores this extender)")
     weight = doc.get("weight", 1)
     if verbs["prioritizeVerb"] and (not isinstance(weight, int) or isinstance(weight, bool) or weight <= 0):
         raise ExtenderConfigError(f"{path}.weight: must be a positive integer when prioritizeVerb is set")
@@ -144,7 +142,8 @@ def _one(doc: Any, path: str) -> ExtenderConfig:
         managed.append((entry["name"], bool(entry.get("ignoredByScheduler", False))))
     return ExtenderConfig(
         url_prefix=url.rstrip("/"), filter_verb=verbs["filterVerb"], prioritize_verb=verbs["prioritizeVerb"],
-        bind_verb=verbs["bindVerb"], weight=int(weight) if isinstance(weight, int) else 1,
+        bind_verb=verbs["bindVerb"], preempt_verb=verbs["preemptVerb"],
+        weight=int(weight) if isinstance(weight, int) else 1,
         node_cache_capable=bool(doc.get("nodeCacheCapable", False)), ignorable=bool(doc.get("ignorable", False)),
         timeout=parse_duration(doc.get("httpTimeout", "30s"), f"{path}.httpTimeout"),
         tls=_tls(doc.get("tlsConfig"), f"{path}.tlsConfig") if https else None,

@@ -38,7 +38,8 @@ import numpy as np
 if TYPE_CHECKING:
     from corral.scheduler.cache.cache import Cache
 
-__all__ = ["Plugin", "Handle", "CycleState", "FilterResult", "PostFilterResult", "ALL_PASS", "count_rows", "Reason", "NodeView", "NodeFilterAdapter"]
+__all__ = ["Plugin", "Handle", "CycleState", "FilterResult", "PostFilterResult", "ALL_PASS", "count_rows", "Reason", "NodeView", "NodeFilterAdapter",
+           "WANT_CANDIDATES"]
 
 
 @dataclass(slots=True)
@@ -54,6 +55,11 @@ class Handle:
 
 class CycleState(dict):
     """Per-attempt scratch space; each plugin keeps its data under its own ``NAME``."""
+
+
+# Set in the CycleState by the scheduler when extenders will judge preemption's candidates: a
+# PostFilter then lists every candidate node it finds (up to its limit) in PostFilterResult.candidates.
+WANT_CANDIDATES = "PostFilter/candidates"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,13 +89,16 @@ ALL_PASS = FilterResult(None)
 class PostFilterResult:
     """What a PostFilter plugin found: ``status`` success with a ``nominated_node`` and the
     ``victims`` to remove there, or a failure. ``message`` joins the FailedScheduling summary
-    either way; ``clear_nomination`` drops a nomination the pod had (its search found nothing)."""
+    either way; ``clear_nomination`` drops a nomination the pod had (its search found nothing).
+    ``candidates``, when the state asked for them (:data:`WANT_CANDIDATES`): every candidate node,
+    best first, as (node, victims, PodDisruptionBudget violations)."""
 
     status: Any  # a Status
     nominated_node: str = ""
     victims: tuple[Any, ...] = ()  # PodInfo of each pod to remove, most important first
     message: str = ""
     clear_nomination: bool = False
+    candidates: tuple[tuple[str, tuple[Any, ...], int], ...] = ()
 
 
 def count_rows(rows: "np.ndarray | slice") -> int:

@@ -15,6 +15,12 @@ The pipeline, each stage for a reason:
    columns (affinity, spreading, custom filters), that node gets Kubernetes' node-by-node dry run,
    for at most ``max(minCandidateNodesAbsolute, minCandidateNodesPercentage % of nodes)`` nodes.
 
+5. **Extenders** — when extenders with a ``preemptVerb`` are interested in the pod, the state asks
+   for every candidate (up to the same limit) instead of the best one; the extenders may drop
+   nodes or name other victims, and :meth:`DefaultPreemption.choose` checks what they kept (each
+   victim a pod of lower priority on that node, the pod fitting once they are gone) and picks the
+   best by the same order.
+
 The plugin decides and changes nothing; the scheduler nominates the pod and removes the victims
 (asynchronously, so scheduling goes on while they terminate). :meth:`DefaultPreemption.evaluate`
 also serves ``corral explain``: per node, the victims it would take or why it cannot help.
@@ -31,12 +37,12 @@ import numpy as np
 
 from corral.scheduler.cache.cache import CachedPod
 from corral.scheduler.cache.pod_columns import start_time
-from corral.scheduler.framework.interface import CycleState, Plugin, PostFilterResult
+from corral.scheduler.framework.interface import WANT_CANDIDATES, CycleState, Plugin, PostFilterResult
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.framework.runtime import Diagnosis
 from corral.scheduler.framework.status import SUCCESS, Status
 from corral.scheduler.plugins.default_preemption.candidates import PRIORITY_OFFSET, find_candidates
-from corral.scheduler.plugins.default_preemption.dry_run import fits_on, select_victims_on_row
+from corral.scheduler.plugins.default_preemption.dry_run import fits_on, importance, select_victims_on_row
 
 __all__ = ["DefaultPreemption", "Evaluation", "NAME", "NOT_HELPFUL", "NO_VICTIMS", "NEVER", "TERMINATING"]
 
@@ -46,6 +52,9 @@ NO_VICTIMS = "No preemption victims found for incoming pod"
 NEVER = "not eligible due to preemptionPolicy=Never."
 TERMINATING = "not eligible due to a terminating pod on the nominated node."
 NOT_EXAMINED = "not examined: the node-by-node dry run stopped at its limit"
+NODE_GONE = "candidate node(s) left the cluster while the extenders decided"
+NOT_VICTIMS = "candidate node(s) where an extender named victims that are not pods of lower priority there"
+NO_ROOM = "candidate node(s) where the pod would not fit once the extender's victims were gone"
 
 
 @dataclass(slots=True)
@@ -60,6 +69,22 @@ class Evaluation:
     victims: list[CachedPod] = field(default_factory=list)
     node_victims: dict[int, list[CachedPod]] = field(default_factory=dict)
     node_reasons: dict[int, list[str]] = field(default_factory=dict)
+    candidates: list[tuple[int, list[CachedPod], int]] = field(default_factory=list)  # best first
+
+
+def _nominated(node: str, victims: list[CachedPod]) -> str:
+    """The FailedScheduling summary's preemption part when a node was nominated."""
+    if not victims:
+        return f"preemption: node {node} nominated: pods of lower priority are already leaving it."
+    shown = ", ".join(v.info.key for v in victims[:5])
+    more = f" and {len(victims) - 5} more" if len(victims) > 5 else ""
+    return f"preemption: node {node} nominated, preempting {len(victims)} pod(s) of lower priority: {shown}{more}."
+
+
+def _summary(node_count: int, counts: Counter) -> str:
+    parts = sorted(f"{n} {reason}" for reason, n in counts.items() if n)
+    return (f"preemption: 0/{node_count} nodes are available: {', '.join(parts)}." if parts
+            else f"preemption: 0/{node_count} nodes are available.")
 
 
 def _criteria(row: int, victims: list[CachedPod], violations: int) -> tuple:
@@ -96,11 +121,51 @@ class DefaultPreemption(Plugin):
         if why:
             message = f"preemption: {why}"
             return PostFilterResult(Status.unschedulable(message, plugin=NAME), message=message)
-        found = self.evaluate(pod, diagnosis)
+        every = bool(state.get(WANT_CANDIDATES))
+        found = self.evaluate(pod, diagnosis, want=self._limit() if every else 1)
         if found.row < 0:
             return PostFilterResult(Status.unschedulable(found.message, plugin=NAME), message=found.message,
                                     clear_nomination=True)
-        return PostFilterResult(SUCCESS, found.node, tuple(v.info for v in found.victims), found.message)
+        names = self.cache.table.names
+        candidates = tuple((names[row] or "", tuple(v.info for v in victims), violations)
+                           for row, victims, violations in found.candidates) if every else ()
+        return PostFilterResult(SUCCESS, found.node, tuple(v.info for v in found.victims), found.message,
+                                candidates=candidates)
+
+    def choose(self, pod: PodInfo, diagnosis: Diagnosis, kept: dict[str, tuple[tuple[str, ...], int]],
+               dropped: dict[str, str]) -> PostFilterResult:
+        """The best of the candidates the extenders ``kept`` (node → the victims' uids and their
+        budget violations), each checked on the cache as it is now: every victim a pod of lower
+        priority on that node, and the pod fitting every filter once they (and the lower-priority
+        pods already leaving) are gone. ``dropped``: node → the extender that dropped it, for the
+        summary. Called by the scheduler with the same nominations hidden as :meth:`post_filter`."""
+        cache, fwk = self.cache, self.handle.framework
+        counts: Counter = Counter(f"candidate node(s) refused by extender {name}" for name in dropped.values())
+        chosen: list[tuple[int, list[CachedPod], int]] = []
+        for node, (uids, violations) in kept.items():
+            row = cache.table.row_of.get(node)
+            if row is None:
+                counts[NODE_GONE] += 1
+                continue
+            on_node = {c.info.uid: c for c in cache.pods_on(row)}
+            named = {uid: on_node.get(uid) for uid in uids}
+            if any(c is None or c.info.priority >= pod.priority for c in named.values()):
+                counts[NOT_VICTIMS] += 1
+                continue
+            leaving = {c.info.key: c for c in on_node.values() if c.terminating and c.info.priority < pod.priority}
+            lifted = {**leaving, **{c.info.key: c for c in named.values()}}
+            with cache.lifted(lifted.values()):
+                ok = fits_on(fwk, cache, pod, row)[0]
+            if not ok:
+                counts[NO_ROOM] += 1
+                continue
+            chosen.append((row, sorted((c for c in named.values() if not c.terminating), key=importance), violations))
+        if not chosen:
+            message = _summary(diagnosis.node_count, counts)
+            return PostFilterResult(Status.unschedulable(message, plugin=NAME), message=message, clear_nomination=True)
+        row, victims, _ = min(chosen, key=lambda c: _criteria(*c))
+        node = cache.table.names[row] or ""
+        return PostFilterResult(SUCCESS, node, tuple(v.info for v in victims), _nominated(node, victims))
 
     # --- stages ----------------------------------------------------------------------------------
 
@@ -121,9 +186,10 @@ class DefaultPreemption(Plugin):
         nodes = self.cache.table.node_count
         return max(math.ceil(nodes * self.min_percentage / 100), self.min_absolute, 1)
 
-    def evaluate(self, pod: PodInfo, diagnosis: Diagnosis, *, every_node: bool = False) -> Evaluation:
+    def evaluate(self, pod: PodInfo, diagnosis: Diagnosis, *, every_node: bool = False, want: int = 1) -> Evaluation:
         """Choose the node and victims for ``pod``; with ``every_node``, also say for each rejected
-        node what preemption would take there or why it cannot help (``corral explain``)."""
+        node what preemption would take there or why it cannot help (``corral explain``). ``want``:
+        how many confirmed candidates to gather before choosing (more than one for extenders)."""
         fwk, cache = self.handle.framework, self.cache
         table, cols = cache.table, cache.columns
         potential = diagnosis.preemptable_rows()
@@ -142,7 +208,9 @@ class DefaultPreemption(Plugin):
                 ok = fits_on(fwk, cache, pod, row)[0]
             if ok:
                 chosen.append((row, victims, int(cands.violations[row])))
-                break
+                if len(chosen) >= want:
+                    break
+                continue
             # The columns' victims do not satisfy every filter here: Kubernetes' dry run decides.
             examined += 1
             result = select_victims_on_row(fwk, cache, pod, row)
@@ -151,17 +219,14 @@ class DefaultPreemption(Plugin):
                 exact_reasons[row] = result.reasons
             else:
                 chosen.append((row, result.victims, result.violations))
-            if examined >= limit:
+            if examined >= limit or (want > 1 and len(chosen) >= want):
                 break
         out = Evaluation("")
         if chosen:
-            out.row, out.victims, _ = min(chosen, key=lambda c: _criteria(*c))
+            out.candidates = sorted(chosen, key=lambda c: _criteria(*c))
+            out.row, out.victims, _ = out.candidates[0]
             out.node = table.names[out.row] or ""
-            shown = ", ".join(v.info.key for v in out.victims[:5])
-            more = f" and {len(out.victims) - 5} more" if len(out.victims) > 5 else ""
-            out.message = (f"preemption: node {out.node} nominated, preempting {len(out.victims)} pod(s) "
-                           f"of lower priority: {shown}{more}." if out.victims else
-                           f"preemption: node {out.node} nominated: pods of lower priority are already leaving it.")
+            out.message = _nominated(out.node, out.victims)
             if not every_node:
                 return out
         # Why the other nodes cannot help: counted over the masks for the summary; node by node only
@@ -177,9 +242,7 @@ class DefaultPreemption(Plugin):
                 counts.update(rs)
             if stopped:
                 counts[NOT_EXAMINED] += sum(1 for row in cands.ranked.tolist() if row not in exact)
-            parts = sorted(f"{n} {reason}" for reason, n in counts.items() if n)
-            out.message = (f"preemption: 0/{diagnosis.node_count} nodes are available: {', '.join(parts)}."
-                           if parts else f"preemption: 0/{diagnosis.node_count} nodes are available.")
+            out.message = _summary(diagnosis.node_count, counts)
         if not every_node:
             return out
         reasons: dict[int, list[str]] = {row: [NOT_HELPFUL] for row in np.flatnonzero(not_helpful).tolist()}
