@@ -133,7 +133,11 @@ async def test_priority_comes_from_the_priority_class(server):
         missing["spec"]["priorityClassName"] = "nope"
         with pytest.raises(Exception) as err:
             await c.create(missing)
-        assert err.value.code == 403 and "no PriorityClass with name nope" in err.value.message
+        assert err.value.code == 422 and err.value.reason == "Invalid"
+        assert err.value.message == ('Pod "prio2" is invalid: spec.priorityClassName: '
+                                     "Not found: 'nope': no PriorityClass with name nope was found")
+        assert [cause["field"] for cause in err.value.causes] == ["spec.priorityClassName"]
+        assert "prio2" not in [p["metadata"]["name"] for p in (await c.list("pods", "default", raw=True)).items]
 
 
 async def test_lists_page_with_limit_and_continue_at_one_revision(server):

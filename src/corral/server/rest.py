@@ -309,9 +309,10 @@ class ResourceAPI:
         value, policy = 0, None
         if class_name:
             record = self.cache.get(pc_resource.key(None, class_name))
-            if record is None:
-                raise errors.forbidden(by_kind("Pod"), pod["metadata"]["name"],
-                                       f"no PriorityClass with name {class_name} was found")
+            if record is None:  # Kubernetes answers 403; a field path tells the user what to fix
+                raise errors.invalid(by_kind("Pod"), pod["metadata"]["name"], [validation.Cause(
+                    "spec.priorityClassName", "FieldValueNotFound",
+                    f"Not found: {class_name!r}: no PriorityClass with name {class_name} was found")])
             value, policy = record.obj.get("value", 0), record.obj.get("preemptionPolicy")
         else:
             for record in self.cache.items(pc_resource.store_prefix):
