@@ -1,0 +1,223 @@
+"""Batch decisions for Placements: every node filtered and scored once, then PickAll, PickN (with
+spread) or PickFixed; nodes holding a copy are kept; every node left out has its reason."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from corral.scheduler.batch import decide, decision_pod
+from corral.scheduler.batch.decide import KEPT, NOT_FOUND
+from corral.testing.builders import make_node, make_pod
+from corral.testing.scheduler_harness import Harness
+
+ZONE = "topology.kubernetes.io/zone"
+
+
+def placement(policy: dict[str, Any], cpu: str = "1", **template_spec: Any) -> dict[str, Any]:
+    pod = make_pod("t").requests(cpu=cpu).obj
+    return {"apiVersion": "placement.corral.dev/v1", "kind": "Placement",
+            "metadata": {"name": "web", "namespace": "default", "uid": "uid-web"},
+            "spec": {"policy": policy, "template": {"metadata": {"labels": {"app": "web"}},
+                                                      "spec": {**pod["spec"], **template_spec}}}}
+
+
+def node(name: str, cpu: int = 4, **labels: str):
+    return make_node(name).capacity(cpu=cpu, memory="16Gi", pods=20).labels(**labels)
+
+
+def run(nodes: list, policy: dict[str, Any], *, pods: list = (), keep: tuple[str, ...] = (), **kw: Any):
+    h = Harness()
+    for n in nodes:
+        h.add_node(n.heartbeat_age(0))
+    for p in pods:
+        h.add_pod(p)
+    return decide(h.scheduler.frameworks["default-scheduler"], h.scheduler.cache, placement(policy, **kw), keep=keep)
+
+
+def reasons(result) -> dict[str, str]:
+    return {d.node: d.reason for d in result.decisions if not d.selected}
+
+
+# --- PickAll ------------------------------------------------------------------------------------------
+
+
+def test_pick_all_takes_every_node_a_copy_fits_and_says_why_not_for_the_others():
+    result = run([node("a"), node("b"), node("small", cpu=0), node("tainted").taint("gpu", "yes"),
+                  node("cordoned").unschedulable()], {"placementType": "PickAll"})
+    assert sorted(result.selected) == ["a", "b"]
+    assert reasons(result) == {
+        "small": "NodeResourcesFit: Insufficient cpu",
+        "tainted": "TaintToleration: node(s) had untolerated taint(s)",
+        "cordoned": "NodeUnschedulable: node(s) were unschedulable"}
+    assert result.summary == ("2/5 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s), "
+                              "1 node(s) were unschedulable. PickAll: 2 node(s) selected.")
+
+
+def test_the_policys_required_terms_and_tolerations_add_to_the_templates_own():
+    nodes = [node("gpu-a", gpu="yes", disk="ssd"), node("gpu-b", gpu="yes").taint("dedicated", "ml"),
+             node("cpu", disk="ssd")]
+    policy = {"placementType": "PickAll",
+              "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                  "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "In", "values": ["yes"]}]}]}}},
+              "tolerations": [{"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}]}
+    assert sorted(run(nodes, policy).selected) == ["gpu-a", "gpu-b"]
+    own = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}]}}}
+    assert run(nodes, policy, affinity=own).selected == ["gpu-a"]  # both the template's and the policy's
+
+
+def test_the_decision_pod_is_one_copy_of_the_template_named_after_the_placement():
+    pod = decision_pod(placement({"placementType": "PickAll", "tolerations": [{"operator": "Exists"}]},
+                                 tolerations=[{"key": "a", "operator": "Exists"}]))
+    assert pod["metadata"] == {"labels": {"app": "web"}, "name": "web", "namespace": "default", "uid": "uid-web"}
+    assert pod["spec"]["tolerations"] == [{"key": "a", "operator": "Exists"}, {"operator": "Exists"}]
+
+
+# --- PickN --------------------------------------------------------------------------------------------
+
+
+def test_pick_n_takes_the_best_scored_nodes():
+    # LeastAllocated prefers the emptiest nodes: the two with the most free cpu.
+    result = run([node("n2", cpu=2), node("n8", cpu=8), node("n4", cpu=4), node("n16", cpu=16)],
+                 {"placementType": "PickN", "numberOfNodes": 2})
+    assert result.selected == ["n16", "n8"]
+    assert [d.score for d in result.decisions[:2]] == sorted((d.score for d in result.decisions[:2]), reverse=True)
+    assert reasons(result)["n4"].startswith("not among the 2 best (score ")
+    assert result.summary.endswith("PickN: 2 of 2 node(s) selected.")
+
+
+def test_pick_n_over_three_zones_with_max_skew_one_picks_the_best_node_of_each_zone():
+    nodes = [node(f"{zone}-{size}", cpu=size, **{ZONE: zone}) for zone in ("a", "b", "c") for size in (4, 8, 16)]
+    nodes.append(node("a-32", cpu=32, **{ZONE: "a"}))  # the best node of all is in zone a
+    policy = {"placementType": "PickN", "numberOfNodes": 3,
+              "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}]}
+    result = run(nodes, policy)
+    assert result.selected == ["a-32", "b-16", "c-16"]
+    assert reasons(result)["a-16"] == "not among the 3 best (score 191.0)"  # a fourth copy could go there
+
+
+def test_pick_n_stops_short_rather_than_break_a_hard_spread_constraint():
+    nodes = [node("a-1", cpu=32, **{ZONE: "a"}), node("a-2", cpu=32, **{ZONE: "a"}), node("a-3", cpu=32, **{ZONE: "a"}),
+             node("b-1", cpu=4, **{ZONE: "b"})]
+    policy = {"placementType": "PickN", "numberOfNodes": 4,
+              "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}]}
+    result = run(nodes, policy)
+    assert result.selected == ["a-1", "b-1", "a-2"]
+    assert reasons(result)["a-3"] == f"topology spread: another copy in its {ZONE} would exceed maxSkew 1"
+    assert result.summary.endswith("PickN: 3 of 4 node(s) selected.")
+
+
+def test_a_hard_spread_constraint_leaves_out_nodes_without_the_key_and_may_select_fewer_than_asked():
+    nodes = [node("a", **{ZONE: "a"}), node("b", **{ZONE: "b"}), node("plain", cpu=64)]
+    policy = {"placementType": "PickN", "numberOfNodes": 4,
+              "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE}]}
+    result = run(nodes, policy)
+    assert sorted(result.selected) == ["a", "b"]
+    assert reasons(result)["plain"] == f"topology spread: the node has no {ZONE} label"
+    assert result.summary.endswith("PickN: 2 of 4 node(s) selected.")
+
+
+def test_a_soft_spread_constraint_prefers_spreading_but_still_fills_the_count():
+    nodes = [node("a-1", cpu=16, **{ZONE: "a"}), node("a-2", cpu=16, **{ZONE: "a"}), node("b-1", cpu=4, **{ZONE: "b"})]
+    policy = {"placementType": "PickN", "numberOfNodes": 3,
+              "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway"}]}
+    result = run(nodes, policy)
+    assert result.selected[:2] == ["a-1", "b-1"] and sorted(result.selected) == ["a-1", "a-2", "b-1"]
+
+
+def test_scaling_out_keeps_the_nodes_that_hold_copies_and_adds_the_best_others():
+    nodes = [node("n4", cpu=4), node("n8", cpu=8), node("n16", cpu=16), node("n32", cpu=32), node("n64", cpu=64)]
+    result = run(nodes, {"placementType": "PickN", "numberOfNodes": 5}, keep=("n4", "n8", "n16"))
+    assert sorted(result.selected) == ["n16", "n32", "n4", "n64", "n8"]
+    result = run(nodes, {"placementType": "PickN", "numberOfNodes": 4}, keep=("n4", "n8", "n16"))
+    assert sorted(result.selected) == ["n16", "n4", "n64", "n8"]  # the three kept, though n32 scores higher than two
+
+
+def test_scaling_in_lets_go_of_the_lowest_scored_copies():
+    nodes = [node("n4", cpu=4), node("n8", cpu=8), node("n16", cpu=16), node("n32", cpu=32), node("n64", cpu=64)]
+    result = run(nodes, {"placementType": "PickN", "numberOfNodes": 2}, keep=("n4", "n8", "n16", "n32", "n64"))
+    assert result.selected == ["n64", "n32"]
+    assert reasons(result)["n4"] == "scaled down: the copies on better-scored nodes are kept"
+
+
+def test_a_node_holding_a_copy_keeps_it_after_its_labels_or_taints_stop_fitting():
+    nodes = [node("gpu", gpu="yes"), node("relabelled"), node("tainted", gpu="yes").taint("drain", "now")]
+    policy = {"placementType": "PickAll", "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]}}}}
+    result = run(nodes, policy, keep=("relabelled", "tainted", "gone"))
+    assert sorted(result.selected) == ["gpu", "relabelled", "tainted"]
+    assert {d.node: d.reason for d in result.decisions if d.selected} == {
+        "gpu": "", "relabelled": KEPT, "tainted": KEPT}
+
+
+# --- preferences --------------------------------------------------------------------------------------
+
+
+def test_a_property_sorter_on_measured_download_picks_the_fastest_node_and_the_score_says_why():
+    nodes = [node("slow").download("10Mbps"), node("fast").download("1000Mbps"), node("mid").download("100Mbps"),
+             node("unmeasured")]
+    policy = {"placementType": "PickN", "numberOfNodes": 1, "affinity": {"nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "propertySorter": {"name": "network/download", "sortOrder": "Descending"}}]}}}
+    result = run(nodes, policy)
+    assert result.selected == ["fast"]
+    by_node = {d.node: d.scores["preference[0]"] for d in result.decisions}
+    # Fleet's scaling: weight × (value − smallest) / (largest − smallest); no number, no score.
+    assert by_node == {"fast": 100.0, "mid": pytest.approx(100 * 90 / 990), "slow": 0.0, "unmeasured": 0.0}
+
+
+def test_nodes_with_the_same_number_all_earn_the_whole_weight():
+    nodes = [node("x").download("100Mbps"), node("y").download("100Mbps")]
+    policy = {"placementType": "PickAll", "affinity": {"nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 40, "propertySorter": {"name": "network/download", "sortOrder": "Ascending"}}]}}}
+    assert {d.node: d.scores["preference[0]"] for d in run(nodes, policy).decisions} == {"x": 40.0, "y": 40.0}
+
+
+@pytest.mark.parametrize("order, expected", [
+    pytest.param("Ascending", "small", id="ascending: the smallest number earns the whole weight"),
+    pytest.param("Descending", "large", id="descending: the largest number earns the whole weight"),
+])
+def test_a_property_sorter_on_allocatable_memory_orders_both_ways(order, expected):
+    nodes = [make_node("small").capacity(cpu=4, memory="8Gi", pods=20), make_node("large").capacity(cpu=4, memory="64Gi", pods=20)]
+    policy = {"placementType": "PickN", "numberOfNodes": 1, "affinity": {"nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "propertySorter": {"name": "allocatable/memory", "sortOrder": order}}]}}}
+    result = run(nodes, policy)
+    assert result.selected == [expected]
+    assert {d.node: d.scores["preference[0]"] for d in result.decisions}[expected] == 100.0
+
+
+def test_preferred_terms_add_their_weight_and_a_negative_weight_pushes_a_node_back():
+    nodes = [node("ssd-big", cpu=16, disk="ssd", old="yes"), node("ssd", cpu=8, disk="ssd"), node("big", cpu=32)]
+    prefer = [{"weight": 60, "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}},
+              {"weight": -80, "preference": {"matchExpressions": [{"key": "old", "operator": "Exists"}]}}]
+    result = run(nodes, {"placementType": "PickN", "numberOfNodes": 1,
+                         "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": prefer}}})
+    assert result.selected == ["ssd"]
+    scores = {d.node: (d.scores["preference[0]"], d.scores["preference[1]"]) for d in result.decisions}
+    assert scores == {"ssd-big": (60.0, -80.0), "ssd": (60.0, 0.0), "big": (0.0, 0.0)}
+
+
+# --- PickFixed ----------------------------------------------------------------------------------------
+
+
+def test_pick_fixed_places_the_named_nodes_that_fit_and_gives_a_reason_for_each_other():
+    result = run([node("a"), node("b"), node("tiny", cpu=0), node("unnamed")],
+                 {"placementType": "PickFixed", "nodeNames": ["a", "tiny", "missing", "b"]})
+    assert sorted(result.selected) == ["a", "b"]
+    assert reasons(result) == {"tiny": "NodeResourcesFit: Insufficient cpu", "missing": NOT_FOUND}
+    assert result.summary.endswith("PickFixed: 2 of 4 node(s) selected.")
+
+
+def test_the_unselected_are_listed_up_to_a_limit_and_counted_in_full():
+    nodes = [node(f"n{i:02d}", cpu=0) for i in range(30)] + [node("ok")]
+    h = Harness()
+    for n in nodes:
+        h.add_node(n.heartbeat_age(0))
+    result = decide(h.scheduler.frameworks["default-scheduler"], h.scheduler.cache, placement({"placementType": "PickAll"}),
+                    unselected_limit=5)
+    assert result.selected == ["ok"] and result.unselected == 30
+    assert len(result.decisions) == 6
