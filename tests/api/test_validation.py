@@ -181,11 +181,11 @@ def test_every_kubectl_explain_description_names_a_real_kind_or_field():
     import msgspec
 
     from corral.api import models
-    from corral.api.kinds import apps, batch, config, scheduling
+    from corral.api.kinds import apps, batch, config, placement, scheduling
     from corral.api.kubectl.descriptions import DESCRIPTIONS
 
     structs = {name: {f.encode_name for f in msgspec.structs.fields(obj)}
-               for module in (models, apps, batch, config, scheduling) for name, obj in vars(module).items()
+               for module in (models, apps, batch, config, scheduling, placement) for name, obj in vars(module).items()
                if isinstance(obj, type) and issubclass(obj, msgspec.Struct)}
     wrong = [key for key in DESCRIPTIONS
              if key.split(".")[0] not in structs or ("." in key and key.split(".", 1)[1] not in structs[key.split(".")[0]])]

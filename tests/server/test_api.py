@@ -234,7 +234,8 @@ async def test_discovery_version_openapi_health_and_metrics_answer(http):
     async with http.get("/apis") as r:
         groups = {g["name"] for g in (await r.json())["groups"]}
         assert groups == {"coordination.k8s.io", "scheduling.k8s.io", "auth.corral.dev", "rbac.authorization.k8s.io",
-                          "authorization.k8s.io", "policy", "metrics.k8s.io", "apps", "batch", "scheduling.corral.dev"}
+                          "authorization.k8s.io", "policy", "metrics.k8s.io", "apps", "batch", "scheduling.corral.dev",
+                          "placement.corral.dev"}
     async with http.get("/apis/coordination.k8s.io/v1") as r:
         assert [res["name"] for res in (await r.json())["resources"]] == ["leases"]
     async with http.get("/version") as r:

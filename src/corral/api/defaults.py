@@ -17,6 +17,7 @@ from typing import Any
 from corral.api.resources import ResourceType
 from corral.api.kinds.apps import WORKLOAD_DEFAULTS
 from corral.api.kinds.batch import BATCH_CREATE_DEFAULTS, BATCH_DEFAULTS
+from corral.api.kinds.placement import PLACEMENT_DEFAULTS
 from corral.api.kinds.scheduling import SCHEDULING_DEFAULTS
 from corral.api.kinds.config import CONFIG_DEFAULTS
 from corral.api.kinds.probes import probe_defaults
@@ -148,8 +149,9 @@ def _with_template(defaults):
 _WORKLOAD_DEFAULTS = {kind: _with_template(defaults) for kind, defaults in {**WORKLOAD_DEFAULTS, **BATCH_DEFAULTS}.items()}
 _KIND_DEFAULTS = {"Pod": _pod_defaults, "Node": _node_defaults, "Namespace": _namespace_defaults, **_WORKLOAD_DEFAULTS,
                   **CONFIG_DEFAULTS, **{kind: _with_template(d) for kind, d in BATCH_CREATE_DEFAULTS.items()},
-                  **SCHEDULING_DEFAULTS}
-_SPEC_DEFAULTS = {"Pod": _pod_spec_defaults, **_WORKLOAD_DEFAULTS, **CONFIG_DEFAULTS, **SCHEDULING_DEFAULTS}
+                  **SCHEDULING_DEFAULTS, **{kind: _with_template(d) for kind, d in PLACEMENT_DEFAULTS.items()}}
+_SPEC_DEFAULTS = {"Pod": _pod_spec_defaults, **_WORKLOAD_DEFAULTS, **CONFIG_DEFAULTS, **SCHEDULING_DEFAULTS,
+                  **{kind: _with_template(d) for kind, d in PLACEMENT_DEFAULTS.items()}}
 
 
 def apply_update_defaults(resource: ResourceType, obj: dict[str, Any]) -> None:

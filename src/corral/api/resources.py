@@ -12,6 +12,7 @@ import msgspec
 
 from corral.api import models
 from corral.api.kinds import apps as workloads
+from corral.api.kinds.placement import Placement
 from corral.api.kinds.scheduling import PodGroup
 from corral.api.kinds.batch import CronJob, Job
 from corral.api.kinds.config import ConfigMap, Secret
@@ -190,6 +191,9 @@ RESOURCES: tuple[ResourceType, ...] = (
     # A gang of pods the scheduler places all or nothing (scheduling.corral.dev/pod-group label).
     ResourceType("PodGroup", "podgroups", "scheduling.corral.dev", "v1alpha1", True, PodGroup,
                  short_names=("pg",), subresources=("status",), has_status=True),
+    # Copies of a pod template on nodes picked by a policy (PickAll, PickN, PickFixed), as Fleet places.
+    ResourceType("Placement", "placements", "placement.corral.dev", "v1", True, Placement,
+                 short_names=("pl",), subresources=("status",), has_status=True),
     # Bearer tokens, stored hashed: every server sharing the store accepts them (corral token ...).
     ResourceType("Token", "tokens", "auth.corral.dev", "v1", False, models.Token,
                  verbs=("create", "delete", "get", "list", "watch")),

@@ -745,6 +745,7 @@ from corral.api.kinds.config_validation import CONFIG_CHECKS, CONFIG_UPDATE_CHEC
 from corral.api.kinds.batch_validation import BATCH_CHECKS, BATCH_UPDATE_CHECKS  # noqa: E402
 from corral.api.kinds.probe_validation import probe_causes  # noqa: E402
 from corral.api.kinds.scheduling import SCHEDULING_CHECKS  # noqa: E402
+from corral.api.kinds.placement import PLACEMENT_CHECKS, PLACEMENT_UPDATE_CHECKS  # noqa: E402
 
-_KIND_CHECKS.update({**WORKLOAD_CHECKS, **CONFIG_CHECKS, **BATCH_CHECKS, **SCHEDULING_CHECKS})
-_UPDATE_CHECKS = {**CONFIG_UPDATE_CHECKS, **BATCH_UPDATE_CHECKS}
+_KIND_CHECKS.update({**WORKLOAD_CHECKS, **CONFIG_CHECKS, **BATCH_CHECKS, **SCHEDULING_CHECKS, **PLACEMENT_CHECKS})
+_UPDATE_CHECKS = {**CONFIG_UPDATE_CHECKS, **BATCH_UPDATE_CHECKS, **PLACEMENT_UPDATE_CHECKS}

@@ -119,6 +119,28 @@ DESCRIPTIONS: dict[str, str] = {
     "NodeStatus.conditions": "Ready (the agent reports in time) and the pressure conditions.",
     "NodeStatus.nodeInfo": "The machine's identity and software versions, as the agent found them.",
     # --- others ---
+    "Placement": "Copies of one pod template on nodes picked by a policy, decided as one batch: PickAll (every "
+                 "eligible node), PickN (the best N, optionally spread) or PickFixed (named nodes). Running copies "
+                 "are not moved when nodes change (IgnoredDuringExecution).",
+    "PlacementSpec.template": "The pod each selected node runs a copy of.",
+    "PlacementSpec.policy": "Which nodes get a copy.",
+    "PlacementSpec.strategy": "How a changed template or policy is rolled out: RollingUpdate within maxUnavailable "
+                              "and maxSurge.",
+    "PlacementPolicy.placementType": "PickAll (the default), PickN or PickFixed; fixed once created.",
+    "PlacementPolicy.numberOfNodes": "PickN: how many nodes get a copy.",
+    "PlacementPolicy.nodeNames": "PickFixed: the nodes that get a copy.",
+    "PlacementPolicy.affinity": "Node terms a node must match (required, ORed) and preferred terms that add "
+                                "their weight (-100..100) or a property sorter's scaled weight.",
+    "PlacementPolicy.topologySpreadConstraints": "PickN: how evenly copies spread over a topology label.",
+    "PlacementPolicy.tolerations": "Taints the copies tolerate, added to the template's.",
+    "PlacementPreference.weight": "-100..100: added to the score of the nodes the term matches.",
+    "PlacementPreference.preference": "A node selector term.",
+    "PlacementPreference.propertySorter": "A node number (allocatable/RESOURCE, available/RESOURCE, "
+                                          "network/download); the weight scaled between its smallest and largest.",
+    "PlacementStatus.decisions": "Each node decided on: selected or not, its score and the reason.",
+    "PlacementStatus.desired": "Copies the policy asks for.",
+    "PlacementStatus.scheduled": "Nodes selected for a copy.",
+    "PlacementStatus.available": "Copies running for unavailablePeriodSeconds.",
     "PodGroup": "A gang of pods (labelled scheduling.corral.dev/pod-group: NAME) that the scheduler places "
                 "all or nothing: none is bound until minMember of them have a place.",
     "PodGroupSpec.minMember": "How many members must have a place before any is bound.",

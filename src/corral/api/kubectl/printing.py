@@ -433,6 +433,18 @@ _COLUMNS: dict[str, list[Column]] = {
                "Pending, Scheduling (places held, waiting for the rest) or Scheduled."),
         AGE,
     ],
+    "Placement": [
+        NAME,
+        Column("Type", "string", lambda o, _n: (_spec(o).get("policy") or {}).get("placementType") or "PickAll",
+               "PickAll, PickN or PickFixed."),
+        Column("Desired", "integer", lambda o, _n: int(_status(o).get("desired") or 0),
+               "Copies the policy asks for (PickAll: the eligible nodes)."),
+        Column("Scheduled", "integer", lambda o, _n: int(_status(o).get("scheduled") or 0),
+               "Nodes selected for a copy."),
+        Column("Available", "integer", lambda o, _n: int(_status(o).get("available") or 0),
+               "Copies running for unavailablePeriodSeconds."),
+        AGE,
+    ],
     "PriorityClass": [
         NAME,
         Column("Value", "integer", lambda o, _n: int(o.get("value") or 0),

@@ -25,17 +25,14 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from corral.api.kinds.placement import PROPERTIES
 from corral.scheduler.framework.podinfo import NodeSelectorTerm, _node_term
 
 __all__ = ["Policy", "Preference", "PropertySorter", "Spread", "read_policy", "decision_pod", "PROPERTIES",
-           "PICK_ALL", "PICK_N", "PICK_FIXED"]
+           "PICK_ALL", "PICK_N", "PICK_FIXED"]  # PROPERTIES: the node numbers a property sorter may name
 
 PICK_ALL, PICK_N, PICK_FIXED = "PickAll", "PickN", "PickFixed"
 
-# Node numbers a property sorter may name. ``allocatable/R`` and ``available/R`` take any resource
-# R the nodes report (cpu in millicores, memory in bytes, an extended resource in its units);
-# ``network/download`` is the throughput the agent measured (bytes/s; unmeasured nodes get no score).
-PROPERTIES = ("allocatable/", "available/", "network/download")
 
 
 @dataclass(frozen=True, slots=True)
