@@ -221,3 +221,114 @@ def test_the_unselected_are_listed_up_to_a_limit_and_counted_in_full():
                     unselected_limit=5)
     assert result.selected == ["ok"] and result.unselected == 30
     assert len(result.decisions) == 6
+
+
+# --- the scheduler writes its decisions into the Placement's status ------------------------------------
+
+
+def stored(policy: dict[str, Any], generation: int = 1, status: dict[str, Any] | None = None) -> dict[str, Any]:
+    obj = placement(policy)
+    obj["metadata"].update(generation=generation, resourceVersion=str(10 + generation))
+    obj["status"] = status or {}
+    return obj
+
+
+async def decided(h: Harness, obj: dict[str, Any]) -> dict[str, Any]:
+    h.scheduler.placement_changed("default/web", obj)
+    await h.scheduler.placements.write(h.writer)
+    return h.writer.placement_statuses["default/web"]
+
+
+def cluster(*nodes) -> Harness:
+    h = Harness()
+    for n in nodes:
+        h.add_node(n.heartbeat_age(0))
+    return h
+
+
+async def test_a_new_placement_gets_its_decisions_counts_and_scheduled_condition():
+    h = cluster(node("a", cpu=8), node("b", cpu=4), node("c", cpu=2))
+    status = await decided(h, stored({"placementType": "PickN", "numberOfNodes": 2}))
+    assert (status["observedGeneration"], status["desired"], status["scheduled"]) == (1, 2, 2)
+    assert [(d["nodeName"], d["selected"]) for d in status["decisions"]] == [("a", True), ("b", True), ("c", False)]
+    assert status["decisions"][2]["reason"].startswith("not among the 2 best")
+    (condition,) = status["conditions"]
+    assert (condition["type"], condition["status"], condition["reason"]) == ("Scheduled", "True", "Scheduled")
+    assert condition["message"] == status["message"] == "3/3 nodes are available. PickN: 2 of 2 node(s) selected."
+
+
+async def test_too_few_nodes_is_said_in_the_condition():
+    h = cluster(node("a"))
+    status = await decided(h, stored({"placementType": "PickN", "numberOfNodes": 3}))
+    condition = status["conditions"][0]
+    assert (condition["status"], condition["reason"]) == ("False", "NotEnoughNodes")
+    assert (status["desired"], status["scheduled"]) == (3, 1)
+
+
+async def test_a_node_that_joins_gets_a_copy_of_a_pick_all_placement_and_the_others_stay():
+    h = cluster(node("a"), node("b"))
+    first = await decided(h, stored({"placementType": "PickAll"}))
+    h.scheduler.placement_changed("default/web", stored({"placementType": "PickAll"}, status=first))
+    h.add_node(node("c").heartbeat_age(0))
+    await h.scheduler.placements.write(h.writer)
+    assert sorted(d["nodeName"] for d in h.writer.placement_statuses["default/web"]["decisions"] if d["selected"]) == [
+        "a", "b", "c"]
+
+
+async def test_a_status_already_observed_is_not_decided_again_until_the_spec_or_the_nodes_change():
+    h = cluster(node("a"))
+    status = await decided(h, stored({"placementType": "PickAll"}))
+    h.writer.placement_statuses.clear()
+    h.scheduler.placement_changed("default/web", stored({"placementType": "PickAll"}, status=status))
+    await h.scheduler.placements.write(h.writer)
+    assert h.writer.placement_statuses == {}  # its own status write came back: nothing to decide
+    h.scheduler.placement_changed("default/web", stored({"placementType": "PickAll"}, generation=2, status=status))
+    await h.scheduler.placements.write(h.writer)
+    assert h.writer.placement_statuses["default/web"]["observedGeneration"] == 2
+
+
+async def test_scaling_keeps_the_nodes_with_copies_but_another_policy_decides_afresh():
+    h = cluster(node("n4", cpu=4), node("n8", cpu=8), node("n16", cpu=16))
+    status = await decided(h, stored({"placementType": "PickN", "numberOfNodes": 1}))
+    assert [d["nodeName"] for d in status["decisions"] if d["selected"]] == ["n16"]
+    h.add_node(node("n64", cpu=64).heartbeat_age(0))  # both better than n16 now
+    h.add_node(node("n32", cpu=32).heartbeat_age(0))
+    status = await decided(h, stored({"placementType": "PickN", "numberOfNodes": 2}, generation=2, status=status))
+    assert sorted(d["nodeName"] for d in status["decisions"] if d["selected"]) == ["n16", "n64"]  # n16 kept
+    status = await decided(h, stored({"placementType": "PickN", "numberOfNodes": 1}, generation=3, status=status))
+    assert [d["nodeName"] for d in status["decisions"] if d["selected"]] == ["n64"]  # the lowest scored went
+    prefer = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "preference": {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n4"]}]}}]}}
+    status = await decided(h, stored({"placementType": "PickN", "numberOfNodes": 1, "affinity": prefer}, generation=4,
+                                     status=status))
+    assert [d["nodeName"] for d in status["decisions"] if d["selected"]] == ["n4"]  # a new policy: decided afresh
+
+
+def test_a_placement_applied_to_a_running_server_shows_its_decisions(cluster_process, tmp_path):
+    import json
+
+    from tests.cli.test_cli import corral
+    from tests.scheduler.test_end_to_end import manifests, node as api_node, wait_for
+
+    kc = cluster_process.kubeconfig
+    nodes = [api_node("fast"), api_node("slow"), api_node("other")]
+    nodes[0]["status"]["network"] = {"throughput": {"download": "900Mbps"}}
+    nodes[1]["status"]["network"] = {"throughput": {"download": "10Mbps"}}
+    corral("apply", "-f", manifests(tmp_path, *nodes), kubeconfig=kc)
+    obj = placement({"placementType": "PickN", "numberOfNodes": 1, "affinity": {"nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "propertySorter": {"name": "network/download", "sortOrder": "Descending"}}]}}})
+    obj["metadata"] = {"name": "web"}
+    corral("apply", "-f", manifests(tmp_path, obj), kubeconfig=kc)
+
+    def status() -> dict | None:
+        got = json.loads(corral("get", "placement", "web", "-o", "json", kubeconfig=kc).stdout)
+        return got.get("status") if (got.get("status") or {}).get("decisions") else None
+
+    decided = wait_for(status, what="the Placement's decisions")
+    assert [(d["nodeName"], d["selected"]) for d in decided["decisions"]][0] == ("fast", True)
+    assert (decided["desired"], decided["scheduled"]) == (1, 1)
+    assert decided["conditions"][0]["type"] == "Scheduled" and decided["conditions"][0]["status"] == "True"
+    table = corral("get", "placements", kubeconfig=kc).stdout.splitlines()
+    assert table[0].split() == ["NAME", "TYPE", "DESIRED", "SCHEDULED", "AVAILABLE", "AGE"]
+    assert table[1].split()[:5] == ["web", "PickN", "1", "1", "0"]

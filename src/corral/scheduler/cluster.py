@@ -1,4 +1,5 @@
-"""The scheduler's writes to the cluster: bindings, pod conditions and events.
+"""The scheduler's writes to the cluster: bindings, pod conditions, events, and the status of the
+PodGroups and Placements it decides for.
 
 Two implementations of one small interface: :class:`InProcessWriter` when the scheduler runs inside
 ``corral server`` (it calls the server's REST layer directly; the store group-commits concurrent
@@ -38,8 +39,8 @@ class ClusterWriter(Protocol):
 
     async def create_event(self, namespace: str, event: dict[str, Any]) -> None: ...
 
-    async def patch_group_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        """Merge ``patch`` into a PodGroup's status."""
+    async def patch_object_status(self, kind: str, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        """Merge ``patch`` into the status of an object the scheduler reports on (a PodGroup, a Placement)."""
 
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None: ...
 
@@ -104,10 +105,10 @@ class InProcessWriter:
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         await self.api.patch(self._events, namespace, name, patch, "merge", self._opts)
 
-    async def patch_group_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+    async def patch_object_status(self, kind: str, namespace: str, name: str, patch: dict[str, Any]) -> None:
         from corral.api.resources import by_kind
 
-        await self.api.patch(by_kind("PodGroup"), namespace, name, patch, "merge", self._opts, "status")
+        await self.api.patch(by_kind(kind), namespace, name, patch, "merge", self._opts, "status")
 
 
 class HttpWriter:
@@ -144,8 +145,10 @@ class HttpWriter:
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         await self.client.patch("events", name, patch, namespace, raw=True)
 
-    async def patch_group_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        await self.client.patch("podgroups", name, patch, namespace, subresource="status", raw=True)
+    async def patch_object_status(self, kind: str, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        from corral.api.resources import by_kind
+
+        await self.client.patch(by_kind(kind).plural, name, patch, namespace, subresource="status", raw=True)
 
 
 class EventRecorder:

@@ -32,6 +32,7 @@ from corral.scheduler.framework.interface import WANT_CANDIDATES, CycleState, Po
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.framework.status import SUCCESS, Code, Status
 from corral.scheduler.gang import group_of
+from corral.scheduler.batch.placements import PlacementDecisions
 from corral.scheduler.extenders import Extenders, ExtenderError, Proposal
 from corral.scheduler.extenders.decide import add_extender_scores, apply_to_report, reject_by_extenders
 from corral.scheduler.preemptor import Preemptor
@@ -105,6 +106,7 @@ class Scheduler:
         self._flush_interval = flush_interval
         self._node_signatures: dict[str, tuple] = {}
         self._gang_status_written: dict[str, dict[str, Any]] = {}  # PodGroup key → status last written
+        self.placements = PlacementDecisions(self.frameworks, self.cache)
         self._order_version = -1
         self._order = None
         self.scheduled = 0
@@ -117,6 +119,7 @@ class Scheduler:
         if node is None:
             self.cache.remove_node(name)
             self._node_signatures.pop(name, None)
+            self.placements.nodes_changed()
             return
         signature = _node_signature(node)
         previous = self._node_signatures.get(name)
@@ -126,6 +129,12 @@ class Scheduler:
             self.queue.on_event(ClusterEvent.NODE_ADD)
         elif previous != signature:
             self.queue.on_event(ClusterEvent.NODE_UPDATE)
+        if previous != signature:
+            self.placements.nodes_changed()
+
+    def placement_changed(self, key: str, placement: dict[str, Any] | None) -> None:
+        """A Placement added, changed or deleted (None): decided at the next flush if its spec changed."""
+        self.placements.placement_changed(key, placement)
 
     def namespace_changed(self, name: str, ns: dict[str, Any] | None) -> None:
         if ns is None:
@@ -242,6 +251,7 @@ class Scheduler:
             self.queue.flush_backoff()
             self.queue.flush_unschedulable()
             await self.write_gang_statuses()
+            await self.placements.write(self.writer)
 
     async def write_gang_statuses(self) -> None:
         """Each PodGroup whose members, places or phase changed gets its status written (once per
@@ -257,7 +267,7 @@ class Scheduler:
                 continue
             namespace, _, name = group.partition("/")
             try:
-                await self.writer.patch_group_status(namespace, name, {"status": status})
+                await self.writer.patch_object_status("PodGroup", namespace, name, {"status": status})
                 written[group] = status
             except Exception as exc:  # the group may be gone; the status is informative only
                 log.debug("status of PodGroup %s not written: %s", group, exc)

@@ -13,6 +13,7 @@ __all__ = ["attach_in_process", "InformerSource"]
 _PODS, _NODES, _NAMESPACES = "/core/pods/", "/core/nodes/", "/core/namespaces/"
 _BUDGETS = "/policy/poddisruptionbudgets/"
 _GROUPS = "/scheduling.corral.dev/podgroups/"
+_PLACEMENTS = "/placement.corral.dev/placements/"
 
 
 def attach_in_process(scheduler: Scheduler, watch_cache: Any) -> Callable[[], None]:
@@ -29,6 +30,8 @@ def attach_in_process(scheduler: Scheduler, watch_cache: Any) -> Callable[[], No
         scheduler.group_changed(record.key[len(_GROUPS):], record.obj)
     for record in watch_cache.items(_PODS):
         scheduler.pod_changed(record.key[len(_PODS):], record.obj)
+    for record in watch_cache.items(_PLACEMENTS):
+        scheduler.placement_changed(record.key[len(_PLACEMENTS):], record.obj)
 
     def on_event(event: Event) -> None:
         key = event.record.key
@@ -43,6 +46,8 @@ def attach_in_process(scheduler: Scheduler, watch_cache: Any) -> Callable[[], No
             scheduler.budget_changed(key[len(_BUDGETS):], None if gone else event.record.obj)
         elif key.startswith(_GROUPS):
             scheduler.group_changed(key[len(_GROUPS):], None if gone else event.record.obj)
+        elif key.startswith(_PLACEMENTS):
+            scheduler.placement_changed(key[len(_PLACEMENTS):], None if gone else event.record.obj)
 
     watch_cache.on_event.append(on_event)
     return lambda: watch_cache.on_event.remove(on_event)
@@ -56,7 +61,7 @@ class InformerSource:
         for resource, handler in (("namespaces", scheduler.namespace_changed), ("nodes", scheduler.node_changed),
                                   ("poddisruptionbudgets", scheduler.budget_changed),
                                   ("podgroups", scheduler.group_changed),
-                                  ("pods", scheduler.pod_changed)):
+                                  ("pods", scheduler.pod_changed), ("placements", scheduler.placement_changed)):
             informer = Informer(client, resource, raw=True)
             informer.on_add(lambda obj, h=handler: h(object_key(obj), obj))
             informer.on_update(lambda old, new, h=handler: h(object_key(new), new))

@@ -40,6 +40,7 @@ class RecordingWriter:
         self.event_objects: list[dict[str, Any]] = []  # the events as created
         self.event_patches: list[tuple[str, str, dict[str, Any]]] = []  # (namespace, name, patch)
         self.group_statuses: dict[str, dict[str, Any]] = {}  # PodGroup key → last status written
+        self.placement_statuses: dict[str, dict[str, Any]] = {}  # Placement key → last status written
         self.deleted: list[str] = []  # pod keys, in the order deleted (preemption's victims)
         self.on_delete: Callable[[str], None] | None = None  # the harness's view of the deletion
 
@@ -79,8 +80,9 @@ class RecordingWriter:
     async def create_event(self, namespace: str, event: dict[str, Any]) -> None:
         self.event_objects.append(copy.deepcopy(event))
 
-    async def patch_group_status(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
-        self.group_statuses[f"{namespace}/{name}"] = copy.deepcopy(patch["status"])
+    async def patch_object_status(self, kind: str, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        book = {"PodGroup": self.group_statuses, "Placement": self.placement_statuses}[kind]
+        book[f"{namespace}/{name}"] = copy.deepcopy(patch["status"])
 
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         self.event_patches.append((namespace, name, copy.deepcopy(patch)))

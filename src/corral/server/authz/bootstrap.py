@@ -87,6 +87,7 @@ CLUSTER_ROLES: list[dict[str, Any]] = [
         _rule(READ, ["podgroups"], ["scheduling.corral.dev"]),
         _rule(["patch", "update"], ["podgroups/status"], ["scheduling.corral.dev"]),
         _rule(READ, ["placements"], ["placement.corral.dev"]),
+        _rule(["patch", "update"], ["placements/status"], ["placement.corral.dev"]),  # its decisions
     ]),
 ]
 
