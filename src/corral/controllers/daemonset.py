@@ -30,8 +30,8 @@ from typing import Any, Iterable
 from corral.api.kinds.apps import percent_or_count
 from corral.api.resources import by_kind
 from corral.controllers.deployment import template_hash
-from corral.controllers.pods import (controller_of, deletion_order, is_active, is_available, is_ready, owner_reference,
-                                     pod_from_template)
+from corral.controllers.node_rollout import HASH_LABEL, node_of, plan, pod_for_node, revision_of
+from corral.controllers.pods import controller_of, is_active, is_available, is_ready, owner_reference
 from corral.controllers.queued import OwnedIndex, QueuedController
 from corral.scheduler.plugins.taint_toleration import tolerates
 from corral.server import errors
@@ -40,7 +40,6 @@ from corral.store import Event, EventType
 
 __all__ = ["DaemonSetController", "HASH_LABEL", "DAEMON_TOLERATIONS", "eligible"]
 
-HASH_LABEL = "controller-revision-hash"
 CHANGE_CAUSE = "kubernetes.io/change-cause"
 # What every DaemonSet pod tolerates, as Kubernetes adds it.
 DAEMON_TOLERATIONS = [
@@ -88,42 +87,12 @@ def eligible(spec: Obj, node: Obj) -> bool:
                for t in (node.get("spec") or {}).get("taints") or () if t.get("effect") in ("NoSchedule", "NoExecute"))
 
 
-def _node_of(pod: Obj) -> str:
-    """The node a daemon pod is for: where it is bound, or the node its affinity names."""
-    spec = pod.get("spec") or {}
-    if spec.get("nodeName"):
-        return spec["nodeName"]
-    terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
-             .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or ()
-    for term in terms:
-        for field in term.get("matchFields") or ():
-            if field.get("key") == "metadata.name" and field.get("operator") == "In" and len(field.get("values") or ()) == 1:
-                return field["values"][0]
-    return ""
-
-
-def _revision_of(pod: Obj) -> str:
-    return (pod["metadata"].get("labels") or {}).get(HASH_LABEL, "")
-
-
 def _surge(spec: Obj, nodes: int) -> int:
     """maxSurge as a count of nodes (0: none), for a RollingUpdate."""
     strategy = spec.get("updateStrategy") or {}
     if strategy.get("type", "RollingUpdate") != "RollingUpdate":
         return 0
     return percent_or_count((strategy.get("rollingUpdate") or {}).get("maxSurge") or 0, nodes, round_up=True)
-
-
-def _for_node(ds: Obj, template: Obj, node: str, revision: str) -> Obj:
-    pod = pod_from_template(ds, template)
-    pod["metadata"].setdefault("labels", {})[HASH_LABEL] = revision
-    spec = pod["spec"]
-    spec["tolerations"] = [*(spec.get("tolerations") or ()),
-                           *(t for t in DAEMON_TOLERATIONS if t not in (spec.get("tolerations") or ()))]
-    affinity = spec.setdefault("affinity", {}).setdefault("nodeAffinity", {})
-    affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": [
-        {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [node]}]}]}
-    return pod
 
 
 class DaemonSetController(QueuedController):
@@ -171,43 +140,28 @@ class DaemonSetController(QueuedController):
         active = [p for p in pods if is_active(p)]
         by_node: dict[str, list[Obj]] = {}
         for pod in active:
-            by_node.setdefault(_node_of(pod), []).append(pod)
+            by_node.setdefault(node_of(pod), []).append(pod)
         min_ready = int(spec.get("minReadySeconds") or 0)
         now = self.clock()
-        surge = _surge(spec, len(wanted))
-        doomed: list[Obj] = []
-        for node, on_node in by_node.items():
-            if node not in wanted:
-                doomed += on_node  # the node no longer takes it (or is gone)
-            elif len(on_node) > 1:
-                new = [p for p in on_node if _revision_of(p) == revision]
-                if surge and len(new) == 1:  # a surge: the old pod goes once the new one is available
-                    if is_available(new[0], min_ready, now):
-                        doomed += [p for p in on_node if p is not new[0]]
-                    continue
-                # one per node: keep the current revision's, the readiest, the oldest
-                keep = max(on_node, key=lambda p: (_revision_of(p) == revision, deletion_order(p)))
-                doomed += [p for p in on_node if p is not keep]
-        doomed += self._rolling(spec, by_node, wanted, revision, min_ready, now, doomed, surge)
-        for pod in doomed:
+        strategy = spec.get("updateStrategy") or {}
+        rolling = strategy.get("type", "RollingUpdate") == "RollingUpdate"
+        budget = percent_or_count((strategy.get("rollingUpdate") or {}).get("maxUnavailable", 1), len(wanted),
+                                  round_up=True) if rolling else None
+        todo = plan(by_node, wanted, revision, min_ready=min_ready, now=now, surge=_surge(spec, len(wanted)),
+                    max_unavailable=budget)
+        for pod in todo.doomed:
             if await self.delete_if_unchanged(self._pods, pod):
                 self.events.record(ds, "Normal", "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}")
-        missing = sorted(node for node in wanted if not by_node.get(node))
-        if surge:  # new pods beside old available ones, as many nodes at a time as maxSurge allows
-            surging = sum(1 for node in wanted if len(by_node.get(node, ())) > 1)
-            missing += [node for node in sorted(wanted) if by_node.get(node) and len(by_node[node]) == 1
-                        and _revision_of(by_node[node][0]) != revision
-                        and id(by_node[node][0]) not in {id(p) for p in doomed}][:max(surge - surging, 0)]
-        for node in missing:
+        for node in todo.missing:
             try:
                 await self.api.create(self._pods, ds["metadata"]["namespace"],
-                                      _for_node(ds, copy.deepcopy(template), node, revision), self.opts)
+                                      pod_for_node(ds, copy.deepcopy(template), node, revision, DAEMON_TOLERATIONS),
+                                      self.opts)
             except errors.ApiError as exc:
                 self.events.record(ds, "Warning", "FailedCreate", f"Error creating: {exc.message}")
                 raise
             self.events.record(ds, "Normal", "SuccessfulCreate", f"Created pod on node {node}")
-        gone = {id(p) for p in doomed}
-        live = {n: [p for p in ps if id(p) not in gone] for n, ps in by_node.items()}
+        live = todo.live
         return await self._write_status(ds, wanted, live, revision, min_ready, now)
 
     async def _record_revision(self, ds: Obj, template: Obj, digest: str) -> None:
@@ -246,35 +200,12 @@ class DaemonSetController(QueuedController):
         for stale in old[:max(len(old) - limit, 0)]:
             await self.delete_if_unchanged(self._revisions, stale)
 
-    def _rolling(self, spec: Obj, by_node: dict[str, list[Obj]], wanted: set[str], revision: str, min_ready: int,
-                 now: float, doomed: list[Obj], surge: int) -> list[Obj]:
-        """Old pods to delete now: as many as ``maxUnavailable`` allows, not-ready ones first (with
-        ``maxSurge``, only those: an available one goes once its successor is available)."""
-        strategy = spec.get("updateStrategy") or {}
-        if strategy.get("type", "RollingUpdate") != "RollingUpdate":
-            return []
-        budget = percent_or_count((strategy.get("rollingUpdate") or {}).get("maxUnavailable", 1), len(wanted),
-                                  round_up=True)
-        gone = {id(p) for p in doomed}
-        unavailable, old = 0, []
-        for node in wanted:
-            pods = [p for p in by_node.get(node, ()) if id(p) not in gone]
-            if not any(is_available(p, min_ready, now) for p in pods):
-                unavailable += 1
-            old += [p for p in pods if (p["metadata"].get("labels") or {}).get(HASH_LABEL) != revision]
-        # An old pod that is not available costs nothing to replace; the others spend the budget.
-        free = [p for p in old if not is_available(p, min_ready, now)]
-        if surge:
-            return free
-        busy = sorted((p for p in old if is_available(p, min_ready, now)), key=deletion_order)
-        return free + busy[:max(budget - unavailable, 0)]
-
     async def _write_status(self, ds: Obj, wanted: set[str], live: dict[str, list[Obj]], revision: str,
                             min_ready: int, now: float) -> float | None:
         meta = ds["metadata"]
         # Each node counted by its oldest bound daemon, as Kubernetes counts (during a surge, the old
         # one: a node is updated once its old pod is gone).
-        bound = [min(ps, key=lambda p: (p["metadata"].get("creationTimestamp") or "", _revision_of(p) == revision,
+        bound = [min(ps, key=lambda p: (p["metadata"].get("creationTimestamp") or "", revision_of(p) == revision,
                                         p["metadata"]["name"]))  # in one second, the older revision first
                  for node, pods in live.items() if node in wanted
                  if (ps := [p for p in pods if (p.get("spec") or {}).get("nodeName")])]
@@ -284,7 +215,7 @@ class DaemonSetController(QueuedController):
             "currentNumberScheduled": len(bound),
             "numberMisscheduled": sum(1 for node, ps in live.items() if node not in wanted and ps),
             "numberReady": sum(1 for p in bound if is_ready(p)),
-            "updatedNumberScheduled": sum(1 for p in bound if _revision_of(p) == revision),
+            "updatedNumberScheduled": sum(1 for p in bound if revision_of(p) == revision),
             "numberAvailable": available,
             "numberUnavailable": len(wanted) - available,
             "observedGeneration": int(meta.get("generation") or 1),
