@@ -332,3 +332,14 @@ def test_a_placement_applied_to_a_running_server_shows_its_decisions(cluster_pro
     table = corral("get", "placements", kubeconfig=kc).stdout.splitlines()
     assert table[0].split() == ["NAME", "TYPE", "DESIRED", "SCHEDULED", "AVAILABLE", "AGE"]
     assert table[1].split()[:5] == ["web", "PickN", "1", "1", "0"]
+
+    def copies() -> dict[str, str]:
+        items = json.loads(corral("get", "pods", "-o", "json", kubeconfig=kc).stdout)["items"]
+        return {p["metadata"]["name"]: p["spec"].get("nodeName", "") for p in items
+                if not p["metadata"].get("deletionTimestamp")}
+
+    # The placement controller makes the copy, the scheduler binds it on the decided node.
+    placed = wait_for(lambda: (lambda c: c if list(c.values()) == ["fast"] else None)(copies()), what="the copy bound")
+    assert list(placed)[0].startswith("web-")
+    corral("delete", "placement", "web", kubeconfig=kc)
+    wait_for(lambda: copies() == {}, what="the copies gone with their Placement")

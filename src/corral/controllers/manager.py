@@ -1,7 +1,7 @@
 """The controller manager: every controller the leader runs, started and stopped together.
 
 Periodic ones (node lifecycle, pod garbage collection, disruption budgets' status) and queue-driven
-ones (the garbage collector, ReplicaSets, Deployments, DaemonSets, Jobs, CronJobs), all on the server's watch cache and writing through its
+ones (the garbage collector, ReplicaSets, Deployments, DaemonSets, Jobs, CronJobs, Placements), all on the server's watch cache and writing through its
 REST layer.
 """
 
@@ -14,6 +14,7 @@ from corral.controllers.disruption import DisruptionController
 from corral.controllers.garbage_collector import GarbageCollector
 from corral.controllers.job import JobController
 from corral.controllers.node_lifecycle import NodeLifecycleController
+from corral.controllers.placement import PlacementController
 from corral.controllers.pod_gc import PodGarbageCollector
 from corral.controllers.replicaset import ReplicaSetController
 from corral.server.rest import ResourceAPI
@@ -33,6 +34,7 @@ class ControllerManager:
             JobController(api),
             CronJobController(api),
             DaemonSetController(api),
+            PlacementController(api),
         ]
 
     def start(self) -> None:

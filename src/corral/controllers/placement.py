@@ -1,0 +1,133 @@
+"""The Placement controller: carries out the scheduler's decisions, one copy of the template on each
+selected node, rolled out within the strategy's budgets.
+
+For each Placement (queued when it or one of its pods changes):
+
+- **Wanted nodes** are those ``status.decisions`` marks selected: the scheduler decides
+  (:mod:`corral.scheduler.batch`), this controller only acts, so the two never disagree about
+  where copies go and a decision is never re-taken here.
+- **Copies** are pods of the template for a node (:mod:`corral.controllers.node_rollout`, as the
+  DaemonSet controller makes them): required node affinity on the node's name, the policy's
+  tolerations added, labelled with the template's hash. The scheduler binds each one there.
+- **Rollout**: a changed template replaces copies while at most ``maxUnavailable`` selected nodes
+  lack an available copy, starting up to ``maxSurge`` new copies beside old ones (both default
+  25 %; if both come to 0, one copy at a time may be unavailable, as Kubernetes does). A copy is
+  available once it has been ready for ``unavailablePeriodSeconds`` (60).
+- **Status**: ``available`` and the conditions ``Applied`` (every selected node has a copy of the
+  current template) and ``Available`` (and every one of them is available), each with
+  ``observedGeneration``; ``Scheduled`` is the scheduler's and is kept as it is.
+
+Pods carry the Placement as their controller owner, so deleting it removes them (the garbage
+collector). Idempotent: each sync reads the current state and does what is missing.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from typing import Any
+
+from corral.api.defaults import now_rfc3339
+from corral.api.kinds.apps import percent_or_count
+from corral.api.kinds.placement import DEFAULT_UNAVAILABLE_PERIOD
+from corral.api.resources import by_kind
+from corral.controllers.deployment import template_hash
+from corral.controllers.node_rollout import node_of, plan, pod_for_node, revision_of
+from corral.controllers.pods import is_active, is_available, is_ready
+from corral.controllers.queued import OwnedIndex, QueuedController
+from corral.server import errors
+from corral.server.rest import ResourceAPI
+
+__all__ = ["PlacementController", "APPLIED", "AVAILABLE"]
+
+APPLIED, AVAILABLE = "Applied", "Available"
+Obj = dict[str, Any]
+
+
+def selected_nodes(placement: Obj) -> set[str]:
+    return {d["nodeName"] for d in ((placement.get("status") or {}).get("decisions") or ())
+            if d.get("selected") and d.get("nodeName")}
+
+
+class PlacementController(QueuedController):
+    name = "placement"
+    component = "placement-controller"
+
+    def __init__(self, api: ResourceAPI, *, clock=time.time) -> None:
+        super().__init__(api)
+        self.clock = clock
+        self._placements, self._pods = by_kind("Placement"), by_kind("Pod")
+        self.index = OwnedIndex(api.cache, self._placements, self._pods)
+
+    async def sync(self, key: str) -> float | None:
+        record = self.api.cache.get(key)
+        if record is None or record.obj["metadata"].get("deletionTimestamp"):
+            return None
+        placement = record.obj
+        spec = placement.get("spec") or {}
+        template = spec.get("template") or {}
+        revision = template_hash(template)
+        wanted = selected_nodes(placement)
+        by_node: dict[str, list[Obj]] = {}
+        for pod in self.index.objects_of(placement):
+            if is_active(pod):
+                by_node.setdefault(node_of(pod), []).append(pod)
+        rolling = (spec.get("strategy") or {}).get("rollingUpdate") or {}
+        min_ready = int(rolling.get("unavailablePeriodSeconds", DEFAULT_UNAVAILABLE_PERIOD))
+        budget = percent_or_count(rolling.get("maxUnavailable", "25%"), len(wanted), round_up=False)
+        surge = percent_or_count(rolling.get("maxSurge", "25%"), len(wanted), round_up=True)
+        if budget == 0 and surge == 0:
+            budget = 1
+        now = self.clock()
+        todo = plan(by_node, wanted, revision, min_ready=min_ready, now=now, surge=surge, max_unavailable=budget)
+        for pod in todo.doomed:
+            if await self.delete_if_unchanged(self._pods, pod):
+                self.events.record(placement, "Normal", "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}")
+        tolerations = ((spec.get("policy") or {}).get("tolerations")) or ()
+        for node in todo.missing:
+            try:
+                await self.api.create(self._pods, placement["metadata"]["namespace"],
+                                      pod_for_node(placement, copy.deepcopy(template), node, revision, tolerations),
+                                      self.opts)
+            except errors.ApiError as exc:
+                self.events.record(placement, "Warning", "FailedCreate", f"Error creating: {exc.message}")
+                raise
+            self.events.record(placement, "Normal", "SuccessfulCreate", f"Created pod on node {node}")
+        return await self._write_status(placement, wanted, todo.live, revision, min_ready, now)
+
+    async def _write_status(self, placement: Obj, wanted: set[str], live: dict[str, list[Obj]], revision: str,
+                            min_ready: int, now: float) -> float | None:
+        meta = placement["metadata"]
+        current = {node: [p for p in live.get(node, ()) if revision_of(p) == revision] for node in wanted}
+        applied = all(current.values())
+        available = sum(1 for pods in current.values() if any(is_available(p, min_ready, now) for p in pods))
+        generation = int(meta.get("generation") or 1)
+        status = dict(placement.get("status") or {})
+        conditions = [c for c in status.get("conditions") or () if c.get("type") not in (APPLIED, AVAILABLE)]
+        for kind, ok, reason, message in (
+                (APPLIED, applied, "Applied" if applied else "Applying",
+                 f"{sum(1 for pods in current.values() if pods)} of {len(wanted)} selected node(s) have a copy of "
+                 "the current template"),
+                (AVAILABLE, applied and available == len(wanted), "Available" if available == len(wanted) else "NotAvailableYet",
+                 f"{available} of {len(wanted)} cop(ies) available")):
+            before = next((c for c in status.get("conditions") or () if c.get("type") == kind), None)
+            value = "True" if ok else "False"
+            since = before["lastTransitionTime"] if before and before.get("status") == value and before.get(
+                "lastTransitionTime") else now_rfc3339()
+            conditions.append({"type": kind, "status": value, "reason": reason, "message": message,
+                               "observedGeneration": generation, "lastTransitionTime": since})
+        new = {**status, "available": available, "conditions": conditions}
+        if _without_times(new) != _without_times(status):
+            try:
+                await self.api.update(self._placements, meta["namespace"], meta["name"], {**placement, "status": new},
+                                      self.opts, subresource="status")
+            except errors.ApiError as exc:
+                if exc.code not in (404, 409):  # gone, or changed meanwhile: its own event brings it back
+                    raise
+        waiting = [p for pods in current.values() for p in pods if is_ready(p) and not is_available(p, min_ready, now)]
+        return float(min_ready) if waiting else None
+
+
+def _without_times(status: Obj) -> Obj:
+    return {**status, "conditions": [{k: v for k, v in c.items() if k != "lastTransitionTime"}
+                                     for c in status.get("conditions") or ()]}

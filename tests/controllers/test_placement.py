@@ -1,0 +1,164 @@
+"""The Placement controller, synced by hand on a fake clock: a copy on each node the scheduler
+selected, nothing elsewhere, a template change rolled out within maxUnavailable and maxSurge,
+Applied and Available said in the status, the scheduler's condition left alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from corral.api.resources import by_kind
+from corral.controllers.node_rollout import HASH_LABEL
+from corral.controllers.placement import PlacementController
+from corral.server.rest import WriteOptions
+from corral.testing.builders import NodeBuilder
+from corral.testing.server import running_server
+
+PLACEMENTS, PODS, NODES = by_kind("Placement"), by_kind("Pod"), by_kind("Node")
+OPTS = WriteOptions(warn=False)
+NOW = 2_000_000_000.0
+SCHEDULED = {"type": "Scheduled", "status": "True", "reason": "Scheduled", "message": "the scheduler's",
+             "lastTransitionTime": "2030-01-01T00:00:00Z"}
+
+
+def placement(image: str = "busybox:1.36", **rolling) -> dict:
+    return {"apiVersion": "placement.corral.dev/v1", "kind": "Placement", "metadata": {"name": "web"},
+            "spec": {"template": {"metadata": {"labels": {"app": "web"}},
+                                  "spec": {"containers": [{"name": "c", "image": image}]}},
+                     "policy": {"placementType": "PickN", "numberOfNodes": 3,
+                                "tolerations": [{"key": "dedicated", "operator": "Exists"}]},
+                     **({"strategy": {"type": "RollingUpdate", "rollingUpdate": rolling}} if rolling else {})}}
+
+
+class Harness:
+    def __init__(self, api) -> None:
+        self.api = api
+        self.now = NOW
+        self.controller = PlacementController(api, clock=lambda: self.now)
+
+    async def decide(self, *nodes: str) -> None:
+        """What the scheduler writes: these nodes selected, its condition."""
+        await self.api.cache.wait_consistent()
+        current = (await self.api.current(PLACEMENTS, "default", "web")).obj
+        status = {**(current.get("status") or {}),
+                  "decisions": [{"nodeName": n, "selected": True} for n in nodes] + [
+                      {"nodeName": "n9", "selected": False, "reason": "not among the best"}],
+                  "conditions": [c for c in (current.get("status") or {}).get("conditions") or ()
+                                 if c["type"] != "Scheduled"] + [SCHEDULED]}
+        await self.api.update(PLACEMENTS, "default", "web", {**current, "status": status}, OPTS, subresource="status")
+
+    async def sync(self):
+        await self.api.cache.wait_consistent()
+        self.controller.reset()  # the index of its pods, built from the cache as at a start
+        self.controller.initial_keys()
+        return await self.controller.sync(PLACEMENTS.key("default", "web"))
+
+    async def pods(self) -> dict[str, list[dict]]:
+        """Live copies by the node they are for."""
+        await self.api.cache.wait_consistent()
+        out: dict[str, list[dict]] = {}
+        for r in self.api.cache.items(PODS.store_prefix):
+            if r.obj["metadata"].get("deletionTimestamp"):
+                continue
+            term = r.obj["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            out.setdefault(term["nodeSelectorTerms"][0]["matchFields"][0]["values"][0], []).append(r.obj)
+        return out
+
+    async def ready(self, since: str = "2030-01-01T00:00:00Z") -> None:
+        """What the scheduler and agents do: bind each copy to its node, report it ready."""
+        for node, pods in (await self.pods()).items():
+            for pod in pods:
+                name = pod["metadata"]["name"]
+                current = (await self.api.current(PODS, "default", name)).obj
+                if current.get("status", {}).get("phase") == "Running":
+                    continue
+                await self.api.bind("default", name, {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": name},
+                                                      "target": {"kind": "Node", "name": node}}, OPTS)
+                current = (await self.api.current(PODS, "default", name)).obj
+                status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True",
+                                                              "lastTransitionTime": since}]}
+                await self.api.update(PODS, "default", name, {**current, "status": status}, OPTS, subresource="status")
+
+    async def status(self) -> dict:
+        await self.api.cache.wait_consistent()
+        return (await self.api.current(PLACEMENTS, "default", "web")).obj.get("status") or {}
+
+
+@pytest.fixture
+async def harness(tmp_path):
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        for name in ("n1", "n2", "n3", "n4"):
+            await server.api.create(NODES, None, NodeBuilder(name).obj, OPTS)
+        yield Harness(server.api)
+
+
+def conditions(status: dict) -> dict[str, tuple[str, str]]:
+    return {c["type"]: (c["status"], c["reason"]) for c in status.get("conditions") or ()}
+
+
+async def test_a_copy_goes_to_each_selected_node_and_nowhere_else(harness):
+    await harness.api.create(PLACEMENTS, "default", placement(), OPTS)
+    assert await harness.sync() is None and await harness.pods() == {}  # nothing decided yet
+    await harness.decide("n1", "n3")
+    await harness.sync()
+    pods = await harness.pods()
+    assert sorted(pods) == ["n1", "n3"]
+    pod = pods["n1"][0]
+    assert pod["metadata"]["ownerReferences"][0]["kind"] == "Placement" and HASH_LABEL in pod["metadata"]["labels"]
+    assert {"key": "dedicated", "operator": "Exists"} in pod["spec"]["tolerations"]  # the policy's
+    assert "nodeName" not in pod["spec"]  # the scheduler binds it
+    await harness.sync()
+    assert sorted(await harness.pods()) == ["n1", "n3"]  # idempotent
+    await harness.decide("n3", "n4")  # the scheduler let n1 go (scaled in) and chose n4
+    await harness.sync()
+    assert sorted(await harness.pods()) == ["n3", "n4"]
+
+
+async def test_applied_and_available_follow_the_copies_and_the_schedulers_condition_stays(harness):
+    await harness.api.create(PLACEMENTS, "default", placement(), OPTS)
+    await harness.decide("n1")
+    await harness.sync()
+    await harness.sync()
+    assert conditions(await harness.status())["Applied"] == ("True", "Applied")
+    await harness.decide("n1", "n2")
+    await harness.sync()
+    assert conditions(await harness.status())["Applied"] == ("False", "Applying")  # n2's copy made this sync
+    await harness.sync()  # as the copies' own events bring it back
+    status = await harness.status()
+    assert conditions(status) == {"Scheduled": ("True", "Scheduled"), "Applied": ("True", "Applied"),
+                                  "Available": ("False", "NotAvailableYet")}
+    assert status["available"] == 0
+    await harness.ready(since="2033-05-18T03:33:00Z")  # ready 20 s before the fake clock's now
+    delay = await harness.sync()
+    assert delay == 60.0 and (await harness.status())["available"] == 0  # unavailablePeriodSeconds not over
+    harness.now += 60
+    await harness.sync()
+    status = await harness.status()
+    assert status["available"] == 2 and conditions(status)["Available"] == ("True", "Available")
+
+
+@pytest.mark.parametrize("rolling, at_most_down, at_most_pods", [
+    pytest.param({"maxUnavailable": 1, "maxSurge": 0}, 1, 3, id="maxUnavailable 1: one node at a time without a copy"),
+    pytest.param({"maxUnavailable": 0, "maxSurge": 1}, 0, 4, id="maxSurge 1: a new copy beside the old before it goes"),
+    pytest.param({"maxUnavailable": "50%", "maxSurge": 0}, 1, 3, id="a percentage of unavailable copies rounds down"),
+    pytest.param({"maxUnavailable": "10%", "maxSurge": "0%"}, 1, 3,
+                 id="budgets that both round to 0 still let one copy at a time be replaced"),
+])
+async def test_a_template_change_rolls_out_within_the_budgets(harness, rolling, at_most_down, at_most_pods):
+    await harness.api.create(PLACEMENTS, "default", placement(unavailablePeriodSeconds=0, **rolling), OPTS)
+    await harness.decide("n1", "n2", "n3")
+    await harness.sync()
+    await harness.ready()
+    await harness.sync()
+    current = (await harness.api.current(PLACEMENTS, "default", "web")).obj
+    current["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"
+    await harness.api.update(PLACEMENTS, "default", "web", current, OPTS)
+    for _ in range(12):
+        await harness.sync()
+        pods = await harness.pods()
+        available = [n for n, ps in pods.items() if any(p["status"].get("phase") == "Running" for p in ps)]
+        assert 3 - len(available) <= at_most_down and sum(len(ps) for ps in pods.values()) <= at_most_pods
+        await harness.ready()
+    pods = await harness.pods()
+    assert sorted(pods) == ["n1", "n2", "n3"]
+    assert {p["spec"]["containers"][0]["image"] for ps in pods.values() for p in ps} == {"busybox:1.37"}
+    assert all(len(ps) == 1 for ps in pods.values())
