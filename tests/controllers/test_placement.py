@@ -162,3 +162,23 @@ async def test_a_template_change_rolls_out_within_the_budgets(harness, rolling, 
     assert sorted(pods) == ["n1", "n2", "n3"]
     assert {p["spec"]["containers"][0]["image"] for ps in pods.values() for p in ps} == {"busybox:1.37"}
     assert all(len(ps) == 1 for ps in pods.values())
+
+
+@pytest.mark.parametrize("rolling, at_least_available, at_most_pods", [
+    pytest.param({"maxUnavailable": 0, "maxSurge": 1}, 2, 3, id="maxSurge 1: a new copy first, an old one goes once it is available"),
+    pytest.param({"maxUnavailable": 1, "maxSurge": 0}, 1, 2, id="maxUnavailable 1: an old copy goes, then its replacement comes"),
+])
+async def test_a_new_decision_moves_the_copies_within_the_budgets(harness, rolling, at_least_available, at_most_pods):
+    await harness.api.create(PLACEMENTS, "default", placement(unavailablePeriodSeconds=0, **rolling), OPTS)
+    await harness.decide("n1", "n2")
+    await harness.sync()
+    await harness.ready()
+    await harness.sync()
+    await harness.decide("n3", "n4")  # a new policy chose two other nodes
+    for _ in range(10):
+        await harness.sync()
+        pods = await harness.pods()
+        running = sum(1 for ps in pods.values() for p in ps if p["status"].get("phase") == "Running")
+        assert running >= at_least_available and sum(len(ps) for ps in pods.values()) <= at_most_pods
+        await harness.ready()
+    assert sorted(await harness.pods()) == ["n3", "n4"]

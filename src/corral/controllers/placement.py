@@ -11,8 +11,10 @@ For each Placement (queued when it or one of its pods changes):
   tolerations added, labelled with the template's hash. The scheduler binds each one there.
 - **Rollout**: a changed template replaces copies while at most ``maxUnavailable`` selected nodes
   lack an available copy, starting up to ``maxSurge`` new copies beside old ones (both default
-  25 %; if both come to 0, one copy at a time may be unavailable, as Kubernetes does). A copy is
-  available once it has been ready for ``unavailablePeriodSeconds`` (60).
+  25 %; if both come to 0, one copy at a time may be unavailable, as Kubernetes does). A changed
+  decision (a new policy) moves copies the same way: new ones on the newly selected nodes, at most
+  ``maxSurge`` beyond the count, and a copy on a node let go stays until enough of the new ones
+  are available. A copy is available once it has been ready for ``unavailablePeriodSeconds`` (60).
 - **Status**: ``available`` and the conditions ``Applied`` (every selected node has a copy of the
   current template) and ``Available`` (and every one of them is available), each with
   ``observedGeneration``; ``Scheduled`` is the scheduler's and is kept as it is.
@@ -33,7 +35,7 @@ from corral.api.kinds.placement import DEFAULT_UNAVAILABLE_PERIOD
 from corral.api.resources import by_kind
 from corral.controllers.deployment import template_hash
 from corral.controllers.node_rollout import node_of, plan, pod_for_node, revision_of
-from corral.controllers.pods import is_active, is_available, is_ready
+from corral.controllers.pods import deletion_order, is_active, is_available, is_ready
 from corral.controllers.queued import OwnedIndex, QueuedController
 from corral.server import errors
 from corral.server.rest import ResourceAPI
@@ -80,11 +82,13 @@ class PlacementController(QueuedController):
             budget = 1
         now = self.clock()
         todo = plan(by_node, wanted, revision, min_ready=min_ready, now=now, surge=surge, max_unavailable=budget)
-        for pod in todo.doomed:
+        doomed = self._within_budget(todo.doomed, by_node, wanted, min_ready, now, budget)
+        for pod in doomed:
             if await self.delete_if_unchanged(self._pods, pod):
                 self.events.record(placement, "Normal", "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}")
         tolerations = ((spec.get("policy") or {}).get("tolerations")) or ()
-        for node in todo.missing:
+        total = sum(len(pods) for pods in by_node.values()) - len(doomed)
+        for node in todo.missing[:max(len(wanted) + surge - total, 0)]:  # never more than maxSurge extra copies
             try:
                 await self.api.create(self._pods, placement["metadata"]["namespace"],
                                       pod_for_node(placement, copy.deepcopy(template), node, revision, tolerations),
@@ -94,6 +98,26 @@ class PlacementController(QueuedController):
                 raise
             self.events.record(placement, "Normal", "SuccessfulCreate", f"Created pod on node {node}")
         return await self._write_status(placement, wanted, todo.live, revision, min_ready, now)
+
+    @staticmethod
+    def _within_budget(doomed: list[Obj], by_node: dict[str, list[Obj]], wanted: set[str], min_ready: int,
+                       now: float, budget: int) -> list[Obj]:
+        """Of the copies the plan would delete, those that may go now. A copy on a node the decision
+        let go keeps serving until enough copies on selected nodes are available: it goes while the
+        available copies would stay at least ``len(wanted) - maxUnavailable`` (a policy change rolls
+        out within the budget, not all at once); one that is not available goes at once."""
+        gone = {id(p) for p in doomed}
+        leaving = [p for p in doomed if node_of(p) not in wanted]
+        out = [p for p in doomed if node_of(p) in wanted or not is_available(p, min_ready, now)]
+        serving = sum(1 for node in wanted for p in by_node.get(node, ()) if id(p) not in gone
+                      and is_available(p, min_ready, now))
+        serving += sum(1 for p in leaving if is_available(p, min_ready, now))
+        for pod in sorted((p for p in leaving if is_available(p, min_ready, now)), key=deletion_order):
+            if serving - 1 < len(wanted) - budget:
+                break
+            out.append(pod)
+            serving -= 1
+        return out
 
     async def _write_status(self, placement: Obj, wanted: set[str], live: dict[str, list[Obj]], revision: str,
                             min_ready: int, now: float) -> float | None:
