@@ -329,6 +329,16 @@ def test_a_placement_applied_to_a_running_server_shows_its_decisions(cluster_pro
     assert [(d["nodeName"], d["selected"]) for d in decided["decisions"]][0] == ("fast", True)
     assert (decided["desired"], decided["scheduled"]) == (1, 1)
     assert decided["conditions"][0]["type"] == "Scheduled" and decided["conditions"][0]["status"] == "True"
+    described = corral("describe", "placement", "web", kubeconfig=kc).stdout
+    assert "Placement Type:   PickN" in described and "Number Of Nodes:  1" in described
+    decision_lines = described.split("Decisions:")[1].splitlines()
+    assert decision_lines[1].split() == ["Node", "Selected", "Score", "Reason"]
+    assert decision_lines[2].split()[:3] == ["fast", "yes", f"{decided['decisions'][0]['score']:g}"]
+    explained = corral("explain", "placement", "web", kubeconfig=kc).stdout.splitlines()
+    assert explained[0] == "Placement default/web: 3/3 nodes are available. PickN: 1 of 1 node(s) selected."
+    assert explained[1] == "Selected: fast"
+    why = {line.split()[0]: line for line in explained[3:]}
+    assert "preference[0]=100" in why["fast"] and "not among the 1 best" in why["slow"]
     table = corral("get", "placements", kubeconfig=kc).stdout.splitlines()
     assert table[0].split() == ["NAME", "TYPE", "DESIRED", "SCHEDULED", "AVAILABLE", "AGE"]
     assert table[1].split()[:5] == ["web", "PickN", "1", "1", "0"]

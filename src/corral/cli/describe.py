@@ -128,6 +128,37 @@ def _describe_node(node: dict[str, Any], lines: list[str], pods: list[dict[str, 
         lines.append(f"  {m.get('namespace', ''):<16}{m.get('name', ''):<32}{pod_status(p)}")
 
 
+def _describe_placement(placement: dict[str, Any], lines: list[str]) -> None:
+    spec, status = placement.get("spec") or {}, placement.get("status") or {}
+    policy = spec.get("policy") or {}
+    kind = policy.get("placementType", "PickAll")
+    _kv(lines, "Placement Type", kind)
+    if kind == "PickN":
+        _kv(lines, "Number Of Nodes", policy.get("numberOfNodes", 0))
+    if kind == "PickFixed":
+        _block(lines, "Node Names", list(policy.get("nodeNames") or ()) or ["<none>"])
+    rolling = (spec.get("strategy") or {}).get("rollingUpdate") or {}
+    _kv(lines, "Strategy", f"RollingUpdate: maxUnavailable {rolling.get('maxUnavailable', '25%')}, maxSurge "
+                           f"{rolling.get('maxSurge', '25%')}, available after {rolling.get('unavailablePeriodSeconds', 60)}s")
+    containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or ()
+    _block(lines, "Images", [c.get("image", "") for c in containers] or ["<none>"])
+    _kv(lines, "Copies", f"{status.get('desired', 0)} desired | {status.get('scheduled', 0)} scheduled | "
+                         f"{status.get('available', 0)} available")
+    _conditions(lines, status.get("conditions"))
+    decisions = status.get("decisions") or ()
+    lines.append("Decisions:" + ("" if decisions else "  <none yet: the scheduler has not decided>"))
+    if decisions:
+        import io
+
+        rows = [[d.get("nodeName", ""), "yes" if d.get("selected") else "no",
+                 f"{d['score']:g}" if d.get("score") is not None else "-", d.get("reason") or ""] for d in decisions]
+        buf = io.StringIO()
+        print_table(["Node", "Selected", "Score", "Reason"], rows, out=buf)
+        lines.extend(f"  {line}" for line in buf.getvalue().splitlines())
+    if status.get("message"):
+        _kv(lines, "Summary", status["message"])
+
+
 def describe_text(kind: str, obj: dict[str, Any], *, node_pods: list[dict[str, Any]] | None = None) -> str:
     meta = obj.get("metadata") or {}
     lines: list[str] = []
@@ -143,6 +174,8 @@ def describe_text(kind: str, obj: dict[str, Any], *, node_pods: list[dict[str, A
         _describe_pod(obj, lines)
     elif kind == "Node":
         _describe_node(obj, lines, node_pods or [])
+    elif kind == "Placement":
+        _describe_placement(obj, lines)
     else:
         import yaml
 

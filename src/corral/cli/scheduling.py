@@ -76,8 +76,37 @@ async def _local_report(client: Any, pod: dict[str, Any], config_path: str | Non
     return explain(fwk, cache, info)
 
 
+async def _placement_report(client: Any, placement: dict[str, Any], config_path: str | None) -> dict[str, Any]:
+    """A Placement's decision as the scheduler would take it now, from the API's objects: every node."""
+    import time
+
+    from corral.scheduler.batch import decide
+    from corral.scheduler.cache.cache import Cache
+    from corral.scheduler.profiles import ConfigError, build_frameworks, load_config
+
+    nodes = (await client.list("nodes", raw=True)).items
+    pods = (await client.list("pods", None, raw=True)).items
+    namespaces = (await client.list("namespaces", raw=True)).items
+    cache = Cache.from_objects(nodes, pods, namespaces)
+    try:
+        frameworks = build_frameworks(load_config(config_path), cache=cache, clock=time.time)
+    except ConfigError as exc:
+        raise CliError(str(exc)) from None
+    name = ((((placement.get("spec") or {}).get("template") or {}).get("spec") or {}).get("schedulerName")
+            or "default-scheduler")
+    fwk = frameworks.get(name)
+    if fwk is None:
+        raise CliError(f"no profile for schedulerName {name!r}")
+    keep = [d["nodeName"] for d in (placement.get("status") or {}).get("decisions") or () if d.get("selected")]
+    result = decide(fwk, cache, placement, keep=keep, unselected_limit=len(nodes))
+    return {"placement": f"{placement['metadata'].get('namespace', 'default')}/{placement['metadata']['name']}",
+            "message": result.summary, "selected": result.selected,
+            "nodes": [{"node": d.node, "selected": d.selected, "score": d.score, "reason": d.reason,
+                       "scores": {k: round(v, 2) for k, v in d.scores.items()}} for d in result.decisions]}
+
+
 @click.command()
-@click.argument("kind", type=click.Choice(["pod", "pods", "po"]))
+@click.argument("kind", type=click.Choice(["pod", "pods", "po", "placement", "placements", "pl"]))
 @click.argument("name")
 @namespace_option
 @click.option("--output", "-o", type=click.Choice(["json"]), default=None, help="JSON for tools.")
@@ -88,12 +117,24 @@ async def _local_report(client: Any, pod: dict[str, Any], config_path: str | Non
 async def explain(kind: str, name: str, namespace: str | None, output: str | None,
                   scheduler_config: str | None, server: str | None) -> None:
     """Why a pod goes where it goes, or why it cannot go anywhere: every node, with the plugin and
-    reason that rejected it, or each plugin's weighted score, best first. Nothing is bound."""
+    reason that rejected it, or each plugin's weighted score, best first. Nothing is bound.
+
+    For a Placement: the decision the scheduler would take now over every node, which are selected,
+    each one's score by plugin and preferred term, and why the others are not."""
     import msgspec
 
     from corral.client.rest import NotFound
 
     ns = namespace or "default"
+    if kind.startswith("pl"):
+        async with make_client(server) as client:
+            placement = await client.get("placements", name, ns, raw=True)
+            report = await _placement_report(client, placement, scheduler_config)
+        if output == "json":
+            click.echo(msgspec.json.format(msgspec.json.encode(report), indent=2).decode())
+        else:
+            _print_placement(report)
+        return
     async with make_client(server) as client:
         pod = await client.get("pods", name, ns, raw=True)
         try:
@@ -107,6 +148,16 @@ async def explain(kind: str, name: str, namespace: str | None, output: str | Non
         click.echo(msgspec.json.format(msgspec.json.encode(report), indent=2).decode())
         return
     _print_report(report, pod)
+
+
+def _print_placement(report: dict[str, Any]) -> None:
+    from corral.cli.printers import print_table
+
+    click.echo(f"Placement {report['placement']}: {report['message']}")
+    click.echo(f"Selected: {', '.join(report['selected']) or '<none>'}")
+    rows = [[n["node"], "selected" if n["selected"] else "-", f"{n['score']:g}" if n["score"] is not None else "-",
+             n["reason"] or "  ".join(f"{k}={v:g}" for k, v in n["scores"].items())] for n in report["nodes"]]
+    print_table(["NODE", "RESULT", "SCORE", "WHY"], rows)
 
 
 def _print_report(report: dict[str, Any], pod: dict[str, Any]) -> None:
