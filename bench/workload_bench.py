@@ -4,6 +4,7 @@ Job churn (many Jobs of several pods, each run to completion and deleted).
     .venv/bin/python bench/workload_bench.py [--nodes 5000] [--replicas 10000] [--json FILE]
     .venv/bin/python bench/workload_bench.py --workload jobs [--nodes 1000] [--jobs 1000] [--pods 10]
     .venv/bin/python bench/workload_bench.py --workload daemonset [--nodes 5000]
+    .venv/bin/python bench/workload_bench.py --workload placement --policy PickAll|PickN [--nodes 5000] [--copies 1000]
 
 Starts a ``corral server`` (SQLite, scheduler and controllers on) and ``corral sim --nodes N``
 (hollow nodes under their own identities: they run what is bound to them through the agent's state
@@ -20,6 +21,12 @@ With ``--workload jobs``: creates ``--jobs`` Jobs of ``--pods`` pods each (compl
 parallelism = pods; each hollow container exits 0 ``--job-run-seconds`` after it started, the
 ``sim.corral.dev/run-seconds`` annotation; ``ttlSecondsAfterFinished: 0``), and times, from one
 watch of the Jobs, when all were created, all Complete and all deleted, and when their pods were gone.
+
+With ``--workload placement``: one Placement over hollow nodes spread over 10 zones — PickAll (a copy
+on every node) or PickN (``--copies`` nodes, maxSkew 1 over the zones) — and times, from its
+creation, when the scheduler's decision was written, when every copy was bound, and when every
+copy was Running and available (``unavailablePeriodSeconds: 0``); then checks the copies' nodes:
+one per selected node, and for PickN at most one apart per zone.
 
 Not a test (minutes at full size). The closing notes quote its figures.
 """
@@ -266,6 +273,52 @@ async def run_daemonset(args: argparse.Namespace, client: Client) -> dict:
             "withinLimits": max(unavailable) <= allowed}
 
 
+ZONE = "topology.kubernetes.io/zone"
+
+
+async def run_placement(args: argparse.Namespace, client: Client) -> dict:
+    """A PickAll or PickN Placement: decided, bound, available (see the module's docstring)."""
+    policy: dict = {"placementType": args.policy}
+    if args.policy == "PickN":
+        policy.update(numberOfNodes=args.copies, topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": ZONE}])
+    placement = {"apiVersion": "placement.corral.dev/v1", "kind": "Placement",
+                 "metadata": {"name": "bench", "namespace": "default"},
+                 "spec": {"policy": policy, "strategy": {"rollingUpdate": {"unavailablePeriodSeconds": 0}},
+                          "template": {"metadata": {"labels": {"app": "bench-pl"}},
+                                       "spec": {"tolerations": [dict(HOLLOW_TOLERATION)], "containers": [{
+                                           "name": "c", "image": "registry.k8s.io/pause:3.9",
+                                           "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}}}
+    wanted = args.nodes if args.policy == "PickAll" else args.copies
+    marks: dict[str, float] = {}
+    t0 = time.monotonic()
+    await client.create(placement, "default")
+    deadline = t0 + args.timeout
+    while "available" not in marks:
+        assert time.monotonic() < deadline, f"the Placement did not get there: {marks}"
+        status = (await client.get("placements", "bench", "default", raw=True)).get("status") or {}
+        now = round(time.monotonic() - t0, 2)
+        if "decided" not in marks and status.get("scheduled") == wanted:
+            marks["decided"] = now
+        if "bound" not in marks and "decided" in marks:
+            pods = (await client.list("pods", "default", label_selector="app=bench-pl", raw=True)).items
+            if sum(1 for p in pods if p["spec"].get("nodeName")) >= wanted:
+                marks["bound"] = now
+        if "bound" in marks and status.get("available") == wanted:
+            marks["available"] = now
+        await asyncio.sleep(0.5)
+    pods = (await client.list("pods", "default", label_selector="app=bench-pl", raw=True)).items
+    nodes = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get(ZONE, "")
+             for n in (await client.list("nodes", raw=True)).items}
+    on = [p["spec"].get("nodeName") for p in pods]
+    per_zone: dict[str, int] = {}
+    for node in on:
+        per_zone[nodes.get(node, "")] = per_zone.get(nodes.get(node, ""), 0) + 1
+    skew = max(per_zone.values()) - min(per_zone.values()) if per_zone else 0
+    return {"nodes": args.nodes, "policy": args.policy, "copies": wanted, "seconds": marks,
+            "copiesPerSecondBound": round(wanted / marks["bound"], 1), "zoneSkew": skew,
+            "withinLimits": len(on) == wanted == len(set(on)) and (args.policy == "PickAll" or skew <= 1)}
+
+
 async def main(args: argparse.Namespace) -> int:
     data = tempfile.mkdtemp(prefix="corral-workloads-")
     server = ServerProcess(os.path.join(data, "server"), *args.server_arg)
@@ -273,13 +326,15 @@ async def main(args: argparse.Namespace) -> int:
     sim = None
     try:
         corral = shutil.which("corral", path=os.path.dirname(sys.executable)) or "corral"
+        zones = ["--zones", "10"] if args.workload == "placement" else []
         sim = subprocess.Popen([corral, "sim", "--nodes", str(args.nodes), "--server", server.url, "--run-delay",
-                                str(args.run_delay)], env=child_env({"KUBECONFIG": server.kubeconfig}),
+                                str(args.run_delay), *zones], env=child_env({"KUBECONFIG": server.kubeconfig}),
                                stdout=subprocess.DEVNULL, stderr=open(os.path.join(data, "sim.log"), "wb"))
-        if args.workload in ("jobs", "daemonset"):
+        if args.workload in ("jobs", "daemonset", "placement"):
+            runner = {"jobs": run_jobs, "daemonset": run_daemonset, "placement": run_placement}[args.workload]
             async with Client(credentials=server.credentials()) as client:
                 await wait_nodes(client, args.nodes)
-                result = await (run_jobs if args.workload == "jobs" else run_daemonset)(args, client)
+                result = await runner(args, client)
         else:
             result = await run(args, server)
     finally:
@@ -297,7 +352,9 @@ async def main(args: argparse.Namespace) -> int:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", choices=("deployment", "jobs", "daemonset"), default="deployment")
+    parser.add_argument("--workload", choices=("deployment", "jobs", "daemonset", "placement"), default="deployment")
+    parser.add_argument("--policy", choices=("PickAll", "PickN"), default="PickAll", help="--workload placement")
+    parser.add_argument("--copies", type=int, default=1000, help="PickN's numberOfNodes (--workload placement)")
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--jobs", type=int, default=1000, help="Jobs to churn (--workload jobs)")
     parser.add_argument("--pods", type=int, default=10, help="pods per Job (--workload jobs)")

@@ -16,11 +16,15 @@ def placement(name: str, **policy) -> dict:
 
 
 async def test_a_placement_is_created_with_its_defaults_and_listed_with_its_columns(http):
-    async with http.post(BASE, json=placement("cache", placementType="PickN", numberOfNodes=3)) as r:
-        assert r.status == 201
+    obj = placement("cache", placementType="PickN", numberOfNodes=3,
+                    topologySpreadConstraints=[{"maxSkew": 1, "topologyKey": "topology.kubernetes.io/zone"}])
+    obj["spec"]["strategy"] = {"rollingUpdate": {"maxSurge": 1}}
+    async with http.post(BASE, json=obj) as r:
+        assert r.status == 201, await r.text()
         created = await r.json()
-    assert created["spec"]["strategy"]["rollingUpdate"] == {"maxUnavailable": "25%", "maxSurge": "25%",
-                                                           "unavailablePeriodSeconds": 60}
+    assert created["spec"]["strategy"] == {"type": "RollingUpdate", "rollingUpdate": {
+        "maxUnavailable": "25%", "maxSurge": 1, "unavailablePeriodSeconds": 60}}
+    assert created["spec"]["policy"]["topologySpreadConstraints"][0]["whenUnsatisfiable"] == "DoNotSchedule"
     _, table = await get(http, BASE)
     assert [c["name"] for c in table["columnDefinitions"]][:6] == ["Name", "Type", "Desired", "Scheduled", "Available",
                                                                   "Age"]

@@ -31,7 +31,7 @@ from typing import Any
 
 from corral.api.defaults import now_rfc3339
 from corral.api.kinds.apps import percent_or_count
-from corral.api.kinds.placement import DEFAULT_UNAVAILABLE_PERIOD
+from corral.api.kinds.placement import DEFAULT_BUDGET, DEFAULT_UNAVAILABLE_PERIOD
 from corral.api.resources import by_kind
 from corral.controllers.deployment import template_hash
 from corral.controllers.node_rollout import node_of, plan, pod_for_node, revision_of
@@ -76,8 +76,8 @@ class PlacementController(QueuedController):
                 by_node.setdefault(node_of(pod), []).append(pod)
         rolling = (spec.get("strategy") or {}).get("rollingUpdate") or {}
         min_ready = int(rolling.get("unavailablePeriodSeconds", DEFAULT_UNAVAILABLE_PERIOD))
-        budget = percent_or_count(rolling.get("maxUnavailable", "25%"), len(wanted), round_up=False)
-        surge = percent_or_count(rolling.get("maxSurge", "25%"), len(wanted), round_up=True)
+        budget = percent_or_count(rolling.get("maxUnavailable", DEFAULT_BUDGET), len(wanted), round_up=False)
+        surge = percent_or_count(rolling.get("maxSurge", DEFAULT_BUDGET), len(wanted), round_up=True)
         if budget == 0 and surge == 0:
             budget = 1
         now = self.clock()

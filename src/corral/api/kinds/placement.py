@@ -31,6 +31,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import msgspec
+
 from corral.api.kinds.apps import PodTemplateSpec, WorkloadCondition
 from corral.api.models import Model, NodeSelector, NodeSelectorTerm, ObjectMeta, Toleration, TopologySpreadConstraint
 
@@ -40,6 +42,7 @@ __all__ = ["Placement", "PlacementSpec", "PlacementPolicy", "PlacementStatus", "
 PLACEMENT_TYPES = ("PickAll", "PickN", "PickFixed")
 SORT_ORDERS = ("Ascending", "Descending")
 DEFAULT_UNAVAILABLE_PERIOD = 60  # seconds a copy must have run before it counts as available (Fleet's)
+DEFAULT_BUDGET = "25%"  # maxUnavailable and maxSurge
 MAX_NODE_NAMES = 10_000
 # Node numbers a property sorter may name. ``allocatable/R`` and ``available/R`` take any resource
 # R the nodes report (cpu in millicores, memory in bytes, an extended resource in its units);
@@ -135,8 +138,8 @@ def _defaults(obj: dict[str, Any]) -> None:
         if strategy["type"] == "RollingUpdate":
             rolling = strategy.setdefault("rollingUpdate", {})
             if isinstance(rolling, dict):
-                rolling.setdefault("maxUnavailable", "25%")
-                rolling.setdefault("maxSurge", "25%")
+                rolling.setdefault("maxUnavailable", DEFAULT_BUDGET)
+                rolling.setdefault("maxSurge", DEFAULT_BUDGET)
                 rolling.setdefault("unavailablePeriodSeconds", DEFAULT_UNAVAILABLE_PERIOD)
 
 
@@ -178,7 +181,10 @@ def _policy(policy: PlacementPolicy | None) -> list:
     if policy.topology_spread_constraints and kind == "PickAll":
         causes.append(Cause(f"{p}.topologySpreadConstraints", FORBIDDEN,
                             "Forbidden: PickAll takes every eligible node; only PickN spreads"))
-    causes += _spread(f"{p}.topologySpreadConstraints", policy.topology_spread_constraints)
+    # Checked as the server checks them, before the defaults: whenUnsatisfiable may be left out.
+    spread = [msgspec.structs.replace(c, when_unsatisfiable=c.when_unsatisfiable or "DoNotSchedule")
+              for c in policy.topology_spread_constraints or ()]
+    causes += _spread(f"{p}.topologySpreadConstraints", spread)
     causes += _tolerations(f"{p}.tolerations", policy.tolerations)
     node_affinity = (policy.affinity or PlacementAffinity()).node_affinity
     if node_affinity is not None:
@@ -228,8 +234,12 @@ def _strategy(strategy: PlacementStrategy | None) -> list:
     rolling = strategy.rolling_update
     if rolling is None:
         return []
-    if strategy.type != "RollingUpdate":
+    if (strategy.type or "RollingUpdate") != "RollingUpdate":
         return [Cause("spec.strategy.rollingUpdate", FORBIDDEN, "Forbidden: only RollingUpdate takes it")]
+    # Checked before the defaults, as the server checks: a budget left out is its default, 25 %.
+    rolling = msgspec.structs.replace(
+        rolling, max_unavailable=DEFAULT_BUDGET if rolling.max_unavailable is None else rolling.max_unavailable,
+        max_surge=DEFAULT_BUDGET if rolling.max_surge is None else rolling.max_surge)
     return (_rolling_update("spec.strategy.rollingUpdate", rolling)
             + non_negative("spec.strategy.rollingUpdate.unavailablePeriodSeconds", rolling.unavailable_period_seconds))
 
