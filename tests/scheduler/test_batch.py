@@ -275,6 +275,17 @@ async def test_a_node_that_joins_gets_a_copy_of_a_pick_all_placement_and_the_oth
         "a", "b", "c"]
 
 
+async def test_a_node_that_leaves_loses_its_copy_and_pick_n_fills_the_gap():
+    h = cluster(node("a", cpu=16), node("b", cpu=8), node("c", cpu=4))
+    first = await decided(h, stored({"placementType": "PickN", "numberOfNodes": 2}))
+    assert [d["nodeName"] for d in first["decisions"] if d["selected"]] == ["a", "b"]
+    h.scheduler.placement_changed("default/web", stored({"placementType": "PickN", "numberOfNodes": 2}, status=first))
+    h.scheduler.node_changed("a", None)
+    await h.scheduler.placements.write(h.writer)
+    assert sorted(d["nodeName"] for d in h.writer.placement_statuses["default/web"]["decisions"] if d["selected"]) == [
+        "b", "c"]
+
+
 async def test_a_status_already_observed_is_not_decided_again_until_the_spec_or_the_nodes_change():
     h = cluster(node("a"))
     status = await decided(h, stored({"placementType": "PickAll"}))
