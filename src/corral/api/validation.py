@@ -297,6 +297,18 @@ def _node_selector_term(path: str, term: models.NodeSelectorTerm | None) -> list
             + _node_selector_requirements(f"{path}.matchFields", term.match_fields, fields=True))
 
 
+def required_node_selector(path: str, required: models.NodeSelector | None) -> list[Cause]:
+    """Required node affinity (a pod's, a Placement policy's): at least one term, each valid."""
+    if required is None:
+        return []
+    causes: list[Cause] = []
+    if not required.node_selector_terms:
+        causes.append(Cause(f"{path}.nodeSelectorTerms", REQUIRED, "Required value: must have at least one node selector term"))
+    for i, term in enumerate(required.node_selector_terms or ()):
+        causes += _node_selector_term(f"{path}.nodeSelectorTerms[{i}]", term)
+    return causes
+
+
 def label_selector(path: str, sel: models.LabelSelector | None) -> list[Cause]:
     if sel is None:
         return []
@@ -352,14 +364,8 @@ def _affinity(path: str, aff: models.Affinity | None) -> list[Cause]:
     causes: list[Cause] = []
     na = aff.node_affinity
     if na is not None:
-        req = na.required_during_scheduling_ignored_during_execution
-        p = f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-        if req is not None:
-            if not req.node_selector_terms:
-                causes.append(Cause(f"{p}.nodeSelectorTerms", REQUIRED,
-                                    "Required value: must have at least one node selector term"))
-            for i, t in enumerate(req.node_selector_terms or ()):
-                causes += _node_selector_term(f"{p}.nodeSelectorTerms[{i}]", t)
+        causes += required_node_selector(f"{path}.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+                                         na.required_during_scheduling_ignored_during_execution)
         p = f"{path}.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
         for i, w in enumerate(na.preferred_during_scheduling_ignored_during_execution or ()):
             if w.weight is None or not 1 <= w.weight <= 100:

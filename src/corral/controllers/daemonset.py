@@ -30,8 +30,8 @@ from typing import Any, Iterable
 from corral.api.kinds.apps import percent_or_count
 from corral.api.resources import by_kind
 from corral.controllers.deployment import template_hash
-from corral.controllers.node_rollout import HASH_LABEL, node_of, plan, pod_for_node, revision_of
-from corral.controllers.pods import controller_of, is_active, is_available, is_ready, owner_reference
+from corral.controllers.node_rollout import HASH_LABEL, carry_out, plan, pods_by_node, revision_of
+from corral.controllers.pods import controller_of, is_available, is_ready, owner_reference
 from corral.controllers.queued import OwnedIndex, QueuedController
 from corral.scheduler.plugins.taint_toleration import tolerates
 from corral.server import errors
@@ -136,11 +136,7 @@ class DaemonSetController(QueuedController):
         await self._record_revision(ds, template, revision)
         wanted = {r.obj["metadata"]["name"] for r in self.api.cache.items(self._nodes.store_prefix)
                   if eligible(template.get("spec") or {}, r.obj)}
-        pods = self.index.objects_of(ds)
-        active = [p for p in pods if is_active(p)]
-        by_node: dict[str, list[Obj]] = {}
-        for pod in active:
-            by_node.setdefault(node_of(pod), []).append(pod)
+        by_node = pods_by_node(self.index.objects_of(ds))
         min_ready = int(spec.get("minReadySeconds") or 0)
         now = self.clock()
         strategy = spec.get("updateStrategy") or {}
@@ -149,18 +145,7 @@ class DaemonSetController(QueuedController):
                                   round_up=True) if rolling else None
         todo = plan(by_node, wanted, revision, min_ready=min_ready, now=now, surge=_surge(spec, len(wanted)),
                     max_unavailable=budget)
-        for pod in todo.doomed:
-            if await self.delete_if_unchanged(self._pods, pod):
-                self.events.record(ds, "Normal", "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}")
-        for node in todo.missing:
-            try:
-                await self.api.create(self._pods, ds["metadata"]["namespace"],
-                                      pod_for_node(ds, copy.deepcopy(template), node, revision, DAEMON_TOLERATIONS),
-                                      self.opts)
-            except errors.ApiError as exc:
-                self.events.record(ds, "Warning", "FailedCreate", f"Error creating: {exc.message}")
-                raise
-            self.events.record(ds, "Normal", "SuccessfulCreate", f"Created pod on node {node}")
+        await carry_out(self, ds, template, revision, todo.doomed, todo.missing, DAEMON_TOLERATIONS)
         live = todo.live
         return await self._write_status(ds, wanted, live, revision, min_ready, now)
 

@@ -13,7 +13,7 @@ An owner (a DaemonSet, a Placement) wants one pod of its current template on eac
 
 Pods are made for a node with required node affinity on its name (``matchFields metadata.name``),
 so the scheduler binds them there, checking resources and ports, as Kubernetes does for daemons.
-Pure: the controllers delete, create and report.
+:func:`plan` is pure; :func:`carry_out` makes a controller's deletes and creates, with their events.
 """
 
 from __future__ import annotations
@@ -21,9 +21,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from corral.controllers.pods import deletion_order, is_available, pod_from_template
+import copy
 
-__all__ = ["HASH_LABEL", "Plan", "plan", "node_of", "revision_of", "pod_for_node"]
+from corral.api.resources import by_kind
+from corral.controllers.pods import deletion_order, is_active, is_available, pod_from_template
+from corral.server import errors
+
+__all__ = ["HASH_LABEL", "Plan", "plan", "node_of", "revision_of", "pod_for_node", "pods_by_node", "carry_out"]
 
 HASH_LABEL = "controller-revision-hash"
 Obj = dict[str, Any]
@@ -41,6 +45,15 @@ def node_of(pod: Obj) -> str:
             if field.get("key") == "metadata.name" and field.get("operator") == "In" and len(field.get("values") or ()) == 1:
                 return field["values"][0]
     return ""
+
+
+def pods_by_node(pods: Iterable[Obj]) -> dict[str, list[Obj]]:
+    """The active pods (not finished, not being deleted) by the node each is for."""
+    out: dict[str, list[Obj]] = {}
+    for pod in pods:
+        if is_active(pod):
+            out.setdefault(node_of(pod), []).append(pod)
+    return out
 
 
 def revision_of(pod: Obj) -> str:
@@ -114,3 +127,24 @@ def _rolling(by_node: dict[str, list[Obj]], wanted: set[str], revision: str, min
         return free
     busy = sorted((p for p in old if is_available(p, min_ready, now)), key=deletion_order)
     return free + busy[:max(budget - unavailable, 0)]
+
+
+async def carry_out(controller: Any, owner: Obj, template: Obj, revision: str, doomed: list[Obj], nodes: list[str],
+                    tolerations: Iterable[Obj] = ()) -> None:
+    """Delete ``doomed`` (each only if unchanged) and create a pod of ``template`` for each of
+    ``nodes``, recording each on ``owner`` as Kubernetes' controllers do. A failed create raises
+    (the key is retried with backoff) after its FailedCreate event."""
+    pods_resource = by_kind("Pod")
+    for pod in doomed:
+        if await controller.delete_if_unchanged(pods_resource, pod):
+            controller.events.record(owner, "Normal", "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}")
+    tolerations = list(tolerations)
+    for node in nodes:
+        try:
+            await controller.api.create(pods_resource, owner["metadata"]["namespace"],
+                                        pod_for_node(owner, copy.deepcopy(template), node, revision, tolerations),
+                                        controller.opts)
+        except errors.ApiError as exc:
+            controller.events.record(owner, "Warning", "FailedCreate", f"Error creating: {exc.message}")
+            raise
+        controller.events.record(owner, "Normal", "SuccessfulCreate", f"Created pod on node {node}")

@@ -25,7 +25,6 @@ collector). Idempotent: each sync reads the current state and does what is missi
 
 from __future__ import annotations
 
-import copy
 import time
 from typing import Any
 
@@ -34,8 +33,8 @@ from corral.api.kinds.apps import percent_or_count
 from corral.api.kinds.placement import DEFAULT_BUDGET, DEFAULT_UNAVAILABLE_PERIOD
 from corral.api.resources import by_kind
 from corral.controllers.deployment import template_hash
-from corral.controllers.node_rollout import node_of, plan, pod_for_node, revision_of
-from corral.controllers.pods import deletion_order, is_active, is_available, is_ready
+from corral.controllers.node_rollout import carry_out, node_of, plan, pods_by_node, revision_of
+from corral.controllers.pods import deletion_order, is_available, is_ready
 from corral.controllers.queued import OwnedIndex, QueuedController
 from corral.server import errors
 from corral.server.rest import ResourceAPI
@@ -58,8 +57,8 @@ class PlacementController(QueuedController):
     def __init__(self, api: ResourceAPI, *, clock=time.time) -> None:
         super().__init__(api)
         self.clock = clock
-        self._placements, self._pods = by_kind("Placement"), by_kind("Pod")
-        self.index = OwnedIndex(api.cache, self._placements, self._pods)
+        self._placements = by_kind("Placement")
+        self.index = OwnedIndex(api.cache, self._placements, by_kind("Pod"))
 
     async def sync(self, key: str) -> float | None:
         record = self.api.cache.get(key)
@@ -70,10 +69,7 @@ class PlacementController(QueuedController):
         template = spec.get("template") or {}
         revision = template_hash(template)
         wanted = selected_nodes(placement)
-        by_node: dict[str, list[Obj]] = {}
-        for pod in self.index.objects_of(placement):
-            if is_active(pod):
-                by_node.setdefault(node_of(pod), []).append(pod)
+        by_node = pods_by_node(self.index.objects_of(placement))
         rolling = (spec.get("strategy") or {}).get("rollingUpdate") or {}
         min_ready = int(rolling.get("unavailablePeriodSeconds", DEFAULT_UNAVAILABLE_PERIOD))
         budget = percent_or_count(rolling.get("maxUnavailable", DEFAULT_BUDGET), len(wanted), round_up=False)
@@ -83,20 +79,10 @@ class PlacementController(QueuedController):
         now = self.clock()
         todo = plan(by_node, wanted, revision, min_ready=min_ready, now=now, surge=surge, max_unavailable=budget)
         doomed = self._within_budget(todo.doomed, by_node, wanted, min_ready, now, budget)
-        for pod in doomed:
-            if await self.delete_if_unchanged(self._pods, pod):
-                self.events.record(placement, "Normal", "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}")
-        tolerations = ((spec.get("policy") or {}).get("tolerations")) or ()
         total = sum(len(pods) for pods in by_node.values()) - len(doomed)
-        for node in todo.missing[:max(len(wanted) + surge - total, 0)]:  # never more than maxSurge extra copies
-            try:
-                await self.api.create(self._pods, placement["metadata"]["namespace"],
-                                      pod_for_node(placement, copy.deepcopy(template), node, revision, tolerations),
-                                      self.opts)
-            except errors.ApiError as exc:
-                self.events.record(placement, "Warning", "FailedCreate", f"Error creating: {exc.message}")
-                raise
-            self.events.record(placement, "Normal", "SuccessfulCreate", f"Created pod on node {node}")
+        creating = todo.missing[:max(len(wanted) + surge - total, 0)]  # never more than maxSurge extra copies
+        await carry_out(self, placement, template, revision, doomed, creating,
+                        ((spec.get("policy") or {}).get("tolerations")) or ())
         return await self._write_status(placement, wanted, todo.live, revision, min_ready, now)
 
     @staticmethod

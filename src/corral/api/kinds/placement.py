@@ -144,8 +144,8 @@ def _defaults(obj: dict[str, Any]) -> None:
 
 
 def _policy(policy: PlacementPolicy | None) -> list:
-    from corral.api.validation import FORBIDDEN, REQUIRED, Cause, _invalid, _node_selector_term, _not_supported, \
-        _spread, _tolerations, dns1123_subdomain
+    from corral.api.validation import FORBIDDEN, REQUIRED, Cause, _invalid, _not_supported, _spread, _tolerations, \
+        dns1123_subdomain, required_node_selector
 
     p = "spec.policy"
     policy = policy or PlacementPolicy()
@@ -188,14 +188,8 @@ def _policy(policy: PlacementPolicy | None) -> list:
     causes += _tolerations(f"{p}.tolerations", policy.tolerations)
     node_affinity = (policy.affinity or PlacementAffinity()).node_affinity
     if node_affinity is not None:
-        path = f"{p}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution"
-        required = node_affinity.required_during_scheduling_ignored_during_execution
-        if required is not None:
-            if not required.node_selector_terms:
-                causes.append(Cause(f"{path}.nodeSelectorTerms", REQUIRED,
-                                    "Required value: must have at least one node selector term"))
-            for i, term in enumerate(required.node_selector_terms or ()):
-                causes += _node_selector_term(f"{path}.nodeSelectorTerms[{i}]", term)
+        causes += required_node_selector(f"{p}.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution",
+                                         node_affinity.required_during_scheduling_ignored_during_execution)
         path = f"{p}.affinity.nodeAffinity.preferredDuringSchedulingIgnoredDuringExecution"
         for i, pref in enumerate(node_affinity.preferred_during_scheduling_ignored_during_execution or ()):
             causes += _preference(f"{path}[{i}]", pref)
