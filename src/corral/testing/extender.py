@@ -73,20 +73,21 @@ def _preempt(args: dict) -> dict[str, list[str]]:
     return out
 
 
-async def preempt(request: web.Request) -> web.Response:
+async def _preempt_answer(request: web.Request, key) -> web.Response:
     args = await request.json()
     request.app["preempts"].append(args)
-    kept = _preempt(args)
-    return web.json_response({"nodeNameToMetaVictims": {
-        node: {"pods": [{"uid": uid} for uid in uids], "numPDBViolations": 0} for node, uids in kept.items()}})
+    return web.json_response({key("nodeNameToMetaVictims"): {
+        node: {key("pods"): [{key("uid"): uid} for uid in uids], key("numPDBViolations"): 0}
+        for node, uids in _preempt(args).items()}})
+
+
+async def preempt(request: web.Request) -> web.Response:
+    return await _preempt_answer(request, lambda name: name)
 
 
 async def preempt_go(request: web.Request) -> web.Response:
-    args = await request.json()
-    request.app["preempts"].append(args)
-    kept = _preempt(args)
-    return web.json_response({"NodeNameToMetaVictims": {
-        node: {"Pods": [{"UID": uid} for uid in uids], "NumPDBViolations": 0} for node, uids in kept.items()}})
+    """The same, in the keys Go's encoder writes for kube-scheduler's untagged types."""
+    return await _preempt_answer(request, lambda name: "UID" if name == "uid" else name[0].upper() + name[1:])
 
 
 async def preempts(request: web.Request) -> web.Response:
