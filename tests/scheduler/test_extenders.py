@@ -298,6 +298,80 @@ async def test_a_pod_deleted_while_the_extenders_answer_is_left_alone(extender, 
     assert "default/hi" not in h.writer.conditions and not h.scheduler.cache.nominator.node_of("default/hi")
 
 
+async def test_each_node_ruled_out_is_counted_in_the_message(extender, pki):
+    h = Harness(config(extender, pki, filterVerb="", prioritizeVerb="", preemptVerb="preempt"))
+    for name in ("few-a", "few-b", "bogus-a", "bogus-b"):
+        h.add_node(make_node(name).capacity(cpu=4, memory="8Gi", pods=20))
+        h.add_pod(make_pod(f"{name}-1").requests(cpu="2").node(name).obj)
+        h.add_pod(make_pod(f"{name}-2").requests(cpu="2").node(name).obj)
+    h.add_pod(make_pod("hi").requests(cpu="4").priority(10))
+    await _rounds(h, 1)
+    assert h.writer.deleted == []
+    assert h.writer.conditions["default/hi"]["message"].endswith(
+        "preemption: 0/4 nodes are available: 2 candidate node(s) where an extender named victims that are not pods "
+        "of lower priority there, 2 candidate node(s) where the pod would not fit once the extender's victims were gone.")
+
+
+async def test_nodes_that_leave_while_the_extender_decides_are_ruled_out(extender, pki):
+    h = Harness(config(extender, pki, filterVerb="", prioritizeVerb="", preemptVerb="preempt"))
+    for name in ("ok-1", "ok-2"):
+        h.add_node(make_node(name).capacity(cpu=4, memory="8Gi", pods=20))
+        h.add_pod(victim(f"v-{name}", name, 0))
+    h.add_pod(make_pod("hi").requests(cpu="4").priority(10))
+    real = h.scheduler.extenders.process_preemption
+
+    async def nodes_gone_meanwhile(*args):
+        answer = await real(*args)
+        h.scheduler.node_changed("ok-1", None)
+        h.scheduler.node_changed("ok-2", None)
+        return answer
+
+    h.scheduler.extenders.process_preemption = nodes_gone_meanwhile
+    await _rounds(h, 1)
+    assert h.writer.deleted == []
+    assert h.writer.conditions["default/hi"]["message"].endswith(
+        "preemption: 0/2 nodes are available: 2 candidate node(s) left the cluster while the extenders decided.")
+
+
+async def test_pods_leaving_of_the_preemptors_own_priority_are_no_room(extender, pki):
+    h = Harness(config(extender, pki, filterVerb="", prioritizeVerb="", preemptVerb="preempt"))
+    h.add_node(make_node("few-t").capacity(cpu=6, memory="8Gi", pods=20))
+    equal = make_pod("equal").requests(cpu="2").priority(10).node("few-t").obj
+    equal["metadata"]["deletionTimestamp"] = "2026-11-25T10:00:00Z"
+    h.add_pod(equal)
+    h.add_pod(make_pod("a").requests(cpu="2").node("few-t").obj)
+    h.add_pod(make_pod("b").requests(cpu="2").node("few-t").obj)
+    h.add_pod(make_pod("hi").requests(cpu="4").priority(10))
+    await _rounds(h, 1)
+    assert h.writer.deleted == []  # one of a and b named: only 2 cpu of lower priority would leave
+    assert h.writer.conditions["default/hi"]["message"].endswith("once the extender's victims were gone.")
+
+
+async def test_the_victims_kept_are_named_most_important_first(extender, pki):
+    h = Harness(config(extender, pki, filterVerb="", prioritizeVerb="", preemptVerb="preempt"))
+    h.add_node(make_node("ok-x").capacity(cpu=4, memory="8Gi", pods=20))
+    h.add_pod(make_pod("low").requests(cpu="2").priority(1).node("ok-x").obj)
+    h.add_pod(make_pod("mid").requests(cpu="2").priority(5).node("ok-x").obj)
+    h.add_pod(make_pod("hi").requests(cpu="4").priority(10))
+    await _rounds(h, 1)
+    assert sorted(h.writer.deleted) == ["default/low", "default/mid"]
+    assert h.writer.conditions["default/hi"]["message"].endswith(
+        "preemption: node ok-x nominated, preempting 2 pod(s) of lower priority: default/mid, default/low.")
+
+
+async def test_a_nomination_is_dropped_when_the_extenders_keep_no_candidate(extender, pki):
+    h = preempting(extender, pki)
+    h.delete_pod("default/dear")
+    h.add_pod(victim("full", "ok-dear", 20))
+    nominated = make_pod("hi").requests(cpu="4").priority(10).obj
+    nominated["status"]["nominatedNodeName"] = "no-cheap"  # claimed before a restart
+    h.add_pod(nominated)
+    assert h.scheduler.cache.nominator.node_of("default/hi") == "no-cheap"
+    await _rounds(h, 1)
+    assert h.writer.deleted == [] and not h.scheduler.cache.nominator.node_of("default/hi")
+    assert ("default/hi", {"status": {"nominatedNodeName": None}}) in h.writer.status_patches
+
+
 async def test_an_extender_that_is_down_stops_preemption_unless_it_is_ignorable(pki):
     down = "https://127.0.0.1:9/scheduler"
     h = preempting(down, pki)

@@ -144,7 +144,7 @@ class DefaultPreemption(Plugin):
         chosen: list[tuple[int, list[CachedPod], int]] = []
         for node, (uids, violations) in kept.items():
             row = cache.table.row_of.get(node)
-            if row is None:
+            if row is None or not cache.table.valid[row]:  # a row may outlive its node while pods name it
                 counts[NODE_GONE] += 1
                 continue
             on_node = {c.info.uid: c for c in cache.pods_on(row)}
