@@ -286,6 +286,21 @@ async def test_a_node_that_leaves_loses_its_copy_and_pick_n_fills_the_gap():
         "b", "c"]
 
 
+async def test_a_policy_changed_while_no_scheduler_ran_is_decided_afresh_and_a_restart_alone_moves_nothing():
+    nodes = [node("n4", cpu=4), node("n8", cpu=8), node("n16", cpu=16)]
+    status = await decided(cluster(*nodes), stored({"placementType": "PickN", "numberOfNodes": 1}))
+    assert [d["nodeName"] for d in status["decisions"] if d["selected"]] == ["n16"]
+    prefer = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "preference": {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["n4"]}]}}]}}
+    restarted = cluster(*nodes, node("n64", cpu=64))  # a new scheduler, which never saw the first policy
+    again = await decided(restarted, stored({"placementType": "PickN", "numberOfNodes": 1}, generation=2, status=status))
+    assert [d["nodeName"] for d in again["decisions"] if d["selected"]] == ["n16"]  # n64 is better, but n16 has the copy
+    moved = await decided(cluster(*nodes), stored({"placementType": "PickN", "numberOfNodes": 1, "affinity": prefer},
+                                                  generation=3, status=again))
+    assert [d["nodeName"] for d in moved["decisions"] if d["selected"]] == ["n4"]
+    assert moved["policyHash"] != again["policyHash"] == status["policyHash"]
+
+
 async def test_a_status_already_observed_is_not_decided_again_until_the_spec_or_the_nodes_change():
     h = cluster(node("a"))
     status = await decided(h, stored({"placementType": "PickAll"}))

@@ -107,6 +107,7 @@ class NodeDecision(Model):
 
 class PlacementStatus(Model):
     observed_generation: int | None = None
+    policy_hash: str | None = None  # the policy (less numberOfNodes) the decisions were taken for
     conditions: list[WorkloadCondition] | None = None
     decisions: list[NodeDecision] | None = None
     desired: int | None = None

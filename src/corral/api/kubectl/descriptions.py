@@ -137,6 +137,8 @@ DESCRIPTIONS: dict[str, str] = {
     "PlacementPreference.preference": "A node selector term.",
     "PlacementPreference.propertySorter": "A node number (allocatable/RESOURCE, available/RESOURCE, "
                                           "network/download); the weight scaled between its smallest and largest.",
+    "PlacementStatus.policyHash": "The policy (less numberOfNodes) the decisions were taken for: another one is "
+                                  "decided afresh, this one keeps the nodes that hold copies.",
     "PlacementStatus.decisions": "Each node decided on: selected or not, its score and the reason.",
     "PlacementStatus.desired": "Copies the policy asks for.",
     "PlacementStatus.scheduled": "Nodes selected for a copy.",

@@ -9,9 +9,9 @@ A decision is taken again when:
 
 Nodes that hold a copy (selected in ``status.decisions``) are kept (IgnoredDuringExecution), except
 when the policy itself changed — a change of ``numberOfNodes`` alone excepted, so scaling out only
-adds and scaling in drops the lowest scored. Which policy the status was decided for is remembered
-in memory; after a restart the first decision keeps what is selected, so a restart never moves a
-copy.
+adds and scaling in drops the lowest scored. Which policy the decisions were taken for is written
+beside them (``status.policyHash``, a hash of the policy without its count), so a policy changed
+while no scheduler ran is still decided afresh, and a restart alone never moves a copy.
 
 The status is written only when it differs from what was last written, with the Placement's
 resourceVersion pinned: the ``Scheduled`` condition is the scheduler's, the other conditions the
@@ -21,6 +21,7 @@ again at the next flush, on the newer object.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from typing import Any
@@ -28,18 +29,18 @@ from typing import Any
 from corral.api.defaults import now_rfc3339
 from corral.scheduler.batch.decide import BatchDecision, decide
 
-__all__ = ["PlacementDecisions", "SCHEDULED"]
+__all__ = ["PlacementDecisions", "SCHEDULED", "policy_hash"]
 
 log = logging.getLogger(__name__)
 SCHEDULED = "Scheduled"
 KIND = "Placement"
 
 
-def _policy_shape(obj: dict[str, Any]) -> Any:
-    """The policy without its count: what, changed, means deciding afresh."""
+def policy_hash(obj: dict[str, Any]) -> str:
+    """The policy without its count, hashed: what, changed, means deciding afresh."""
     policy = dict(((obj.get("spec") or {}).get("policy")) or {})
     policy.pop("numberOfNodes", None)
-    return json.dumps(policy, sort_keys=True)
+    return hashlib.sha256(json.dumps(policy, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _selected(obj: dict[str, Any]) -> list[str]:
@@ -52,12 +53,11 @@ class PlacementDecisions:
         self.frameworks, self.cache = frameworks, cache
         self.objects: dict[str, dict[str, Any]] = {}  # namespace/name → the Placement as last seen
         self.pending: set[str] = set()  # to decide at the next write
-        self._decided_for: dict[str, Any] = {}  # key → the policy shape of the last decision
         self._written: dict[str, dict[str, Any]] = {}  # key → the status fields last written
 
     def placement_changed(self, key: str, obj: dict[str, Any] | None) -> None:
         if obj is None:
-            for book in (self.objects, self._decided_for, self._written):
+            for book in (self.objects, self._written):
                 book.pop(key, None)
             self.pending.discard(key)
             return
@@ -82,11 +82,9 @@ class PlacementDecisions:
         fwk = self.frameworks.get(((template.get("spec") or {}).get("schedulerName")) or "default-scheduler")
         if fwk is None:
             return None
-        shape = _policy_shape(obj)
-        fresh = key in self._decided_for and self._decided_for[key] != shape
-        result = decide(fwk, self.cache, obj, keep=() if fresh else _selected(obj))
-        self._decided_for[key] = shape
-        return result
+        decided_for = (obj.get("status") or {}).get("policyHash")
+        fresh = decided_for is not None and decided_for != policy_hash(obj)
+        return decide(fwk, self.cache, obj, keep=() if fresh else _selected(obj))
 
     async def write(self, writer: Any) -> None:
         """Decide every pending Placement and write the statuses that changed."""
@@ -118,6 +116,7 @@ def _status(obj: dict[str, Any], result: BatchDecision) -> dict[str, Any]:
     desired = {"PickN": policy.number_of_nodes, "PickFixed": len(policy.node_names)}.get(policy.placement_type, selected)
     return {
         "observedGeneration": obj["metadata"].get("generation"),
+        "policyHash": policy_hash(obj),
         "desired": desired,
         "scheduled": selected,
         "message": result.summary,
