@@ -152,3 +152,54 @@ def test_a_gang_through_the_server_binds_within_a_second_of_its_last_member_and_
         json.loads(corral("get", "podgroup", "train", "-o", "json", kubeconfig=kc).stdout)),
         what="the PodGroup's status")["status"]
     assert (status["scheduled"], status["members"]) == (8, 8)
+
+
+async def held(h: Harness, group: str, count: int) -> None:
+    """Run attempts until ``count`` members of ``group`` wait at Permit."""
+    s = h.scheduler
+    s.events.start()
+    while (qp := s.queue.pop_nowait()) is not None:
+        await s.attempt(qp)
+    await asyncio.sleep(0.05)
+    assert len(s.cache.gangs.gangs[group].waiting) == count
+
+
+async def test_a_podgroup_deleted_while_members_wait_lets_them_go_and_says_why():
+    h = cluster(3)
+    h.add_group("train", 3, timeout=60)
+    for i in range(3):
+        h.add_pod(member(f"w{i}", cpu="1" if i < 2 else "2"))  # w2 fits nowhere: w0 and w1 wait
+    await held(h, "default/train", 2)
+    h.scheduler.group_changed("default/train", None)
+    await asyncio.gather(*list(h.scheduler._inflight), return_exceptions=True)
+    assert h.placements() == {} and cpu_held(h) == 0
+    assert h.writer.conditions["default/w0"]["message"] == "PodGroup default/train: its PodGroup was deleted"
+
+
+async def test_a_member_relabelled_into_another_group_leaves_its_gang_short_and_the_waiting_go():
+    h = cluster(3)
+    h.add_group("train", 3, timeout=60)
+    h.add_group("other", 1)
+    for i in range(3):
+        h.add_pod(member(f"w{i}", cpu="1" if i < 2 else "2"))
+    await held(h, "default/train", 2)
+    h.add_pod(member("w2", group="other", cpu="2"))  # w2 now belongs to another group
+    await asyncio.gather(*list(h.scheduler._inflight), return_exceptions=True)
+    book = h.scheduler.cache.gangs
+    assert book.member_of["default/w2"] == "default/other" and "default/w2" not in book.gangs["default/train"].members
+    assert h.placements() == {} and cpu_held(h) == 0
+    assert h.writer.conditions["default/w0"]["message"] == ("PodGroup default/train: member default/w2 went away: "
+                                                              "2 of 3 members exist")
+
+
+async def test_a_member_that_stays_in_its_group_through_an_update_is_not_counted_twice_nor_lost():
+    h = cluster(3)
+    h.add_group("train", 3, timeout=60)
+    for i in range(3):
+        h.add_pod(member(f"w{i}", cpu="1" if i < 2 else "2"))
+    await held(h, "default/train", 2)
+    h.add_pod(member("w2", cpu="2"))  # the same pod, updated, still a member
+    assert len(h.scheduler.cache.gangs.gangs["default/train"].waiting) == 2
+    assert h.scheduler.cache.gangs.gangs["default/train"].members == {"default/w0", "default/w1", "default/w2"}
+    h.scheduler.cache.gangs.reject_waiting("default/train", "done")
+    await asyncio.gather(*list(h.scheduler._inflight), return_exceptions=True)
