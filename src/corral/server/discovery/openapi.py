@@ -84,13 +84,14 @@ def _operations(r: ResourceType, ref: str) -> dict[str, Any]:
 def _plain_operations(r: ResourceType, ref: str) -> dict[str, Any]:
     ns = [{"name": "namespace", "in": "path", "required": True, "schema": {"type": "string"}}]
     name = [{"name": "name", "in": "path", "required": True, "schema": {"type": "string"}}]
+    # An integer parameter given empty (``?timeoutSeconds=``) counts as not given, as in Kubernetes.
     list_params = [
-        {"name": p, "in": "query", "schema": {"type": t}}
+        {"name": p, "in": "query", "schema": {"type": t}, **({"allowEmptyValue": True} if t == "integer" else {})}
         for p, t in (("labelSelector", "string"), ("fieldSelector", "string"), ("limit", "integer"),
                      ("continue", "string"), ("watch", "boolean"), ("resourceVersion", "string"),
                      ("timeoutSeconds", "integer"), ("allowWatchBookmarks", "boolean"))
     ] + [{"name": "resourceVersionMatch", "in": "query", "schema": {"type": "string", "enum": ["", "Exact", "NotOlderThan"]}}]
-    delete_params = [{"name": "gracePeriodSeconds", "in": "query", "schema": {"type": "integer"}},
+    delete_params = [{"name": "gracePeriodSeconds", "in": "query", "schema": {"type": "integer"}, "allowEmptyValue": True},
                      {"name": "dryRun", "in": "query", "schema": {"type": "string", "enum": ["All"]}}]
     body = {"required": True, "content": {"application/json": {"schema": {"$ref": ref}}}}
     one = {"description": "OK", "content": {"application/json": {"schema": {"$ref": ref}}}}
