@@ -301,6 +301,18 @@ async def test_a_policy_changed_while_no_scheduler_ran_is_decided_afresh_and_a_r
     assert moved["policyHash"] != again["policyHash"] == status["policyHash"]
 
 
+async def test_a_scheduler_that_starts_decides_each_placement_once_and_writes_only_what_changed():
+    status = await decided(cluster(node("a")), stored({"placementType": "PickAll"}))
+    same = cluster(node("a"))  # restarted, nothing changed
+    same.scheduler.placement_changed("default/web", stored({"placementType": "PickAll"}, status=status))
+    await same.scheduler.placements.write(same.writer)
+    assert same.writer.placement_statuses == {}
+    grown = cluster(node("a"), node("b"))  # restarted after a node joined
+    grown.scheduler.placement_changed("default/web", stored({"placementType": "PickAll"}, status=status))
+    await grown.scheduler.placements.write(grown.writer)
+    assert sorted(d["nodeName"] for d in grown.writer.placement_statuses["default/web"]["decisions"]) == ["a", "b"]
+
+
 async def test_a_status_already_observed_is_not_decided_again_until_the_spec_or_the_nodes_change():
     h = cluster(node("a"))
     status = await decided(h, stored({"placementType": "PickAll"}))

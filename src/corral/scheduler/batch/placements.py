@@ -3,7 +3,9 @@ decision into the Placement's status, where the placement controller carries it 
 
 A decision is taken again when:
 
-- a Placement is new or its spec changed (its generation is not the one its status observed);
+- a Placement is seen for the first time (a scheduler that starts decides each one once: nodes may
+  have come or gone while none ran) or its spec changed (its generation is not the one its status
+  observed);
 - a node joined, left, or changed what the filters read (labels, taints, cordon, readiness,
   allocatable): PickAll may gain nodes, PickN may fill a gap, PickFixed may now fit a named node.
 
@@ -65,9 +67,10 @@ class PlacementDecisions:
             self.objects.pop(key, None)
             self.pending.discard(key)
             return
+        first = key not in self.objects
         self.objects[key] = obj
         status = obj.get("status") or {}
-        if status.get("observedGeneration") != obj["metadata"].get("generation"):
+        if first or status.get("observedGeneration") != obj["metadata"].get("generation"):
             self.pending.add(key)
 
     def nodes_changed(self) -> None:
@@ -95,8 +98,9 @@ class PlacementDecisions:
             if obj is None or result is None:
                 continue
             status = _status(obj, result)
-            if self._written.get(key) == status:
-                continue
+            current = obj.get("status") or {}
+            if self._written.get(key) == status or {k: current.get(k) for k in status} == status:
+                continue  # written already, or the Placement says so already (a restart)
             meta = obj["metadata"]
             patch = {"metadata": {"resourceVersion": meta["resourceVersion"]},
                      "status": {**status, "conditions": _conditions(obj, status)}}
