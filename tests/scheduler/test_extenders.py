@@ -431,3 +431,44 @@ def test_a_server_with_an_extender_in_its_scheduler_config_places_and_explains_b
         assert wait_for(lambda: pod_nodes(kc)["web"] == "allowed" or None, what="web placed by the extender")
         explained = corral("explain", "pod", "web", kubeconfig=kc).stdout
         assert f"extender {extender}: node(s) not allowed by the test extender" in explained
+
+
+@pytest.mark.parametrize("timeout, seconds", [
+    pytest.param("1.5s", 1.5, id="seconds with a fraction"),
+    pytest.param("250ms", 0.25, id="milliseconds"),
+    pytest.param("2m", 120.0, id="minutes"),
+    pytest.param(3, 3.0, id="a plain number is seconds"),
+])
+def test_http_timeouts_are_read_as_go_durations(timeout, seconds):
+    (entry,) = parse_config({"extenders": [{"urlPrefix": "http://x", "httpTimeout": timeout}]}, "s.yaml").extenders
+    assert entry.timeout == seconds
+
+
+@pytest.mark.parametrize("timeout", [
+    pytest.param("0s", id="zero is refused"), pytest.param(0, id="a zero number is refused"),
+    pytest.param(True, id="a boolean is no duration"), pytest.param("5 s", id="a space is no duration"),
+])
+def test_a_timeout_that_is_no_positive_duration_is_refused(timeout):
+    with pytest.raises(ConfigError, match=r"httpTimeout: must be a positive duration"):
+        parse_config({"extenders": [{"urlPrefix": "http://x", "httpTimeout": timeout}]}, "s.yaml")
+
+
+def test_tls_settings_come_inline_or_from_files_and_bad_ones_are_named(pki, tmp_path):
+    import base64
+
+    ca = open(pki["ca.pem"], "rb").read()
+    entry = {"urlPrefix": "https://x", "prioritizeVerb": "p",
+             "tlsConfig": {"caData": base64.b64encode(ca).decode(), "certFile": pki["client.pem"],
+                           "keyData": base64.b64encode(open(pki["client-key.pem"], "rb").read()).decode(),
+                           "insecure": True, "serverName": "extender.local"}}
+    (parsed,) = parse_config({"extenders": [entry]}, "s.yaml").extenders
+    assert parsed.tls.ca == ca and parsed.tls.cert == open(pki["client.pem"], "rb").read()
+    assert parsed.tls.key.startswith(b"-----BEGIN") and parsed.tls.insecure and parsed.tls.server_name == "extender.local"
+    assert parsed.weight == 1 and not parsed.node_cache_capable and not parsed.ignorable  # the defaults
+    for tls, message in (({"caData": "YWJj!"}, "tlsConfig.caData: not valid base64"),  # "abc" but for the "!"
+                         ({"caFile": str(tmp_path / "missing.pem")}, "tlsConfig.caFile: cannot read"),
+                         ({"certFile": pki["client.pem"]}, "tlsConfig: a client certificate needs both"),
+                         ({"caFlie": "x"}, "tlsConfig: unknown field 'caFlie'"),
+                         ("yes", "tlsConfig: must be a mapping")):
+        with pytest.raises(ConfigError, match="^" + re.escape(f"s.yaml: extenders[0].{message}")):
+            parse_config({"extenders": [{**entry, "tlsConfig": tls}]}, "s.yaml")
