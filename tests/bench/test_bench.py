@@ -19,9 +19,11 @@ def check_invariants(result: dict) -> None:
     assert result["checks"]["spreadMaxZoneSkew"] <= 5
     tp, samples = result["throughput"], result["throughputSamples"]
     assert samples and min(samples) <= tp["p50"] <= tp["p90"] <= tp["p99"] <= max(samples)
-    # The average is the measured pods over the measured time (rounded to the millisecond).
+    # The average is the measured pods over the measured time (that rounded to the millisecond, the
+    # average to a tenth: 279.1 for 500 pods in 1.792 s is right, though 500 / 1.7915 = 279.096).
     seconds = result["measureSeconds"]
-    assert result["measuredPods"] / (seconds + 0.0005) <= tp["average"] <= result["measuredPods"] / max(seconds - 0.0005, 1e-9)
+    low, high = result["measuredPods"] / (seconds + 0.0005), result["measuredPods"] / max(seconds - 0.0005, 1e-9)
+    assert low - 0.05 <= tp["average"] <= high + 0.05
     for latencies in (result["attemptLatencyMs"], result["e2eLatencyMs"]):
         assert 0 < latencies["p50"] <= latencies["p90"] <= latencies["p99"]
     # Create → bound includes the scheduling attempt itself.
