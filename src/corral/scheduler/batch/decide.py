@@ -179,18 +179,23 @@ class _SpreadCounts:
             self.counts.append(counts)
             self.domains.append(domains)
 
+    def _within(self, i: int, positions: np.ndarray) -> np.ndarray:
+        """Whether a copy at each of ``positions`` keeps constraint ``i`` (Kubernetes' skew: the
+        domain's count plus this copy, less the smallest domain's, within maxSkew)."""
+        codes, counts, domains = self.codes[i], self.counts[i], self.domains[i]
+        low = counts[domains].min() if len(domains) else 0
+        mine = codes[positions]
+        return (mine != 0) & (counts[mine] + 1 - low <= self.constraints[i].max_skew)
+
     def allowed(self, positions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """For each position: would a copy there keep the hard constraints, and the soft ones."""
         hard = np.ones(len(positions), dtype=bool)
         soft = np.ones(len(positions), dtype=bool)
-        for c, codes, counts, domains in zip(self.constraints, self.codes, self.counts, self.domains):
-            low = counts[domains].min() if len(domains) else 0
-            mine = codes[positions]
-            ok = (mine != 0) & (counts[mine] + 1 - low <= c.max_skew)
+        for i, c in enumerate(self.constraints):
             if c.hard:
-                hard &= ok
+                hard &= self._within(i, positions)
             else:
-                soft &= ok
+                soft &= self._within(i, positions)
         return hard, soft
 
     def add(self, position: int) -> None:
@@ -198,14 +203,12 @@ class _SpreadCounts:
             counts[codes[position]] += 1
 
     def why_not(self, position: int) -> str:
-        for c, codes, counts, domains in zip(self.constraints, self.codes, self.counts, self.domains):
-            if not c.hard:
+        for i, c in enumerate(self.constraints):
+            if not c.hard or self._within(i, np.array([position]))[0]:
                 continue
-            if codes[position] == 0:
+            if self.codes[i][position] == 0:
                 return f"topology spread: the node has no {c.topology_key} label"
-            low = counts[domains].min() if len(domains) else 0
-            if counts[codes[position]] + 1 - low > c.max_skew:
-                return f"topology spread: another copy in its {c.topology_key} would exceed maxSkew {c.max_skew}"
+            return f"topology spread: another copy in its {c.topology_key} would exceed maxSkew {c.max_skew}"
         return ""
 
 
@@ -218,7 +221,8 @@ def _report(table: Any, policy: Policy, diagnosis: Any, feasible: np.ndarray, co
 
     feasible_set = set(feasible.tolist())
     decisions = [scored(p, True, "" if int(considered[p]) in feasible_set else KEPT) for p in chosen]
-    others = [scored(p, False, reasons.get(p, "")) for p in sorted(reasons, key=lambda p: -total[p])]
+    # Only the best-scored of the others are listed: no decision is built to be thrown away.
+    others = [scored(p, False, reasons[p]) for p in sorted(reasons, key=lambda p: -total[p])[:unselected_limit]]
     considered_set = set(considered.tolist())
     if policy.placement_type == PICK_FIXED:
         rejected = []
@@ -235,8 +239,8 @@ def _report(table: Any, policy: Policy, diagnosis: Any, feasible: np.ndarray, co
         for row in rows[~np.isin(rows, considered)].tolist()[: max(unselected_limit - len(others), 0)]:
             plugin, why = diagnosis.node_reasons(row)
             rejected.append(NodeDecision(table.names[row], False, None, f"{plugin}: {', '.join(why)}"))
-    unselected = len(others) + (len(rejected) if policy.placement_type == PICK_FIXED
-                                else table.node_count - len(considered))
+    unselected = len(reasons) + (len(rejected) if policy.placement_type == PICK_FIXED
+                                 else table.node_count - len(considered))
     wanted = {PICK_N: f" of {policy.number_of_nodes}", PICK_FIXED: f" of {len(policy.node_names)}"}.get(
         policy.placement_type, "")
     summary = f"{diagnosis.message(len(feasible))} {policy.placement_type}: {len(chosen)}{wanted} node(s) selected."
