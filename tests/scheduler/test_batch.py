@@ -391,3 +391,104 @@ def test_a_placement_applied_to_a_running_server_shows_its_decisions(cluster_pro
     assert list(placed)[0].startswith("web-")
     corral("delete", "placement", "web", kubeconfig=kc)
     wait_for(lambda: copies() == {}, what="the copies gone with their Placement")
+
+
+# --- decision states, snapshots, score breakdown, lost nodes --------------------------------------------
+
+
+def copy_on(node_name: str, name: str = "") -> dict[str, Any]:
+    """A copy of the Placement web bound to ``node_name``, as the placement controller makes them."""
+    pod = make_pod(name or f"web-{node_name}").node(node_name).obj
+    pod["metadata"]["ownerReferences"] = [{"apiVersion": "placement.corral.dev/v1", "kind": "Placement",
+                                          "name": "web", "uid": "uid-web", "controller": True}]
+    return pod
+
+
+def states(status: dict[str, Any]) -> dict[str, str | None]:
+    return {d["nodeName"]: d.get("state") for d in status["decisions"]}
+
+
+async def test_each_decision_moves_scheduled_to_bound_and_a_node_let_go_is_unscheduled_until_its_copy_goes():
+    from corral.api.kinds.placement import snapshot_name
+
+    h = cluster(node("a", cpu=16), node("b", cpu=8), node("c", cpu=4))
+    policy = {"placementType": "PickN", "numberOfNodes": 2}
+    status = await decided(h, stored(policy))
+    assert states(status) == {"a": "Scheduled", "b": "Scheduled", "c": None}
+    assert status["policySnapshot"] == snapshot_name(stored(policy)) and status["bound"] == 0
+    h.scheduler.placement_changed("default/web", stored(policy, status=status))
+    h.add_pod(copy_on("a"))  # the scheduler bound the first copy
+    await h.scheduler.placements.write(h.writer)
+    status = h.writer.placement_statuses["default/web"]
+    assert states(status) == {"a": "Bound", "b": "Scheduled", "c": None} and status["bound"] == 1
+    h.add_pod(copy_on("b"))
+    # Another policy: only c; a and b are let go, each keeps its copy (Unscheduled) until the rollout removes it.
+    only_c = {**policy, "numberOfNodes": 1, "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["c"]}]}]}}}}
+    moved = await decided(h, stored(only_c, generation=2, status=h.writer.placement_statuses["default/web"]))
+    assert states(moved) == {"c": "Scheduled", "a": "Unscheduled", "b": "Unscheduled"}
+    old = {d["nodeName"]: d for d in moved["decisions"]}
+    assert moved["policySnapshot"] == snapshot_name(stored(only_c)) != status["policySnapshot"]
+    assert old["a"]["policySnapshot"] == old["b"]["policySnapshot"] == status["policySnapshot"]
+    assert not old["a"]["selected"] and old["a"]["reason"].startswith("let go")
+    h.scheduler.placement_changed("default/web", stored(only_c, generation=2, status=moved))
+    h.delete_pod("default/web-a")  # the rollout removed the copy on a
+    await h.scheduler.placements.write(h.writer)
+    after = h.writer.placement_statuses["default/web"]
+    assert states(after) == {"c": "Scheduled", "a": None, "b": "Unscheduled"}  # a: only its reason now
+    assert next(d for d in after["decisions"] if d["nodeName"] == "a")["reason"].startswith("NodeAffinity")
+    assert [d.get("policySnapshot") for d in after["decisions"] if d["nodeName"] == "b"] == [status["policySnapshot"]]
+
+
+async def test_scaling_keeps_the_snapshot_and_a_copy_let_go_by_scaling_in_is_unscheduled():
+    h = cluster(node("a", cpu=16), node("b", cpu=8), node("c", cpu=4))
+    two = await decided(h, stored({"placementType": "PickN", "numberOfNodes": 2}))
+    for n in ("a", "b"):
+        h.add_pod(copy_on(n))
+    one = await decided(h, stored({"placementType": "PickN", "numberOfNodes": 1}, generation=2, status=two))
+    assert one["policySnapshot"] == two["policySnapshot"]  # the count is no new policy
+    assert states(one) == {"a": "Bound", "b": "Unscheduled", "c": None}
+    assert (one["scheduled"], one["bound"]) == (1, 1)  # b's copy is leaving, not counted
+    b = next(d for d in one["decisions"] if d["nodeName"] == "b")
+    assert "scaled down" in b["reason"] and "policySnapshot" not in b  # the current snapshot let it go
+
+
+async def test_every_decision_has_its_score_by_plugin_up_to_a_limit(monkeypatch):
+    from corral.scheduler.batch import placements
+
+    prefer = {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 40, "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}}]}}
+    nodes = (node("a", cpu=16, disk="ssd"), node("b", cpu=8), node("c", cpu=4))
+    status = await decided(cluster(*nodes), stored({"placementType": "PickAll", "affinity": prefer}))
+    for d in status["decisions"]:
+        assert d["score"] == pytest.approx(sum(d["scores"].values()), abs=0.05)
+        assert d["scores"].get("preference[0]", 0) == (40 if d["nodeName"] == "a" else 0)
+    assert status["decisions"][0]["scores"]["NodeResourcesFit"] > 0
+    monkeypatch.setattr(placements, "BREAKDOWN_LIMIT", 2)  # three decisions: only the totals
+    status = await decided(cluster(*nodes), stored({"placementType": "PickAll", "affinity": prefer}))
+    assert all("scores" not in d and d["score"] > 0 for d in status["decisions"])
+
+
+async def test_a_lost_node_keeps_its_copy_until_the_node_lifecycle_evicts_it_then_pick_n_places_it_elsewhere():
+    h = cluster(node("a", cpu=16), node("b", cpu=8))
+    policy = {"placementType": "PickN", "numberOfNodes": 1}
+    status = await decided(h, stored(policy))
+    assert [d["nodeName"] for d in status["decisions"] if d["selected"]] == ["a"]
+    h.add_pod(copy_on("a"))
+    h.add_node(node("a", cpu=16).taint("node.kubernetes.io/unreachable", effect="NoExecute").heartbeat_age(0))
+    status = await decided(h, stored(policy, status=h.writer.placement_statuses["default/web"]))
+    assert [(d["nodeName"], d["state"]) for d in status["decisions"] if d["selected"]] == [("a", "Bound")]
+    h.delete_pod("default/web-a")  # evicted after the lifecycle's timeout
+    h.scheduler.placement_changed("default/web", stored(policy, status=status))
+    await h.scheduler.placements.write(h.writer)
+    status = h.writer.placement_statuses["default/web"]
+    assert [(d["nodeName"], d["state"]) for d in status["decisions"] if d["selected"]] == [("b", "Scheduled")]
+
+
+async def test_a_no_schedule_taint_never_moves_a_copy_even_once_it_is_gone():
+    h = cluster(node("a", cpu=16), node("b", cpu=8))
+    policy = {"placementType": "PickN", "numberOfNodes": 1}
+    status = await decided(h, stored(policy))
+    h.add_node(node("a", cpu=16).taint("dedicated", effect="NoSchedule").heartbeat_age(0))
+    status = await decided(h, stored(policy, status=status))
+    assert [d["nodeName"] for d in status["decisions"] if d["selected"]] == ["a"]  # IgnoredDuringExecution

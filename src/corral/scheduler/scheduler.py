@@ -172,6 +172,7 @@ class Scheduler:
     def pod_changed(self, key: str, pod: dict[str, Any] | None) -> None:
         """A pod was added, changed (``pod``) or deleted (``None``)."""
         self._gang_member(key, pod)
+        self.placements.pod_changed(key, pod)
         if pod is None:
             self.queue.delete(key)
             self._condition_written.pop(key, None)

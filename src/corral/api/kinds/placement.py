@@ -31,12 +31,16 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+import hashlib
+import json
+
 import msgspec
 
 from corral.api.kinds.apps import PodTemplateSpec, WorkloadCondition
 from corral.api.models import Model, NodeSelector, NodeSelectorTerm, ObjectMeta, Toleration, TopologySpreadConstraint
 
-__all__ = ["Placement", "PlacementSpec", "PlacementPolicy", "PlacementStatus", "NodeDecision", "PLACEMENT_DEFAULTS",
+__all__ = ["policy_hash", "snapshot_name", "DECISION_STATES", "PLACEMENT_LABEL", "POLICY_INDEX_LABEL",
+           "NUMBER_OF_NODES_ANNOTATION", "Placement", "PlacementSpec", "PlacementPolicy", "PlacementStatus", "NodeDecision", "PLACEMENT_DEFAULTS",
            "PLACEMENT_CHECKS", "PLACEMENT_UPDATE_CHECKS", "PLACEMENT_TYPES", "MAX_NODE_NAMES", "PROPERTIES"]
 
 PLACEMENT_TYPES = ("PickAll", "PickN", "PickFixed")
@@ -48,6 +52,28 @@ MAX_NODE_NAMES = 10_000
 # R the nodes report (cpu in millicores, memory in bytes, an extended resource in its units);
 # ``network/download`` is the throughput the agent measured (bytes/s; unmeasured nodes get no score).
 PROPERTIES = ("allocatable/", "available/", "network/download")
+# A decision's state, as Kubernetes Fleet's bindings: the scheduler selected the node (Scheduled), a
+# copy is bound there (Bound), or the node was let go while its copy still runs (Unscheduled).
+DECISION_STATES = ("Scheduled", "Bound", "Unscheduled")
+# Policy snapshots: each policy a Placement had is kept as a ControllerRevision in its namespace,
+# owned by it, named after the policy's hash, labelled with the Placement and the snapshot's index.
+PLACEMENT_LABEL = "placement.corral.dev/name"
+POLICY_INDEX_LABEL = "placement.corral.dev/policy-index"
+NUMBER_OF_NODES_ANNOTATION = "placement.corral.dev/number-of-nodes"
+
+
+def policy_hash(placement: dict[str, Any]) -> str:
+    """The policy without its count, hashed: a change of it is a new policy, decided afresh; a
+    change of ``numberOfNodes`` alone only scales."""
+    policy = dict(((placement.get("spec") or {}).get("policy")) or {})
+    policy.pop("numberOfNodes", None)
+    return hashlib.sha256(json.dumps(policy, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def snapshot_name(placement: dict[str, Any]) -> str:
+    """The name of the snapshot of the Placement's current policy (both the scheduler, which decides
+    for it, and the controller, which keeps it, derive it: neither waits for the other)."""
+    return f"{placement['metadata']['name'][:242]}-{policy_hash(placement)[:10]}"
 
 
 class PropertySorter(Model):
@@ -102,16 +128,21 @@ class NodeDecision(Model):
     node_name: str | None = None
     selected: bool | None = None
     score: float | None = None
+    scores: dict[str, float] | None = None  # the score by plugin and preferred term
     reason: str | None = None
+    state: str | None = None  # Scheduled | Bound | Unscheduled (DECISION_STATES)
+    policy_snapshot: str | None = None  # an Unscheduled decision's snapshot, when not the current one
 
 
 class PlacementStatus(Model):
     observed_generation: int | None = None
     policy_hash: str | None = None  # the policy (less numberOfNodes) the decisions were taken for
+    policy_snapshot: str | None = None  # the ControllerRevision that keeps that policy
     conditions: list[WorkloadCondition] | None = None
     decisions: list[NodeDecision] | None = None
     desired: int | None = None
     scheduled: int | None = None
+    bound: int | None = None
     available: int | None = None
     message: str | None = None
 

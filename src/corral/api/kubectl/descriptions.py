@@ -139,7 +139,14 @@ DESCRIPTIONS: dict[str, str] = {
                                           "network/download); the weight scaled between its smallest and largest.",
     "PlacementStatus.policyHash": "The policy (less numberOfNodes) the decisions were taken for: another one is "
                                   "decided afresh, this one keeps the nodes that hold copies.",
-    "PlacementStatus.decisions": "Each node decided on: selected or not, its score and the reason.",
+    "PlacementStatus.policySnapshot": "The ControllerRevision keeping the policy the decisions were taken for.",
+    "PlacementStatus.decisions": "Each node decided on: selected or not, its score (by plugin, for up to 1,000 "
+                                 "decisions), the reason, and its state.",
+    "PlacementStatus.bound": "Selected nodes with a copy bound to them.",
+    "NodeDecision.state": "Scheduled (selected, no copy bound yet), Bound (a copy is bound there) or "
+                          "Unscheduled (let go; its copy goes as the rollout allows).",
+    "NodeDecision.scores": "The score by plugin and by preferred term (preference[i]).",
+    "NodeDecision.policySnapshot": "An Unscheduled decision's snapshot, when an earlier policy selected it.",
     "PlacementStatus.desired": "Copies the policy asks for.",
     "PlacementStatus.scheduled": "Nodes selected for a copy.",
     "PlacementStatus.available": "Copies running for unavailablePeriodSeconds.",

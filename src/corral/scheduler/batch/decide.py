@@ -29,6 +29,7 @@ from corral.scheduler.batch.policy import PICK_FIXED, PICK_N, Policy, Preference
 from corral.scheduler.framework.interface import CycleState
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.plugins.node_affinity import term_mask
+from corral.scheduler.plugins.taint_toleration import untolerated_table
 
 __all__ = ["BatchDecision", "NodeDecision", "decide", "property_column", "NOT_FOUND", "KEPT"]
 
@@ -94,16 +95,22 @@ def _preference_scores(table: Any, rows: np.ndarray, preference: Preference) -> 
 
 
 def decide(fwk: Any, cache: Any, placement: dict[str, Any], *, keep: Iterable[str] = (),
-           unselected_limit: int = DEFAULT_UNSELECTED_LIMIT) -> BatchDecision:
-    """The nodes ``placement`` should have a copy on, now. ``keep``: nodes that hold a copy from
-    an earlier decision (they stay, IgnoredDuringExecution)."""
+           held: Iterable[str] | None = None, unselected_limit: int = DEFAULT_UNSELECTED_LIMIT) -> BatchDecision:
+    """The nodes ``placement`` should have a copy on, now. ``keep``: nodes selected by an earlier
+    decision (they stay, IgnoredDuringExecution). ``held``: the nodes a copy is bound to; given,
+    a kept node with a NoExecute taint the copies do not tolerate stays only while its copy is
+    there — once the node lifecycle has evicted it, PickN fills the gap elsewhere."""
     policy = read_policy(placement)
     pod = PodInfo.from_object(decision_pod(placement))
     table = cache.table
     state = CycleState()
     feasible, diagnosis = fwk.find_feasible(state, pod, table)
-    kept = np.array(sorted({table.row_of[n] for n in keep if n in table.row_of and table.valid[table.row_of[n]]}),
-                    dtype=np.int64)
+    rows = {table.row_of[n] for n in keep if n in table.row_of and table.valid[table.row_of[n]]}
+    if held is not None and rows:
+        held_rows = {table.row_of[n] for n in held if n in table.row_of}
+        evicting = untolerated_table(table, pod.tolerations, ("NoExecute",))
+        rows = {r for r in rows if r in held_rows or not evicting[table.taints[r]].any()}
+    kept = np.array(sorted(rows), dtype=np.int64)
     if policy.placement_type == PICK_FIXED:
         named = np.array(sorted({table.row_of[n] for n in policy.node_names if n in table.row_of}), dtype=np.int64)
         feasible = np.intersect1d(feasible, named)

@@ -15,6 +15,19 @@ adds and scaling in drops the lowest scored. Which policy the decisions were tak
 beside them (``status.policyHash``, a hash of the policy without its count), so a policy changed
 while no scheduler ran is still decided afresh, and a restart alone never moves a copy.
 
+Each decision has a state, as Kubernetes Fleet's bindings have: **Scheduled** (selected, no copy
+bound there yet), **Bound** (a copy is bound to the node) or **Unscheduled** (the node was let go
+and its copy still runs, until the rollout removes it). The scheduler follows the copies from the
+pod events it sees anyway (each bind, each deletion); a change re-decides at the next flush. A
+kept node whose copy was evicted by a NoExecute taint (a lost node, after the node lifecycle's
+timeout) is kept no longer: PickN places that copy elsewhere.
+
+Each decision names the policy snapshot it was taken for (``status.policySnapshot``; an
+Unscheduled one from an earlier policy names its own), the ControllerRevision the placement
+controller keeps of each policy. Its score comes with the breakdown by plugin and preferred term
+for up to ``BREAKDOWN_LIMIT`` decisions: a PickAll over thousands of nodes would otherwise pass
+the object size limit (``corral explain placement`` gives every node's breakdown).
+
 The status is written only when it differs from what was last written, with the Placement's
 resourceVersion pinned: the ``Scheduled`` condition is the scheduler's, the other conditions the
 placement controller's, and a write that raced with the controller's is refused (409) and taken
@@ -23,26 +36,38 @@ again at the next flush, on the newer object.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 from typing import Any
 
 from corral.api.defaults import now_rfc3339
-from corral.scheduler.batch.decide import BatchDecision, decide
+from corral.api.kinds.placement import policy_hash, snapshot_name
+from corral.scheduler.batch.decide import BatchDecision, NodeDecision, decide
 
-__all__ = ["PlacementDecisions", "SCHEDULED", "policy_hash"]
+__all__ = ["PlacementDecisions", "SCHEDULED", "policy_hash", "copy_of", "BREAKDOWN_LIMIT",
+           "BOUND", "UNSCHEDULED"]
 
 log = logging.getLogger(__name__)
 SCHEDULED = "Scheduled"
+BOUND, UNSCHEDULED = "Bound", "Unscheduled"  # the other decision states; Scheduled is the first
 KIND = "Placement"
+BREAKDOWN_LIMIT = 1000  # decisions written with their score by plugin
+LEAVING = "let go: its copy goes as the rollout allows"
 
 
-def policy_hash(obj: dict[str, Any]) -> str:
-    """The policy without its count, hashed: what, changed, means deciding afresh."""
-    policy = dict(((obj.get("spec") or {}).get("policy")) or {})
-    policy.pop("numberOfNodes", None)
-    return hashlib.sha256(json.dumps(policy, sort_keys=True).encode()).hexdigest()[:16]
+def copy_of(pod: dict[str, Any]) -> tuple[str, str] | None:
+    """(the Placement's namespace/name, the node) for a copy bound to a node and not finished."""
+    meta = pod["metadata"]
+    refs = meta.get("ownerReferences")
+    if not refs:
+        return None
+    node = (pod.get("spec") or {}).get("nodeName")
+    if not node or (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return None
+    for ref in refs:
+        if ref.get("controller") and ref.get("kind") == KIND and str(ref.get("apiVersion", "")).startswith(
+                "placement.corral.dev/"):
+            return f"{meta.get('namespace') or 'default'}/{ref.get('name', '')}", node
+    return None
 
 
 def _selected(obj: dict[str, Any]) -> list[str]:
@@ -56,6 +81,8 @@ class PlacementDecisions:
         self.objects: dict[str, dict[str, Any]] = {}  # namespace/name → the Placement as last seen
         self.pending: set[str] = set()  # to decide at the next write
         self._written: dict[str, dict[str, Any]] = {}  # key → the status fields last written
+        self._copy_at: dict[str, tuple[str, str]] = {}  # pod key → (Placement key, node) of a bound copy
+        self.bound: dict[str, dict[str, int]] = {}  # Placement key → node → bound copies there
 
     def placement_changed(self, key: str, obj: dict[str, Any] | None) -> None:
         if obj is None:
@@ -76,6 +103,32 @@ class PlacementDecisions:
     def nodes_changed(self) -> None:
         self.pending.update(self.objects)
 
+    def pod_changed(self, key: str, pod: dict[str, Any] | None) -> None:
+        """A pod event: a copy bound, finished or gone changes its decision's state."""
+        if not self._copy_at and (pod is None or not pod["metadata"].get("ownerReferences")):
+            return  # the common case: no copy is followed and this is none
+        now = copy_of(pod) if pod is not None else None
+        before = self._copy_at.pop(key, None)
+        if before == now:
+            if now is not None:
+                self._copy_at[key] = now
+            return
+        if before is not None:
+            nodes = self.bound.get(before[0], {})
+            nodes[before[1]] = nodes.get(before[1], 1) - 1
+            if nodes[before[1]] <= 0:
+                del nodes[before[1]]
+            if not nodes:
+                self.bound.pop(before[0], None)
+            if before[0] in self.objects:
+                self.pending.add(before[0])
+        if now is not None:
+            self._copy_at[key] = now
+            nodes = self.bound.setdefault(now[0], {})
+            nodes[now[1]] = nodes.get(now[1], 0) + 1
+            if now[0] in self.objects:
+                self.pending.add(now[0])
+
     def decide(self, key: str) -> BatchDecision | None:
         """The decision for one Placement now (None: no such Placement, or no profile for it)."""
         obj = self.objects.get(key)
@@ -87,7 +140,7 @@ class PlacementDecisions:
             return None
         decided_for = (obj.get("status") or {}).get("policyHash")
         fresh = decided_for is not None and decided_for != policy_hash(obj)
-        return decide(fwk, self.cache, obj, keep=() if fresh else _selected(obj))
+        return decide(fwk, self.cache, obj, keep=() if fresh else _selected(obj), held=self.bound.get(key, {}))
 
     async def write(self, writer: Any) -> None:
         """Decide every pending Placement and write the statuses that changed."""
@@ -97,7 +150,7 @@ class PlacementDecisions:
             result = self.decide(key)
             if obj is None or result is None:
                 continue
-            status = _status(obj, result)
+            status = _status(obj, result, self.bound.get(key, {}))
             current = obj.get("status") or {}
             if self._written.get(key) == status or {k: current.get(k) for k in status} == status:
                 continue  # written already, or the Placement says so already (a restart)
@@ -114,18 +167,47 @@ class PlacementDecisions:
             self._written[key] = status
 
 
-def _status(obj: dict[str, Any], result: BatchDecision) -> dict[str, Any]:
+def _status(obj: dict[str, Any], result: BatchDecision, bound: dict[str, int]) -> dict[str, Any]:
     policy = result.policy
     selected = len(result.selected)
     desired = {"PickN": policy.number_of_nodes, "PickFixed": len(policy.node_names)}.get(policy.placement_type, selected)
+    snapshot = snapshot_name(obj)
+    before = {d.get("nodeName"): d for d in ((obj.get("status") or {}).get("decisions") or ()) if isinstance(d, dict)}
+    earlier = (obj.get("status") or {}).get("policySnapshot")
+    chosen = set(result.selected)
+    leaving = [node for node in sorted(bound) if node not in chosen]  # let go, a copy still there
+    listed = [d for d in result.decisions if d.selected or d.node not in bound]
+    breakdown = len(listed) + len(leaving) <= BREAKDOWN_LIMIT
+    by_node = {d.node: d for d in result.decisions}
+
+    def entry(d: NodeDecision, state: str | None) -> dict[str, Any]:
+        out: dict[str, Any] = {"nodeName": d.node, "selected": d.selected, "reason": d.reason}
+        if d.score is not None:
+            out["score"] = round(d.score, 2)
+            if breakdown:
+                out["scores"] = {k: round(v, 2) for k, v in d.scores.items() if round(v, 2)}
+        if state:
+            out["state"] = state
+        return out
+
+    decisions = [entry(d, (BOUND if d.node in bound else SCHEDULED) if d.selected else None) for d in listed]
+    for node in leaving:
+        d = by_node.get(node) or NodeDecision(node, False, None, LEAVING)
+        leaving_entry = entry(d, UNSCHEDULED)
+        leaving_entry["reason"] = f"{LEAVING} ({d.reason})" if d.reason and d.reason != LEAVING else LEAVING
+        came_from = (before.get(node) or {}).get("policySnapshot") or earlier
+        if came_from and came_from != snapshot:
+            leaving_entry["policySnapshot"] = came_from
+        decisions.append(leaving_entry)
     return {
         "observedGeneration": obj["metadata"].get("generation"),
         "policyHash": policy_hash(obj),
+        "policySnapshot": snapshot,
         "desired": desired,
         "scheduled": selected,
+        "bound": sum(1 for node in result.selected if node in bound),
         "message": result.summary,
-        "decisions": [{"nodeName": d.node, "selected": d.selected, "reason": d.reason,
-                       **({"score": round(d.score, 2)} if d.score is not None else {})} for d in result.decisions],
+        "decisions": decisions,
     }
 
 
