@@ -182,3 +182,57 @@ async def test_a_new_decision_moves_the_copies_within_the_budgets(harness, rolli
         assert running >= at_least_available and sum(len(ps) for ps in pods.values()) <= at_most_pods
         await harness.ready()
     assert sorted(await harness.pods()) == ["n3", "n4"]
+
+
+REVISIONS = by_kind("ControllerRevision")
+
+
+async def snapshots(harness) -> dict[int, dict]:
+    await harness.api.cache.wait_consistent()
+    return {int(r.obj["revision"]): r.obj for r in harness.api.cache.items(REVISIONS.store_prefix)
+            if not r.obj["metadata"].get("deletionTimestamp")}
+
+
+async def change_policy(harness, **changes) -> dict:
+    current = (await harness.api.current(PLACEMENTS, "default", "web")).obj
+    current["spec"]["policy"].update(changes)
+    await harness.api.update(PLACEMENTS, "default", "web", current, OPTS)
+    return (await harness.api.current(PLACEMENTS, "default", "web")).obj
+
+
+async def test_each_policy_is_kept_as_a_snapshot_and_a_count_change_updates_the_current_one(harness):
+    from corral.api.kinds.placement import snapshot_name
+    from corral.controllers.placement import SNAPSHOT_LIMIT
+
+    await harness.api.create(PLACEMENTS, "default", placement(), OPTS)
+    first = (await harness.api.current(PLACEMENTS, "default", "web")).obj
+    await harness.sync()
+    (one,) = (await snapshots(harness)).values()
+    meta = one["metadata"]
+    assert meta["name"] == snapshot_name(first) and one["revision"] == 1
+    assert meta["labels"]["placement.corral.dev/name"] == "web" and meta["labels"]["placement.corral.dev/policy-index"] == "1"
+    assert meta["annotations"] == {"placement.corral.dev/number-of-nodes": "3"}
+    assert meta["ownerReferences"][0]["uid"] == first["metadata"]["uid"]  # removed with the Placement
+    assert one["data"] == {"policy": {"placementType": "PickN",
+                                      "tolerations": [{"key": "dedicated", "operator": "Exists"}]}}
+    await change_policy(harness, numberOfNodes=5)  # scaling: the same snapshot, its count updated
+    await harness.sync()
+    (same,) = (await snapshots(harness)).values()
+    assert same["metadata"]["name"] == meta["name"] and same["data"] == one["data"]
+    assert same["metadata"]["annotations"] == {"placement.corral.dev/number-of-nodes": "5"}
+    second = await change_policy(harness, tolerations=[])  # another policy: a second snapshot
+    await harness.sync()
+    kept = await snapshots(harness)
+    assert sorted(kept) == [1, 2] and kept[2]["metadata"]["name"] == snapshot_name(second) != meta["name"]
+    assert kept[2]["data"] == {"policy": {"placementType": "PickN", "tolerations": []}}
+    assert kept[1]["data"] == one["data"]  # never rewritten
+    await change_policy(harness, tolerations=[{"key": "dedicated", "operator": "Exists"}])  # changed back
+    await harness.sync()
+    kept = await snapshots(harness)
+    assert sorted(kept) == [2, 3] and kept[3]["metadata"]["name"] == meta["name"]  # renumbered the newest
+    assert kept[3]["metadata"]["labels"]["placement.corral.dev/policy-index"] == "3"
+    for i in range(SNAPSHOT_LIMIT + 2):
+        await change_policy(harness, tolerations=[{"key": f"k{i}", "operator": "Exists"}])
+        await harness.sync()
+    kept = await snapshots(harness)
+    assert len(kept) == SNAPSHOT_LIMIT + 1 and max(kept) == 3 + SNAPSHOT_LIMIT + 2  # the oldest went

@@ -370,8 +370,10 @@ def test_a_placement_applied_to_a_running_server_shows_its_decisions(cluster_pro
     described = corral("describe", "placement", "web", kubeconfig=kc).stdout
     assert "Placement Type:   PickN" in described and "Number Of Nodes:  1" in described
     decision_lines = described.split("Decisions:")[1].splitlines()
-    assert decision_lines[1].split() == ["Node", "Selected", "Score", "Reason"]
-    assert decision_lines[2].split()[:3] == ["fast", "yes", f"{decided['decisions'][0]['score']:g}"]
+    assert decision_lines[1].split() == ["Node", "Selected", "State", "Score", "Reason", "/", "Score", "By", "Plugin"]
+    assert decision_lines[2].split()[:2] == ["fast", "yes"]
+    assert decision_lines[2].split()[3] == f"{decided['decisions'][0]['score']:g}"
+    assert "preference[0]=100" in decision_lines[2]
     explained = corral("explain", "placement", "web", kubeconfig=kc).stdout.splitlines()
     assert explained[0] == "Placement default/web: 3/3 nodes are available. PickN: 1 of 1 node(s) selected."
     assert explained[1] == "Selected: fast"
@@ -389,6 +391,14 @@ def test_a_placement_applied_to_a_running_server_shows_its_decisions(cluster_pro
     # The placement controller makes the copy, the scheduler binds it on the decided node.
     placed = wait_for(lambda: (lambda c: c if list(c.values()) == ["fast"] else None)(copies()), what="the copy bound")
     assert list(placed)[0].startswith("web-")
+    bound = wait_for(lambda: (lambda s: s if s["decisions"][0].get("state") == "Bound" else None)(status()),
+                     what="the decision Bound")
+    assert bound["bound"] == 1
+    snapshot = json.loads(corral("get", "controllerrevisions", "-l", "placement.corral.dev/name=web", "-o", "json",
+                                 kubeconfig=kc).stdout)["items"]
+    assert [r["metadata"]["name"] for r in snapshot] == [bound["policySnapshot"]]
+    assert snapshot[0]["metadata"]["annotations"]["placement.corral.dev/number-of-nodes"] == "1"
+    assert "Policy Snapshot:" in corral("describe", "placement", "web", kubeconfig=kc).stdout
     corral("delete", "placement", "web", kubeconfig=kc)
     wait_for(lambda: copies() == {}, what="the copies gone with their Placement")
 

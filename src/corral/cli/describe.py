@@ -143,17 +143,25 @@ def _describe_placement(placement: dict[str, Any], lines: list[str]) -> None:
     containers = ((spec.get("template") or {}).get("spec") or {}).get("containers") or ()
     _block(lines, "Images", [c.get("image", "") for c in containers] or ["<none>"])
     _kv(lines, "Copies", f"{status.get('desired', 0)} desired | {status.get('scheduled', 0)} scheduled | "
-                         f"{status.get('available', 0)} available")
+                         f"{status.get('bound', 0)} bound | {status.get('available', 0)} available")
+    if status.get("policySnapshot"):
+        _kv(lines, "Policy Snapshot", f"{status['policySnapshot']} (ControllerRevision)")
     _conditions(lines, status.get("conditions"))
     decisions = status.get("decisions") or ()
     lines.append("Decisions:" + ("" if decisions else "  <none yet: the scheduler has not decided>"))
     if decisions:
         import io
 
-        rows = [[d.get("nodeName", ""), "yes" if d.get("selected") else "no",
-                 f"{d['score']:g}" if d.get("score") is not None else "-", d.get("reason") or ""] for d in decisions]
+        def why(d: dict[str, Any]) -> str:
+            scores = "  ".join(f"{k}={v:g}" for k, v in (d.get("scores") or {}).items())
+            reason = d.get("reason") or ""
+            snapshot = f" [snapshot {d['policySnapshot']}]" if d.get("policySnapshot") else ""
+            return (f"{reason}; {scores}" if reason and scores else reason or scores) + snapshot
+
+        rows = [[d.get("nodeName", ""), "yes" if d.get("selected") else "no", d.get("state") or "-",
+                 f"{d['score']:g}" if d.get("score") is not None else "-", why(d)] for d in decisions]
         buf = io.StringIO()
-        print_table(["Node", "Selected", "Score", "Reason"], rows, out=buf)
+        print_table(["Node", "Selected", "State", "Score", "Reason / Score By Plugin"], rows, out=buf)
         lines.extend(f"  {line}" for line in buf.getvalue().splitlines())
     if status.get("message"):
         _kv(lines, "Summary", status["message"])

@@ -31,8 +31,9 @@ from corral.api.kinds.apps import percent_or_count
 from corral.api.resources import by_kind
 from corral.controllers.deployment import template_hash
 from corral.controllers.node_rollout import HASH_LABEL, carry_out, plan, pods_by_node, revision_of
-from corral.controllers.pods import controller_of, is_available, is_ready, owner_reference
+from corral.controllers.pods import is_available, is_ready, owner_reference
 from corral.controllers.queued import OwnedIndex, QueuedController
+from corral.controllers.revisions import record_revision
 from corral.scheduler.plugins.taint_toleration import tolerates
 from corral.server import errors
 from corral.server.rest import ResourceAPI
@@ -103,7 +104,6 @@ class DaemonSetController(QueuedController):
         super().__init__(api)
         self.clock = clock
         self._sets, self._pods, self._nodes = by_kind("DaemonSet"), by_kind("Pod"), by_kind("Node")
-        self._revisions = by_kind("ControllerRevision")
         self.index = OwnedIndex(api.cache, self._sets, self._pods)
         self._node_shapes: dict[str, tuple] = {}  # node key → (labels, taints) last seen
 
@@ -151,39 +151,22 @@ class DaemonSetController(QueuedController):
 
     async def _record_revision(self, ds: Obj, template: Obj, digest: str) -> None:
         """The template as a ControllerRevision (``kubectl rollout history`` lists them, ``undo``
-        patches one back): a new template gets the next revision number, an older one coming back
-        (an undo) is renumbered the newest; beyond ``revisionHistoryLimit`` the oldest go."""
+        patches one back): see :mod:`corral.controllers.revisions`."""
         meta = ds["metadata"]
-        prefix = self._revisions.store_prefix
-        mine = [r.obj for r in self.api.cache.items(prefix, f"{prefix}{meta['namespace']}/")
-                if (controller_of(r.obj) or {}).get("uid") == meta["uid"] and not r.obj["metadata"].get("deletionTimestamp")]
-        current = next((r for r in mine if (r["metadata"].get("labels") or {}).get(HASH_LABEL) == digest), None)
-        highest = max((int(r.get("revision") or 0) for r in mine), default=0)
         cause = (meta.get("annotations") or {}).get(CHANGE_CAUSE)
-        if current is None:
+
+        def make(number: int) -> Obj:
             labels = {**((template.get("metadata") or {}).get("labels") or {}), HASH_LABEL: digest}
-            revision = {"apiVersion": "apps/v1", "kind": "ControllerRevision",
-                        "metadata": {"name": f"{meta['name']}-{digest}", "namespace": meta["namespace"], "labels": labels,
-                                     "annotations": {CHANGE_CAUSE: cause} if cause else {},
-                                     "ownerReferences": [owner_reference(ds)]},
-                        "data": {"spec": {"template": {**copy.deepcopy(template), "$patch": "replace"}}},
-                        "revision": highest + 1}
-            try:
-                await self.api.create(self._revisions, meta["namespace"], revision, self.opts)
-            except errors.ApiError as exc:
-                if exc.code != 409:  # made a moment ago: the next sync sees it
-                    raise
-        elif int(current.get("revision") or 0) < highest:
-            try:
-                await self.api.patch(self._revisions, meta["namespace"], current["metadata"]["name"],
-                                     {"revision": highest + 1}, "merge", self.opts)
-            except errors.ApiError as exc:
-                if exc.code != 404:
-                    raise
-        old = sorted((r for r in mine if r is not current), key=lambda r: int(r.get("revision") or 0))
-        limit = int((ds.get("spec") or {}).get("revisionHistoryLimit", 10))
-        for stale in old[:max(len(old) - limit, 0)]:
-            await self.delete_if_unchanged(self._revisions, stale)
+            return {"apiVersion": "apps/v1", "kind": "ControllerRevision",
+                    "metadata": {"name": f"{meta['name']}-{digest}", "namespace": meta["namespace"], "labels": labels,
+                                 "annotations": {CHANGE_CAUSE: cause} if cause else {},
+                                 "ownerReferences": [owner_reference(ds)]},
+                    "data": {"spec": {"template": {**copy.deepcopy(template), "$patch": "replace"}}},
+                    "revision": number}
+
+        await record_revision(self, ds, digest, make, limit=int((ds.get("spec") or {}).get("revisionHistoryLimit", 10)),
+                              refresh=lambda current, number: {"revision": number}
+                              if int(current.get("revision") or 0) != number else None)
 
     async def _write_status(self, ds: Obj, wanted: set[str], live: dict[str, list[Obj]], revision: str,
                             min_ready: int, now: float) -> float | None:

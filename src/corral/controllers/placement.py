@@ -15,6 +15,14 @@ For each Placement (queued when it or one of its pods changes):
   decision (a new policy) moves copies the same way: new ones on the newly selected nodes, at most
   ``maxSurge`` beyond the count, and a copy on a node let go stays until enough of the new ones
   are available. A copy is available once it has been ready for ``unavailablePeriodSeconds`` (60).
+- **Policy snapshots**: each policy the Placement has had is kept as a ControllerRevision in its
+  namespace (:mod:`corral.controllers.revisions`), named after the policy's hash (the name the
+  scheduler's decisions give, ``status.policySnapshot``), labelled with the Placement
+  (``placement.corral.dev/name``) and its index (``placement.corral.dev/policy-index``, also its
+  ``revision``), holding the policy as ``data``, never rewritten. A change of ``numberOfNodes``
+  alone is no new policy: the current snapshot's ``placement.corral.dev/number-of-nodes``
+  annotation follows it. A policy changed back renumbers its snapshot the newest; the oldest
+  beyond ``SNAPSHOT_LIMIT`` go.
 - **Status**: ``available`` and the conditions ``Applied`` (every selected node has a copy of the
   current template) and ``Available`` (and every one of them is available), each with
   ``observedGeneration``; ``Scheduled`` is the scheduler's and is kept as it is.
@@ -30,18 +38,21 @@ from typing import Any
 
 from corral.api.defaults import now_rfc3339
 from corral.api.kinds.apps import percent_or_count
-from corral.api.kinds.placement import DEFAULT_BUDGET, DEFAULT_UNAVAILABLE_PERIOD
+from corral.api.kinds.placement import DEFAULT_BUDGET, DEFAULT_UNAVAILABLE_PERIOD, NUMBER_OF_NODES_ANNOTATION, \
+    PLACEMENT_LABEL, POLICY_INDEX_LABEL, policy_hash, snapshot_name
 from corral.api.resources import by_kind
 from corral.controllers.deployment import template_hash
-from corral.controllers.node_rollout import carry_out, node_of, plan, pods_by_node, revision_of
-from corral.controllers.pods import deletion_order, is_available, is_ready
+from corral.controllers.node_rollout import HASH_LABEL, carry_out, node_of, plan, pods_by_node, revision_of
+from corral.controllers.pods import deletion_order, is_available, is_ready, owner_reference
 from corral.controllers.queued import OwnedIndex, QueuedController
+from corral.controllers.revisions import record_revision
 from corral.server import errors
 from corral.server.rest import ResourceAPI
 
-__all__ = ["PlacementController", "APPLIED", "AVAILABLE"]
+__all__ = ["PlacementController", "APPLIED", "AVAILABLE", "SNAPSHOT_LIMIT"]
 
 APPLIED, AVAILABLE = "Applied", "Available"
+SNAPSHOT_LIMIT = 10  # policy snapshots kept besides the current one (Fleet's revisionHistoryLimit)
 Obj = dict[str, Any]
 
 
@@ -65,6 +76,7 @@ class PlacementController(QueuedController):
         if record is None or record.obj["metadata"].get("deletionTimestamp"):
             return None
         placement = record.obj
+        await self._record_snapshot(placement)
         spec = placement.get("spec") or {}
         template = spec.get("template") or {}
         revision = template_hash(template)
@@ -84,6 +96,33 @@ class PlacementController(QueuedController):
         await carry_out(self, placement, template, revision, doomed, creating,
                         ((spec.get("policy") or {}).get("tolerations")) or ())
         return await self._write_status(placement, wanted, todo.live, revision, min_ready, now)
+
+    async def _record_snapshot(self, placement: Obj) -> None:
+        """The current policy kept as a snapshot (see the module's docstring)."""
+        meta = placement["metadata"]
+        policy = (placement.get("spec") or {}).get("policy") or {}
+        digest = policy_hash(placement)
+        count = {NUMBER_OF_NODES_ANNOTATION: str(policy["numberOfNodes"])} if "numberOfNodes" in policy else {}
+
+        def make(number: int) -> Obj:
+            return {"apiVersion": "apps/v1", "kind": "ControllerRevision",
+                    "metadata": {"name": snapshot_name(placement), "namespace": meta["namespace"],
+                                 "labels": {PLACEMENT_LABEL: meta["name"], POLICY_INDEX_LABEL: str(number),
+                                            HASH_LABEL: digest},
+                                 "annotations": count, "ownerReferences": [owner_reference(placement)]},
+                    "data": {"policy": {k: v for k, v in policy.items() if k != "numberOfNodes"}},
+                    "revision": number}
+
+        def refresh(current: Obj, number: int) -> Obj | None:
+            patch: Obj = {}
+            if int(current.get("revision") or 0) != number:
+                patch = {"revision": number, "metadata": {"labels": {POLICY_INDEX_LABEL: str(number)}}}
+            annotations = current["metadata"].get("annotations") or {}
+            if count and annotations.get(NUMBER_OF_NODES_ANNOTATION) != count[NUMBER_OF_NODES_ANNOTATION]:
+                patch.setdefault("metadata", {})["annotations"] = count
+            return patch or None
+
+        await record_revision(self, placement, digest, make, limit=SNAPSHOT_LIMIT, refresh=refresh)
 
     @staticmethod
     def _within_budget(doomed: list[Obj], by_node: dict[str, list[Obj]], wanted: set[str], min_ready: int,
