@@ -366,7 +366,7 @@ def test_a_placement_applied_to_a_running_server_shows_its_decisions(cluster_pro
     decided = wait_for(status, what="the Placement's decisions")
     assert [(d["nodeName"], d["selected"]) for d in decided["decisions"]][0] == ("fast", True)
     assert (decided["desired"], decided["scheduled"]) == (1, 1)
-    assert decided["conditions"][0]["type"] == "Scheduled" and decided["conditions"][0]["status"] == "True"
+    assert {c["type"]: c["status"] for c in decided["conditions"]}["Scheduled"] == "True"
     described = corral("describe", "placement", "web", kubeconfig=kc).stdout
     assert "Placement Type:   PickN" in described and "Number Of Nodes:  1" in described
     decision_lines = described.split("Decisions:")[1].splitlines()
@@ -428,6 +428,7 @@ async def test_each_decision_moves_scheduled_to_bound_and_a_node_let_go_is_unsch
     assert status["policySnapshot"] == snapshot_name(stored(policy)) and status["bound"] == 0
     h.scheduler.placement_changed("default/web", stored(policy, status=status))
     h.add_pod(copy_on("a"))  # the scheduler bound the first copy
+    h.queue_clock.advance(1)  # the state is written once due
     await h.scheduler.placements.write(h.writer)
     status = h.writer.placement_statuses["default/web"]
     assert states(status) == {"a": "Bound", "b": "Scheduled", "c": None} and status["bound"] == 1
@@ -502,3 +503,25 @@ async def test_a_no_schedule_taint_never_moves_a_copy_even_once_it_is_gone():
     h.add_node(node("a", cpu=16).taint("dedicated", effect="NoSchedule").heartbeat_age(0))
     status = await decided(h, stored(policy, status=status))
     assert [d["nodeName"] for d in status["decisions"] if d["selected"]] == ["a"]  # IgnoredDuringExecution
+
+
+async def test_binds_alone_rewrite_a_large_status_at_most_once_a_second_per_thousand_decisions():
+    from corral.scheduler.batch.placements import RESTATE_PER_DECISION
+
+    h = cluster(*(node(f"n{i:02d}") for i in range(20)))
+    status = await decided(h, stored({"placementType": "PickAll"}))
+    h.scheduler.placement_changed("default/web", stored({"placementType": "PickAll"}, status=status))
+    h.writer.placement_statuses.clear()
+    due = 20 * RESTATE_PER_DECISION  # seconds, for 20 decisions
+    h.add_pod(copy_on("n00"))
+    h.queue_clock.advance(due / 2)
+    await h.scheduler.placements.write(h.writer)
+    assert h.writer.placement_statuses == {}  # not due yet: written with the next flush that is
+    h.queue_clock.advance(due)
+    await h.scheduler.placements.write(h.writer)
+    assert states(h.writer.placement_statuses["default/web"])["n00"] == "Bound"
+    h.scheduler.placement_changed("default/web", stored({"placementType": "PickAll"},
+                                                        status=h.writer.placement_statuses.pop("default/web")))
+    h.delete_pod("default/web-n00")  # a copy gone may need a new decision: at once
+    await h.scheduler.placements.write(h.writer)
+    assert states(h.writer.placement_statuses["default/web"])["n00"] == "Scheduled"

@@ -106,7 +106,7 @@ class Scheduler:
         self._flush_interval = flush_interval
         self._node_signatures: dict[str, tuple] = {}
         self._gang_status_written: dict[str, dict[str, Any]] = {}  # PodGroup key → status last written
-        self.placements = PlacementDecisions(self.frameworks, self.cache)
+        self.placements = PlacementDecisions(self.frameworks, self.cache, clock=queue_clock)
         self._order_version = -1
         self._order = None
         self.scheduled = 0

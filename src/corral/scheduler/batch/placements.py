@@ -18,7 +18,9 @@ while no scheduler ran is still decided afresh, and a restart alone never moves 
 Each decision has a state, as Kubernetes Fleet's bindings have: **Scheduled** (selected, no copy
 bound there yet), **Bound** (a copy is bound to the node) or **Unscheduled** (the node was let go
 and its copy still runs, until the rollout removes it). The scheduler follows the copies from the
-pod events it sees anyway (each bind, each deletion); a change re-decides at the next flush. A
+pod events it sees anyway: a copy gone re-decides at the next flush; a copy bound only changes a
+state, written from the last decision once due (a status of thousands of decisions is rewritten at
+most once a second per thousand of them, see ``RESTATE_PER_DECISION``). A
 kept node whose copy was evicted by a NoExecute taint (a lost node, after the node lifecycle's
 timeout) is kept no longer: PickN places that copy elsewhere.
 
@@ -37,7 +39,8 @@ again at the next flush, on the newer object.
 from __future__ import annotations
 
 import logging
-from typing import Any
+import time
+from typing import Any, Callable
 
 from corral.api.defaults import now_rfc3339
 from corral.api.kinds.placement import policy_hash, snapshot_name
@@ -52,6 +55,10 @@ BOUND, UNSCHEDULED = "Bound", "Unscheduled"  # the other decision states; Schedu
 KIND = "Placement"
 BREAKDOWN_LIMIT = 1000  # decisions written with their score by plugin
 LEAVING = "let go: its copy goes as the rollout allows"
+# A status with thousands of decisions costs its size to write: when copies are only bound, it is
+# rewritten at most once per RESTATE_PER_DECISION second per decision (a second per thousand), and
+# at least every RESTATE_MAX seconds while binds go on.
+RESTATE_PER_DECISION, RESTATE_MAX = 0.001, 5.0
 
 
 def copy_of(pod: dict[str, Any]) -> tuple[str, str] | None:
@@ -76,23 +83,28 @@ def _selected(obj: dict[str, Any]) -> list[str]:
 
 
 class PlacementDecisions:
-    def __init__(self, frameworks: dict[str, Any], cache: Any) -> None:
-        self.frameworks, self.cache = frameworks, cache
+    def __init__(self, frameworks: dict[str, Any], cache: Any, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self.frameworks, self.cache, self.clock = frameworks, cache, clock
         self.objects: dict[str, dict[str, Any]] = {}  # namespace/name → the Placement as last seen
         self.pending: set[str] = set()  # to decide at the next write
+        self.restate: set[str] = set()  # a copy was bound: its state to write when due (RESTATE_PER_DECISION)
+        self._last: dict[str, BatchDecision] = {}  # key → the decision last taken
+        self._written_at: dict[str, float] = {}  # key → when its status was last written
         self._written: dict[str, dict[str, Any]] = {}  # key → the status fields last written
         self._copy_at: dict[str, tuple[str, str]] = {}  # pod key → (Placement key, node) of a bound copy
         self.bound: dict[str, dict[str, int]] = {}  # Placement key → node → bound copies there
 
     def placement_changed(self, key: str, obj: dict[str, Any] | None) -> None:
         if obj is None:
-            for book in (self.objects, self._written):
+            for book in (self.objects, self._written, self._last, self._written_at):
                 book.pop(key, None)
             self.pending.discard(key)
+            self.restate.discard(key)
             return
         if obj["metadata"].get("deletionTimestamp"):
             self.objects.pop(key, None)
             self.pending.discard(key)
+            self.restate.discard(key)
             return
         first = key not in self.objects
         self.objects[key] = obj
@@ -127,7 +139,7 @@ class PlacementDecisions:
             nodes = self.bound.setdefault(now[0], {})
             nodes[now[1]] = nodes.get(now[1], 0) + 1
             if now[0] in self.objects:
-                self.pending.add(now[0])
+                self.restate.add(now[0])  # a bind changes a state, not what to decide
 
     def decide(self, key: str) -> BatchDecision | None:
         """The decision for one Placement now (None: no such Placement, or no profile for it)."""
@@ -143,13 +155,19 @@ class PlacementDecisions:
         return decide(fwk, self.cache, obj, keep=() if fresh else _selected(obj), held=self.bound.get(key, {}))
 
     async def write(self, writer: Any) -> None:
-        """Decide every pending Placement and write the statuses that changed."""
+        """Decide every pending Placement and write the statuses that changed; a Placement whose
+        copies were only bound gets its states written once due, from its last decision."""
+        now = self.clock()
         pending, self.pending = self.pending, set()
-        for key in sorted(pending):
+        due = {key for key in self.restate if key in pending or key not in self._last or now - self._written_at.get(
+            key, -1e18) >= min(RESTATE_MAX, len(self._last[key].decisions) * RESTATE_PER_DECISION)}
+        self.restate -= due
+        for key in sorted(pending | due):
             obj = self.objects.get(key)
-            result = self.decide(key)
+            result = self.decide(key) if key in pending or key not in self._last else self._last[key]
             if obj is None or result is None:
                 continue
+            self._last[key] = result
             status = _status(obj, result, self.bound.get(key, {}))
             current = obj.get("status") or {}
             if self._written.get(key) == status or {k: current.get(k) for k in status} == status:
@@ -165,6 +183,7 @@ class PlacementDecisions:
                     self.pending.add(key)
                 continue
             self._written[key] = status
+            self._written_at[key] = now
 
 
 def _status(obj: dict[str, Any], result: BatchDecision, bound: dict[str, int]) -> dict[str, Any]:
