@@ -143,13 +143,14 @@ def test_scaling_in_lets_go_of_the_lowest_scored_copies():
 
 
 def test_a_node_holding_a_copy_keeps_it_after_its_labels_or_taints_stop_fitting():
-    nodes = [node("gpu", gpu="yes"), node("relabelled"), node("tainted", gpu="yes").taint("drain", "now")]
+    nodes = [node("gpu", gpu="yes"), node("relabelled"), node("tainted", gpu="yes").taint("drain", "now"),
+             node("cordoned", gpu="yes").unschedulable(), node("new-cordoned", gpu="yes").unschedulable()]
     policy = {"placementType": "PickAll", "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": [{"matchExpressions": [{"key": "gpu", "operator": "Exists"}]}]}}}}
-    result = run(nodes, policy, keep=("relabelled", "tainted", "gone"))
-    assert sorted(result.selected) == ["gpu", "relabelled", "tainted"]
+    result = run(nodes, policy, keep=("relabelled", "tainted", "cordoned", "gone"))
+    assert sorted(result.selected) == ["cordoned", "gpu", "relabelled", "tainted"]  # new-cordoned gets none
     assert {d.node: d.reason for d in result.decisions if d.selected} == {
-        "gpu": "", "relabelled": KEPT, "tainted": KEPT}
+        "gpu": "", "relabelled": KEPT, "tainted": KEPT, "cordoned": KEPT}
 
 
 # --- preferences --------------------------------------------------------------------------------------
@@ -525,3 +526,16 @@ async def test_binds_alone_rewrite_a_large_status_at_most_once_a_second_per_thou
     h.delete_pod("default/web-n00")  # a copy gone may need a new decision: at once
     await h.scheduler.placements.write(h.writer)
     assert states(h.writer.placement_statuses["default/web"])["n00"] == "Scheduled"
+
+
+async def test_a_template_change_is_no_new_decision_the_nodes_with_copies_stay():
+    h = cluster(node("n4", cpu=4), node("n8", cpu=8), node("n16", cpu=16))
+    policy = {"placementType": "PickN", "numberOfNodes": 2}
+    status = await decided(h, stored(policy))
+    assert sorted(d["nodeName"] for d in status["decisions"] if d["selected"]) == ["n16", "n8"]
+    h.add_node(node("n64", cpu=64).heartbeat_age(0))  # better than both, but the policy did not change
+    changed = stored(policy, generation=2, status=status)
+    changed["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"  # rolled out in place
+    again = await decided(h, changed)
+    assert sorted(d["nodeName"] for d in again["decisions"] if d["selected"]) == ["n16", "n8"]
+    assert again["observedGeneration"] == 2 and again["policySnapshot"] == status["policySnapshot"]
