@@ -539,3 +539,25 @@ async def test_a_template_change_is_no_new_decision_the_nodes_with_copies_stay()
     again = await decided(h, changed)
     assert sorted(d["nodeName"] for d in again["decisions"] if d["selected"]) == ["n16", "n8"]
     assert again["observedGeneration"] == 2 and again["policySnapshot"] == status["policySnapshot"]
+
+
+async def test_a_new_or_changed_placement_is_decided_at_once_and_node_changes_wait_for_the_flush():
+    import asyncio
+
+    h = Harness(flush_interval=3600)  # a flush would never come within this test
+    h.add_node(node("a").heartbeat_age(0))
+    h.scheduler.start()
+    try:
+        h.scheduler.placement_changed("default/web", stored({"placementType": "PickAll"}))
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if "default/web" in h.writer.placement_statuses:
+                break
+        status = h.writer.placement_statuses.pop("default/web")
+        assert [d["nodeName"] for d in status["decisions"]] == ["a"]
+        h.scheduler.placement_changed("default/web", stored({"placementType": "PickAll"}, status=status))
+        h.add_node(node("b").heartbeat_age(0))
+        await asyncio.sleep(0.2)
+        assert h.writer.placement_statuses == {}  # nodes changing: decided at the next flush
+    finally:
+        await h.scheduler.stop()

@@ -43,6 +43,7 @@ from corral.scheduler.schedule_one import FitError, ScheduleResult, explain, sch
 __all__ = ["Scheduler"]
 
 log = logging.getLogger(__name__)
+PLACEMENT_PAUSE = 0.02  # seconds from a Placement's change to its decision: a burst of changes decided once
 
 
 
@@ -106,7 +107,9 @@ class Scheduler:
         self._flush_interval = flush_interval
         self._node_signatures: dict[str, tuple] = {}
         self._gang_status_written: dict[str, dict[str, Any]] = {}  # PodGroup key → status last written
-        self.placements = PlacementDecisions(self.frameworks, self.cache, clock=queue_clock)
+        self._placements_due = asyncio.Event()
+        self.placements = PlacementDecisions(self.frameworks, self.cache, clock=queue_clock,
+                                             urgent=self._placements_due.set)
         self._order_version = -1
         self._order = None
         self.scheduled = 0
@@ -221,7 +224,8 @@ class Scheduler:
     def start(self) -> None:
         self.events.start()
         self._tasks = [asyncio.create_task(self.run(), name="scheduler"),
-                       asyncio.create_task(self._flush_loop(), name="scheduler-flush")]
+                       asyncio.create_task(self._flush_loop(), name="scheduler-flush"),
+                       asyncio.create_task(self._placement_loop(), name="scheduler-placements")]
 
     async def stop(self) -> None:
         self.queue.close()
@@ -252,6 +256,18 @@ class Scheduler:
             self.queue.flush_backoff()
             self.queue.flush_unschedulable()
             await self.write_gang_statuses()
+
+    async def _placement_loop(self) -> None:
+        """Placements decided at once when one is new or its spec changed (after a short pause that
+        gathers a burst of such changes into one decision), and at each flush interval otherwise
+        (nodes changing, copies bound or gone: a rollout's thousands of them decided once a flush)."""
+        while True:
+            try:
+                await asyncio.wait_for(self._placements_due.wait(), self._flush_interval)
+            except TimeoutError:
+                pass
+            self._placements_due.clear()
+            await asyncio.sleep(PLACEMENT_PAUSE)
             await self.placements.write(self.writer)
 
     async def write_gang_statuses(self) -> None:

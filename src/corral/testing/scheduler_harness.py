@@ -90,13 +90,13 @@ class RecordingWriter:
 
 class Harness:
     def __init__(self, config: dict[str, Any] | None = None, *, fail_rate: float = 0.0, seed: int = 0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, flush_interval: float = 1.0) -> None:
         rng = random.Random(seed)
         fail = (lambda pod, node: rng.random() < fail_rate) if fail_rate else None
         self.writer = RecordingWriter(fail)
         self.queue_clock = FakeClock()
         self.scheduler = Scheduler(parse_config(config or {}), self.writer, clock=clock,
-                                   queue_clock=self.queue_clock)
+                                   queue_clock=self.queue_clock, flush_interval=flush_interval)
         self.pods: dict[str, dict[str, Any]] = {}
         self.nodes: dict[str, dict[str, Any]] = {}
         # Pods the scheduler deleted (preemption): gone at once, or, with ``slow_termination``,

@@ -83,8 +83,10 @@ def _selected(obj: dict[str, Any]) -> list[str]:
 
 
 class PlacementDecisions:
-    def __init__(self, frameworks: dict[str, Any], cache: Any, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, frameworks: dict[str, Any], cache: Any, *, clock: Callable[[], float] = time.monotonic,
+                 urgent: Callable[[], None] = lambda: None) -> None:
         self.frameworks, self.cache, self.clock = frameworks, cache, clock
+        self.urgent = urgent  # called when a decision should not wait for the next flush
         self.objects: dict[str, dict[str, Any]] = {}  # namespace/name → the Placement as last seen
         self.pending: set[str] = set()  # to decide at the next write
         self.restate: set[str] = set()  # a copy was bound: its state to write when due (RESTATE_PER_DECISION)
@@ -111,6 +113,7 @@ class PlacementDecisions:
         status = obj.get("status") or {}
         if first or status.get("observedGeneration") != obj["metadata"].get("generation"):
             self.pending.add(key)
+            self.urgent()
 
     def nodes_changed(self) -> None:
         self.pending.update(self.objects)
