@@ -294,8 +294,15 @@ async def run_placement(args: argparse.Namespace, client: Client) -> dict:
     await client.create(placement, "default")
     deadline = t0 + args.timeout
     while "available" not in marks:
-        assert time.monotonic() < deadline, f"the Placement did not get there: {marks}"
         status = (await client.get("placements", "bench", "default", raw=True)).get("status") or {}
+        if time.monotonic() > deadline:
+            pods = (await client.list("pods", "default", label_selector="app=bench-pl", raw=True)).items
+            phases: dict[str, int] = {}
+            for p in pods:
+                phase = (p.get("status") or {}).get("phase", "?") + ("" if p["spec"].get("nodeName") else "/unbound")
+                phases[phase] = phases.get(phase, 0) + 1
+            conditions = {c["type"]: c.get("message") for c in status.get("conditions") or ()}
+            raise AssertionError(f"the Placement did not get there: {marks}; copies {phases}; {conditions}")
         now = round(time.monotonic() - t0, 2)
         if "decided" not in marks and status.get("scheduled") == wanted:
             marks["decided"] = now

@@ -3,8 +3,38 @@
 from __future__ import annotations
 
 import asyncio
+import time
+from typing import Any, Coroutine, Generator
 
-__all__ = ["cancel_and_wait", "wait_for_termination"]
+__all__ = ["cancel_and_wait", "wait_for_termination", "OnLoop"]
+
+
+class OnLoop:
+    """Await a coroutine and measure the time it held the event loop (``busy``, seconds): the
+    stretches it ran between its awaits, not the time it waited (tasks it started count apart).
+    What a long computation costs everyone else, apart from how long its writes took."""
+
+    def __init__(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self.coro = coro
+        self.busy = 0.0
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, value, error = self.coro, None, None
+        while True:
+            start = time.perf_counter()
+            try:
+                step = coro.throw(error) if error is not None else coro.send(value)
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                self.busy += time.perf_counter() - start
+            try:
+                value, error = (yield step), None
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:  # a cancellation, thrown into the coroutine where it waits
+                value, error = None, exc
 
 
 async def cancel_and_wait(*tasks: asyncio.Task | None) -> None:

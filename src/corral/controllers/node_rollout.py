@@ -19,11 +19,12 @@ so the scheduler binds them there, checking resources and ports, as Kubernetes d
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any, Awaitable, Callable, Iterable
 
 import copy
 
 from corral.api.resources import by_kind
+from corral.controllers.batches import slow_start
 from corral.controllers.pods import deletion_order, is_active, is_available, pod_from_template
 from corral.server import errors
 
@@ -132,19 +133,27 @@ def _rolling(by_node: dict[str, list[Obj]], wanted: set[str], revision: str, min
 async def carry_out(controller: Any, owner: Obj, template: Obj, revision: str, doomed: list[Obj], nodes: list[str],
                     tolerations: Iterable[Obj] = ()) -> None:
     """Delete ``doomed`` (each only if unchanged) and create a pod of ``template`` for each of
-    ``nodes``, recording each on ``owner`` as Kubernetes' controllers do. A failed create raises
-    (the key is retried with backoff) after its FailedCreate event."""
+    ``nodes`` (in batches that double while creates succeed), recording each on ``owner`` as
+    Kubernetes' controllers do. A failed create raises (the key is retried with backoff) after its
+    FailedCreate event."""
     pods_resource = by_kind("Pod")
     for pod in doomed:
         if await controller.delete_if_unchanged(pods_resource, pod):
             controller.events.record(owner, "Normal", "SuccessfulDelete", f"Deleted pod: {pod['metadata']['name']}")
     tolerations = list(tolerations)
-    for node in nodes:
-        try:
-            await controller.api.create(pods_resource, owner["metadata"]["namespace"],
-                                        pod_for_node(owner, copy.deepcopy(template), node, revision, tolerations),
-                                        controller.opts)
-        except errors.ApiError as exc:
-            controller.events.record(owner, "Warning", "FailedCreate", f"Error creating: {exc.message}")
-            raise
-        controller.events.record(owner, "Normal", "SuccessfulCreate", f"Created pod on node {node}")
+    namespace = owner["metadata"]["namespace"]
+
+    def create(node: str) -> Callable[[], Awaitable[Any]]:
+        return lambda: controller.api.create(pods_resource, namespace,
+                                             pod_for_node(owner, copy.deepcopy(template), node, revision, tolerations),
+                                             controller.opts)
+
+    results = await slow_start([create(node) for node in nodes])  # batches that double while creates succeed
+    for node, result in zip(nodes, results):
+        if isinstance(result, errors.ApiError):
+            controller.events.record(owner, "Warning", "FailedCreate", f"Error creating: {result.message}")
+        elif not isinstance(result, BaseException):
+            controller.events.record(owner, "Normal", "SuccessfulCreate", f"Created pod on node {node}")
+    failures = [r for r in results if isinstance(r, BaseException)]
+    if failures:  # the key is retried with backoff
+        raise failures[0]

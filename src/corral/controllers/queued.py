@@ -8,15 +8,23 @@ so no error path leaves a key unattended; one that returns a delay is looked at 
 (e.g. when a pod will have been ready for ``minReadySeconds``). Each sync first waits until the
 cache holds every write the store acknowledged, so a controller sees the pods it created a moment
 ago and never creates them twice. Started and stopped with the leader.
+
+A key whose sync held the event loop long (a Placement or DaemonSet over thousands of nodes reads
+every copy; the time its writes took does not count, :class:`corral.aio.OnLoop`) is held back
+after it: the changes that come meanwhile (each copy's bind, each status) are gathered into one
+sync ``HOLD_FACTOR`` times that later (at most ``HOLD_MAX`` seconds), so one large owner cannot
+keep the server busy with back-to-back syncs while agents and other clients wait. Syncs under
+``HOLD_MIN`` seconds are never held.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from typing import Any, Iterable
 
-from corral.aio import cancel_and_wait
+from corral.aio import OnLoop, cancel_and_wait
 from corral.api.resources import ResourceType
 from corral.client.workqueue import ShutDown, WorkQueue
 from corral.controllers.events import ObjectEvents
@@ -28,6 +36,7 @@ from corral.store import Event, EventType
 __all__ = ["QueuedController", "OwnedIndex"]
 
 MAX_RETRY_DELAY = 60.0
+HOLD_FACTOR, HOLD_MAX, HOLD_MIN = 3.0, 1.0, 0.005  # a key that took t waits min(3t, 1 s) (t >= 5 ms)
 
 
 class QueuedController:
@@ -42,6 +51,8 @@ class QueuedController:
         self._log = logging.getLogger(type(self).__module__)
         self.events = ObjectEvents(api, self.component or self.name)
         self.opts = WriteOptions(warn=False)  # the options of every write it makes
+        self._hold_until: dict[str, float] = {}  # key → when its last long sync's hold ends (monotonic)
+        self._held: set[str] = set()  # held keys already queued for when their hold ends
 
     # --- what a controller says ------------------------------------------------------------------------
 
@@ -106,9 +117,19 @@ class QueuedController:
     def _on_event(self, event: Event) -> None:
         try:
             for key in self.keys_for(event):
-                self.queue.add(key)
+                self._add(key)
         except Exception:  # one odd object must not stop the cache from following the store
             self._log.exception("%s: could not route the change of %s", self.name, event.key)
+
+    def _add(self, key: str) -> None:
+        until = self._hold_until.get(key)
+        wait = until - time.monotonic() if until is not None else 0.0
+        if wait <= 0:
+            self._hold_until.pop(key, None)
+            self.queue.add(key)
+        elif key not in self._held:
+            self._held.add(key)
+            self.queue.add_after(key, wait)
 
     def _on_reload(self) -> None:
         self.reset()
@@ -121,9 +142,18 @@ class QueuedController:
                 key = await self.queue.get()
             except ShutDown:
                 return
+            self._held.discard(key)
+            until = self._hold_until.get(key)
+            wait = until - time.monotonic() if until is not None else 0.0
+            if wait > 0:  # changed again during its long sync: gathered until its hold ends
+                self._held.add(key)
+                self.queue.add_after(key, wait)
+                self.queue.done(key)
+                continue
+            timed = OnLoop(self.sync(key))
             try:
                 await self.api.cache.wait_fresh()
-                again = await self.sync(key)
+                again = await timed
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
@@ -137,6 +167,10 @@ class QueuedController:
                 self.queue.forget(key)
                 if again is not None:
                     self.queue.add_after(key, again)
+                if timed.busy >= HOLD_MIN:
+                    self._hold_until[key] = time.monotonic() + min(HOLD_FACTOR * timed.busy, HOLD_MAX)
+                else:
+                    self._hold_until.pop(key, None)
             finally:
                 self.queue.done(key)
 

@@ -37,6 +37,7 @@ from corral.api.resources import by_kind
 from corral.api.selectors import LabelSelector, SelectorError, label_selector_from_struct
 from corral.controllers.pods import (controller_of, deletion_order, is_active, is_available, is_ready,
                                      owner_reference, pod_from_template, ready_since)
+from corral.controllers.batches import slow_start
 from corral.controllers.queued import QueuedController
 from corral.server import errors
 from corral.server.rest import ResourceAPI
@@ -232,26 +233,20 @@ class ReplicaSetController(QueuedController):
         return diff != 0
 
     async def _create(self, rs: Obj, count: int) -> None:
-        """``count`` pods, in batches that double while creates succeed (a quota or a bad template
-        fails one pod, not hundreds)."""
+        """``count`` pods, in batches that double while creates succeed (:func:`slow_start`)."""
         template = (rs.get("spec") or {}).get("template") or {}
-        batch, made = 1, 0
-        while made < count:
-            size = min(batch, count - made)
-            results = await asyncio.gather(
-                *(self.api.create(self._pods, rs["metadata"]["namespace"], pod_from_template(rs, template), self.opts)
-                  for _ in range(size)), return_exceptions=True)
-            for result in results:
-                if isinstance(result, errors.ApiError):
-                    self.events.record(rs, "Warning", "FailedCreate", f"Error creating: {result.message}")
-                elif not isinstance(result, BaseException):
-                    name = msgspec.json.decode(result.body)["metadata"]["name"]
-                    self.events.record(rs, "Normal", "SuccessfulCreate", f"Created pod: {name}")
-            failures = [r for r in results if isinstance(r, BaseException)]
-            made += size
-            if failures:
-                raise failures[0]
-            batch *= 2
+        namespace = rs["metadata"]["namespace"]
+        results = await slow_start([lambda: self.api.create(self._pods, namespace, pod_from_template(rs, template),
+                                                            self.opts)] * count, limit=count)
+        for result in results:
+            if isinstance(result, errors.ApiError):
+                self.events.record(rs, "Warning", "FailedCreate", f"Error creating: {result.message}")
+            elif not isinstance(result, BaseException):
+                name = msgspec.json.decode(result.body)["metadata"]["name"]
+                self.events.record(rs, "Normal", "SuccessfulCreate", f"Created pod: {name}")
+        failures = [r for r in results if isinstance(r, BaseException)]
+        if failures:
+            raise failures[0]
 
     async def _delete(self, rs: Obj, pod: Obj) -> None:
         if await self.delete_if_unchanged(self._pods, pod):

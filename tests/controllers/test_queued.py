@@ -1,0 +1,145 @@
+"""What every queue-driven controller shares: creates started in doubling batches, the time a sync
+holds the event loop measured apart from its waits, and a key whose sync held the loop long
+gathered into fewer syncs."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from corral.aio import OnLoop
+from corral.api.resources import by_kind
+from corral.controllers.batches import slow_start
+from corral.controllers.queued import HOLD_FACTOR, QueuedController
+from corral.server.rest import WriteOptions
+from corral.testing.server import running_server
+
+
+def batches(log: list[tuple[str, int]]) -> list[int]:
+    """Sizes of the batches: the calls started before the first of them ended."""
+    sizes, current = [], 0
+    for what, _ in log:
+        if what == "start":
+            current += 1
+        elif current:
+            sizes.append(current)
+            current = 0
+    return sizes
+
+
+def recorder(log: list, fail: set[int] = frozenset()):
+    def call(i: int):
+        async def run() -> int:
+            log.append(("start", i))
+            await asyncio.sleep(0)
+            log.append(("end", i))
+            if i in fail:
+                raise ValueError(f"call {i} failed")
+            return i
+        return run
+    return call
+
+
+@pytest.mark.parametrize("count, limit, expected", [
+    (10, 64, [1, 2, 4, 3]),
+    (10, 2, [1, 2, 2, 2, 2, 1]),
+    (1, 64, [1]),
+])
+async def test_calls_start_in_batches_that_double_up_to_the_limit(count, limit, expected):
+    log: list = []
+    call = recorder(log)
+    assert await slow_start([call(i) for i in range(count)], limit=limit) == list(range(count))
+    assert batches(log) == expected
+
+
+async def test_after_a_batch_with_a_failure_no_further_call_is_made():
+    log: list = []
+    call = recorder(log, fail={2})
+    results = await slow_start([call(i) for i in range(10)])
+    assert results[:2] == [0, 1] and isinstance(results[2], ValueError) and len(results) == 3
+    assert sorted(i for what, i in log if what == "start") == [0, 1, 2]  # the batch of 1, then of 2
+
+
+async def test_on_loop_counts_the_time_a_coroutine_runs_not_the_time_it_waits():
+    async def work() -> str:
+        time.sleep(0.05)  # holds the loop
+        await asyncio.sleep(0.2)  # waits: others run
+        time.sleep(0.03)
+        return "done"
+
+    timed = OnLoop(work())
+    started = time.perf_counter()
+    assert await timed == "done"
+    assert time.perf_counter() - started >= 0.28
+    assert 0.08 <= timed.busy < 0.2
+
+
+async def test_a_cancelled_coroutine_is_cancelled_where_it_waits():
+    reached = []
+
+    async def work() -> None:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            reached.append("cancelled")
+            raise
+
+    async def run(timed: OnLoop) -> None:
+        await timed
+
+    task = asyncio.ensure_future(run(OnLoop(work())))
+    await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert reached == ["cancelled"]
+
+
+class Slow(QueuedController):
+    """Every ConfigMap change concerns one key, whose sync holds the loop for ``cost`` seconds
+    and waits 20 ms in between."""
+
+    name = "slow"
+    workers = 1
+
+    def __init__(self, api, cost: float) -> None:
+        super().__init__(api)
+        self.cost = cost
+        self.synced: list[float] = []
+
+    def keys_for(self, event):
+        return ["all"] if event.key.startswith(by_kind("ConfigMap").store_prefix) else []
+
+    def initial_keys(self):
+        return []
+
+    async def sync(self, key: str) -> None:
+        self.synced.append(time.monotonic())
+        time.sleep(self.cost / 2)
+        await asyncio.sleep(0.02)  # a write: changes that come meanwhile queue the key again
+        time.sleep(self.cost / 2)
+
+
+@pytest.mark.parametrize("cost", [0.03, 0.0])
+async def test_changes_during_a_long_syncs_hold_are_gathered_into_one_later_sync(tmp_path, cost):
+    configmaps = by_kind("ConfigMap")
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        controller = Slow(server.api, cost)
+        controller.start()
+        try:
+            for i in range(30):
+                await server.api.create(configmaps, "default", {"apiVersion": "v1", "kind": "ConfigMap",
+                                                                "metadata": {"name": f"c{i}"}}, WriteOptions(warn=False))
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.3)
+        finally:
+            await controller.stop()
+    gaps = [b - a for a, b in zip(controller.synced, controller.synced[1:])]
+    assert controller.synced  # every change is seen
+    if cost:  # each sync is followed by a hold of HOLD_FACTOR times what it held the loop
+        assert min(gaps) >= (cost + 0.02 + cost * HOLD_FACTOR) * 0.9
+        assert len(controller.synced) <= 6
+    else:  # a cheap sync is never held: changes 10 ms apart are synced (nearly) one by one
+        assert len(controller.synced) >= 10
