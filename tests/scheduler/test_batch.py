@@ -191,6 +191,33 @@ def test_a_property_sorter_on_allocatable_memory_orders_both_ways(order, expecte
     assert {d.node: d.scores["preference[0]"] for d in result.decisions}[expected] == 100.0
 
 
+@pytest.mark.parametrize("number, expected", [
+    pytest.param("capacity/example.com/gpu", "big", id="capacity: what the node has"),
+    pytest.param("allocatable/example.com/gpu", "free", id="allocatable: what pods may use of it"),
+])
+def test_a_property_sorter_reads_an_extended_resources_capacity_or_allocatable(number, expected):
+    def gpu_node(name: str, capacity: str | None, allocatable: str | None):
+        obj = node(name).obj
+        if capacity is not None:
+            obj["status"]["capacity"]["example.com/gpu"] = capacity
+        if allocatable is not None:
+            obj["status"]["allocatable"]["example.com/gpu"] = allocatable
+        return obj
+
+    nodes = [gpu_node("big", "8", "1"), gpu_node("free", "4", "4"), gpu_node("none", None, None)]
+    policy = {"placementType": "PickN", "numberOfNodes": 1, "affinity": {"nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 80, "propertySorter": {"name": number, "sortOrder": "Descending"}}]}}}
+    h = Harness()
+    for n in nodes:
+        n["status"]["conditions"] = node("x").heartbeat_age(0).obj["status"]["conditions"]
+        h.add_node(n)
+    result = decide(h.scheduler.frameworks["default-scheduler"], h.scheduler.cache, placement(policy))
+    assert result.selected == [expected]
+    by_node = {d.node: d.scores["preference[0]"] for d in result.decisions}
+    assert by_node[expected] == 80.0 and by_node["none"] == 0.0  # no such resource: the smallest number
+
+
 def test_preferred_terms_add_their_weight_and_a_negative_weight_pushes_a_node_back():
     nodes = [node("ssd-big", cpu=16, disk="ssd", old="yes"), node("ssd", cpu=8, disk="ssd"), node("big", cpu=32)]
     prefer = [{"weight": 60, "preference": {"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}},

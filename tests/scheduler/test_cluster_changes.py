@@ -378,7 +378,7 @@ async def test_a_started_scheduler_places_pods_as_they_come_and_idles_then_stops
     h.add_node(make_node("n"))
     s.start()
     try:
-        assert {t.get_name() for t in s._tasks} == {"scheduler", "scheduler-flush"}
+        assert {t.get_name() for t in s._tasks} == {"scheduler", "scheduler-flush", "scheduler-placements"}
         for i in range(30):
             h.add_pod(make_pod(f"p{i}"))
         await s.idle(timeout=10)

@@ -48,10 +48,11 @@ SORT_ORDERS = ("Ascending", "Descending")
 DEFAULT_UNAVAILABLE_PERIOD = 60  # seconds a copy must have run before it counts as available (Fleet's)
 DEFAULT_BUDGET = "25%"  # maxUnavailable and maxSurge
 MAX_NODE_NAMES = 10_000
-# Node numbers a property sorter may name. ``allocatable/R`` and ``available/R`` take any resource
-# R the nodes report (cpu in millicores, memory in bytes, an extended resource in its units);
+# Node numbers a property sorter may name. ``allocatable/R``, ``available/R`` and ``capacity/R``
+# (``status.capacity``) take any resource R the nodes report (cpu in millicores, memory in bytes,
+# an extended resource in its units);
 # ``network/download`` is the throughput the agent measured (bytes/s; unmeasured nodes get no score).
-PROPERTIES = ("allocatable/", "available/", "network/download")
+PROPERTIES = ("allocatable/", "available/", "capacity/", "network/download")
 # A decision's state, as Kubernetes Fleet's bindings: the scheduler selected the node (Scheduled), a
 # copy is bound there (Bound), or the node was let go while its copy still runs (Unscheduled).
 DECISION_STATES = ("Scheduled", "Bound", "Unscheduled")
@@ -242,7 +243,8 @@ def _preference(path: str, pref: PlacementPreference) -> list:
         name = sorter.name or ""
         if not any((name.startswith(p) and len(name) > len(p)) if p.endswith("/") else name == p for p in PROPERTIES):
             causes.append(_invalid(f"{path}.propertySorter.name", sorter.name,
-                                   "must be allocatable/RESOURCE, available/RESOURCE or network/download"))
+                                   "must be allocatable/RESOURCE, available/RESOURCE, capacity/RESOURCE or "
+                                   "network/download"))
         if sorter.sort_order not in SORT_ORDERS:
             causes.append(_not_supported(f"{path}.propertySorter.sortOrder", sorter.sort_order, SORT_ORDERS))
     return causes

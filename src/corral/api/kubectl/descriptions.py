@@ -135,7 +135,7 @@ DESCRIPTIONS: dict[str, str] = {
     "PlacementPolicy.tolerations": "Taints the copies tolerate, added to the template's.",
     "PlacementPreference.weight": "-100..100: added to the score of the nodes the term matches.",
     "PlacementPreference.preference": "A node selector term.",
-    "PlacementPreference.propertySorter": "A node number (allocatable/RESOURCE, available/RESOURCE, "
+    "PlacementPreference.propertySorter": "A node number (allocatable/RESOURCE, available/RESOURCE, capacity/RESOURCE, "
                                           "network/download); the weight scaled between its smallest and largest.",
     "PlacementStatus.policyHash": "The policy (less numberOfNodes) the decisions were taken for: another one is "
                                   "decided afresh, this one keeps the nodes that hold copies.",

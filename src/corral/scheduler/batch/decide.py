@@ -25,6 +25,8 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from corral.api.quantity import QuantityError, to_milli, to_units
+
 from corral.scheduler.batch.policy import PICK_FIXED, PICK_N, Policy, Preference, decision_pod, read_policy
 from corral.scheduler.framework.interface import CycleState
 from corral.scheduler.framework.podinfo import PodInfo
@@ -65,11 +67,27 @@ def property_column(table: Any, name: str) -> np.ndarray | None:
     if name == "network/download":
         return table.download_bps[:n]
     kind, _, resource = name.partition("/")
+    if kind == "capacity" and resource:  # status.capacity: no column (only a decision asks), read per node
+        return np.array([_capacity(table.objects[row], resource) for row in range(n)], dtype=np.float64)
     columns = {"allocatable": table.allocatable, "available": table.free}.get(kind)
     if columns is None or not resource:
         return None
     column = columns.get(resource)
     return np.zeros(n) if column is None else column[:n].astype(np.float64)
+
+
+def _capacity(node: dict[str, Any] | None, resource: str) -> float:
+    """A node's ``status.capacity`` of ``resource`` in the units allocatable columns use (cpu in
+    millicores); 0 when it reports none, NaN for an empty row."""
+    if node is None:
+        return np.nan
+    quantity = ((node.get("status") or {}).get("capacity") or {}).get(resource)
+    if quantity is None:
+        return 0.0
+    try:
+        return float(to_milli(quantity) if resource == "cpu" else to_units(quantity))
+    except QuantityError:
+        return 0.0
 
 
 def _preference_scores(table: Any, rows: np.ndarray, preference: Preference) -> np.ndarray:
