@@ -588,3 +588,203 @@ async def test_a_new_or_changed_placement_is_decided_at_once_and_node_changes_wa
         assert h.writer.placement_statuses == {}  # nodes changing: decided at the next flush
     finally:
         await h.scheduler.stop()
+
+
+def test_a_copy_is_a_bound_unfinished_pod_the_placement_controls():
+    from corral.scheduler.batch.placements import copy_of
+
+    def pod(node: str | None = "a", phase: str = "Running", namespace: str | None = "team", refs=None):
+        obj = copy_on(node or "x")
+        if node is None:
+            del obj["spec"]["nodeName"]
+        obj["status"]["phase"] = phase
+        if namespace is None:
+            del obj["metadata"]["namespace"]
+        else:
+            obj["metadata"]["namespace"] = namespace
+        if refs is not None:
+            obj["metadata"]["ownerReferences"] = refs
+        return obj
+
+    placement_ref = {"apiVersion": "placement.corral.dev/v1", "kind": "Placement", "name": "web", "controller": True}
+    assert copy_of(pod()) == ("team/web", "a")
+    assert copy_of(pod(namespace=None)) == ("default/web", "a")
+    assert copy_of(pod(phase="Pending")) == ("team/web", "a")  # bound, not started yet
+    for gone in (pod(node=None), pod(phase="Succeeded"), pod(phase="Failed")):
+        assert copy_of(gone) is None
+    assert copy_of(pod(refs=[{**placement_ref, "controller": False}])) is None  # owned, not controlled
+    assert copy_of(pod(refs=[{**placement_ref, "kind": "ReplicaSet"}])) is None
+    assert copy_of(pod(refs=[{**placement_ref, "apiVersion": "example.com/v1"}])) is None  # another group's kind
+    assert copy_of(pod(refs=[{**placement_ref, "name": "other"}])) == ("team/other", "a")
+    assert copy_of(pod(refs=[{"apiVersion": "v1", "kind": "Node", "name": "n"}, placement_ref])) == ("team/web", "a")
+    bare = pod()
+    del bare["status"]
+    assert copy_of(bare) == ("team/web", "a")  # no status yet: bound is enough
+
+
+async def test_a_node_stays_bound_while_any_of_its_copies_runs_and_a_finished_copy_is_gone():
+    h = cluster(node("a"))
+    policy = {"placementType": "PickAll"}
+    status = await decided(h, stored(policy))
+
+    async def state() -> str:
+        h.scheduler.placement_changed("default/web", stored(policy, status=status))
+        h.queue_clock.advance(1)
+        await h.scheduler.placements.write(h.writer)
+        written = h.writer.placement_statuses.get("default/web") or status
+        return states(written)["a"]
+
+    h.add_pod(copy_on("a", "old"))
+    h.add_pod(copy_on("a", "new"))  # a surge: two copies on one node
+    assert await state() == "Bound"
+    running = copy_on("a", "new")
+    running["status"]["phase"] = "Running"
+    h.add_pod(running)  # the same copy again: still one copy
+    h.delete_pod("default/old")
+    assert await state() == "Bound"  # the new one is still there
+    status = h.writer.placement_statuses.pop("default/web", status)
+    finished = copy_on("a", "new")
+    finished["status"]["phase"] = "Failed"
+    h.add_pod(finished)
+    assert await state() == "Scheduled"
+
+
+async def test_the_scheduled_condition_keeps_the_controllers_and_its_time_until_it_changes():
+    h = cluster(node("a"), node("b"))
+    applied = {"type": "Applied", "status": "True", "reason": "Applied", "lastTransitionTime": "2030-01-01T00:00:00Z"}
+    policy = {"placementType": "PickN", "numberOfNodes": 2}
+    first = await decided(h, stored(policy))
+    since = first["conditions"][0]["lastTransitionTime"]
+    earlier = {**first, "conditions": [applied, {**first["conditions"][0], "lastTransitionTime": "2029-01-01T00:00:00Z"}]}
+    again = await decided(h, stored({**policy, "numberOfNodes": 1}, generation=2, status=earlier))
+    assert again["conditions"][0] == applied  # the controller's, untouched
+    scheduled = again["conditions"][1]
+    assert (scheduled["type"], scheduled["status"], scheduled["observedGeneration"]) == ("Scheduled", "True", 2)
+    assert scheduled["lastTransitionTime"] == "2029-01-01T00:00:00Z"  # still True: since then
+    short = await decided(h, stored({**policy, "numberOfNodes": 3}, generation=3, status={**again}))
+    scheduled = short["conditions"][1]
+    assert (scheduled["status"], scheduled["reason"]) == ("False", "NotEnoughNodes")
+    assert scheduled["lastTransitionTime"] >= since and scheduled["lastTransitionTime"] != "2029-01-01T00:00:00Z"
+    assert [c["type"] for c in short["conditions"]] == ["Applied", "Scheduled"]
+
+
+async def test_pick_fixed_wants_as_many_copies_as_it_names_nodes():
+    status = await decided(cluster(node("a"), node("b", cpu=0)), stored({"placementType": "PickFixed",
+                                                                         "nodeNames": ["a", "b", "gone"]}))
+    assert (status["desired"], status["scheduled"]) == (3, 1)
+    assert {d["nodeName"]: d["reason"] for d in status["decisions"] if not d["selected"]}["gone"] == "node not found"
+
+
+async def test_scores_are_written_to_the_hundredth_and_the_breakdown_limit_counts_every_decision(monkeypatch):
+    from corral.scheduler.batch import placements
+
+    thirds = {"placementType": "PickAll", "affinity": {"nodeAffinity": {"preferredDuringSchedulingIgnoredDuringExecution": [
+        {"weight": 100, "propertySorter": {"name": "allocatable/cpu", "sortOrder": "Descending"}}]}}}
+    status = await decided(cluster(node("a", cpu=7), node("b", cpu=3), node("c", cpu=4)), stored(thirds))
+    for d in status["decisions"]:
+        assert round(d["score"], 2) == d["score"] and all(round(v, 2) == v and v for v in d["scores"].values())
+    by_node = {d["nodeName"]: d for d in status["decisions"]}
+    assert by_node["c"]["scores"]["preference[0]"] == 25.0 and by_node["b"]["scores"].get("preference[0]") is None
+    middle = await decided(cluster(node("a", cpu=6), node("b", cpu=3), node("c", cpu=4)), stored(thirds))
+    c = {d["nodeName"]: d for d in middle["decisions"]}["c"]
+    assert c["scores"]["preference[0]"] == 33.33 and round(c["score"], 2) == c["score"] != round(c["score"], 1)
+    monkeypatch.setattr(placements, "BREAKDOWN_LIMIT", 3)  # exactly the three decisions: still written
+    status = await decided(cluster(node("a", cpu=7), node("b", cpu=3), node("c", cpu=5)),
+                           stored({"placementType": "PickAll"}))
+    assert all("scores" in d for d in status["decisions"])
+    # Two selected, one leaving with its copy: three decisions in all, at the limit.
+    h = cluster(node("a", cpu=7), node("b", cpu=3), node("c", cpu=5))
+    h.add_pod(copy_on("c"))
+    only_ab = {"placementType": "PickAll", "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a", "b"]}]}]}}}}
+    status = await decided(h, stored(only_ab))
+    assert len(status["decisions"]) == 3 and all("scores" in d for d in status["decisions"] if d["selected"])
+    monkeypatch.setattr(placements, "BREAKDOWN_LIMIT", 2)
+    status = await decided(h, stored(only_ab, generation=2))
+    assert not any("scores" in d for d in status["decisions"])
+
+
+async def test_a_node_let_go_beyond_the_listed_ones_is_still_listed_while_its_copy_runs():
+    from corral.scheduler.batch.placements import LEAVING
+
+    h = cluster(*(node(f"n{i:02d}", cpu=2) for i in range(30)), node("big", cpu=64))
+    h.add_pod(copy_on("n29"))
+    big_only = {"placementType": "PickAll", "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["big"]}]}]}}}}
+    status = await decided(h, stored(big_only))
+    leaving = [d for d in status["decisions"] if d.get("state") == "Unscheduled"]
+    assert leaving == [{"nodeName": "n29", "selected": False, "reason": LEAVING, "state": "Unscheduled"}]
+    assert len(status["decisions"]) == 1 + 20 + 1  # the selected, 20 others with their reasons, the leaving one
+    listed = next(d for d in status["decisions"] if d["nodeName"] == "n00")
+    assert listed["reason"].startswith("NodeAffinity") and "state" not in listed
+
+
+async def test_a_status_write_names_the_version_read_and_a_refused_one_is_taken_again():
+    h = cluster(node("a"))
+    h.writer.status_failures = 1  # the controller wrote meanwhile: 409
+    h.scheduler.placement_changed("default/web", stored({"placementType": "PickAll"}))
+    await h.scheduler.placements.write(h.writer)
+    assert h.writer.placement_statuses == {}
+    await h.scheduler.placements.write(h.writer)  # the next flush, on the newer object
+    assert [d["nodeName"] for d in h.writer.placement_statuses["default/web"]["decisions"]] == ["a"]
+    assert h.writer.pinned_versions["default/web"] == "11"  # stored() gives generation 1 version 11
+
+
+async def test_one_placement_skipped_or_refused_never_stops_the_others():
+    h = cluster(node("a"))
+    first = await decided(h, stored({"placementType": "PickAll"}))
+    other = stored({"placementType": "PickAll"})
+    other["metadata"]["name"] = "zzz"
+    h.writer.placement_statuses.clear()
+    h.scheduler.placement_changed("default/web", stored({"placementType": "PickAll"}, status=first))
+    h.scheduler.placements.nodes_changed()  # both pending; web's status already says it all
+    h.scheduler.placement_changed("default/zzz", other)
+    await h.scheduler.placements.write(h.writer)
+    assert list(h.writer.placement_statuses) == ["default/zzz"]
+
+
+async def test_a_deleted_or_deleting_placement_is_decided_no_more_and_one_made_again_is_decided_afresh():
+    h = cluster(node("a"))
+    status = await decided(h, stored({"placementType": "PickAll"}))
+    h.writer.placement_statuses.clear()
+    deleting = stored({"placementType": "PickAll"}, generation=2, status=status)
+    deleting["metadata"]["deletionTimestamp"] = "2030-01-01T00:00:00Z"
+    h.scheduler.placement_changed("default/web", deleting)
+    h.add_pod(copy_on("a"))
+    h.queue_clock.advance(10)
+    await h.scheduler.placements.write(h.writer)
+    assert h.writer.placement_statuses == {}
+    h.scheduler.placement_changed("default/web", None)
+    h.scheduler.placements.nodes_changed()
+    await h.scheduler.placements.write(h.writer)
+    assert h.writer.placement_statuses == {}
+    h.delete_pod("default/web-a")
+    again = await decided(h, stored({"placementType": "PickAll"}))  # the same name, made anew
+    assert [d["nodeName"] for d in again["decisions"]] == ["a"]
+
+
+async def test_a_placement_for_another_scheduler_is_not_decided_here():
+    h = cluster(node("a"))
+    mine = stored({"placementType": "PickAll"})
+    mine["spec"]["template"]["spec"]["schedulerName"] = "default-scheduler"
+    assert [d["nodeName"] for d in (await decided(h, mine))["decisions"]] == ["a"]
+    unnamed = stored({"placementType": "PickAll"})
+    unnamed["spec"]["template"]["spec"].pop("schedulerName", None)  # none named: the default scheduler's
+    assert [d["nodeName"] for d in (await decided(cluster(node("a")), unnamed))["decisions"]] == ["a"]
+    theirs = stored({"placementType": "PickAll"})
+    theirs["spec"]["template"]["spec"]["schedulerName"] = "gpu-scheduler"
+    theirs["metadata"]["name"] = "theirs"
+    h.scheduler.placement_changed("default/theirs", theirs)
+    await h.scheduler.placements.write(h.writer)
+    assert "default/theirs" not in h.writer.placement_statuses
+
+
+async def test_a_restarted_scheduler_writes_a_copys_bind_though_it_had_nothing_to_write_before():
+    status = await decided(cluster(node("a")), stored({"placementType": "PickAll"}))
+    h = cluster(node("a"))  # restarted: the status already says its decision
+    h.scheduler.placement_changed("default/web", stored({"placementType": "PickAll"}, status=status))
+    await h.scheduler.placements.write(h.writer)
+    assert h.writer.placement_statuses == {}
+    h.add_pod(copy_on("a"))
+    await h.scheduler.placements.write(h.writer)  # no status written yet by this scheduler: due at once
+    assert states(h.writer.placement_statuses["default/web"]) == {"a": "Bound"}

@@ -41,6 +41,8 @@ class RecordingWriter:
         self.event_patches: list[tuple[str, str, dict[str, Any]]] = []  # (namespace, name, patch)
         self.group_statuses: dict[str, dict[str, Any]] = {}  # PodGroup key → last status written
         self.placement_statuses: dict[str, dict[str, Any]] = {}  # Placement key → last status written
+        self.pinned_versions: dict[str, str] = {}  # object key → the resourceVersion its last status patch named
+        self.status_failures = 0  # object status patches to refuse (a 409, say) before accepting again
         self.deleted: list[str] = []  # pod keys, in the order deleted (preemption's victims)
         self.on_delete: Callable[[str], None] | None = None  # the harness's view of the deletion
 
@@ -81,8 +83,14 @@ class RecordingWriter:
         self.event_objects.append(copy.deepcopy(event))
 
     async def patch_object_status(self, kind: str, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        if self.status_failures:
+            self.status_failures -= 1
+            raise RuntimeError("409: the object was modified")
         book = {"PodGroup": self.group_statuses, "Placement": self.placement_statuses}[kind]
         book[f"{namespace}/{name}"] = copy.deepcopy(patch["status"])
+        version = (patch.get("metadata") or {}).get("resourceVersion")
+        if version is not None:
+            self.pinned_versions[f"{namespace}/{name}"] = version
 
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         self.event_patches.append((namespace, name, copy.deepcopy(patch)))
