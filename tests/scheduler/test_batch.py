@@ -27,13 +27,15 @@ def node(name: str, cpu: int = 4, **labels: str):
     return make_node(name).capacity(cpu=cpu, memory="16Gi", pods=20).labels(**labels)
 
 
-def run(nodes: list, policy: dict[str, Any], *, pods: list = (), keep: tuple[str, ...] = (), **kw: Any):
+def run(nodes: list, policy: dict[str, Any], *, pods: list = (), keep: tuple[str, ...] = (), unselected_limit: int = 20,
+        **kw: Any):
     h = Harness()
     for n in nodes:
         h.add_node(n.heartbeat_age(0))
     for p in pods:
         h.add_pod(p)
-    return decide(h.scheduler.frameworks["default-scheduler"], h.scheduler.cache, placement(policy, **kw), keep=keep)
+    return decide(h.scheduler.frameworks["default-scheduler"], h.scheduler.cache, placement(policy, **kw), keep=keep,
+                  unselected_limit=unselected_limit)
 
 
 def reasons(result) -> dict[str, str]:
@@ -788,3 +790,69 @@ async def test_a_restarted_scheduler_writes_a_copys_bind_though_it_had_nothing_t
     h.add_pod(copy_on("a"))
     await h.scheduler.placements.write(h.writer)  # no status written yet by this scheduler: due at once
     assert states(h.writer.placement_statuses["default/web"]) == {"a": "Bound"}
+
+
+# --- what a mutation run of the decision found unguarded ------------------------------------------------
+
+
+def test_a_property_sorter_on_available_cpu_counts_what_pods_already_use():
+    nodes = [node("busy", cpu=8), node("idle", cpu=8), node("small", cpu=2)]
+    taken = make_pod("taken").requests(cpu="7").node("busy").obj
+    policy = {"placementType": "PickN", "numberOfNodes": 1, "affinity": {"nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 100, "propertySorter": {"name": "available/cpu", "sortOrder": "Descending"}}]}}}
+    result = run(nodes, policy, pods=[taken])
+    scores = {d.node: d.scores["preference[0]"] for d in result.decisions}
+    assert result.selected == ["idle"] and scores["idle"] == 100.0
+    assert scores["busy"] == 0.0 and scores["small"] == pytest.approx(100 * (2000 - 1000) / (8000 - 1000))
+
+
+def test_scaling_out_with_a_spread_counts_the_copies_already_placed():
+    nodes = [node("a1", cpu=32, **{ZONE: "a"}), node("a2", cpu=16, **{ZONE: "a"}), node("b1", cpu=4, **{ZONE: "b"})]
+    policy = {"placementType": "PickN", "numberOfNodes": 2,
+              "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"}]}
+    result = run(nodes, policy, keep=("a1",))  # a1 holds a copy: zone a has one already
+    assert sorted(result.selected) == ["a1", "b1"]  # a2 scores better than b1 but would make zone a two ahead
+    three = {**policy, "numberOfNodes": 3}
+    assert sorted(run(nodes, three, keep=("a1",)).selected) == ["a1", "a2", "b1"]  # b1 first, then a2 (skew 1)
+    assert sorted(run(nodes, three, keep=("b1",)).selected) == ["a1", "a2", "b1"]  # zone b's copy lets a take two
+    # A node without the zone label is no domain: it takes no copy and does not hold the others back.
+    unlabelled = [*nodes, node("x", cpu=64)]
+    assert sorted(run(unlabelled, three, keep=("a1", "b1")).selected) == ["a1", "a2", "b1"]
+
+
+def test_the_unselected_listed_are_the_best_scored_of_them_and_never_selected():
+    nodes = [node(f"n{cpu:02d}", cpu=cpu) for cpu in (4, 8, 12, 16, 20, 24)]
+    every = run(nodes, {"placementType": "PickN", "numberOfNodes": 1}, unselected_limit=10)
+    ranked = sorted((d for d in every.decisions if not d.selected), key=lambda d: -d.score)
+    assert len({d.score for d in ranked}) == 5  # no ties: the order is the scores'
+    result = run(nodes, {"placementType": "PickN", "numberOfNodes": 1}, unselected_limit=2)
+    assert result.selected == every.selected
+    assert [d.node for d in result.decisions if not d.selected] == [d.node for d in ranked[:2]]
+    fixed = run(nodes + [node("tiny", cpu=0)], {"placementType": "PickFixed", "nodeNames": ["n04", "tiny", "gone"]})
+    assert [(d.node, d.selected) for d in fixed.decisions] == [("n04", True), ("tiny", False), ("gone", False)]
+    assert all(d.selected is False for d in fixed.decisions[1:])
+
+
+def test_policy_terms_with_match_fields_and_the_templates_own_are_both_required():
+    nodes = [node("a", disk="ssd"), node("b", disk="ssd"), node("c")]
+    policy = {"placementType": "PickAll", "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b", "c"]}]}]}}}}
+    own = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]}]}}}
+    assert run(nodes, policy, affinity=own).selected == ["b"]
+
+
+def test_deciding_leaves_the_placement_as_it_was():
+    import copy
+
+    obj = placement({"placementType": "PickAll", "tolerations": [{"operator": "Exists"}],
+                     "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                         "nodeSelectorTerms": [{"matchExpressions": [{"key": "x", "operator": "DoesNotExist"}]}]}}}},
+                    affinity={"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+                        "nodeSelectorTerms": [{"matchExpressions": [{"key": "y", "operator": "DoesNotExist"}]}]}}},
+                    tolerations=[{"key": "a", "operator": "Exists"}])
+    before = copy.deepcopy(obj)
+    decision_pod(obj)
+    decision_pod(obj)
+    assert obj == before  # the scheduler's copy of the Placement is not grown by each decision
