@@ -20,9 +20,9 @@ bound there yet), **Bound** (a copy is bound to the node) or **Unscheduled** (th
 and its copy still runs, until the rollout removes it). The scheduler follows the copies from the
 pod events it sees anyway: a copy gone re-decides at the next flush; a copy bound only changes a
 state, written from the last decision once due (a status of thousands of decisions is rewritten at
-most once a second per thousand of them, see ``RESTATE_PER_DECISION``). A
-kept node whose copy was evicted by a NoExecute taint (a lost node, after the node lifecycle's
-timeout) is kept no longer: PickN places that copy elsewhere.
+most once a second per thousand of them, see ``RESTATE_PER_DECISION``). A kept node whose copy was
+evicted by a NoExecute taint (a lost node, after the node lifecycle's timeout) is kept no longer:
+PickN places that copy elsewhere.
 
 Each decision names the policy snapshot it was taken for (``status.policySnapshot``; an
 Unscheduled one from an earlier policy names its own), the ControllerRevision the placement
