@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Awaitable, Callable, Sequence
 
-__all__ = ["slow_start"]
+from corral.server import errors
+
+__all__ = ["slow_start", "record_creates"]
 
 
 async def slow_start(calls: Sequence[Callable[[], Awaitable[Any]]], *, limit: int = 64) -> list[Any]:
@@ -23,3 +25,17 @@ async def slow_start(calls: Sequence[Callable[[], Awaitable[Any]]], *, limit: in
             break
         batch = min(batch * 2, limit)
     return results
+
+
+def record_creates(controller: Any, owner: dict[str, Any], results: Sequence[Any], created: Callable[[Any, int], str]) -> None:
+    """Record each create of :func:`slow_start` on ``owner`` as Kubernetes' controllers do
+    (``created(result, i)``: the SuccessfulCreate message), then raise the first failure (the key
+    is retried with backoff)."""
+    for i, result in enumerate(results):
+        if isinstance(result, errors.ApiError):
+            controller.events.record(owner, "Warning", "FailedCreate", f"Error creating: {result.message}")
+        elif not isinstance(result, BaseException):
+            controller.events.record(owner, "Normal", "SuccessfulCreate", created(result, i))
+    failures = [r for r in results if isinstance(r, BaseException)]
+    if failures:
+        raise failures[0]

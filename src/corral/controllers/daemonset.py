@@ -164,9 +164,7 @@ class DaemonSetController(QueuedController):
                     "data": {"spec": {"template": {**copy.deepcopy(template), "$patch": "replace"}}},
                     "revision": number}
 
-        await record_revision(self, ds, digest, make, limit=int((ds.get("spec") or {}).get("revisionHistoryLimit", 10)),
-                              refresh=lambda current, number: {"revision": number}
-                              if int(current.get("revision") or 0) != number else None)
+        await record_revision(self, ds, digest, make, limit=int((ds.get("spec") or {}).get("revisionHistoryLimit", 10)))
 
     async def _write_status(self, ds: Obj, wanted: set[str], live: dict[str, list[Obj]], revision: str,
                             min_ready: int, now: float) -> float | None:

@@ -24,9 +24,8 @@ from typing import Any, Awaitable, Callable, Iterable
 import copy
 
 from corral.api.resources import by_kind
-from corral.controllers.batches import slow_start
+from corral.controllers.batches import record_creates, slow_start
 from corral.controllers.pods import deletion_order, is_active, is_available, pod_from_template
-from corral.server import errors
 
 __all__ = ["HASH_LABEL", "Plan", "plan", "node_of", "revision_of", "pod_for_node", "pods_by_node", "carry_out"]
 
@@ -149,11 +148,4 @@ async def carry_out(controller: Any, owner: Obj, template: Obj, revision: str, d
                                              controller.opts)
 
     results = await slow_start([create(node) for node in nodes])  # batches that double while creates succeed
-    for node, result in zip(nodes, results):
-        if isinstance(result, errors.ApiError):
-            controller.events.record(owner, "Warning", "FailedCreate", f"Error creating: {result.message}")
-        elif not isinstance(result, BaseException):
-            controller.events.record(owner, "Normal", "SuccessfulCreate", f"Created pod on node {node}")
-    failures = [r for r in results if isinstance(r, BaseException)]
-    if failures:  # the key is retried with backoff
-        raise failures[0]
+    record_creates(controller, owner, results, lambda result, i: f"Created pod on node {nodes[i]}")

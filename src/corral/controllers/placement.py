@@ -113,14 +113,14 @@ class PlacementController(QueuedController):
                     "data": {"policy": {k: v for k, v in policy.items() if k != "numberOfNodes"}},
                     "revision": number}
 
-        def refresh(current: Obj, number: int) -> Obj | None:
-            patch: Obj = {}
-            if int(current.get("revision") or 0) != number:
-                patch = {"revision": number, "metadata": {"labels": {POLICY_INDEX_LABEL: str(number)}}}
-            annotations = current["metadata"].get("annotations") or {}
-            if count and annotations.get(NUMBER_OF_NODES_ANNOTATION) != count[NUMBER_OF_NODES_ANNOTATION]:
-                patch.setdefault("metadata", {})["annotations"] = count
-            return patch or None
+        def refresh(current: Obj, number: int) -> Obj:
+            meta_patch: Obj = {}
+            if (current["metadata"].get("labels") or {}).get(POLICY_INDEX_LABEL) != str(number):
+                meta_patch["labels"] = {POLICY_INDEX_LABEL: str(number)}
+            if count and (current["metadata"].get("annotations") or {}).get(NUMBER_OF_NODES_ANNOTATION) != count[
+                    NUMBER_OF_NODES_ANNOTATION]:
+                meta_patch["annotations"] = count
+            return {"metadata": meta_patch} if meta_patch else {}
 
         await record_revision(self, placement, digest, make, limit=SNAPSHOT_LIMIT, refresh=refresh)
 

@@ -121,9 +121,13 @@ class QueuedController:
         except Exception:  # one odd object must not stop the cache from following the store
             self._log.exception("%s: could not route the change of %s", self.name, event.key)
 
-    def _add(self, key: str) -> None:
+    def _hold_left(self, key: str) -> float:
+        """Seconds until ``key``'s hold after its last long sync ends (0 or less: not held)."""
         until = self._hold_until.get(key)
-        wait = until - time.monotonic() if until is not None else 0.0
+        return until - time.monotonic() if until is not None else 0.0
+
+    def _add(self, key: str) -> None:
+        wait = self._hold_left(key)
         if wait <= 0:
             self._hold_until.pop(key, None)
             self.queue.add(key)
@@ -143,8 +147,7 @@ class QueuedController:
             except ShutDown:
                 return
             self._held.discard(key)
-            until = self._hold_until.get(key)
-            wait = until - time.monotonic() if until is not None else 0.0
+            wait = self._hold_left(key)
             if wait > 0:  # changed again during its long sync: gathered until its hold ends
                 self._held.add(key)
                 self.queue.add_after(key, wait)

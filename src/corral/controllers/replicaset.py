@@ -37,7 +37,7 @@ from corral.api.resources import by_kind
 from corral.api.selectors import LabelSelector, SelectorError, label_selector_from_struct
 from corral.controllers.pods import (controller_of, deletion_order, is_active, is_available, is_ready,
                                      owner_reference, pod_from_template, ready_since)
-from corral.controllers.batches import slow_start
+from corral.controllers.batches import record_creates, slow_start
 from corral.controllers.queued import QueuedController
 from corral.server import errors
 from corral.server.rest import ResourceAPI
@@ -238,15 +238,8 @@ class ReplicaSetController(QueuedController):
         namespace = rs["metadata"]["namespace"]
         results = await slow_start([lambda: self.api.create(self._pods, namespace, pod_from_template(rs, template),
                                                             self.opts)] * count, limit=count)
-        for result in results:
-            if isinstance(result, errors.ApiError):
-                self.events.record(rs, "Warning", "FailedCreate", f"Error creating: {result.message}")
-            elif not isinstance(result, BaseException):
-                name = msgspec.json.decode(result.body)["metadata"]["name"]
-                self.events.record(rs, "Normal", "SuccessfulCreate", f"Created pod: {name}")
-        failures = [r for r in results if isinstance(r, BaseException)]
-        if failures:
-            raise failures[0]
+        record_creates(self, rs, results,
+                       lambda result, i: f"Created pod: {msgspec.json.decode(result.body)['metadata']['name']}")
 
     async def _delete(self, rs: Obj, pod: Obj) -> None:
         if await self.delete_if_unchanged(self._pods, pod):

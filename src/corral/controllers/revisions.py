@@ -33,10 +33,11 @@ def revisions_of(cache: Any, owner: Obj) -> list[Obj]:
 
 
 async def record_revision(controller: Any, owner: Obj, digest: str, make: Callable[[int], Obj], *, limit: int,
-                          refresh: Callable[[Obj, int], Obj | None] = lambda r, n: None) -> None:
+                          refresh: Callable[[Obj, int], Obj] = lambda r, n: {}) -> None:
     """Make sure ``owner`` has a revision labelled ``digest``, numbered the newest: ``make(number)``
-    builds a new one; ``refresh(current, number)`` says what to patch on an existing one (a merge
-    patch, or None), the number included when it is not the newest any more."""
+    builds a new one; an existing one is renumbered when it is not the newest any more, and
+    ``refresh(current, number)`` says what else to patch on it (labels, annotations: a merge patch,
+    empty for nothing)."""
     mine = revisions_of(controller.api.cache, owner)
     namespace = owner["metadata"]["namespace"]
     current = next((r for r in mine if (r["metadata"].get("labels") or {}).get(HASH_LABEL) == digest), None)
@@ -49,7 +50,8 @@ async def record_revision(controller: Any, owner: Obj, digest: str, make: Callab
                 raise
     else:
         number = int(current.get("revision") or 0)
-        patch = refresh(current, highest + 1 if number < highest else number)
+        renumbered = highest + 1 if number < highest else number
+        patch = {**refresh(current, renumbered), **({"revision": renumbered} if renumbered != number else {})}
         if patch:
             try:
                 await controller.api.patch(REVISIONS, namespace, current["metadata"]["name"], patch, "merge",
