@@ -13,10 +13,12 @@ import subprocess
 import sys
 import time
 
+import msgspec
 import pytest
 
 from corral.client import Client
 from corral.client.rest import Conflict
+from corral.plan import PLAN_PATH, PLAN_VERSION_PATH
 from corral.testing import ServerProcess
 from corral.testing.etcd import EtcdCluster, EtcdProcess
 from corral.testing.process import child_env
@@ -237,6 +239,12 @@ async def test_a_killed_leader_is_replaced_within_20s_and_every_pod_is_bound_exa
                     async with f.client() as one:
                         leading.append(metric((await one.request("GET", "/metrics")).decode(), "corral_leader"))
                 assert sorted(leading) == [0.0, 1.0]
+                # A plan asked of the follower is made by the leader's scheduler, and answered.
+                async with followers[leading.index(0.0)].client() as one:
+                    report = msgspec.json.decode(await one.request("POST", PLAN_PATH, body={"items": [pod("planned")]}))
+                    version = msgspec.json.decode(await one.request("GET", PLAN_VERSION_PATH))
+                assert report["placed"] == 1 and report["pods"][0]["node"] in {n for ns in nodes_of.values() for n in ns}
+                assert version["planVersion"] and int(version["resourceVersion"]) >= int(report["resourceVersion"])
     finally:
         if sim is not None:
             sim.terminate()

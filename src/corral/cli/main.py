@@ -203,8 +203,11 @@ def _display(resource, name: str) -> str:
 @namespace_option
 @server_option
 @click.option("--dry-run", is_flag=True, help="Validate on the server without changing anything.")
+@click.option("--if-plan-version", "plan_version", default=None, metavar="VERSION",
+              help="Apply nothing unless the cluster is as `corral plan` saw it (its plan version).")
 @run
-async def apply(files: tuple[str, ...], namespace: str | None, server: str | None, dry_run: bool) -> None:
+async def apply(files: tuple[str, ...], namespace: str | None, server: str | None, dry_run: bool,
+                plan_version: str | None) -> None:
     """Create or update objects from YAML or JSON manifests."""
     from corral.api.resources import by_kind
     from corral.cli.manifests import load_manifests
@@ -238,6 +241,8 @@ async def apply(files: tuple[str, ...], namespace: str | None, server: str | Non
         if resource.namespaced:
             m.obj["metadata"]["namespace"] = namespace or m.obj["metadata"].get("namespace") or "default"
     async with _client(server) as client:
+        if plan_version is not None:
+            await _check_plan_version(client, plan_version)
         # Every document is checked by the server (a dry run: validation, admission, rights)
         # before any is sent, so a bad document 2 does not leave document 1 applied alone.
         failed = 0
@@ -273,6 +278,18 @@ async def apply(files: tuple[str, ...], namespace: str | None, server: str | Non
             click.echo(f"{_display(by_kind(m.obj['kind']), m.obj['metadata']['name'])} {verb}")
     if failed:
         raise SystemExit(1)
+
+
+async def _check_plan_version(client, expected: str) -> None:
+    """Refuse (before anything is sent) if what placement depends on changed since the plan."""
+    import msgspec
+
+    from corral.plan import PLAN_VERSION_PATH
+
+    now = msgspec.json.decode(await client.request("GET", PLAN_VERSION_PATH))
+    if now.get("planVersion") != expected:
+        raise CliError(f"the cluster changed since the plan (plan version {expected}, now {now.get('planVersion')}): "
+                       f"nothing applied; run corral plan again")
 
 
 @cli.command()
@@ -573,12 +590,13 @@ def _register() -> None:
     from corral.cli.bench import bench
     from corral.cli.edit import annotate, edit, label
     from corral.cli.nodes import agent, drain, logs
+    from corral.cli.plan import plan
     from corral.cli.scheduling import explain, scheduler
     from corral.cli.sim import sim
     from corral.cli.streams import attach, exec_, port_forward
     from corral.cli.tokens import token
 
-    for command in (scheduler, explain, agent, logs, drain, bench, sim, token, label, annotate, edit, exec_, attach,
+    for command in (scheduler, explain, plan, agent, logs, drain, bench, sim, token, label, annotate, edit, exec_, attach,
                     port_forward):
         cli.add_command(command)
 

@@ -40,7 +40,7 @@ from corral.scheduler.profiles import SchedulerConfig, build_frameworks
 from corral.scheduler.queue.scheduling_queue import ClusterEvent, QueuedPod, SchedulingQueue
 from corral.scheduler.schedule_one import FitError, ScheduleResult, explain, schedule_pod, zone_interleaved_order
 
-__all__ = ["Scheduler"]
+__all__ = ["Scheduler", "node_signature"]
 
 log = logging.getLogger(__name__)
 PLACEMENT_PAUSE = 0.02  # seconds from a Placement's change to its decision: a burst of changes decided once
@@ -75,7 +75,8 @@ class _Metrics:
             self.registry.unregister(collector)
 
 
-def _node_signature(node: dict[str, Any]) -> tuple:
+def node_signature(node: dict[str, Any]) -> tuple:
+    """What of a node placement depends on: labels, taints, allocatable, cordon, readiness."""
     meta, spec, status = node.get("metadata") or {}, node.get("spec") or {}, node.get("status") or {}
     ready = [c.get("status") for c in status.get("conditions") or () if c.get("type") == "Ready"]
     return (tuple(sorted((meta.get("labels") or {}).items())), repr(spec.get("taints")),
@@ -87,6 +88,7 @@ class Scheduler:
                  queue_clock: Callable[[], float] = time.monotonic, registry: CollectorRegistry | None = None,
                  max_binds_in_flight: int = 512, flush_interval: float = 1.0) -> None:
         self.cache = Cache()
+        self.config = config
         self.writer = writer
         self.frameworks = build_frameworks(config, cache=self.cache, clock=clock, binder=writer)
         first = next(iter(self.frameworks.values()))
@@ -124,7 +126,7 @@ class Scheduler:
             self._node_signatures.pop(name, None)
             self.placements.nodes_changed()
             return
-        signature = _node_signature(node)
+        signature = node_signature(node)
         previous = self._node_signatures.get(name)
         self._node_signatures[name] = signature
         self.cache.set_node(node)

@@ -35,7 +35,8 @@ from corral.server import errors
 from corral.server.watch import HISTORY_BYTES, WatchCache
 from corral.agent.throughput import THROUGHPUT_PATH
 from corral.server.discovery import discovery_documents, openapi_documents
-from corral.server.http import MAX_BODY_BYTES, RESOURCE, USER, VERB, add_resource_routes
+from corral.server.http import MAX_BODY_BYTES, RESOURCE, USER, VERB, add_resource_routes, read_body
+from corral.plan import PLAN_PATH, PLAN_VERSION_PATH
 from corral.server.flowcontrol import (DEFAULT_READS, DEFAULT_WRITES, RETRY_AFTER_SECONDS, InflightLimits, Queued,
                                       TooManyRequests)
 from corral.server.admission import Admission
@@ -501,6 +502,8 @@ class Server:
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/corral/v1/namespaces/{namespace}/pods/{name}/explain", self._explain)
+        app.router.add_post(PLAN_PATH, self._plan)
+        app.router.add_get(PLAN_VERSION_PATH, self._plan)
         app.router.add_get(CA_PATH, self._ca_certificate)
         app.router.add_post(JOIN_PATH, self._join)
         app.router.add_get(THROUGHPUT_PATH, self._throughput_download)
@@ -633,7 +636,7 @@ class Server:
         """Why a pod goes (or cannot go) where it does: every node, rejected by whom or scored how."""
         if self.scheduler is None:
             if self.elector is not None:
-                return await self._explain_at_leader(request)
+                return await self._at_leader(request)
             raise errors.ApiError(404, "NotFound", "the scheduler does not run in this server")
         ns, name = request.match_info["namespace"], request.match_info["name"]
         record = await self.api.current(by_kind("Pod"), ns, name)  # type: ignore[union-attr]
@@ -645,7 +648,21 @@ class Server:
 
         return web.Response(body=msgspec.json.encode(report), content_type="application/json")
 
-    async def _explain_at_leader(self, request: web.Request) -> web.Response:
+    async def _plan(self, request: web.Request) -> web.Response:
+        """A dry run of manifests on a copy of the scheduler's state (POST), or the plan version now (GET)."""
+        if self.scheduler is None:
+            if self.elector is not None:
+                return await self._at_leader(request)
+            raise errors.ApiError(404, "NotFound", "the scheduler does not run in this server")
+        from corral.server.plan import make_plan, plan_version
+
+        if request.method == "GET":
+            body = plan_version(self.scheduler, self.cache.revision)
+        else:
+            body = await make_plan(request, self.scheduler, self.api, self.cache.revision)  # type: ignore[arg-type]
+        return web.Response(body=body, content_type="application/json")
+
+    async def _at_leader(self, request: web.Request) -> web.Response:
         """A follower has no scheduler: the leader answers, at the URL it wrote on its Lease."""
         import msgspec
 
@@ -660,15 +677,18 @@ class Server:
                                   "way); try again in a few seconds")
         from corral.client.rest import ApiError, Client, ConnectionFailed
 
+        body = None
+        if request.method == "POST":
+            body = await read_body(request)
         # Asked as this server (a client certificate of the shared CA): the follower has already
-        # authenticated and authorised the user.
+        # authenticated and authorised the user. (A plan's admission then runs as this server.)
         if self._own_credentials is None:
             self._own_credentials = self.issue_credentials("system:apiserver", [MASTERS_GROUP])
         own = self._own_credentials.with_server(url)
         try:
             async with Client(credentials=own, user_agent="corral-server") as leader:
-                body = await leader.request("GET", request.path_qs)
-                return web.Response(body=body, content_type="application/json")
+                answer = await leader.request(request.method, request.path_qs, body=body)
+                return web.Response(body=answer, content_type="application/json")
         except ApiError as exc:
             return web.Response(body=msgspec.json.encode(exc.status), status=exc.code, content_type="application/json")
         except ConnectionFailed as exc:

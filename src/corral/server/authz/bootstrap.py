@@ -4,7 +4,8 @@
 (workloads and their configuration, not RBAC), ``view`` (read, not Secrets); and the system roles:
 ``system:discovery`` and ``system:basic-user`` for every authenticated user (discovery, OpenAPI,
 version, ``kubectl auth can-i``), ``system:public-info-viewer`` (health, version), and
-``system:kube-scheduler`` for a scheduler running as its own process. Nodes are judged by the node
+``system:kube-scheduler`` for a scheduler running as its own process; ``corral:planner`` (``corral
+plan``), bound to nobody at first. Nodes are judged by the node
 authoriser, not by RBAC. The server recreates a missing default at start; it never overwrites one.
 """
 
@@ -75,6 +76,10 @@ CLUSTER_ROLES: list[dict[str, Any]] = [
                                                              "/version/"], "verbs": ["get"]}]),
     _role("system:basic-user", [_rule(["create"], ["selfsubjectaccessreviews", "selfsubjectrulesreviews"],
                                       ["authorization.k8s.io"])]),
+    # corral plan: a dry run that shows every node and where every pod runs, so only for those
+    # bound to it (kubectl create clusterrolebinding NAME --clusterrole=corral:planner --user=U).
+    _role("corral:planner", [{"nonResourceURLs": ["/corral/v1/plan", "/corral/v1/plan/version"],
+                              "verbs": ["get", "post"]}]),
     _role("system:kube-scheduler", [
         _rule(READ, ["nodes", "namespaces", "pods"]),
         _rule(["delete"], ["pods"]),  # preemption's victims

@@ -1,0 +1,311 @@
+"""A plan: the real scheduler's decisions for a set of pods, taken on a copy of its cache.
+
+The copy (:func:`snapshot`) holds what the live scheduler counts at one instant — nodes, bound and
+assumed pods, nominations, disruption budgets — and frameworks built from the same configuration
+(or another one, to try it), whose tie-break generators continue from the live ones', so a plan of
+pods applied to an unchanged cluster lands where the scheduler then puts them. Nothing the live
+scheduler holds is touched: the what-ifs (a node gone, nodes added) and every pod placed change the
+copy only.
+
+Each pod is decided as a scheduling cycle would decide it (same node sample, same nomination
+rules), highest priority first, then in manifest order. A pod no node takes gets the profile's
+preemption: the victims it would remove leave the copy and the pod is decided again. A pod that
+still fits nowhere is reported with Kubernetes' summary and the nearest misses: the nodes that lack
+the least of what it requests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import numpy as np
+
+from corral.api.quantity import format_bytes, format_cpu
+from corral.scheduler.cache.cache import Cache
+from corral.scheduler.framework.interface import CycleState
+from corral.scheduler.framework.podinfo import PodInfo
+from corral.scheduler.profiles import SchedulerConfig, build_frameworks
+from corral.scheduler.schedule_one import ZONE_LABELS, FitError, schedule_pod, zone_interleaved_order
+
+from corral.plan.expand import PlannedPod
+
+__all__ = ["Snapshot", "snapshot", "fingerprint", "run", "NEAREST_MISSES", "NodeSpec"]
+
+NEAREST_MISSES = 3  # nodes named per pending pod
+Obj = dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """``count`` nodes of one shape to add to the copy (``--add-nodes 4x{cpu:8,memory:32Gi}``)."""
+
+    count: int
+    cpu: str
+    memory: str
+    pods: int = 110
+    labels: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(slots=True)
+class Snapshot:
+    cache: Cache
+    frameworks: dict[str, Any]
+    revision: int  # the store revision the live cache reflected when copied
+
+
+def fingerprint(cache: Cache, node_signature: Any) -> str:
+    """What placement depends on — every node's labels, taints, allocatable, readiness and cordon,
+    where every counted pod is, every nomination — as a short hash, the same on every server that
+    holds the same cluster (``corral apply --if-plan-version`` compares it)."""
+    table = cache.table
+    digest = hashlib.blake2b(digest_size=8)
+    for name, row in sorted(table.row_of.items()):
+        obj = table.objects[row]
+        if obj is not None:
+            digest.update(f"N{name}={node_signature(obj)!r}\n".encode())
+    for key in sorted(cache.pods):
+        digest.update(f"P{key}@{table.names[cache.pods[key].row]}\n".encode())
+    for key in sorted(cache.nominator.pods):
+        digest.update(f"C{key}@{cache.nominator.pods[key].node}\n".encode())
+    return digest.hexdigest()
+
+
+def copy_cache(live: Cache) -> Cache:
+    """A cache counting what ``live`` counts, sharing only its immutable parts (pods' PodInfo)."""
+    copy = Cache()
+    table = live.table
+    for row in table.valid_rows():  # in row order: the copy's rows keep the live ones' order
+        copy.set_node(table.objects[int(row)])
+    for name, labels in live.namespace_labels.items():
+        copy.namespace_labels[name] = dict(labels)
+    for key, cached in live.pods.items():
+        copy._add(cached.info, copy.table.row_for_pods(table.names[cached.row]), assumed=cached.assumed)
+        if cached.terminating:
+            copy.mark_terminating(key)
+    for nomination in live.nominator.pods.values():
+        copy.nominator.nominate(nomination.info, nomination.node)
+    copy.budgets = dict(live.budgets)
+    return copy
+
+
+def snapshot(live_cache: Cache, live_frameworks: dict[str, Any], config: SchedulerConfig, revision: int, *,
+             ignored_resources: frozenset[str] = frozenset(), same_config: bool = True) -> Snapshot:
+    """A copy of the live scheduler's state with frameworks of ``config`` over it. With the live
+    configuration (``same_config``), each profile's tie-break generator continues from the live one."""
+    cache = copy_cache(live_cache)
+    frameworks = build_frameworks(config, cache=cache, clock=time.time)
+    for name, fwk in frameworks.items():
+        for plugin in fwk.all_plugins:
+            if hasattr(plugin, "ignored_resources"):
+                plugin.ignored_resources = ignored_resources
+        live = live_frameworks.get(name)
+        if same_config and live is not None:
+            fwk.rng.bit_generator.state = live.rng.bit_generator.state
+            fwk.next_start = live.next_start
+    return Snapshot(cache, frameworks, revision)
+
+
+def _node_object(name: str, spec: NodeSpec) -> Obj:
+    resources = {"cpu": spec.cpu, "memory": spec.memory, "pods": str(spec.pods)}
+    return {"apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **dict(spec.labels)}},
+            "spec": {}, "status": {"capacity": resources, "allocatable": resources,
+                                   "conditions": [{"type": "Ready", "status": "True"}]}}
+
+
+def apply_what_ifs(snap: Snapshot, *, without: Iterable[str] = (), add: Iterable[NodeSpec] = (),
+                   now: float | None = None) -> list[str]:
+    """Take nodes out (drained or lost: their pods go back to be placed, returned as keys) and add
+    new ones (named ``plan-node-1`` …, Ready, heartbeat now) to the copy."""
+    cache, table = snap.cache, snap.cache.table
+    displaced: list[str] = []
+    for name in without:
+        row = table.row_of.get(name)
+        if row is None:
+            raise KeyError(name)
+        for cached in list(cache.pods_on(row)):
+            displaced.append(cached.info.key)
+            cache.remove_pod(cached.info.key)
+        for key, nomination in list(cache.nominator.pods.items()):
+            if nomination.node == name:
+                cache.nominator.clear(key)
+        cache.remove_node(name)
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if now is None else now))
+    n = 0
+    for spec in add:
+        for _ in range(spec.count):
+            n += 1
+            while f"plan-node-{n}" in table.row_of:
+                n += 1
+            node = _node_object(f"plan-node-{n}", spec)
+            node["status"]["conditions"][0]["lastHeartbeatTime"] = stamp
+            cache.set_node(node)
+    return displaced
+
+
+def _zone_of(table: Any, rows: np.ndarray) -> list[str]:
+    for key in ZONE_LABELS:
+        col = table.labels.column(key)[rows]
+        if col.any():
+            return [table.labels.value(key, int(code)) or "" for code in col]
+    return [""] * len(rows)
+
+
+def zone_usage(cache: Cache) -> dict[str, dict[str, int]]:
+    """Per zone ("" for nodes without one): nodes, allocatable and requested cpu (m) and memory."""
+    table = cache.table
+    rows = table.valid_rows()
+    out: dict[str, dict[str, int]] = {}
+    for zone, row in zip(_zone_of(table, rows), rows):
+        z = out.setdefault(zone, {"nodes": 0, "cpuAllocatable": 0, "cpuRequested": 0,
+                                  "memoryAllocatable": 0, "memoryRequested": 0})
+        z["nodes"] += 1
+        z["cpuAllocatable"] += int(table.allocatable["cpu"][row])
+        z["cpuRequested"] += int(table.requested["cpu"][row])
+        z["memoryAllocatable"] += int(table.allocatable["memory"][row])
+        z["memoryRequested"] += int(table.requested["memory"][row])
+    return out
+
+
+def _lacks(table: Any, row: int, info: PodInfo) -> list[tuple[str, int, float]]:
+    """(resource, amount lacking, that amount over the node's allocatable) for ``info`` on ``row``."""
+    r = info.requests
+    wanted = [("cpu", r.cpu), ("memory", r.memory), ("ephemeral-storage", r.ephemeral), ("pods", 1),
+              *r.extended]
+    out = []
+    for name, amount in wanted:
+        free = table.free.get(name)
+        have = int(free[row]) if free is not None else 0
+        if amount > have:
+            alloc = table.allocatable.get(name)
+            total = int(alloc[row]) if alloc is not None else 0
+            out.append((name, amount - max(have, 0), (amount - max(have, 0)) / max(total, 1)))
+    return out
+
+
+def _amount(name: str, amount: int) -> str:
+    if name == "cpu":
+        return f"{format_cpu(amount)} cpu"
+    if name in ("memory", "ephemeral-storage"):
+        return f"{format_bytes(amount)} {name}"
+    return f"{amount} {name}"
+
+
+def nearest_misses(cache: Cache, info: PodInfo, fit: FitError, limit: int = NEAREST_MISSES) -> list[str]:
+    """The nodes only resources kept the pod from, those lacking the least first: "n7 lacks 200m cpu"."""
+    d = fit.diagnosis
+    if d.pre_filter is not None or "NodeResourcesFit" not in d.plugin_names:
+        return []
+    table = cache.table
+    idx = d.plugin_names.index("NodeResourcesFit")
+    rows = np.flatnonzero(d.rejected_by == idx)
+    ranked = []
+    for row in rows:
+        lacks = _lacks(table, int(row), info)
+        if lacks:
+            ranked.append((sum(f for _, _, f in lacks), table.names[row] or "", lacks))
+    ranked.sort(key=lambda t: (t[0], t[1]))
+    return [f"{name} lacks {' and '.join(_amount(r, a) for r, a, _ in lacks)}" for _, name, lacks in ranked[:limit]]
+
+
+def _decision(fwk: Any, cache: Cache, info: PodInfo, order: Any) -> tuple[Any, FitError | None, Any]:
+    """One cycle on the copy: (result, None, None), or (None, fit error, PostFilter result)."""
+    state = CycleState()
+    with cache.nominator.hidden_from(info):
+        try:
+            return schedule_pod(fwk, cache, info, order, state), None, None
+        except FitError as fit:
+            post = None
+            for plugin in fwk.post_filters:
+                post = plugin.post_filter(state, info, fit.diagnosis)
+                if post.status.ok:
+                    break
+            return None, fit, post
+
+
+def _placed(result: Any, table: Any) -> Obj:
+    entry: Obj = {"node": result.node, "evaluated": result.evaluated, "feasible": result.feasible}
+    scores = result.scores
+    if scores is None:
+        entry["why"] = "the only node that fits"
+        return entry
+    i = int(np.flatnonzero(scores.rows == result.row)[0])
+    entry["score"] = round(float(scores.total[i]), 2)
+    entry["scores"] = {name: round(float(v[i]), 2) for name, v in scores.by_plugin.items()}
+    others = [j for j in np.argsort(-scores.total, kind="stable") if j != i]
+    if others:
+        j = int(others[0])
+        entry["runnerUp"] = {"node": table.names[scores.rows[j]], "score": round(float(scores.total[j]), 2),
+                             "by": round(float(scores.total[i] - scores.total[j]), 2)}
+    return entry
+
+
+def _unbound(pod: Obj) -> Obj:
+    """A displaced pod as it is placed again: without its node (its controller makes it anew)."""
+    return {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": ""}}
+
+
+def _order(pods: list[PlannedPod]) -> list[tuple[PlannedPod, PodInfo]]:
+    infos = [(p, PodInfo.from_object(p.pod)) for p in pods]
+    return sorted(infos, key=lambda t: -t[1].priority)  # stable: manifest order within a priority
+
+
+def run(snap: Snapshot, pods: list[PlannedPod], *, displaced: Iterable[str] = (),
+        live_pods: dict[str, Any] | None = None) -> Obj:
+    """Place ``pods`` on the snapshot (changing only the copy); the plan as a JSON-ready dict."""
+    cache = snap.cache
+    table = cache.table
+    before = zone_usage(cache)
+    entries: list[Obj] = []
+    preempted: list[Obj] = []
+    placed = pending = 0
+    orders: dict[str, Any] = {}
+    requeued = [PlannedPod(_unbound(live_pods[k]), "displaced from a node taken out") for k in displaced
+                if live_pods and k in live_pods]
+    for planned, info in _order([*requeued, *pods]):
+        entry: Obj = {"pod": info.key, "from": planned.source, "node": None}
+        fwk = snap.frameworks.get(info.scheduler_name)
+        if fwk is None:
+            entry["message"] = f"no profile for schedulerName {info.scheduler_name!r}: another scheduler places it"
+            entries.append(entry)
+            continue
+        if info.key in cache.pods:
+            entry.update(node=table.names[cache.pods[info.key].row], exists=True,
+                         message="exists already, bound there: applying it moves nothing")
+            entries.append(entry)
+            continue
+        if fwk.percentage < 100 and fwk.scheduler_name not in orders:
+            orders[fwk.scheduler_name] = zone_interleaved_order(table)
+        order = orders.get(fwk.scheduler_name)
+        result, fit, post = _decision(fwk, cache, info, order)
+        if result is None and post is not None and post.status.ok:
+            victims = [v.key for v in post.victims]
+            for key in victims:
+                preempted.append({"pod": key, "node": post.nominated_node, "by": info.key})
+                cache.remove_pod(key)
+            entry["preempts"] = victims
+            result, fit, _ = _decision(fwk, cache, info, order)
+        if result is None:
+            assert fit is not None
+            pending += 1
+            entry["message"] = fit.diagnosis.message() + (f" {post.message}" if post is not None and post.message else "")
+            entry["nearestMisses"] = nearest_misses(cache, info, fit)
+            entries.append(entry)
+            continue
+        entry.update(_placed(result, table))
+        cache.assume(info, result.node)
+        placed += 1
+        entries.append(entry)
+    after = zone_usage(cache)
+    zones = [{"zone": z, "nodes": after.get(z, before.get(z))["nodes"],  # type: ignore[index]
+              "cpuAllocatable": after.get(z, before.get(z))["cpuAllocatable"],  # type: ignore[index]
+              "memoryAllocatable": after.get(z, before.get(z))["memoryAllocatable"],  # type: ignore[index]
+              "cpuRequestedBefore": before.get(z, {}).get("cpuRequested", 0),
+              "cpuRequestedAfter": after.get(z, {}).get("cpuRequested", 0),
+              "memoryRequestedBefore": before.get(z, {}).get("memoryRequested", 0),
+              "memoryRequestedAfter": after.get(z, {}).get("memoryRequested", 0)}
+             for z in sorted(set(before) | set(after))]
+    return {"pods": entries, "preempted": preempted, "placed": placed, "pending": pending, "zones": zones}

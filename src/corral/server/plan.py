@@ -1,0 +1,108 @@
+"""``/corral/v1/plan``: a dry run of manifests against the running scheduler's view of the cluster.
+
+``POST`` takes a PlanRequest (the manifests, what-ifs, optionally another scheduler configuration)
+and answers the plan (:mod:`corral.plan`); ``GET`` answers the plan version now, which
+``corral apply --if-plan-version`` compares with the plan's. Both are non-resource URLs: RBAC
+grants them (``corral:planner``, or cluster-admin), since a plan shows every node and where pods
+run. Each manifest and each pod it makes passes the same validation, defaults and admission as a
+create with ``dryRun``, as the requesting user; nothing is written.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import msgspec
+from aiohttp import web
+
+from corral.api.resources import UnknownResource, by_kind
+from corral.plan import PLAN_PATH, PLAN_VERSION_PATH
+from corral.plan.dry_run import apply_what_ifs, fingerprint, run, snapshot
+from corral.plan.expand import PlanInputError, expand
+from corral.plan.request import parse_request
+from corral.scheduler.profiles import ConfigError, parse_config
+from corral.scheduler.scheduler import Scheduler, node_signature
+from corral.server import errors
+from corral.server.http import USER, read_body
+from corral.server.rest import ResourceAPI, WriteOptions
+
+__all__ = ["PLAN_PATH", "PLAN_VERSION_PATH", "plan_version", "make_plan"]
+
+
+def _invalid(field: str, message: str) -> errors.ApiError:
+    text = f"PlanRequest is invalid: {field}: {message}" if field else f"PlanRequest is invalid: {message}"
+    return errors.ApiError(422, "Invalid", text, {
+        "kind": "PlanRequest", "causes": [{"reason": "FieldValueInvalid", "message": message, "field": field}]})
+
+
+def _within(exc: errors.ApiError, where: str) -> errors.ApiError:
+    """An error about one manifest, with its place in the request in the message and field paths."""
+    details = copy.deepcopy(exc.details) if exc.details else {}
+    for cause in details.get("causes") or ():
+        cause["field"] = f"{where}.{cause['field']}" if cause.get("field") else where
+    return errors.ApiError(exc.code, exc.reason, f"{where}: {exc.message}", details or None)
+
+
+def plan_version(scheduler: Scheduler, revision: int) -> bytes:
+    return msgspec.json.encode({"kind": "PlanVersion", "apiVersion": "corral.dev/v1",
+                                "planVersion": fingerprint(scheduler.cache, node_signature),
+                                "resourceVersion": str(revision)})
+
+
+async def make_plan(request: web.Request, scheduler: Scheduler, api: ResourceAPI, revision: int) -> bytes:
+    """The plan for the request's body, as JSON (422 naming the field for bad input)."""
+    body = await read_body(request)
+    try:
+        req = parse_request(body)
+    except PlanInputError as exc:
+        raise _invalid(exc.path, exc.message) from None
+    config, same = scheduler.config, True
+    if req.scheduler_config is not None:
+        try:
+            config, same = parse_config(req.scheduler_config, "schedulerConfig"), False
+        except ConfigError as exc:
+            raise _invalid("schedulerConfig", str(exc)) from None
+    # The copy is taken in one step of the event loop: the cluster at one revision.
+    try:
+        snap = snapshot(scheduler.cache, scheduler.frameworks, config, revision,
+                        ignored_resources=scheduler.extenders.ignored_resources(), same_config=same)
+    except ConfigError as exc:
+        raise _invalid("schedulerConfig", str(exc)) from None
+    version = fingerprint(scheduler.cache, node_signature)
+    live_pods = {k: c.info.obj for k, c in scheduler.cache.pods.items()}
+    user = request[USER]
+
+    async def admit(kind: str, obj: dict[str, Any], where: str) -> dict[str, Any]:
+        try:
+            resource = by_kind(kind)
+        except UnknownResource:
+            raise _invalid(f"{where}.kind", f'corral does not serve kind "{kind}"') from None
+        obj = copy.deepcopy(obj)
+        meta = obj.get("metadata")
+        if resource.namespaced and isinstance(meta, dict) and not meta.get("namespace"):
+            meta["namespace"] = req.namespace
+        try:
+            reply = await api.create(resource, None, obj, WriteOptions(dry_run=True, user=user))
+        except errors.ApiError as exc:
+            raise _within(exc, where) from None
+        return msgspec.json.decode(reply.body)
+
+    table = snap.cache.table
+    nodes = [table.objects[int(r)] for r in table.valid_rows()]
+    try:
+        expansion = await expand(req.items, admit, nodes)
+        displaced = apply_what_ifs(snap, without=req.without_nodes, add=req.add_nodes)
+    except PlanInputError as exc:
+        raise _invalid(exc.path, exc.message) from None
+    except KeyError as exc:
+        raise _invalid("withoutNodes", f"no node {exc.args[0]!r} in the cluster") from None
+    report = run(snap, expansion.pods, displaced=displaced, live_pods=live_pods)
+    report = {"kind": "Plan", "apiVersion": "corral.dev/v1", "resourceVersion": str(revision),
+              "planVersion": version, **report, "notes": expansion.notes}
+    if not same:
+        report["notes"].append("decided with the given scheduler configuration: another tie-break sequence "
+                               "than the running scheduler's")
+    if scheduler.extenders:
+        report["notes"].append("scheduler extenders were not asked (plans use the filters and scores only)")
+    return msgspec.json.encode(report)

@@ -1,0 +1,311 @@
+"""``POST /corral/v1/plan`` against a server running its scheduler: the plan's placements are the
+ones the scheduler then makes, nothing is written, Pending pods come with their nearest misses,
+preemption and the what-ifs are planned, the version guard tells a changed cluster, bad input is
+refused with the field, and only those granted it may plan."""
+
+from __future__ import annotations
+
+import asyncio
+
+import msgspec
+import pytest
+
+from corral.api.resources import by_kind
+from corral.client.rest import ApiError
+from corral.plan import PLAN_PATH, PLAN_VERSION_PATH
+from corral.testing.builders import make_node, make_pod
+from corral.testing.server import running_server
+
+PODS = by_kind("Pod")
+
+
+def node(name: str, zone: str, cpu: int = 4, memory: str = "8Gi") -> dict:
+    return {"apiVersion": "v1", **{k: v for k, v in make_node(name).capacity(cpu=cpu, memory=memory, pods=20)
+                                   .zone(zone).obj.items() if k not in ("kind", "apiVersion")}, "kind": "Node"}
+
+
+def pod(name: str, cpu: str, memory: str = "256Mi", priority_class: str = "", **labels: str) -> dict:
+    obj = make_pod(name).requests(cpu=cpu, memory=memory).labels(**labels).obj
+    obj["metadata"].pop("uid")
+    obj.pop("status")
+    if priority_class:
+        obj["spec"]["priorityClassName"] = priority_class
+    return obj
+
+
+@pytest.fixture
+async def cluster(tmp_path):
+    async with running_server(str(tmp_path / "s")) as server:
+        async with server.client() as client:
+            for n in (node("n1", "a"), node("n2", "a", cpu=2), node("n3", "b"), node("n4", "b", cpu=8, memory="16Gi")):
+                await client.create(n)
+            await server.cache.wait_consistent()
+            yield server, client
+
+
+async def plan(client, *items, **extra) -> dict:
+    return msgspec.json.decode(await client.request("POST", PLAN_PATH, body={"items": list(items), **extra}))
+
+
+async def bound(client, names: list[str], timeout: float = 15.0) -> dict[str, str]:
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        pods = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in (await client.list(PODS, "default", raw=True)).items}
+        if all(pods.get(n) for n in names):
+            return {n: pods[n] for n in names}
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"not all bound in {timeout} s: {pods}")
+        await asyncio.sleep(0.05)
+
+
+async def test_the_plan_places_each_pod_where_the_scheduler_then_does_and_writes_nothing(cluster):
+    server, client = cluster
+    await client.create(pod("running", "1500m"))
+    await bound(client, ["running"])
+    await server.cache.wait_consistent()
+    pods = [pod(f"web-{i}", cpu, app="web") for i, cpu in enumerate(["500m", "1", "250m", "2", "750m", "1", "100m"])]
+    before = await server.store.current_revision()
+    report = await plan(client, *pods)
+    assert await server.store.current_revision() == before  # nothing written
+    assert report["placed"] == 7 and report["pending"] == 0
+    planned = {p["pod"].split("/")[1]: p["node"] for p in report["pods"]}
+    assert set(planned.values()) > {"n4"}, planned  # not all on one node: spread by the scores
+    for p in pods:
+        await client.create(p)
+    assert await bound(client, list(planned)) == planned
+
+
+async def test_same_scores_are_broken_as_the_scheduler_breaks_them(cluster):
+    """Four equal pods on equal nodes: every choice is a tie; the plan's generator continues from
+    the scheduler's, so the ties fall the same way."""
+    server, client = cluster
+    for n in ("n1", "n2", "n3", "n4"):
+        await client.delete("nodes", n)
+    for i in range(6):
+        await client.create(node(f"e{i}", "a"))
+    await client.create(pod("first", "100m"))  # the scheduler has drawn from its generator once already
+    await bound(client, ["first"])
+    await server.cache.wait_consistent()
+    pods = [pod(f"p{i}", "100m") for i in range(6)]
+    planned = {p["pod"].split("/")[1]: p["node"] for p in (await plan(client, *pods))["pods"]}
+    for p in pods:
+        await client.create(p)
+    assert await bound(client, list(planned)) == planned
+
+
+async def test_a_pending_pod_gets_the_summary_and_the_nodes_that_came_nearest(cluster):
+    _, client = cluster
+    report = await plan(client, pod("huge", "9", memory="1Gi"), pod("small", "100m"))
+    assert report["pending"] == 1 and report["placed"] == 1
+    huge = next(p for p in report["pods"] if p["pod"] == "default/huge")
+    assert huge["node"] is None
+    assert huge["message"] == ("0/4 nodes are available: 4 Insufficient cpu. preemption: 0/4 nodes are "
+                               "available: 4 No preemption victims found for incoming pod.")
+    # Lacking the least of its allocatable first: n4 1 of 8 cpu, n1 and n3 5 of 4 (by name), n2 7 of 2.
+    assert huge["nearestMisses"] == ["n4 lacks 1 cpu", "n1 lacks 5 cpu", "n3 lacks 5 cpu"]
+
+
+async def test_nearest_misses_name_every_resource_a_node_lacks_and_skip_nodes_rejected_otherwise(cluster):
+    _, client = cluster
+    await client.patch("nodes", "n4", {"spec": {"unschedulable": True}})
+    report = await plan(client, pod("wide", "4500m", memory="9Gi"))
+    (entry,) = report["pods"]
+    assert entry["message"].startswith("0/4 nodes are available: 1 node(s) were unschedulable, 3 Insufficient cpu, "
+                                       "3 Insufficient memory.")
+    # n4 is cordoned: it would have the room, but it is no near miss.
+    assert entry["nearestMisses"] == ["n1 lacks 500m cpu and 1Gi memory", "n3 lacks 500m cpu and 1Gi memory",
+                                      "n2 lacks 2500m cpu and 1Gi memory"]
+
+
+async def test_the_summary_lists_pods_per_zone_before_and_after(cluster):
+    _, client = cluster
+    report = await plan(client, pod("one", "1", memory="1Gi", ), pod("two", "2", memory="2Gi"))
+    zones = {z["zone"]: z for z in report["zones"]}
+    assert set(zones) == {"a", "b"}
+    assert zones["a"]["cpuAllocatable"] == 6000 and zones["b"]["cpuAllocatable"] == 12000
+    assert all(z["cpuRequestedBefore"] == 0 for z in zones.values())
+    moved = {z: zones[z]["cpuRequestedAfter"] for z in zones}
+    assert sum(moved.values()) == 3000
+    where = {p["pod"]: p["node"] for p in report["pods"]}
+    expected_b = sum(c for name, c in (("default/one", 1000), ("default/two", 2000)) if where[name] in ("n3", "n4"))
+    assert moved["b"] == expected_b
+    assert sum(z["memoryRequestedAfter"] for z in zones.values()) == 3 * 2**30
+
+
+def priority_class(name: str, value: int) -> dict:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name}, "value": value}
+
+
+async def test_preemption_is_planned_as_the_scheduler_then_preempts(cluster):
+    server, client = cluster
+    await client.create(priority_class("low", 10))
+    await client.create(priority_class("high", 1000))
+    fill = {"n1": "4", "n2": "2", "n3": "4", "n4": "8"}
+    for n, cpu in fill.items():
+        p = pod(f"low-{n}", cpu, memory="64Mi", priority_class="low")
+        p["spec"]["nodeName"] = n
+        await client.create(p)
+    await server.cache.wait_consistent()
+    report = await plan(client, pod("urgent", "1", memory="64Mi", priority_class="high"))
+    (entry,) = report["pods"]
+    assert report["placed"] == 1 and report["pending"] == 0
+    (victim,) = report["preempted"]
+    assert entry["preempts"] == [victim["pod"]] and victim["by"] == "default/urgent"
+    assert victim["node"] == entry["node"] and victim["pod"] == f"default/low-{entry['node']}"
+    await client.create(pod("urgent", "1", memory="64Mi", priority_class="high"))
+    deadline = asyncio.get_running_loop().time() + 15
+    while True:
+        urgent = await client.get(PODS, "urgent", "default", raw=True)
+        if urgent.get("status", {}).get("nominatedNodeName"):
+            break
+        assert asyncio.get_running_loop().time() < deadline, urgent
+        await asyncio.sleep(0.05)
+    assert urgent["status"]["nominatedNodeName"] == entry["node"]
+    gone = (await client.get(PODS, victim["pod"].split("/")[1], "default", raw=True))["metadata"]
+    assert gone.get("deletionTimestamp")
+
+
+async def test_without_a_node_its_pods_are_placed_again_or_reported_pending(cluster):
+    server, client = cluster
+    big = pod("big", "6", memory="64Mi")
+    big["spec"]["nodeName"] = "n4"
+    await client.create(big)
+    mid = pod("mid", "1", memory="64Mi")
+    mid["spec"]["nodeName"] = "n3"
+    await client.create(mid)
+    await server.cache.wait_consistent()
+    report = await plan(client, pod("new", "100m"), withoutNodes=["n4", "n3"])
+    entries = {p["pod"]: p for p in report["pods"]}
+    assert entries["default/big"]["node"] is None and entries["default/big"]["from"] == "displaced from a node taken out"
+    assert entries["default/mid"]["node"] in ("n1", "n2")  # placed again on what is left
+    assert entries["default/new"]["node"] in ("n1", "n2")
+    assert {z["zone"]: z["nodes"] for z in report["zones"]} == {"a": 2, "b": 0} or {
+        z["zone"]: z["nodes"] for z in report["zones"]} == {"a": 2}
+    live = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in (await client.list(PODS, "default", raw=True)).items}
+    assert live == {"big": "n4", "mid": "n3"}  # the live cluster is as it was
+    assert (await plan(client, pod("new", "100m")))["pods"][0]["node"] in ("n1", "n2", "n3", "n4")
+
+
+async def test_added_nodes_take_what_no_node_of_the_cluster_can(cluster):
+    _, client = cluster
+    report = await plan(client, pod("large", "12", memory="40Gi"), pod("after", "100m"),
+                        addNodes=[{"count": 2, "cpu": "16", "memory": "64Gi", "labels": {"topology.kubernetes.io/zone": "c"}}])
+    entries = {p["pod"]: p for p in report["pods"]}
+    assert entries["default/large"]["node"] in ("plan-node-1", "plan-node-2")
+    zones = {z["zone"]: z for z in report["zones"]}
+    assert zones["c"]["nodes"] == 2 and zones["c"]["cpuAllocatable"] == 32000
+    assert report["pending"] == 0
+    without = await plan(client, pod("large", "12", memory="40Gi"))
+    assert without["pending"] == 1
+
+
+async def test_workloads_are_planned_as_the_pods_their_controllers_make(cluster):
+    _, client = cluster
+    template = {"metadata": {"labels": {"app": "w"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox",
+                                         "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}
+    selector = {"matchLabels": {"app": "w"}}
+    items = [
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"},
+         "spec": {"replicas": 3, "selector": selector, "template": template}},
+        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "crunch"},
+         "spec": {"parallelism": 2, "completions": 5,
+                  "template": {**template, "spec": {**template["spec"], "restartPolicy": "Never"}}}},
+        {"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "agent"},
+         "spec": {"selector": selector, "template": {**template, "spec": {
+             **template["spec"], "nodeSelector": {"topology.kubernetes.io/zone": "b"}}}}},
+        {"apiVersion": "batch/v1", "kind": "CronJob", "metadata": {"name": "nightly"},
+         "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": {
+             **template, "spec": {**template["spec"], "restartPolicy": "Never"}}}}}},
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}, "data": {"a": "b"}},
+    ]
+    report = await plan(client, *items)
+    sources = [p["from"] for p in report["pods"]]
+    assert sources == ["Deployment default/web"] * 3 + ["Job default/crunch"] * 2 + ["DaemonSet default/agent"] * 2
+    daemons = {p["pod"]: p["node"] for p in report["pods"] if p["from"].startswith("DaemonSet")}
+    assert daemons == {"default/agent-n3": "n3", "default/agent-n4": "n4"}  # each on its own node
+    assert report["notes"] == ["CronJob default/nightly: makes no pods until its schedule fires "
+                               "(plan its jobTemplate as a Job)"]
+    assert report["placed"] == 7
+
+
+async def test_a_pod_that_exists_already_is_reported_where_it_is(cluster):
+    _, client = cluster
+    p = pod("here", "100m")
+    p["spec"]["nodeName"] = "n2"
+    await client.create(p)
+    await asyncio.sleep(0)
+    report = await plan(client, pod("here", "100m"))
+    (entry,) = report["pods"]
+    assert entry["node"] == "n2" and entry["exists"] is True and report["placed"] == 0
+
+
+async def test_the_plan_version_changes_with_what_placement_depends_on_and_only_that(cluster):
+    server, client = cluster
+
+    async def version() -> str:
+        await server.cache.wait_consistent()
+        return msgspec.json.decode(await client.request("GET", PLAN_VERSION_PATH))["planVersion"]
+
+    first = (await plan(client, pod("x", "100m")))["planVersion"]
+    assert await version() == first
+    await client.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}, "data": {}})
+    await client.patch("nodes", "n1", {"metadata": {"annotations": {"note": "unrelated"}}})
+    assert await version() == first
+    await client.patch("nodes", "n1", {"spec": {"unschedulable": True}})
+    cordoned = await version()
+    assert cordoned != first
+    await client.create(pod("y", "100m"))
+    await bound(client, ["y"])
+    assert await version() != cordoned
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"items": []}, "items"),
+    ({"items": [{"apiVersion": "v1", "kind": "Gadget", "metadata": {"name": "g"}}]}, "items[0].kind"),
+    ({"items": [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}}]}, "items[0].spec.containers"),
+    ({"items": [{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+                 "spec": {"replicas": -1, "selector": {"matchLabels": {"a": "b"}},
+                          "template": {"metadata": {"labels": {"a": "b"}},
+                                       "spec": {"containers": [{"name": "c", "image": "i"}]}}}}]}, "items[0].spec.replicas"),
+    ({"items": [{"kind": "Pod"}], "addNodes": [{"count": 2, "cpu": "lots", "memory": "1Gi"}]}, "addNodes[0].cpu"),
+    ({"items": [{"kind": "Pod"}], "withoutNodes": "n1"}, "withoutNodes"),
+    ({"items": [{"kind": "Pod"}], "extra": 1}, "extra"),
+    ({"items": [{"kind": "Pod"}], "schedulerConfig": {"profiles": [{"plugins": {"filter": {"enabled": [{"name": "Nope"}]}}}]}},
+     "schedulerConfig"),
+])
+async def test_bad_input_is_refused_with_the_field_and_nothing_planned(cluster, body, field):
+    server, client = cluster
+    before = await server.store.current_revision()
+    with pytest.raises(ApiError) as err:
+        await client.request("POST", PLAN_PATH, body=body)
+    assert err.value.code == 422, err.value.message
+    assert [c["field"] for c in err.value.causes][0].startswith(field), err.value.causes
+    assert await server.store.current_revision() == before
+
+
+async def test_only_users_granted_it_may_plan(cluster):
+    server, client = cluster
+    rbac = "rbac.authorization.k8s.io/v1"
+    await client.create({"apiVersion": rbac, "kind": "RoleBinding", "metadata": {"name": "vera-edit", "namespace": "default"},
+                         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+                         "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "vera"}]})
+    from corral.client.rest import Client
+
+    async with Client(credentials=server.issue_credentials("vera", [])) as vera:
+        await server.cache.wait_consistent()
+        for method, path, body in (("POST", PLAN_PATH, {"items": [pod("x", "1")]}), ("GET", PLAN_VERSION_PATH, None)):
+            with pytest.raises(ApiError) as err:
+                await vera.request(method, path, body=body)
+            assert err.value.code == 403 and "vera" in err.value.message
+        await client.create({"apiVersion": rbac, "kind": "ClusterRoleBinding", "metadata": {"name": "vera-plans"},
+                             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                         "name": "corral:planner"},
+                             "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": "vera"}]})
+        await server.cache.wait_consistent()
+        report = msgspec.json.decode(await vera.request("POST", PLAN_PATH, body={"items": [pod("x", "1")]}))
+        assert report["placed"] == 1
+        # Planning a pod is no right to create it.
+        with pytest.raises(ApiError) as err:
+            await vera.create(pod("x", "1"), "kube-system")
+        assert err.value.code == 403
