@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import time
 
@@ -76,7 +77,13 @@ def test_pods_applied_with_the_cli_are_placed_and_a_pod_too_big_is_explained(clu
     explained = corral("explain", "pod", "huge", kubeconfig=kc).stdout
     assert message in explained
     assert "node-a   rejected" in explained and "NodeResourcesFit: Insufficient cpu" in explained
+    # Each node has 2 cpu and holds two 500m pods: 7 cpu short of the 8 asked, both alike.
+    assert "Nearest: node-a lacks 7 cpu; node-b lacks 7 cpu" in explained
+    placed_text = corral("explain", "pod", "web-0", kubeconfig=kc).stdout
+    assert re.search(r"^node-[ab] (wins by [\d.]+ over the runner-up, node-[ab] \(\d+(\.\d+)?\)\.|is tied with node-[ab]: "
+                     r"the tie-break chose\.)$", placed_text, re.M), placed_text
     report = json.loads(corral("explain", "pod", "web-0", "-o", "json", kubeconfig=kc).stdout)
+    assert report["runnerUp"]["node"] != report["chosen"]
     assert {n["node"] for n in report["nodes"]} == {"node-a", "node-b"}
     assert all(n["feasible"] and "NodeResourcesFit" in n["scores"] for n in report["nodes"])
     events = corral("events", kubeconfig=kc).stdout

@@ -142,6 +142,9 @@ def test_scores_are_normalised_then_weighted_and_summed():
     assert [n["node"] for n in report["nodes"] if n["feasible"]] == ["n3", "n2", "n0"]
     assert by_node["n3"]["total"] == 230.0 and by_node["n0"]["total"] == 200.0
     assert report["chosen"] == "n3"
+    # Why it won: the runner-up and by how much (n2: Alphabet 60 + Reverse 160).
+    assert report["runnerUp"] == {"node": "n2", "total": 220.0, "by": 10.0}
+    assert "nearestMisses" not in report
 
 
 def test_a_pre_score_skip_leaves_that_plugin_out_and_weight_zero_turns_a_plugin_off():

@@ -171,6 +171,15 @@ def _print_report(report: dict[str, Any], pod: dict[str, Any]) -> None:
         click.echo(f"Best node: {report['chosen']}")
     else:
         click.echo("No node can take it; each node's reason is below.")
+    runner = report.get("runnerUp")
+    if report["chosen"] and runner:
+        if runner["by"] == 0:
+            click.echo(f"{report['chosen']} is tied with {runner['node']}: the tie-break chose.")
+        else:
+            click.echo(f"{report['chosen']} wins by {runner['by']:g} over the runner-up, {runner['node']} "
+                       f"({runner['total']:g}).")
+    if report.get("nearestMisses"):
+        click.echo(f"Nearest: {'; '.join(report['nearestMisses'])}")
     preemption = report.get("preemption")
     if preemption and preemption.get("node"):
         victims = ", ".join(f"{v['pod']} (priority {v['priority']})" for v in preemption["victims"])

@@ -23,18 +23,17 @@ from typing import Any, Iterable
 
 import numpy as np
 
-from corral.api.quantity import format_bytes, format_cpu
 from corral.scheduler.cache.cache import Cache
 from corral.scheduler.framework.interface import CycleState
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.profiles import SchedulerConfig, build_frameworks
-from corral.scheduler.schedule_one import ZONE_LABELS, FitError, schedule_pod, zone_interleaved_order
+from corral.scheduler.schedule_one import (ZONE_LABELS, FitError, nearest_misses, schedule_pod,
+                                            zone_interleaved_order)
 
 from corral.plan.expand import PlannedPod
 
-__all__ = ["Snapshot", "snapshot", "fingerprint", "run", "NEAREST_MISSES", "NodeSpec"]
+__all__ = ["Snapshot", "snapshot", "fingerprint", "run", "NodeSpec"]
 
-NEAREST_MISSES = 3  # nodes named per pending pod
 Obj = dict[str, Any]
 
 
@@ -170,47 +169,6 @@ def zone_usage(cache: Cache) -> dict[str, dict[str, int]]:
     return out
 
 
-def _lacks(table: Any, row: int, info: PodInfo) -> list[tuple[str, int, float]]:
-    """(resource, amount lacking, that amount over the node's allocatable) for ``info`` on ``row``."""
-    r = info.requests
-    wanted = [("cpu", r.cpu), ("memory", r.memory), ("ephemeral-storage", r.ephemeral), ("pods", 1),
-              *r.extended]
-    out = []
-    for name, amount in wanted:
-        free = table.free.get(name)
-        have = int(free[row]) if free is not None else 0
-        if amount > have:
-            alloc = table.allocatable.get(name)
-            total = int(alloc[row]) if alloc is not None else 0
-            out.append((name, amount - max(have, 0), (amount - max(have, 0)) / max(total, 1)))
-    return out
-
-
-def _amount(name: str, amount: int) -> str:
-    if name == "cpu":
-        return f"{format_cpu(amount)} cpu"
-    if name in ("memory", "ephemeral-storage"):
-        return f"{format_bytes(amount)} {name}"
-    return f"{amount} {name}"
-
-
-def nearest_misses(cache: Cache, info: PodInfo, fit: FitError, limit: int = NEAREST_MISSES) -> list[str]:
-    """The nodes only resources kept the pod from, those lacking the least first: "n7 lacks 200m cpu"."""
-    d = fit.diagnosis
-    if d.pre_filter is not None or "NodeResourcesFit" not in d.plugin_names:
-        return []
-    table = cache.table
-    idx = d.plugin_names.index("NodeResourcesFit")
-    rows = np.flatnonzero(d.rejected_by == idx)
-    ranked = []
-    for row in rows:
-        lacks = _lacks(table, int(row), info)
-        if lacks:
-            ranked.append((sum(f for _, _, f in lacks), table.names[row] or "", lacks))
-    ranked.sort(key=lambda t: (t[0], t[1]))
-    return [f"{name} lacks {' and '.join(_amount(r, a) for r, a, _ in lacks)}" for _, name, lacks in ranked[:limit]]
-
-
 def _decision(fwk: Any, cache: Cache, info: PodInfo, order: Any) -> tuple[Any, FitError | None, Any]:
     """One cycle on the copy: (result, None, None), or (None, fit error, PostFilter result)."""
     state = CycleState()
@@ -292,7 +250,7 @@ def run(snap: Snapshot, pods: list[PlannedPod], *, displaced: Iterable[str] = ()
             assert fit is not None
             pending += 1
             entry["message"] = fit.diagnosis.message() + (f" {post.message}" if post is not None and post.message else "")
-            entry["nearestMisses"] = nearest_misses(cache, info, fit)
+            entry["nearestMisses"] = nearest_misses(cache, info, fit.diagnosis)
             entries.append(entry)
             continue
         entry.update(_placed(result, table))

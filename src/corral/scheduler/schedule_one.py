@@ -15,11 +15,13 @@ import numpy as np
 from corral.scheduler.cache.cache import Cache
 from corral.scheduler.framework.interface import CycleState
 from corral.scheduler.framework.podinfo import PodInfo
+from corral.api.quantity import format_bytes, format_cpu
 from corral.scheduler.framework.runtime import Diagnosis, Framework, Scores
 
-__all__ = ["ScheduleResult", "FitError", "schedule_pod", "explain", "zone_interleaved_order"]
+__all__ = ["ScheduleResult", "FitError", "schedule_pod", "explain", "zone_interleaved_order", "nearest_misses"]
 
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
+NEAREST_MISSES = 3  # nodes named for a pod no node takes
 
 
 @dataclass(slots=True)
@@ -86,6 +88,47 @@ def schedule_pod(fwk: Framework, cache: Cache, pod: PodInfo, order: np.ndarray |
     return ScheduleResult(table.names[row], row, diagnosis.node_count, len(feasible), scores)
 
 
+def _lacks(table: Any, row: int, info: PodInfo) -> list[tuple[str, int, float]]:
+    """(resource, amount lacking, that amount over the node's allocatable) for ``info`` on ``row``."""
+    r = info.requests
+    wanted = [("cpu", r.cpu), ("memory", r.memory), ("ephemeral-storage", r.ephemeral), ("pods", 1),
+              *r.extended]
+    out = []
+    for name, amount in wanted:
+        free = table.free.get(name)
+        have = int(free[row]) if free is not None else 0
+        if amount > have:
+            alloc = table.allocatable.get(name)
+            total = int(alloc[row]) if alloc is not None else 0
+            out.append((name, amount - max(have, 0), (amount - max(have, 0)) / max(total, 1)))
+    return out
+
+
+def _amount(name: str, amount: int) -> str:
+    if name == "cpu":
+        return f"{format_cpu(amount)} cpu"
+    if name in ("memory", "ephemeral-storage"):
+        return f"{format_bytes(amount)} {name}"
+    return f"{amount} {name}"
+
+
+def nearest_misses(cache: Cache, info: PodInfo, d: Diagnosis, limit: int = NEAREST_MISSES) -> list[str]:
+    """The nodes NodeResourcesFit rejected (every filter before it passed them), those lacking the
+    least of their allocatable first, each with what it lacks: "n7 lacks 200m cpu"."""
+    if d.pre_filter is not None or "NodeResourcesFit" not in d.plugin_names:
+        return []
+    table = cache.table
+    idx = d.plugin_names.index("NodeResourcesFit")
+    rows = np.flatnonzero(d.rejected_by == idx)
+    ranked = []
+    for row in rows:
+        lacks = _lacks(table, int(row), info)
+        if lacks:
+            ranked.append((sum(f for _, _, f in lacks), table.names[row] or "", lacks))
+    ranked.sort(key=lambda t: (t[0], t[1]))
+    return [f"{name} lacks {' and '.join(_amount(r, a) for r, a, _ in lacks)}" for _, name, lacks in ranked[:limit]]
+
+
 def explain(fwk: Framework, cache: Cache, pod: PodInfo) -> dict[str, Any]:
     """Every node's fate for ``pod``: rejected by which plugin and why, or its scores, best first."""
     table = cache.table
@@ -120,6 +163,13 @@ def explain(fwk: Framework, cache: Cache, pod: PodInfo) -> dict[str, Any]:
         "pod": pod.key, "schedulerName": fwk.scheduler_name, "nodes": nodes, "chosen": chosen,
         "feasible": len(feasible), "total": diagnosis.node_count, "message": message,
     }
+    if chosen is not None:
+        mine = next(n["total"] for n in nodes if n["node"] == chosen)
+        runner = next((n for n in nodes if n.get("feasible") and n["node"] != chosen), None)
+        if runner is not None:
+            out["runnerUp"] = {"node": runner["node"], "total": runner["total"], "by": round(mine - runner["total"], 6)}
+    else:
+        out["nearestMisses"] = nearest_misses(cache, pod, diagnosis)
     if preemption is not None:
         out["preemption"] = preemption
         out["message"] = f"{message} {preemption['message']}"
