@@ -309,3 +309,27 @@ async def test_only_users_granted_it_may_plan(cluster):
         with pytest.raises(ApiError) as err:
             await vera.create(pod("x", "1"), "kube-system")
         assert err.value.code == 403
+
+
+async def test_a_placement_is_decided_as_the_scheduler_decides_it_and_its_copies_placed(cluster):
+    server, client = cluster
+    placement = {"apiVersion": "placement.corral.dev/v1", "kind": "Placement", "metadata": {"name": "cache"},
+                 "spec": {"template": {"metadata": {"labels": {"app": "cache"}},
+                                       "spec": {"containers": [{"name": "c", "image": "redis", "resources": {
+                                           "requests": {"cpu": "500m", "memory": "128Mi"}}}]}},
+                          "policy": {"placementType": "PickN", "numberOfNodes": 2}}}
+    report = await plan(client, placement)
+    copies = {p["pod"]: p["node"] for p in report["pods"]}
+    assert len(copies) == 2 and all(p["from"] == "Placement default/cache" for p in report["pods"])
+    assert all(pod_name == f"default/cache-{node}" for pod_name, node in copies.items())
+    assert report["placed"] == 2 and report["notes"] and report["notes"][0].startswith("Placement default/cache: ")
+    await client.create(placement)
+    deadline = asyncio.get_running_loop().time() + 15
+    while True:
+        status = (await client.get("placements", "cache", "default", raw=True)).get("status") or {}
+        selected = {d["nodeName"] for d in status.get("decisions") or () if d.get("selected")}
+        if selected:
+            break
+        assert asyncio.get_running_loop().time() < deadline, status
+        await asyncio.sleep(0.05)
+    assert selected == set(copies.values())

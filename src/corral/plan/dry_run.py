@@ -23,6 +23,7 @@ from typing import Any, Iterable
 
 import numpy as np
 
+from corral.scheduler.batch import decide
 from corral.scheduler.cache.cache import Cache
 from corral.scheduler.framework.interface import CycleState
 from corral.scheduler.framework.podinfo import PodInfo
@@ -30,7 +31,7 @@ from corral.scheduler.profiles import SchedulerConfig, build_frameworks
 from corral.scheduler.schedule_one import (ZONE_LABELS, FitError, nearest_misses, schedule_pod,
                                             zone_interleaved_order)
 
-from corral.plan.expand import PlannedPod
+from corral.plan.expand import PlannedPod, on_node
 
 __all__ = ["Snapshot", "snapshot", "fingerprint", "run", "NodeSpec"]
 
@@ -211,6 +212,19 @@ def _order(pods: list[PlannedPod]) -> list[tuple[PlannedPod, PodInfo]]:
     return sorted(infos, key=lambda t: -t[1].priority)  # stable: manifest order within a priority
 
 
+def _placement_copies(snap: Snapshot, planned: PlannedPod, info: PodInfo) -> tuple[list, str]:
+    """A Placement decided on the copy as the scheduler decides a new one: its copy for each
+    selected node (each then placed like any pod, so the node's room is checked again)."""
+    placement = planned.placement or {}
+    fwk = snap.frameworks.get(info.scheduler_name)
+    if fwk is None:
+        return [], f"{planned.source}: no profile for schedulerName {info.scheduler_name!r}"
+    result = decide(fwk, snap.cache, placement)
+    name = placement["metadata"]["name"]
+    copies = [PlannedPod(on_node(planned.pod, node, f"{name}-{node}"), planned.source) for node in result.selected]
+    return [(c, PodInfo.from_object(c.pod)) for c in copies], f"{planned.source}: {result.summary}"
+
+
 def run(snap: Snapshot, pods: list[PlannedPod], *, displaced: Iterable[str] = (),
         live_pods: dict[str, Any] | None = None) -> Obj:
     """Place ``pods`` on the snapshot (changing only the copy); the plan as a JSON-ready dict."""
@@ -220,10 +234,18 @@ def run(snap: Snapshot, pods: list[PlannedPod], *, displaced: Iterable[str] = ()
     entries: list[Obj] = []
     preempted: list[Obj] = []
     placed = pending = 0
+    notes: list[str] = []
     orders: dict[str, Any] = {}
     requeued = [PlannedPod(_unbound(live_pods[k]), "displaced from a node taken out") for k in displaced
                 if live_pods and k in live_pods]
-    for planned, info in _order([*requeued, *pods]):
+    queue = _order([*requeued, *pods])
+    while queue:
+        planned, info = queue.pop(0)
+        if planned.placement is not None:
+            copies, note = _placement_copies(snap, planned, info)
+            notes.append(note)
+            queue[:0] = copies
+            continue
         entry: Obj = {"pod": info.key, "from": planned.source, "node": None}
         fwk = snap.frameworks.get(info.scheduler_name)
         if fwk is None:
@@ -266,4 +288,5 @@ def run(snap: Snapshot, pods: list[PlannedPod], *, displaced: Iterable[str] = ()
               "memoryRequestedBefore": before.get(z, {}).get("memoryRequested", 0),
               "memoryRequestedAfter": after.get(z, {}).get("memoryRequested", 0)}
              for z in sorted(set(before) | set(after))]
-    return {"pods": entries, "preempted": preempted, "placed": placed, "pending": pending, "zones": zones}
+    return {"pods": entries, "preempted": preempted, "placed": placed, "pending": pending, "zones": zones,
+            "notes": notes}

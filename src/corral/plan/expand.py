@@ -2,7 +2,8 @@
 
 A Pod is itself; a ReplicaSet or Deployment is ``replicas`` copies of its template; a Job is the
 pods it starts at once (``parallelism``, at most ``completions``); a DaemonSet is one pod per node
-it is eligible for, each tied to its node by name as the DaemonSet controller ties it. Every pod
+it is eligible for, each tied to its node by name as the DaemonSet controller ties it; a Placement
+is its copy, one per node its decision selects (the decision is taken when the plan runs). Every pod
 first goes through ``admit`` (the server's validation, defaults and admission, written nowhere),
 so a plan sees the priority, defaults and refusals the real create would. Kinds that make no pods
 (Services, ConfigMaps, ...) are noted and skipped; a CronJob makes none until its schedule fires.
@@ -17,7 +18,7 @@ from corral.controllers.daemonset import DAEMON_TOLERATIONS, eligible
 from corral.controllers.node_rollout import pod_for_node
 from corral.controllers.pods import pod_from_template
 
-__all__ = ["PlannedPod", "Expansion", "expand", "PlanInputError"]
+__all__ = ["PlannedPod", "Expansion", "expand", "PlanInputError", "on_node"]
 
 Obj = dict[str, Any]
 # (kind, object, where in the request) → the object as the server would store it.
@@ -39,6 +40,9 @@ class PlanInputError(ValueError):
 class PlannedPod:
     pod: Obj  # as created: defaulted and admitted, with a name
     source: str  # what makes it: "Pod default/web", "Deployment default/web"
+    # A Placement's copy, before its nodes are chosen: the plan decides the Placement on the copy
+    # of the cluster (as the scheduler decides it at once), then places one such pod per node.
+    placement: Obj | None = None
 
 
 @dataclass(slots=True)
@@ -63,7 +67,7 @@ def _named(pod: Obj, name: str) -> Obj:
     return {**pod, "metadata": {**meta, "name": name}}
 
 
-def _on_node(pod: Obj, node: str, name: str) -> Obj:
+def on_node(pod: Obj, node: str, name: str) -> Obj:
     """A DaemonSet's admitted pod, for ``node`` instead (only its name and node affinity differ)."""
     spec = dict(pod["spec"])
     affinity = dict(spec["affinity"])
@@ -98,7 +102,11 @@ async def expand(items: list[Obj], admit: Admit, nodes: Iterable[Obj]) -> Expans
             out.notes.append(f"{label}: makes no pods until its schedule fires (plan its jobTemplate as a Job)")
             continue
         if kind == "Placement":
-            out.notes.append(f"{label}: Placements are not planned yet (corral explain placement shows its decision)")
+            tolerations = ((obj.get("spec") or {}).get("policy") or {}).get("tolerations") or ()
+            template = (obj.get("spec") or {}).get("template") or {}
+            copy = pod_for_node(_owner(obj, index), template, "-", "plan", tolerations)
+            admitted = await admit("Pod", _named(copy, f"{meta['name']}-copy"), f"{where}.spec.template")
+            out.pods.append(PlannedPod(admitted, label, placement=obj))
             continue
         if kind not in _TEMPLATED:
             continue  # makes no pods (a Service, a ConfigMap, a PriorityClass, ...)
@@ -112,7 +120,7 @@ async def expand(items: list[Obj], admit: Admit, nodes: Iterable[Obj]) -> Expans
                 continue
             first = pod_for_node(owner, template, names[0], "plan", DAEMON_TOLERATIONS)
             admitted = await admit("Pod", _named(first, f"{meta['name']}-{names[0]}"), f"{where}.spec.template")
-            out.pods += [PlannedPod(_on_node(admitted, node, f"{meta['name']}-{node}"), label) for node in names]
+            out.pods += [PlannedPod(on_node(admitted, node, f"{meta['name']}-{node}"), label) for node in names]
             continue
         if kind == "Job":
             parallelism = _count(spec, "parallelism", 1)

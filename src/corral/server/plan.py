@@ -99,7 +99,7 @@ async def make_plan(request: web.Request, scheduler: Scheduler, api: ResourceAPI
         raise _invalid("withoutNodes", f"no node {exc.args[0]!r} in the cluster") from None
     report = run(snap, expansion.pods, displaced=displaced, live_pods=live_pods)
     report = {"kind": "Plan", "apiVersion": "corral.dev/v1", "resourceVersion": str(revision),
-              "planVersion": version, **report, "notes": expansion.notes}
+              "planVersion": version, **report, "notes": expansion.notes + report["notes"]}
     if not same:
         report["notes"].append("decided with the given scheduler configuration: another tie-break sequence "
                                "than the running scheduler's")
