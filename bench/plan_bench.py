@@ -13,6 +13,7 @@ trip are not in these figures.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import gc
 import os
 import statistics
@@ -52,7 +53,7 @@ def once(cache: Cache, frameworks: dict, pods: int) -> tuple[float, float]:
     start = time.perf_counter()
     snap = snapshot(cache, frameworks, parse_config({}), 0)
     copied = time.perf_counter()
-    report = run_plan(snap, planned)
+    report = asyncio.run(run_plan(snap, planned))
     done = time.perf_counter()
     assert report["placed"] == pods, report["pending"]
     return copied - start, done - copied

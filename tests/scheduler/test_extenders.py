@@ -431,6 +431,12 @@ def test_a_server_with_an_extender_in_its_scheduler_config_places_and_explains_b
         assert wait_for(lambda: pod_nodes(kc)["web"] == "allowed" or None, what="web placed by the extender")
         explained = corral("explain", "pod", "web", kubeconfig=kc).stdout
         assert f"extender {extender}: node(s) not allowed by the test extender" in explained
+        # A plan asks the extender too: every pod on the one node it allows (the scores alone
+        # would spread them over both).
+        planned = json.loads(corral("plan", "-f", manifests(tmp_path, *[pod(f"p{i}", "100m") for i in range(3)]),
+                                    "-o", "json", kubeconfig=kc).stdout)
+        assert [p["node"] for p in planned["pods"]] == ["allowed"] * 3
+        assert planned["notes"] == ["scheduler extenders were asked to filter and score"]
 
 
 @pytest.mark.parametrize("timeout, seconds", [

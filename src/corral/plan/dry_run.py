@@ -25,10 +25,12 @@ import numpy as np
 
 from corral.scheduler.batch import decide
 from corral.scheduler.cache.cache import Cache
+from corral.scheduler.extenders import ExtenderError
+from corral.scheduler.extenders.decide import add_extender_scores, reject_by_extenders
 from corral.scheduler.framework.interface import CycleState
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.profiles import SchedulerConfig, build_frameworks
-from corral.scheduler.schedule_one import (ZONE_LABELS, FitError, nearest_misses, schedule_pod,
+from corral.scheduler.schedule_one import (ZONE_LABELS, FitError, ScheduleResult, nearest_misses, schedule_pod,
                                             zone_interleaved_order)
 
 from corral.plan.expand import PlannedPod, on_node
@@ -170,6 +172,15 @@ def zone_usage(cache: Cache) -> dict[str, dict[str, int]]:
     return out
 
 
+def _post_filter(fwk: Any, state: CycleState, info: PodInfo, fit: FitError) -> Any:
+    post = None
+    for plugin in fwk.post_filters:  # preemption: a node and its victims, or why not
+        post = plugin.post_filter(state, info, fit.diagnosis)
+        if post.status.ok:
+            break
+    return post
+
+
 def _decision(fwk: Any, cache: Cache, info: PodInfo, order: Any) -> tuple[Any, FitError | None, Any]:
     """One cycle on the copy: (result, None, None), or (None, fit error, PostFilter result)."""
     state = CycleState()
@@ -177,12 +188,30 @@ def _decision(fwk: Any, cache: Cache, info: PodInfo, order: Any) -> tuple[Any, F
         try:
             return schedule_pod(fwk, cache, info, order, state), None, None
         except FitError as fit:
-            post = None
-            for plugin in fwk.post_filters:
-                post = plugin.post_filter(state, info, fit.diagnosis)
-                if post.status.ok:
-                    break
-            return None, fit, post
+            return None, fit, _post_filter(fwk, state, info, fit)
+
+
+async def _extended_decision(fwk: Any, cache: Cache, info: PodInfo, extenders: Any) -> tuple[Any, FitError | None, Any]:
+    """:func:`_decision` with the extenders asked about the nodes the filters passed, as the
+    scheduler asks them (every feasible node scored; their rejections in the summary). Preemption
+    is the profile's own choice: extenders' preempt verbs are not asked."""
+    table = cache.table
+    with cache.nominator.hidden_from(info):
+        feasible, _ = fwk.find_feasible(CycleState(), info, table)
+    asked = [(table.names[r], table.objects[r]) for r in feasible.tolist()]
+    verdict = await extenders.filter(info, asked)
+    extra = await extenders.prioritize(info, [(n, o) for n, o in asked if n in verdict.passed])
+    state = CycleState()
+    with cache.nominator.hidden_from(info):
+        feasible, diagnosis = fwk.find_feasible(state, info, table)
+        feasible = reject_by_extenders(diagnosis, table, feasible, verdict)
+        if len(feasible) == 0:
+            fit = FitError(info, diagnosis)
+            return None, fit, _post_filter(fwk, state, info, fit)
+        scores = fwk.prioritize(state, info, feasible, table.size)
+        add_extender_scores(scores, table, extra)
+        row = fwk.select_host(scores, table)
+    return ScheduleResult(table.names[row], row, diagnosis.node_count, len(feasible), scores), None, None
 
 
 def _placed(result: Any, table: Any) -> Obj:
@@ -225,9 +254,11 @@ def _placement_copies(snap: Snapshot, planned: PlannedPod, info: PodInfo) -> tup
     return [(c, PodInfo.from_object(c.pod)) for c in copies], f"{planned.source}: {result.summary}"
 
 
-def run(snap: Snapshot, pods: list[PlannedPod], *, displaced: Iterable[str] = (),
-        live_pods: dict[str, Any] | None = None) -> Obj:
-    """Place ``pods`` on the snapshot (changing only the copy); the plan as a JSON-ready dict."""
+async def run(snap: Snapshot, pods: list[PlannedPod], *, displaced: Iterable[str] = (),
+              live_pods: dict[str, Any] | None = None, extenders: Any = None) -> Obj:
+    """Place ``pods`` on the snapshot (changing only the copy); the plan as a JSON-ready dict.
+    ``extenders``: the scheduler's, asked about the pods they are interested in (their answers
+    are the only awaits: the copy is this plan's alone)."""
     cache = snap.cache
     table = cache.table
     before = zone_usage(cache)
@@ -260,14 +291,27 @@ def run(snap: Snapshot, pods: list[PlannedPod], *, displaced: Iterable[str] = ()
         if fwk.percentage < 100 and fwk.scheduler_name not in orders:
             orders[fwk.scheduler_name] = zone_interleaved_order(table)
         order = orders.get(fwk.scheduler_name)
-        result, fit, post = _decision(fwk, cache, info, order)
-        if result is None and post is not None and post.status.ok:
-            victims = [v.key for v in post.victims]
-            for key in victims:
-                preempted.append({"pod": key, "node": post.nominated_node, "by": info.key})
-                cache.remove_pod(key)
-            entry["preempts"] = victims
-            result, fit, _ = _decision(fwk, cache, info, order)
+        extended = extenders is not None and bool(extenders) and extenders.wants(info)
+
+        async def decide_now() -> tuple[Any, FitError | None, Any]:
+            if extended:
+                return await _extended_decision(fwk, cache, info, extenders)
+            return _decision(fwk, cache, info, order)
+
+        try:
+            result, fit, post = await decide_now()
+            if result is None and post is not None and post.status.ok:
+                victims = [v.key for v in post.victims]
+                for key in victims:
+                    preempted.append({"pod": key, "node": post.nominated_node, "by": info.key})
+                    cache.remove_pod(key)
+                entry["preempts"] = victims
+                result, fit, _ = await decide_now()
+        except ExtenderError as exc:  # as the scheduler: the attempt fails, the pod stays Pending
+            pending += 1
+            entry["message"] = f"an extender failed: {exc}"
+            entries.append(entry)
+            continue
         if result is None:
             assert fit is not None
             pending += 1

@@ -97,12 +97,14 @@ async def make_plan(request: web.Request, scheduler: Scheduler, api: ResourceAPI
         raise _invalid(exc.path, exc.message) from None
     except KeyError as exc:
         raise _invalid("withoutNodes", f"no node {exc.args[0]!r} in the cluster") from None
-    report = run(snap, expansion.pods, displaced=displaced, live_pods=live_pods)
+    report = await run(snap, expansion.pods, displaced=displaced, live_pods=live_pods,
+                       extenders=scheduler.extenders if same else None)
     report = {"kind": "Plan", "apiVersion": "corral.dev/v1", "resourceVersion": str(revision),
               "planVersion": version, **report, "notes": expansion.notes + report["notes"]}
     if not same:
         report["notes"].append("decided with the given scheduler configuration: another tie-break sequence "
                                "than the running scheduler's")
     if scheduler.extenders:
-        report["notes"].append("scheduler extenders were not asked (plans use the filters and scores only)")
+        report["notes"].append("scheduler extenders were asked to filter and score" if same else
+                               "scheduler extenders were not asked (another configuration was given)")
     return msgspec.json.encode(report)
