@@ -333,3 +333,23 @@ async def test_a_placement_is_decided_as_the_scheduler_decides_it_and_its_copies
         assert asyncio.get_running_loop().time() < deadline, status
         await asyncio.sleep(0.05)
     assert selected == set(copies.values())
+
+
+async def test_manifests_may_come_as_the_yaml_text_a_user_pastes(cluster):
+    _, client = cluster
+    text = ("apiVersion: v1\nkind: Pod\nmetadata: {name: a}\nspec:\n  containers: [{name: c, image: busybox}]\n"
+            "---\n---\n"
+            '{"apiVersion": "v1", "kind": "List", "items": [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "b"},'
+            ' "spec": {"containers": [{"name": "c", "image": "busybox"}]}}]}\n')
+    report = msgspec.json.decode(await client.request("POST", PLAN_PATH, body={"manifests": text}))
+    assert [p["pod"] for p in report["pods"]] == ["default/a", "default/b"] and report["placed"] == 2
+    for bad, message in (("kind: Pod\n---\nkind: [unclosed\n", "document 2: not valid YAML"),
+                         ("a: " + "[" * 200 + "]" * 200, "document 1: nested more than 100 levels deep"),
+                         ("", "must be the manifests' YAML or JSON text")):
+        with pytest.raises(ApiError) as err:
+            await client.request("POST", PLAN_PATH, body={"manifests": bad})
+        assert err.value.code == 422 and err.value.causes[0]["field"] == "manifests", err.value.message
+        assert message in err.value.message, err.value.message
+    with pytest.raises(ApiError) as err:
+        await client.request("POST", PLAN_PATH, body={"manifests": text, "items": []})
+    assert "not both" in err.value.message

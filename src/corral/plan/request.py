@@ -13,6 +13,7 @@ __all__ = ["PlanRequest", "parse_request", "MAX_ITEMS", "MAX_ADDED_NODES"]
 
 MAX_ITEMS = 5_000  # manifests in one plan
 MAX_ADDED_NODES = 10_000  # nodes --add-nodes may add in all
+MAX_MANIFEST_CHARS = 1536 * 1024  # manifests given as text (the dashboard's plan page), as the largest object
 
 
 @dataclass(slots=True)
@@ -59,14 +60,43 @@ def _node_spec(value: Any, path: str) -> NodeSpec:
     return NodeSpec(count, shape["cpu"], shape["memory"], pods, tuple(sorted(labels.items())))
 
 
+def _documents(text: Any) -> list[Any]:
+    """``manifests``: YAML or JSON text as a user pastes it (documents, Lists expanded), decoded
+    with the API's bounds (size, depth, aliases)."""
+    from corral.api.decoding import DecodeError, yaml_documents
+
+    if not isinstance(text, str) or not text.strip():
+        raise PlanInputError("manifests", "must be the manifests' YAML or JSON text")
+    if len(text) > MAX_MANIFEST_CHARS:
+        raise PlanInputError("manifests", f"at most {MAX_MANIFEST_CHARS} characters")
+    items: list[Any] = []
+    read = 0  # documents read so far: an error is in the next one
+    try:
+        for doc in yaml_documents(text):  # JSON is YAML too
+            read += 1
+            if doc is None:
+                continue
+            if isinstance(doc, dict) and str(doc.get("kind", "")).endswith("List") and isinstance(doc.get("items"), list):
+                items += doc["items"]
+            else:
+                items.append(doc)
+    except DecodeError as exc:
+        raise PlanInputError("manifests", f"document {read + 1}: {exc}") from None
+    return items
+
+
 def parse_request(body: Any) -> PlanRequest:
     """The plan request's JSON, checked; :class:`PlanInputError` names the field that is wrong."""
     if not isinstance(body, dict):
         raise PlanInputError("", "the request body must be a JSON object (a PlanRequest)")
-    unknown = sorted(set(body) - {"apiVersion", "kind", "namespace", "items", "withoutNodes", "addNodes",
-                                  "schedulerConfig"})
+    unknown = sorted(set(body) - {"apiVersion", "kind", "namespace", "items", "manifests", "withoutNodes",
+                                  "addNodes", "schedulerConfig"})
     if unknown:
         raise PlanInputError(unknown[0], "unknown field")
+    if "manifests" in body:
+        if "items" in body:
+            raise PlanInputError("manifests", "give items or manifests, not both")
+        body = {**body, "items": _documents(body["manifests"])}
     items = body.get("items")
     if not isinstance(items, list) or not items:
         raise PlanInputError("items", "Required value: the manifests to plan")

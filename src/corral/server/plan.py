@@ -10,6 +10,7 @@ create with ``dryRun``, as the requesting user; nothing is written.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from typing import Any
 
@@ -54,7 +55,10 @@ async def make_plan(request: web.Request, scheduler: Scheduler, api: ResourceAPI
     """The plan for the request's body, as JSON (422 naming the field for bad input)."""
     body = await read_body(request)
     try:
-        req = parse_request(body)
+        if isinstance(body, dict) and "manifests" in body:  # YAML text: decoded off the event loop
+            req = await asyncio.to_thread(parse_request, body)
+        else:
+            req = parse_request(body)
     except PlanInputError as exc:
         raise _invalid(exc.path, exc.message) from None
     config, same = scheduler.config, True
