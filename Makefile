@@ -24,13 +24,14 @@ $(RUNTIME_STAMP): pyproject.toml requirements-runtime.lock
 install: $(STAMP)
 
 # Debian packages the tests need: a Docker engine (docker.io), busybox-static (the tests build their
-# container image from it; no image registry is reachable) and etcd (etcd-server). Installed only
+# container image from it; no image registry is reachable), etcd (etcd-server) and chromium (the
+# dashboard's browser tests drive it through Playwright; no browser is downloaded). Installed only
 # when missing.
 system-deps:
-	@if ! command -v dockerd >/dev/null 2>&1 || ! command -v busybox >/dev/null 2>&1 || ! command -v etcd >/dev/null 2>&1; then \
-		echo "Installing Debian packages docker.io, busybox-static and etcd-server for the tests..."; \
+	@if ! command -v dockerd >/dev/null 2>&1 || ! command -v busybox >/dev/null 2>&1 || ! command -v etcd >/dev/null 2>&1 || ! command -v chromium >/dev/null 2>&1; then \
+		echo "Installing Debian packages docker.io, busybox-static, etcd-server and chromium for the tests..."; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq docker.io busybox-static etcd-server >/dev/null; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq docker.io busybox-static etcd-server chromium >/dev/null; \
 	fi
 
 up: $(RUNTIME_STAMP)

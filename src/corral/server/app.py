@@ -37,6 +37,7 @@ from corral.agent.throughput import THROUGHPUT_PATH
 from corral.server.discovery import discovery_documents, openapi_documents
 from corral.server.http import MAX_BODY_BYTES, RESOURCE, USER, VERB, add_resource_routes, read_body
 from corral.plan import PLAN_PATH, PLAN_VERSION_PATH
+from corral.ui import UI_PREFIX, handler as ui_handler
 from corral.server.flowcontrol import (DEFAULT_READS, DEFAULT_WRITES, RETRY_AFTER_SECONDS, InflightLimits, Queued,
                                       TooManyRequests)
 from corral.server.admission import Admission
@@ -502,6 +503,8 @@ class Server:
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/corral/v1/namespaces/{namespace}/pods/{name}/explain", self._explain)
+        app.router.add_get("/ui", ui_handler)
+        app.router.add_get(UI_PREFIX + "{name:.*}", ui_handler)
         app.router.add_post(PLAN_PATH, self._plan)
         app.router.add_get(PLAN_VERSION_PATH, self._plan)
         app.router.add_get(CA_PATH, self._ca_certificate)
@@ -516,8 +519,8 @@ class Server:
         """The first step of every request, before any handler reads its body: who is asking (401
         for nobody). ``None`` for the public paths, which anyone may ask."""
         path = request.path
-        if path in ANONYMOUS_PATHS:
-            return None
+        if path in ANONYMOUS_PATHS or path == "/ui" or path.startswith(UI_PREFIX):
+            return None  # the dashboard's own files: its data it asks of the API with a token
         header = request.headers.get("Authorization")
         if header:
             judged = self._judged.get((header, request.method, path, request.query_string))
