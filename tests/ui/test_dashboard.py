@@ -105,6 +105,18 @@ def test_the_map_shows_every_node_by_zone_with_the_cordoned_and_tainted_marked(p
     page.wait_for_selector("#tip:not([hidden])")
     tip = page.text_content("#tip")
     assert tip.startswith("b-1\nzone: zone-b\ncpu: 0m of 4 requested (0%)") and "cordoned (unschedulable)" in tip
+
+    # The tiles as drawn: the canvas read back once (more readbacks make chromium warn).
+    probes = [("a-1", 0.05, 0.05), ("a-1", 0.5, 0.5), ("b-1", 0.05, 0.05), ("b-1", 0.5, 0.5), ("b-2", 0.78, 0.22),
+              ("b-2", 0.3, 0.7)]
+    colours = page.evaluate("""(probes) => { const c = document.getElementById('map'), r = window.devicePixelRatio || 1;
+        const data = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+        return probes.map(([name, dx, dy]) => { const t = window.corralTile(name);
+            const i = 4 * (Math.round((t.top + dy * t.size) * r) * c.width + Math.round((t.left + dx * t.size) * r));
+            return [data[i], data[i + 1], data[i + 2]]; }); }""", probes)
+    green, blue, purple = [0x3f, 0xa3, 0x4d], [0x2f, 0x6f, 0xdf], [0x8a, 0x4f, 0xd8]
+    # a-1 plain; b-1 cordoned: outlined; b-2 tainted: a dot in its corner.
+    assert colours == [green, green, blue, green, purple, green]
     shot(page, "map")
 
 
@@ -153,3 +165,34 @@ def test_the_plan_page_shows_where_pasted_manifests_would_land(page, cluster):
     page.problems.remove("console error: Failed to load resource: the server responded with a status of 422 "
                          "(Unprocessable Entity)")
     assert page.is_hidden("#plan-map-wrap")  # no stale plan beside the error
+
+
+def test_a_running_pods_logs_are_followed_as_they_are_written(browser, tmp_path):
+    """A real agent (process runtime) runs a pod that prints a line every 0.2 s: its page's logs
+    link shows what it printed so far and then what it prints next, with no reload."""
+    from corral.testing.cluster import wait_for
+    from tests.agent.test_end_to_end import apply, local_cluster, phase, pod_yaml
+
+    with local_cluster(tmp_path, 1) as c:
+        apply(c.kubeconfig, tmp_path, pod_yaml("talker", ["sh", "-c", "i=0; while true; do echo line-$i; "
+                                                          "i=$((i+1)); sleep 0.2; done"]))
+        wait_for(lambda: phase(c.kubeconfig, "talker") == "Running", what="talker running")
+        context = browser.new_context(ignore_https_errors=True, viewport={"width": 1280, "height": 800})
+        pg = context.new_page()
+        problems: list[str] = []
+        pg.on("console", lambda m: problems.append(m.text) if m.type in ("error", "warning") else None)
+        pg.on("pageerror", lambda e: problems.append(str(e)))
+        pg.goto(f"{c.url}/ui/")
+        with open(c.kubeconfig, encoding="utf-8") as f:
+            pg.fill("#login-text", f.read())
+        pg.click("#login-go")
+        pg.goto(f"{c.url}/ui/#/pod/default/talker")
+        pg.click("#pod-logs")
+        pg.wait_for_selector("#logs-text:has-text('line-2')")
+        seen = pg.text_content("#logs-text")
+        last = max(int(x.split("-")[1]) for x in seen.split() if x.startswith("line-"))
+        pg.wait_for_selector(f"#logs-text:has-text('line-{last + 5}')")  # printed after the page opened
+        assert pg.text_content("#logs-title") == "Logs of default/talker, following"
+        shot(pg, "logs")
+        context.close()
+        assert problems == []

@@ -732,7 +732,7 @@ function start() {
   // For scripts and tests: where a node's tile is on the map now.
   window.corralTile = (name) => {
     const t = (map.tiles || []).find((x) => x.node.metadata.name === name);
-    return t ? { x: t.x + t.size / 2, y: t.y + t.size / 2 } : null;
+    return t ? { x: t.x + t.size / 2, y: t.y + t.size / 2, left: t.x, top: t.y, size: t.size } : null;
   };
   if (state.token) enter(); else logout("");
 }
