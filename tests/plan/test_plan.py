@@ -353,3 +353,25 @@ async def test_manifests_may_come_as_the_yaml_text_a_user_pastes(cluster):
     with pytest.raises(ApiError) as err:
         await client.request("POST", PLAN_PATH, body={"manifests": text, "items": []})
     assert "not both" in err.value.message
+
+
+async def test_another_scheduler_configuration_is_tried_without_changing_the_running_one(cluster):
+    """Bin-packing instead of spreading: the same pods pile onto fewer nodes in the plan, and the
+    running scheduler still spreads them when they are applied."""
+    server, client = cluster
+    packer = {"profiles": [{"schedulerName": "default-scheduler",
+                            "plugins": {"score": {"disabled": [{"name": "NodeResourcesBalancedAllocation"},
+                                                               {"name": "PodTopologySpread"}]}},
+                            "pluginConfig": [{"name": "NodeResourcesFit",
+                                              "args": {"scoringStrategy": {"type": "MostAllocated"}}}]}]}
+    pods = [pod(f"b{i}", "500m", memory="64Mi") for i in range(4)]
+    packed = await plan(client, *pods, schedulerConfig=packer)
+    spread = await plan(client, *pods)
+    assert len({p["node"] for p in packed["pods"]}) == 1  # all four on one node
+    assert len({p["node"] for p in spread["pods"]}) >= 3  # spread (n4, twice the size, may take two)
+    assert packed["notes"] == ["decided with the given scheduler configuration: another tie-break sequence "
+                               "than the running scheduler's"]
+    for p in pods:
+        await client.create(p)
+    applied = await bound(client, [p["metadata"]["name"] for p in pods])
+    assert applied == {p["pod"].split("/")[1]: p["node"] for p in spread["pods"]}  # the running one's plan
