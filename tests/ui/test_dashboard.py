@@ -196,3 +196,25 @@ def test_a_running_pods_logs_are_followed_as_they_are_written(browser, tmp_path)
         shot(pg, "logs")
         context.close()
         assert problems == []
+
+
+def test_workloads_placements_and_events_are_live_tables_too(page, cluster):
+    page.goto(f"{cluster.url}/ui/#/workloads")
+    page.wait_for_selector("#table-count:has-text('of')")
+    run(_create(cluster, {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "shop"},
+                          "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "shop"}},
+                                   "template": {"metadata": {"labels": {"app": "shop"}},
+                                                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}))
+    page.wait_for_selector("#table .row:has-text('Deployment'):has-text('shop')")
+    page.wait_for_selector("#table .row:has-text('ReplicaSet'):has-text('shop-')")  # made by its controller
+    page.goto(f"{cluster.url}/ui/#/placements")
+    page.wait_for_selector("#table-count:has-text('of')")
+    run(_create(cluster, {"apiVersion": "placement.corral.dev/v1", "kind": "Placement", "metadata": {"name": "edge"},
+                          "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox"}]}},
+                                   "policy": {"placementType": "PickN", "numberOfNodes": 2}}}))
+    row = page.wait_for_selector("#table .row:has-text('edge'):has-text('PickN')")
+    page.wait_for_selector("#table .row:has-text('edge') .cell:nth-child(5):text-is('2')")  # two selected
+    assert row.text_content().startswith("defaultedgePickN2")
+    page.goto(f"{cluster.url}/ui/#/events")
+    page.wait_for_selector("#table .row:has-text('Scheduled')")  # the scheduler's events about shop's pods
+    shot(page, "events")

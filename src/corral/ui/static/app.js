@@ -637,10 +637,18 @@ function drawPlan(plan) {
   for (const note of plan.notes || []) box.append(el("p", { text: `Note: ${note}` }));
 }
 
+// What each page watches. A browser keeps at most six connections to one server and every watch
+// holds one open, so a page watches only what it shows and the others' watches are stopped.
+const SOURCES = { map: ["nodes", "pods"], plan: ["nodes", "pods"], pod: ["pods"], logs: [] };
+
 function render() {
   if (!state.token) return;
   const parts = (location.hash.replace(/^#\/?/, "") || "map").split("/").map(decodeURIComponent);
   state.page = parts[0];
+  const needed = new Set(SOURCES[state.page] || (TABLES[state.page] || {}).sources || []);
+  for (const [name, c] of state.collections) {
+    if (!needed.has(name)) { c.stop(); state.collections.delete(name); }
+  }
   if (state.page !== "logs" && state.logsAbort) { state.logsAbort.abort(); state.logsAbort = null; state.logsKey = ""; }
   if (state.page === "map") renderMap();
   else if (TABLES[state.page]) renderTable(state.page);
