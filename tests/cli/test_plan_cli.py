@@ -14,7 +14,8 @@ from tests.scheduler.test_end_to_end import manifests, node, pod, wait_for
 @pytest.fixture
 def cluster(cluster_process, tmp_path):
     kc = cluster_process.kubeconfig
-    corral("apply", "-f", manifests(tmp_path, node("node-a", zone="a"), node("node-b", zone="b")), kubeconfig=kc)
+    zone = "topology.kubernetes.io/zone"
+    corral("apply", "-f", manifests(tmp_path, node("node-a", **{zone: "a"}), node("node-b", **{zone: "b"})), kubeconfig=kc)
     return kc
 
 
@@ -65,6 +66,10 @@ def test_errors_exit_2_with_one_line_naming_the_file_document_and_field(cluster,
     garbled = corral("plan", "-f", manifests(tmp_path, pod("good", "100m")), "--add-nodes", "four nodes",
                      kubeconfig=cluster, check=False)
     assert garbled.returncode == 2 and garbled.stderr.startswith("error: --add-nodes 'four nodes': expected COUNTx{")
+    without = corral("plan", "-f", manifests(tmp_path, pod("good", "100m")), "--without-node", "node-b",
+                     kubeconfig=cluster)
+    zone_b = next(line for line in without.stdout.splitlines() if line.startswith("b "))
+    assert zone_b.split()[1:3] == ["1", "->"] and zone_b.split()[3] == "0", without.stdout
     gone = corral("plan", "-f", manifests(tmp_path, pod("good", "100m")), "--without-node", "node-z",
                   kubeconfig=cluster, check=False)
     assert gone.returncode == 2 and "no node 'node-z' in the cluster" in gone.stderr

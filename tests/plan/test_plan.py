@@ -179,8 +179,11 @@ async def test_without_a_node_its_pods_are_placed_again_or_reported_pending(clus
     assert entries["default/big"]["node"] is None and entries["default/big"]["from"] == "displaced from a node taken out"
     assert entries["default/mid"]["node"] in ("n1", "n2")  # placed again on what is left
     assert entries["default/new"]["node"] in ("n1", "n2")
-    assert {z["zone"]: z["nodes"] for z in report["zones"]} == {"a": 2, "b": 0} or {
-        z["zone"]: z["nodes"] for z in report["zones"]} == {"a": 2}
+    zones = {z["zone"]: z for z in report["zones"]}
+    assert {z: (v["nodesBefore"], v["nodes"]) for z, v in zones.items()} == {"a": (2, 2), "b": (2, 0)}
+    # Zone b before: big's 6 and mid's 1 cpu; after: nothing (its nodes are gone, mid is now in a).
+    assert (zones["b"]["cpuRequestedBefore"], zones["b"]["cpuRequestedAfter"]) == (7000, 0)
+    assert zones["a"]["cpuRequestedAfter"] - zones["a"]["cpuRequestedBefore"] == 1100  # mid and new
     live = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in (await client.list(PODS, "default", raw=True)).items}
     assert live == {"big": "n4", "mid": "n3"}  # the live cluster is as it was
     assert (await plan(client, pod("new", "100m")))["pods"][0]["node"] in ("n1", "n2", "n3", "n4")

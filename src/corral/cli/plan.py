@@ -210,7 +210,8 @@ def print_plan(report: dict[str, Any], files: tuple[str, ...] = ()) -> None:
         click.echo(f"\nWould preempt ({len(report['preempted'])}):")
         for v in report["preempted"]:
             click.echo(f"  {v['pod']} on {v['node']}, for {v['by']}")
-    zones = [[z["zone"] or "<none>", str(z["nodes"]),
+    zones = [[z["zone"] or "<none>",
+              str(z["nodes"]) if z.get("nodesBefore", z["nodes"]) == z["nodes"] else f"{z['nodesBefore']} -> {z['nodes']}",
               f"{_cpu(z['cpuRequestedBefore'])} -> {_cpu(z['cpuRequestedAfter'])} of {_cpu(z['cpuAllocatable'])} "
               f"({_share(z['cpuRequestedAfter'], z['cpuAllocatable'])})",
               f"{human_bytes(z['memoryRequestedBefore'])} -> {human_bytes(z['memoryRequestedAfter'])} of "

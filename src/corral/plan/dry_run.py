@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -35,7 +36,7 @@ from corral.scheduler.schedule_one import (ZONE_LABELS, FitError, ScheduleResult
 
 from corral.plan.expand import PlannedPod, on_node
 
-__all__ = ["Snapshot", "snapshot", "fingerprint", "run", "NodeSpec"]
+__all__ = ["Snapshot", "snapshot", "fingerprint", "run", "NodeSpec", "copy_cache", "apply_what_ifs", "zone_usage"]
 
 Obj = dict[str, Any]
 
@@ -254,83 +255,93 @@ def _placement_copies(snap: Snapshot, planned: PlannedPod, info: PodInfo) -> tup
     return [(c, PodInfo.from_object(c.pod)) for c in copies], f"{planned.source}: {result.summary}"
 
 
-async def run(snap: Snapshot, pods: list[PlannedPod], *, displaced: Iterable[str] = (),
-              live_pods: dict[str, Any] | None = None, extenders: Any = None) -> Obj:
-    """Place ``pods`` on the snapshot (changing only the copy); the plan as a JSON-ready dict.
-    ``extenders``: the scheduler's, asked about the pods they are interested in (their answers
-    are the only awaits: the copy is this plan's alone)."""
-    cache = snap.cache
-    table = cache.table
-    before = zone_usage(cache)
-    entries: list[Obj] = []
-    preempted: list[Obj] = []
-    placed = pending = 0
-    notes: list[str] = []
-    orders: dict[str, Any] = {}
-    requeued = [PlannedPod(_unbound(live_pods[k]), "displaced from a node taken out") for k in displaced
-                if live_pods and k in live_pods]
-    queue = _order([*requeued, *pods])
-    while queue:
-        planned, info = queue.pop(0)
-        if planned.placement is not None:
-            copies, note = _placement_copies(snap, planned, info)
-            notes.append(note)
-            queue[:0] = copies
-            continue
+class _Run:
+    """One plan's pass over its pods, on the snapshot: what it placed, preempted and left Pending."""
+
+    def __init__(self, snap: Snapshot, extenders: Any) -> None:
+        self.snap, self.cache, self.extenders = snap, snap.cache, extenders
+        self.entries: list[Obj] = []
+        self.preempted: list[Obj] = []
+        self.notes: list[str] = []
+        self.placed = self.pending = 0
+        self.orders: dict[str, Any] = {}  # per profile: the zone-interleaved node order its sample walks
+
+    async def decide(self, fwk: Any, info: PodInfo) -> tuple[Any, FitError | None, Any]:
+        if self.extenders is not None and bool(self.extenders) and self.extenders.wants(info):
+            return await _extended_decision(fwk, self.cache, info, self.extenders)
+        if fwk.percentage < 100 and fwk.scheduler_name not in self.orders:
+            self.orders[fwk.scheduler_name] = zone_interleaved_order(self.cache.table)
+        return _decision(fwk, self.cache, info, self.orders.get(fwk.scheduler_name))
+
+    async def pod(self, planned: PlannedPod, info: PodInfo) -> None:
+        """Decide one pod on the copy, as a scheduling cycle would, and record what happened."""
+        table = self.cache.table
         entry: Obj = {"pod": info.key, "from": planned.source, "node": None}
-        fwk = snap.frameworks.get(info.scheduler_name)
+        self.entries.append(entry)
+        fwk = self.snap.frameworks.get(info.scheduler_name)
         if fwk is None:
             entry["message"] = f"no profile for schedulerName {info.scheduler_name!r}: another scheduler places it"
-            entries.append(entry)
-            continue
-        if info.key in cache.pods:
-            entry.update(node=table.names[cache.pods[info.key].row], exists=True,
+            return
+        if info.key in self.cache.pods:
+            entry.update(node=table.names[self.cache.pods[info.key].row], exists=True,
                          message="exists already, bound there: applying it moves nothing")
-            entries.append(entry)
-            continue
-        if fwk.percentage < 100 and fwk.scheduler_name not in orders:
-            orders[fwk.scheduler_name] = zone_interleaved_order(table)
-        order = orders.get(fwk.scheduler_name)
-        extended = extenders is not None and bool(extenders) and extenders.wants(info)
-
-        async def decide_now() -> tuple[Any, FitError | None, Any]:
-            if extended:
-                return await _extended_decision(fwk, cache, info, extenders)
-            return _decision(fwk, cache, info, order)
-
+            return
         try:
-            result, fit, post = await decide_now()
-            if result is None and post is not None and post.status.ok:
-                victims = [v.key for v in post.victims]
-                for key in victims:
-                    preempted.append({"pod": key, "node": post.nominated_node, "by": info.key})
-                    cache.remove_pod(key)
-                entry["preempts"] = victims
-                result, fit, _ = await decide_now()
+            result, fit, post = await self.decide(fwk, info)
+            if result is None and post is not None and post.status.ok:  # preemption: the victims go, then again
+                entry["preempts"] = [v.key for v in post.victims]
+                for key in entry["preempts"]:
+                    self.preempted.append({"pod": key, "node": post.nominated_node, "by": info.key})
+                    self.cache.remove_pod(key)
+                result, fit, _ = await self.decide(fwk, info)
         except ExtenderError as exc:  # as the scheduler: the attempt fails, the pod stays Pending
-            pending += 1
+            self.pending += 1
             entry["message"] = f"an extender failed: {exc}"
-            entries.append(entry)
-            continue
+            return
         if result is None:
             assert fit is not None
-            pending += 1
+            self.pending += 1
             entry["message"] = fit.diagnosis.message() + (f" {post.message}" if post is not None and post.message else "")
-            entry["nearestMisses"] = nearest_misses(cache, info, fit.diagnosis)
-            entries.append(entry)
-            continue
+            entry["nearestMisses"] = nearest_misses(self.cache, info, fit.diagnosis)
+            return
         entry.update(_placed(result, table))
-        cache.assume(info, result.node)
-        placed += 1
-        entries.append(entry)
-    after = zone_usage(cache)
-    zones = [{"zone": z, "nodes": after.get(z, before.get(z))["nodes"],  # type: ignore[index]
-              "cpuAllocatable": after.get(z, before.get(z))["cpuAllocatable"],  # type: ignore[index]
-              "memoryAllocatable": after.get(z, before.get(z))["memoryAllocatable"],  # type: ignore[index]
-              "cpuRequestedBefore": before.get(z, {}).get("cpuRequested", 0),
-              "cpuRequestedAfter": after.get(z, {}).get("cpuRequested", 0),
-              "memoryRequestedBefore": before.get(z, {}).get("memoryRequested", 0),
-              "memoryRequestedAfter": after.get(z, {}).get("memoryRequested", 0)}
-             for z in sorted(set(before) | set(after))]
-    return {"pods": entries, "preempted": preempted, "placed": placed, "pending": pending, "zones": zones,
-            "notes": notes}
+        self.cache.assume(info, result.node)
+        self.placed += 1
+
+
+def _zones(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) -> list[Obj]:
+    """Each zone's nodes, allocatable and requested cpu and memory, before and after the plan."""
+    none = {"nodes": 0, "cpuAllocatable": 0, "cpuRequested": 0, "memoryAllocatable": 0, "memoryRequested": 0}
+    out = []
+    for z in sorted(set(before) | set(after)):
+        b, a = before.get(z, none), after.get(z, none)
+        out.append({"zone": z, "nodes": a["nodes"], "cpuAllocatable": a["cpuAllocatable"],
+                    "memoryAllocatable": a["memoryAllocatable"], "nodesBefore": b["nodes"],
+                    "cpuRequestedBefore": b["cpuRequested"], "cpuRequestedAfter": a["cpuRequested"],
+                    "memoryRequestedBefore": b["memoryRequested"], "memoryRequestedAfter": a["memoryRequested"]})
+    return out
+
+
+async def run(snap: Snapshot, pods: list[PlannedPod], *, displaced: Iterable[str] = (),
+              live_pods: dict[str, Any] | None = None, extenders: Any = None,
+              before: dict[str, dict[str, int]] | None = None) -> Obj:
+    """Place ``pods`` on the snapshot (changing only the copy); the plan as a JSON-ready dict.
+    ``displaced``: keys of pods the what-ifs took off their nodes (``live_pods`` has them), placed
+    again first within their priority. ``extenders``: the scheduler's, asked about the pods they
+    are interested in (their answers are the only awaits: the copy is this plan's alone).
+    ``before``: :func:`zone_usage` of the cluster before the what-ifs (default: as the copy is now)."""
+    before = zone_usage(snap.cache) if before is None else before
+    requeued = [PlannedPod(_unbound(live_pods[k]), "displaced from a node taken out") for k in displaced
+                if live_pods and k in live_pods]
+    this = _Run(snap, extenders)
+    queue = deque(_order([*requeued, *pods]))
+    while queue:
+        planned, info = queue.popleft()
+        if planned.placement is not None:  # decided now; its copies are placed next
+            copies, note = _placement_copies(snap, planned, info)
+            this.notes.append(note)
+            queue.extendleft(reversed(copies))
+            continue
+        await this.pod(planned, info)
+    return {"pods": this.entries, "preempted": this.preempted, "placed": this.placed, "pending": this.pending,
+            "zones": _zones(before, zone_usage(snap.cache)), "notes": this.notes}

@@ -19,7 +19,7 @@ from aiohttp import web
 
 from corral.api.resources import UnknownResource, by_kind
 from corral.plan import PLAN_PATH, PLAN_VERSION_PATH
-from corral.plan.dry_run import apply_what_ifs, fingerprint, run, snapshot
+from corral.plan.dry_run import apply_what_ifs, fingerprint, run, snapshot, zone_usage
 from corral.plan.expand import PlanInputError, expand
 from corral.plan.request import parse_request
 from corral.scheduler.profiles import ConfigError, parse_config
@@ -94,6 +94,7 @@ async def make_plan(request: web.Request, scheduler: Scheduler, api: ResourceAPI
 
     table = snap.cache.table
     nodes = [table.objects[int(r)] for r in table.valid_rows()]
+    before = zone_usage(snap.cache)
     try:
         expansion = await expand(req.items, admit, nodes)
         displaced = apply_what_ifs(snap, without=req.without_nodes, add=req.add_nodes)
@@ -102,7 +103,7 @@ async def make_plan(request: web.Request, scheduler: Scheduler, api: ResourceAPI
     except KeyError as exc:
         raise _invalid("withoutNodes", f"no node {exc.args[0]!r} in the cluster") from None
     report = await run(snap, expansion.pods, displaced=displaced, live_pods=live_pods,
-                       extenders=scheduler.extenders if same else None)
+                       extenders=scheduler.extenders if same else None, before=before)
     report = {"kind": "Plan", "apiVersion": "corral.dev/v1", "resourceVersion": str(revision),
               "planVersion": version, **report, "notes": expansion.notes + report["notes"]}
     if not same:
