@@ -207,6 +207,7 @@ def test_workloads_placements_and_events_are_live_tables_too(page, cluster):
                                                 "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}))
     page.wait_for_selector("#table .row:has-text('Deployment'):has-text('shop')")
     page.wait_for_selector("#table .row:has-text('ReplicaSet'):has-text('shop-')")  # made by its controller
+    shot(page, "workloads")
     page.goto(f"{cluster.url}/ui/#/placements")
     page.wait_for_selector("#table-count:has-text('of')")
     run(_create(cluster, {"apiVersion": "placement.corral.dev/v1", "kind": "Placement", "metadata": {"name": "edge"},
@@ -215,6 +216,7 @@ def test_workloads_placements_and_events_are_live_tables_too(page, cluster):
     row = page.wait_for_selector("#table .row:has-text('edge'):has-text('PickN')")
     page.wait_for_selector("#table .row:has-text('edge') .cell:nth-child(5):text-is('2')")  # two selected
     assert row.text_content().startswith("defaultedgePickN2")
+    shot(page, "placements")
     page.goto(f"{cluster.url}/ui/#/events")
     page.wait_for_selector("#table .row:has-text('Scheduled')")  # the scheduler's events about shop's pods
     shot(page, "events")
