@@ -40,6 +40,7 @@ up: $(RUNTIME_STAMP)
 	@echo "In another terminal, the one line for corral and kubectl alike:"
 	@echo "  export PATH=$(CURDIR)/$(BIN):\$$PATH KUBECONFIG=$${XDG_DATA_HOME:-$$HOME/.local/share}/corral/admin.kubeconfig"
 	@echo "  corral apply -f examples/ && corral get pods -o wide && curl localhost:8080"
+	@echo "Dashboard: https://127.0.0.1:7443/ui/ (log in by pasting the admin kubeconfig)."
 	@echo "Stop with Ctrl-C."
 	$(BIN)/corral server --local-agent
 

@@ -114,7 +114,7 @@ async def test_nearest_misses_name_every_resource_a_node_lacks_and_skip_nodes_re
                                        "3 Insufficient memory.")
     # n4 is cordoned: it would have the room, but it is no near miss.
     assert entry["nearestMisses"] == ["n1 lacks 500m cpu and 1Gi memory", "n3 lacks 500m cpu and 1Gi memory",
-                                      "n2 lacks 2500m cpu and 1Gi memory"]
+                                      "n2 lacks 2.5 cpu and 1Gi memory"]
 
 
 async def test_the_summary_lists_pods_per_zone_before_and_after(cluster):

@@ -105,8 +105,8 @@ def _lacks(table: Any, row: int, info: PodInfo) -> list[tuple[str, int, float]]:
 
 
 def _amount(name: str, amount: int) -> str:
-    if name == "cpu":
-        return f"{format_cpu(amount)} cpu"
+    if name == "cpu":  # whole or decimal cores from one up (2.5 cpu reads better than 2500m), else millicores
+        return f"{f'{amount / 1000:.3f}'.rstrip('0').rstrip('.')} cpu" if amount >= 1000 else f"{format_cpu(amount)} cpu"
     if name in ("memory", "ephemeral-storage"):
         return f"{format_bytes(amount)} {name}"
     return f"{amount} {name}"
