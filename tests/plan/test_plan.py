@@ -378,3 +378,26 @@ async def test_another_scheduler_configuration_is_tried_without_changing_the_run
         await client.create(p)
     applied = await bound(client, [p["metadata"]["name"] for p in pods])
     assert applied == {p["pod"].split("/")[1]: p["node"] for p in spread["pods"]}  # the running one's plan
+
+
+async def test_a_deployments_pods_land_where_the_plan_put_them(cluster):
+    """Its pods are made by the controllers, with names of their own: as the same pods, the plan's
+    nodes and the scheduler's are the same, one for one."""
+    server, client = cluster
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "api"},
+                  "spec": {"replicas": 6, "selector": {"matchLabels": {"app": "api"}},
+                           "template": {"metadata": {"labels": {"app": "api"}},
+                                        "spec": {"containers": [{"name": "c", "image": "busybox", "resources": {
+                                            "requests": {"cpu": "300m", "memory": "128Mi"}}}]}}}}
+    report = await plan(client, deployment)
+    planned = sorted(p["node"] for p in report["pods"])
+    await client.create(deployment)
+    deadline = asyncio.get_running_loop().time() + 20
+    while True:
+        pods = [p for p in (await client.list(PODS, "default", raw=True)).items
+                if (p["metadata"].get("labels") or {}).get("app") == "api"]
+        if len(pods) == 6 and all(p["spec"].get("nodeName") for p in pods):
+            break
+        assert asyncio.get_running_loop().time() < deadline, pods
+        await asyncio.sleep(0.1)
+    assert sorted(p["spec"]["nodeName"] for p in pods) == planned
