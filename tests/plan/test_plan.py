@@ -401,3 +401,18 @@ async def test_a_deployments_pods_land_where_the_plan_put_them(cluster):
         assert asyncio.get_running_loop().time() < deadline, pods
         await asyncio.sleep(0.1)
     assert sorted(p["spec"]["nodeName"] for p in pods) == planned
+
+
+async def test_a_plan_that_would_make_too_many_pods_is_refused_before_any_is_decided(cluster):
+    from corral.plan.expand import MAX_PODS
+
+    _, client = cluster
+    template = {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
+    huge = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "huge"},
+            "spec": {"replicas": MAX_PODS + 1, "selector": {"matchLabels": {"app": "x"}}, "template": template}}
+    with pytest.raises(ApiError) as err:
+        await plan(client, pod("first", "100m"), huge)
+    assert err.value.code == 422 and err.value.causes[0]["field"] == "items[1].spec.replicas"
+    assert f"more than {MAX_PODS} pods" in err.value.message
+    fits = {**huge, "spec": {**huge["spec"], "replicas": 3}}
+    assert (await plan(client, fits))["placed"] == 3

@@ -18,13 +18,14 @@ from corral.controllers.daemonset import DAEMON_TOLERATIONS, eligible
 from corral.controllers.node_rollout import pod_for_node
 from corral.controllers.pods import pod_from_template
 
-__all__ = ["PlannedPod", "Expansion", "expand", "PlanInputError", "on_node"]
+__all__ = ["PlannedPod", "Expansion", "expand", "PlanInputError", "on_node", "MAX_PODS"]
 
 Obj = dict[str, Any]
 # (kind, object, where in the request) → the object as the server would store it.
 Admit = Callable[[str, Obj, str], Awaitable[Obj]]
 
 _TEMPLATED = ("ReplicaSet", "Deployment", "Job", "DaemonSet")
+MAX_PODS = 10_000  # pods one plan may make in all (a plan of 1,000 takes about a second of server time)
 
 
 class PlanInputError(ValueError):
@@ -89,6 +90,8 @@ async def expand(items: list[Obj], admit: Admit, nodes: Iterable[Obj]) -> Expans
     nodes = list(nodes)
     for index, item in enumerate(items):
         where = f"items[{index}]"
+        if len(out.pods) > MAX_PODS:
+            raise PlanInputError(f"items[{index - 1}]", f"the plan would make more than {MAX_PODS} pods; plan fewer at once")
         kind = item.get("kind") if isinstance(item, dict) else None
         if not isinstance(kind, str) or not kind:
             raise PlanInputError(f"{where}.kind", "Required value")
@@ -130,6 +133,9 @@ async def expand(items: list[Obj], admit: Admit, nodes: Iterable[Obj]) -> Expans
             n = _count(spec, "replicas", 1)
         if n <= 0:
             continue
+        if len(out.pods) + n > MAX_PODS:
+            field = "parallelism" if kind == "Job" else "replicas"
+            raise PlanInputError(f"{where}.spec.{field}", f"the plan would make more than {MAX_PODS} pods; plan fewer at once")
         admitted = await admit("Pod", _named(pod_from_template(owner, template), f"{meta['name']}-1"),
                                f"{where}.spec.template")
         out.pods += [PlannedPod(p, label) for p in _copies(admitted, f"{meta['name']}-", n)]
