@@ -478,3 +478,34 @@ def test_tls_settings_come_inline_or_from_files_and_bad_ones_are_named(pki, tmp_
                          ("yes", "tlsConfig: must be a mapping")):
         with pytest.raises(ConfigError, match="^" + re.escape(f"s.yaml: extenders[0].{message}")):
             parse_config({"extenders": [{**entry, "tlsConfig": tls}]}, "s.yaml")
+
+
+def test_a_plan_asks_the_extenders_preempt_verb_as_the_scheduler_does(extender, pki, tmp_path):
+    """Alone, DefaultPreemption would take the priority-0 pod on no-cheap; the extender drops that
+    node, so the plan preempts the dearer pod on ok-dear, as the scheduler would."""
+    import yaml
+
+    from corral.testing import ServerProcess
+    from tests.cli.test_cli import corral
+    from tests.scheduler.test_end_to_end import manifests, node, pod
+
+    path = tmp_path / "sched.yaml"
+    path.write_text(yaml.safe_dump(config(extender, pki, filterVerb="", prioritizeVerb="", preemptVerb="preempt")))
+
+    def bound(name: str, where: str, cls: str) -> dict:
+        p = pod(name, "2")
+        p["spec"].update(nodeName=where, priorityClassName=cls)
+        return p
+
+    classes = [{"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": n}, "value": v}
+               for n, v in (("low", 0), ("mid", 5), ("top", 10))]
+    with ServerProcess(str(tmp_path / "api"), "--scheduler-config", str(path)) as api:
+        kc = api.kubeconfig
+        corral("apply", "-f", manifests(tmp_path, *classes, node("no-cheap"), node("ok-dear")), kubeconfig=kc)
+        corral("apply", "-f", manifests(tmp_path, bound("cheap", "no-cheap", "low"), bound("dear", "ok-dear", "mid")),
+               kubeconfig=kc)
+        hi = pod("hi", "2")
+        hi["spec"]["priorityClassName"] = "top"
+        planned = json.loads(corral("plan", "-f", manifests(tmp_path, hi), "-o", "json", kubeconfig=kc).stdout)
+        assert planned["preempted"] == [{"pod": "default/dear", "node": "ok-dear", "by": "default/hi"}]
+        assert planned["pods"][0]["node"] == "ok-dear"

@@ -27,9 +27,9 @@ import numpy as np
 
 from corral.scheduler.batch import decide
 from corral.scheduler.cache.cache import Cache
-from corral.scheduler.extenders import ExtenderError
+from corral.scheduler.extenders import ExtenderError, Proposal
 from corral.scheduler.extenders.decide import add_extender_scores, reject_by_extenders
-from corral.scheduler.framework.interface import CycleState
+from corral.scheduler.framework.interface import WANT_CANDIDATES, CycleState
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.profiles import SchedulerConfig, build_frameworks
 from corral.scheduler.schedule_one import (ZONE_LABELS, FitError, ScheduleResult, nearest_misses, schedule_pod,
@@ -194,10 +194,22 @@ def _decision(fwk: Any, cache: Cache, info: PodInfo, order: Any) -> tuple[Any, F
             return None, fit, _post_filter(fwk, state, info, fit)
 
 
+async def _preempt_with_extenders(fwk: Any, cache: Cache, info: PodInfo, fit: FitError, post: Any,
+                                  extenders: Any) -> Any:
+    """Preemption's candidates through the extenders with a ``preemptVerb``, then the best of what
+    they kept, as the scheduler asks them."""
+    proposals = {node: Proposal(tuple(v.uid for v in victims), violations, tuple(v.obj for v in victims))
+                 for node, victims, violations in post.candidates}
+    kept, dropped = await extenders.process_preemption(info, proposals)
+    chooser = next(p for p in fwk.post_filters if hasattr(p, "choose"))
+    with cache.nominator.hidden_from(info):
+        return chooser.choose(info, fit.diagnosis, {n: (p.uids, p.violations) for n, p in kept.items()}, dropped)
+
+
 async def _extended_decision(fwk: Any, cache: Cache, info: PodInfo, extenders: Any) -> tuple[Any, FitError | None, Any]:
     """:func:`_decision` with the extenders asked about the nodes the filters passed, as the
-    scheduler asks them (every feasible node scored; their rejections in the summary). Preemption
-    is the profile's own choice: extenders' preempt verbs are not asked."""
+    scheduler asks them (every feasible node scored; their rejections in the summary), and about
+    preemption's candidates when one has a ``preemptVerb``."""
     table = cache.table
     with cache.nominator.hidden_from(info):
         feasible, _ = fwk.find_feasible(CycleState(), info, table)
@@ -205,16 +217,23 @@ async def _extended_decision(fwk: Any, cache: Cache, info: PodInfo, extenders: A
     verdict = await extenders.filter(info, asked)
     extra = await extenders.prioritize(info, [(n, o) for n, o in asked if n in verdict.passed])
     state = CycleState()
+    preempters = extenders.interested(info, "preempt_verb")
     with cache.nominator.hidden_from(info):
         feasible, diagnosis = fwk.find_feasible(state, info, table)
         feasible = reject_by_extenders(diagnosis, table, feasible, verdict)
         if len(feasible) == 0:
             fit = FitError(info, diagnosis)
-            return None, fit, _post_filter(fwk, state, info, fit)
-        scores = fwk.prioritize(state, info, feasible, table.size)
-        add_extender_scores(scores, table, extra)
-        row = fwk.select_host(scores, table)
-    return ScheduleResult(table.names[row], row, diagnosis.node_count, len(feasible), scores), None, None
+            if preempters:
+                state[WANT_CANDIDATES] = True
+            post = _post_filter(fwk, state, info, fit)
+        else:
+            scores = fwk.prioritize(state, info, feasible, table.size)
+            add_extender_scores(scores, table, extra)
+            row = fwk.select_host(scores, table)
+            return ScheduleResult(table.names[row], row, diagnosis.node_count, len(feasible), scores), None, None
+    if post is not None and post.candidates and preempters:
+        post = await _preempt_with_extenders(fwk, cache, info, fit, post, extenders)
+    return None, fit, post
 
 
 def _placed(result: Any, table: Any) -> Obj:
