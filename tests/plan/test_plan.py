@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from corral.api.resources import by_kind
-from corral.client.rest import ApiError
+from corral.client.rest import ApiError, NotFound
 from corral.plan import PLAN_PATH, PLAN_VERSION_PATH
 from corral.testing.builders import make_node, make_pod
 from corral.testing.server import running_server
@@ -161,8 +161,15 @@ async def test_preemption_is_planned_as_the_scheduler_then_preempts(cluster):
         assert asyncio.get_running_loop().time() < deadline, urgent
         await asyncio.sleep(0.05)
     assert urgent["status"]["nominatedNodeName"] == entry["node"]
-    gone = (await client.get(PODS, victim["pod"].split("/")[1], "default", raw=True))["metadata"]
-    assert gone.get("deletionTimestamp")
+    while True:  # the victim is removed after the nomination, in the background
+        try:
+            gone = (await client.get(PODS, victim["pod"].split("/")[1], "default", raw=True))["metadata"]
+        except NotFound:
+            break
+        if gone.get("deletionTimestamp"):
+            break
+        assert asyncio.get_running_loop().time() < deadline, gone
+        await asyncio.sleep(0.05)
 
 
 async def test_without_a_node_its_pods_are_placed_again_or_reported_pending(cluster):
