@@ -308,11 +308,14 @@ class VTable {
 
 // --- the map ----------------------------------------------------------------------------------
 
-function colour(share) {
-  if (share >= 0.8) return getComputedStyle(document.documentElement).getPropertyValue("--high");
-  if (share >= 0.5) return getComputedStyle(document.documentElement).getPropertyValue("--mid");
-  return getComputedStyle(document.documentElement).getPropertyValue("--ok");
+function palette() {
+  const css = getComputedStyle(document.documentElement);
+  const get = (name) => css.getPropertyValue(name).trim();
+  return { ok: get("--ok"), mid: get("--mid"), high: get("--high"), notready: get("--notready"),
+           cordoned: get("--cordoned"), tainted: get("--tainted") };
 }
+
+const colour = (colours, share) => (share >= 0.8 ? colours.high : share >= 0.5 ? colours.mid : colours.ok);
 
 // Nodes as tiles grouped by zone, each coloured by requested / allocatable of the chosen resource.
 // marks: node name → a count to print on the tile (the plan page's pods).
@@ -354,22 +357,22 @@ function drawMap(canvas, nodes, usage, resource, marks) {
   g.font = "12px system-ui, sans-serif";
   g.fillStyle = "#333";
   for (const l of labels) g.fillText(l.text, pad, l.y);
-  const css = getComputedStyle(document.documentElement);
+  const colours = palette(); // read once a drawing, not once a tile
   for (const t of tiles) {
     const f = nodeFacts(t.node);
     const u = usage.get(t.node.metadata.name) || { cpu: 0, memory: 0, pods: 0 };
     t.facts = f;
     t.usage = u;
     const share = f[resource] ? u[resource] / f[resource] : 0;
-    g.fillStyle = f.ready ? colour(share) : css.getPropertyValue("--notready");
+    g.fillStyle = f.ready ? colour(colours, share) : colours.notready;
     g.fillRect(t.x, t.y, t.size, t.size);
     if (f.cordoned) {
-      g.strokeStyle = css.getPropertyValue("--cordoned");
+      g.strokeStyle = colours.cordoned;
       g.lineWidth = Math.max(1.5, t.size / 8);
       g.strokeRect(t.x + g.lineWidth / 2, t.y + g.lineWidth / 2, t.size - g.lineWidth, t.size - g.lineWidth);
     }
     if (f.taints.length) {
-      g.fillStyle = css.getPropertyValue("--tainted");
+      g.fillStyle = colours.tainted;
       g.beginPath();
       g.arc(t.x + t.size * 0.78, t.y + t.size * 0.22, Math.max(1.5, t.size / 7), 0, 2 * Math.PI);
       g.fill();
