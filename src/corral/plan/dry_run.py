@@ -28,11 +28,11 @@ import numpy as np
 from corral.scheduler.batch import decide
 from corral.scheduler.cache.cache import Cache
 from corral.scheduler.extenders import ExtenderError, Proposal
-from corral.scheduler.extenders.decide import add_extender_scores, reject_by_extenders
-from corral.scheduler.framework.interface import WANT_CANDIDATES, CycleState
+from corral.scheduler.extenders.decide import ask_extenders, decide_among
+from corral.scheduler.framework.interface import CycleState
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.profiles import SchedulerConfig, build_frameworks
-from corral.scheduler.schedule_one import (ZONE_LABELS, FitError, ScheduleResult, nearest_misses, schedule_pod,
+from corral.scheduler.schedule_one import (ZONE_LABELS, FitError, nearest_misses, post_filter, schedule_pod,
                                             zone_interleaved_order)
 
 from corral.plan.expand import PlannedPod, on_node
@@ -175,15 +175,6 @@ def zone_usage(cache: Cache) -> dict[str, dict[str, int]]:
     return out
 
 
-def _post_filter(fwk: Any, state: CycleState, info: PodInfo, fit: FitError) -> Any:
-    post = None
-    for plugin in fwk.post_filters:  # preemption: a node and its victims, or why not
-        post = plugin.post_filter(state, info, fit.diagnosis)
-        if post.status.ok:
-            break
-    return post
-
-
 def _decision(fwk: Any, cache: Cache, info: PodInfo, order: Any) -> tuple[Any, FitError | None, Any]:
     """One cycle on the copy: (result, None, None), or (None, fit error, PostFilter result)."""
     state = CycleState()
@@ -191,7 +182,7 @@ def _decision(fwk: Any, cache: Cache, info: PodInfo, order: Any) -> tuple[Any, F
         try:
             return schedule_pod(fwk, cache, info, order, state), None, None
         except FitError as fit:
-            return None, fit, _post_filter(fwk, state, info, fit)
+            return None, fit, post_filter(fwk, state, info, fit)
 
 
 async def _preempt_with_extenders(fwk: Any, cache: Cache, info: PodInfo, fit: FitError, post: Any,
@@ -210,30 +201,12 @@ async def _extended_decision(fwk: Any, cache: Cache, info: PodInfo, extenders: A
     """:func:`_decision` with the extenders asked about the nodes the filters passed, as the
     scheduler asks them (every feasible node scored; their rejections in the summary), and about
     preemption's candidates when one has a ``preemptVerb``."""
-    table = cache.table
-    with cache.nominator.hidden_from(info):
-        feasible, _ = fwk.find_feasible(CycleState(), info, table)
-    asked = [(table.names[r], table.objects[r]) for r in feasible.tolist()]
-    verdict = await extenders.filter(info, asked)
-    extra = await extenders.prioritize(info, [(n, o) for n, o in asked if n in verdict.passed])
-    state = CycleState()
+    verdict, extra = await ask_extenders(fwk, cache, info, extenders)
     preempters = extenders.interested(info, "preempt_verb")
-    with cache.nominator.hidden_from(info):
-        feasible, diagnosis = fwk.find_feasible(state, info, table)
-        feasible = reject_by_extenders(diagnosis, table, feasible, verdict)
-        if len(feasible) == 0:
-            fit = FitError(info, diagnosis)
-            if preempters:
-                state[WANT_CANDIDATES] = True
-            post = _post_filter(fwk, state, info, fit)
-        else:
-            scores = fwk.prioritize(state, info, feasible, table.size)
-            add_extender_scores(scores, table, extra)
-            row = fwk.select_host(scores, table)
-            return ScheduleResult(table.names[row], row, diagnosis.node_count, len(feasible), scores), None, None
-    if post is not None and post.candidates and preempters:
+    result, fit, post = decide_among(fwk, cache, info, verdict, extra, candidates=bool(preempters))
+    if fit is not None and post is not None and post.candidates and preempters:
         post = await _preempt_with_extenders(fwk, cache, info, fit, post, extenders)
-    return None, fit, post
+    return result, fit, post
 
 
 def _placed(result: Any, table: Any) -> Obj:

@@ -18,7 +18,8 @@ from corral.scheduler.framework.podinfo import PodInfo
 from corral.api.quantity import format_bytes, format_cpu
 from corral.scheduler.framework.runtime import Diagnosis, Framework, Scores
 
-__all__ = ["ScheduleResult", "FitError", "schedule_pod", "explain", "zone_interleaved_order", "nearest_misses"]
+__all__ = ["ScheduleResult", "FitError", "schedule_pod", "post_filter", "explain", "zone_interleaved_order",
+           "nearest_misses"]
 
 ZONE_LABELS = ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone")
 NEAREST_MISSES = 3  # nodes named for a pod no node takes
@@ -127,6 +128,17 @@ def nearest_misses(cache: Cache, info: PodInfo, d: Diagnosis, limit: int = NEARE
             ranked.append((sum(f for _, _, f in lacks), table.names[row] or "", lacks))
     ranked.sort(key=lambda t: (t[0], t[1]))
     return [f"{name} lacks {' and '.join(_amount(r, a) for r, a, _ in lacks)}" for _, name, lacks in ranked[:limit]]
+
+
+def post_filter(fwk: Framework, state: CycleState, pod: PodInfo, fit: FitError) -> Any:
+    """PostFilter plugins (preemption) for a pod no node fits, until one succeeds; the last one's
+    result (None without any)."""
+    post = None
+    for plugin in fwk.post_filters:
+        post = plugin.post_filter(state, pod, fit.diagnosis)
+        if post.status.ok:
+            break
+    return post
 
 
 def explain(fwk: Framework, cache: Cache, pod: PodInfo) -> dict[str, Any]:

@@ -28,17 +28,18 @@ from corral.aio import cancel_and_wait
 from corral.api.defaults import now_rfc3339
 from corral.scheduler.cache.cache import Cache
 from corral.scheduler.cluster import ClusterWriter, EventRecorder
-from corral.scheduler.framework.interface import WANT_CANDIDATES, CycleState, PostFilterResult
+from corral.scheduler.framework.interface import CycleState, PostFilterResult
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.framework.status import SUCCESS, Code, Status
 from corral.scheduler.gang import group_of
 from corral.scheduler.batch.placements import PlacementDecisions
 from corral.scheduler.extenders import Extenders, ExtenderError, Proposal
-from corral.scheduler.extenders.decide import add_extender_scores, apply_to_report, reject_by_extenders
+from corral.scheduler.extenders.decide import apply_to_report, ask_extenders, decide_among
 from corral.scheduler.preemptor import Preemptor
 from corral.scheduler.profiles import SchedulerConfig, build_frameworks
 from corral.scheduler.queue.scheduling_queue import ClusterEvent, QueuedPod, SchedulingQueue
-from corral.scheduler.schedule_one import FitError, ScheduleResult, explain, schedule_pod, zone_interleaved_order
+from corral.scheduler.schedule_one import (FitError, ScheduleResult, explain, post_filter, schedule_pod,
+                                            zone_interleaved_order)
 
 __all__ = ["Scheduler", "node_signature"]
 
@@ -340,34 +341,18 @@ class Scheduler:
             self.queue.delete(qp.key)
             return
         start = time.perf_counter()
-        info, table = qp.info, self.cache.table
-        with self.cache.nominator.hidden_from(info):
-            feasible, _ = fwk.find_feasible(CycleState(), info, table)
-        asked = [(table.names[r], table.objects[r]) for r in feasible.tolist()]
+        info = qp.info
         try:
-            verdict = await self.extenders.filter(info, asked)
-            extra = await self.extenders.prioritize(info, [(n, o) for n, o in asked if n in verdict.passed])
+            verdict, extra = await ask_extenders(fwk, self.cache, info, self.extenders)
         except ExtenderError as exc:
             self._extender_failed(qp, str(exc))
             return
         if self.queue.get(qp.key) is not qp:
             return  # deleted while the extenders answered
-        state = CycleState()
-        fit: FitError | None = None
-        post: PostFilterResult | None = None
         preempters = self.extenders.interested(info, "preempt_verb")
-        with self.cache.nominator.hidden_from(info):
-            feasible, diagnosis = fwk.find_feasible(state, info, table)
-            feasible = reject_by_extenders(diagnosis, table, feasible, verdict)
-            if len(feasible) == 0:
-                fit = FitError(info, diagnosis)
-                if preempters:
-                    state[WANT_CANDIDATES] = True
-                post = self._post_filter(fwk, state, qp, fit)
-            else:
-                scores = fwk.prioritize(state, info, feasible, table.size)
-                add_extender_scores(scores, table, extra)
-                node = table.names[fwk.select_host(scores, table)]
+        state = CycleState()
+        result, fit, post = decide_among(fwk, self.cache, info, verdict, extra, candidates=bool(preempters),
+                                         state=state)
         if fit is not None and post is not None and post.candidates and preempters:
             post = await self._preempt_with_extenders(fwk, qp, fit, post)
             if post is None:
@@ -376,7 +361,8 @@ class Scheduler:
         if fit is not None:
             self._record_failure(qp, fwk, fit, post, elapsed)
         else:
-            self._place(qp, fwk, state, node, elapsed)
+            assert result is not None
+            self._place(qp, fwk, state, result.node, elapsed)
 
     async def _preempt_with_extenders(self, fwk, qp: QueuedPod, fit: FitError,
                                       post: PostFilterResult) -> PostFilterResult | None:
@@ -397,13 +383,9 @@ class Scheduler:
             return chooser.choose(qp.info, fit.diagnosis, {n: (p.uids, p.violations) for n, p in kept.items()}, dropped)
 
     def _post_filter(self, fwk, state: CycleState, qp: QueuedPod, fit: FitError) -> PostFilterResult | None:
-        """Run inside the cycle's hidden nominations: PostFilter plugins until one succeeds."""
-        post = None
-        for plugin in fwk.post_filters:  # preemption: may nominate a node and name victims
-            post = plugin.post_filter(state, qp.info, fit.diagnosis)
-            if post.status.ok:
-                break
-        return post
+        """Run inside the cycle's hidden nominations: PostFilter plugins (preemption: may nominate a
+        node and name victims) until one succeeds."""
+        return post_filter(fwk, state, qp.info, fit)
 
     def _record_failure(self, qp: QueuedPod, fwk, fit: FitError, post: PostFilterResult | None,
                         elapsed: float) -> None:

@@ -7,9 +7,12 @@ from typing import Any
 
 import numpy as np
 
+from corral.scheduler.framework.interface import WANT_CANDIDATES, CycleState
 from corral.scheduler.framework.runtime import Diagnosis, Scores
+from corral.scheduler.schedule_one import FitError, ScheduleResult, post_filter
 
-__all__ = ["reject_by_extenders", "add_extender_scores", "apply_to_report", "NOT_ASKED"]
+__all__ = ["reject_by_extenders", "add_extender_scores", "apply_to_report", "ask_extenders", "decide_among",
+           "NOT_ASKED"]
 
 NOT_ASKED = "node(s) joined while the extenders decided"
 
@@ -69,3 +72,36 @@ def apply_to_report(report: dict[str, Any], verdict: Any, extra: dict[str, dict[
     head = f"{len(feasible)}/{report['total']} nodes are available"
     report["feasible"] = len(feasible)
     report["message"] = f"{head}: {parts}." if parts else f"{head}."
+
+
+async def ask_extenders(fwk: Any, cache: Any, pod: Any, extenders: Any) -> tuple[Any, dict[str, dict[str, float]]]:
+    """The extenders' verdict on the nodes the filters pass now, and their scores of the nodes they
+    passed. Raises :class:`ExtenderError` when one that may not be ignored fails."""
+    table = cache.table
+    with cache.nominator.hidden_from(pod):
+        feasible, _ = fwk.find_feasible(CycleState(), pod, table)
+    asked = [(table.names[r], table.objects[r]) for r in feasible.tolist()]
+    verdict = await extenders.filter(pod, asked)
+    extra = await extenders.prioritize(pod, [(n, o) for n, o in asked if n in verdict.passed])
+    return verdict, extra
+
+
+def decide_among(fwk: Any, cache: Any, pod: Any, verdict: Any, extra: dict[str, dict[str, float]], *,
+                 candidates: bool, state: CycleState | None = None) -> tuple[ScheduleResult | None, FitError | None, Any]:
+    """A cycle on the cache as it is now, among the nodes the filters and every extender passed:
+    (the best by the plugins' and extenders' scores, None, None), or with no such node (None, the
+    fit error, what PostFilter found — preemption's every candidate too when ``candidates``)."""
+    table = cache.table
+    state = CycleState() if state is None else state
+    with cache.nominator.hidden_from(pod):
+        feasible, diagnosis = fwk.find_feasible(state, pod, table)
+        feasible = reject_by_extenders(diagnosis, table, feasible, verdict)
+        if len(feasible) == 0:
+            fit = FitError(pod, diagnosis)
+            if candidates:
+                state[WANT_CANDIDATES] = True
+            return None, fit, post_filter(fwk, state, pod, fit)
+        scores = fwk.prioritize(state, pod, feasible, table.size)
+        add_extender_scores(scores, table, extra)
+        row = fwk.select_host(scores, table)
+    return ScheduleResult(table.names[row], row, diagnosis.node_count, len(feasible), scores), None, None
