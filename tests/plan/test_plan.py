@@ -423,3 +423,15 @@ async def test_a_plan_that_would_make_too_many_pods_is_refused_before_any_is_dec
     assert f"more than {MAX_PODS} pods" in err.value.message
     fits = {**huge, "spec": {**huge["spec"], "replicas": 3}}
     assert (await plan(client, fits))["placed"] == 3
+
+
+async def test_what_goes_in_a_namespace_the_manifests_create_is_planned(cluster):
+    _, client = cluster
+    ns = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}
+    inside = pod("worker", "100m")
+    inside["metadata"]["namespace"] = "team"
+    report = await plan(client, ns, inside)
+    assert [(p["pod"], p["node"] is not None) for p in report["pods"]] == [("team/worker", True)]
+    with pytest.raises(ApiError) as err:  # one that neither exists nor is made here
+        await plan(client, {**inside, "metadata": {**inside["metadata"], "namespace": "elsewhere"}})
+    assert err.value.code == 404 and err.value.message == 'items[0]: namespaces "elsewhere" not found'
