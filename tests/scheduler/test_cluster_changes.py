@@ -458,6 +458,7 @@ async def test_explain_reports_every_node_best_first_with_each_plugins_score_or_
             {"node": "tainted", "feasible": False, "plugin": "TaintToleration",
              "reasons": ["node(s) had untolerated taint(s)"]},
         ],
+        "runnerUp": {"node": "big2", "total": 180.0, "by": 0.0},  # a tie, broken by name
     }
 
 
@@ -467,10 +468,12 @@ async def test_explain_with_one_feasible_node_chooses_it_and_with_none_chooses_n
     h.add_node(make_node("b").capacity(cpu=4, memory="8Gi", pods=110))
     one = h.scheduler.explain(make_pod("p").requests(cpu="2").obj)
     assert (one["chosen"], one["feasible"], [n["node"] for n in one["nodes"]]) == ("b", 1, ["b", "a"])
+    assert "runnerUp" not in one  # no other node to beat
     none = h.scheduler.explain(make_pod("p").requests(cpu="8").obj)
     assert (none["chosen"], none["feasible"], none["message"]) == (
         None, 0, "0/2 nodes are available: 2 Insufficient cpu. "
                  "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod.")
+    assert none["nearestMisses"] == ["b lacks 4 cpu", "a lacks 7 cpu"]
 
 
 async def test_explain_a_bound_pod_as_if_it_were_still_pending():
