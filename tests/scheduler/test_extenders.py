@@ -101,6 +101,16 @@ async def test_an_ignorable_extender_that_is_down_is_skipped_and_counted(pki):
     assert 'corral_scheduler_extender_errors_total{extender="https://127.0.0.1:9/scheduler",ignorable="true"} 2.0' in metrics
 
 
+async def test_an_ignorable_extender_that_is_down_does_not_silence_the_one_after_it(extender, pki):
+    down = config("https://127.0.0.1:9/scheduler", pki, ignorable=True)["extenders"][0]
+    h = Harness({"extenders": [down, config(extender, pki)["extenders"][0]]})
+    nodes(h)
+    h.add_pod(make_pod("web").requests(cpu="500m"))
+    await h.run()
+    assert h.placements() == {"default/web": "high-score"}  # the second one's filter and scores held
+    await h.scheduler.extenders.close()
+
+
 async def test_an_extender_without_our_client_certificate_gets_no_answer_through(extender, pki):
     entry = config(extender, pki)
     entry["extenders"][0]["tlsConfig"] = {"caFile": pki["ca.pem"]}
@@ -208,6 +218,19 @@ async def test_preemption_takes_the_candidate_the_extender_keeps(extender, pki, 
         assert {n: [p["metadata"]["name"] for p in v["pods"]] for n, v in sent["nodeNameToVictims"].items()} == {
             "no-cheap": ["cheap"], "ok-dear": ["dear"]}
     await h.scheduler.extenders.close()
+
+
+async def test_of_the_candidates_the_extender_keeps_the_best_by_kubernetes_criteria_is_taken(extender, pki):
+    """Both nodes kept: the one whose victim has the lower priority wins, though it came second."""
+    h = Harness(config(extender, pki, filterVerb="", prioritizeVerb="", preemptVerb="preempt"))
+    for name in ("ok-first", "ok-second"):
+        h.add_node(make_node(name).capacity(cpu=4, memory="8Gi", pods=20))
+    h.add_pod(victim("dear", "ok-first", 5))
+    h.add_pod(victim("cheap", "ok-second", 0))
+    h.add_pod(make_pod("hi").requests(cpu="4").priority(10))
+    await _rounds(h, 1)
+    assert h.writer.deleted == ["default/cheap"]
+    assert h.scheduler.cache.nominator.node_of("default/hi") == "ok-second"
 
 
 async def test_when_the_extender_keeps_no_candidate_nothing_is_preempted_and_the_message_says_who(extender, pki):

@@ -203,3 +203,20 @@ async def test_a_member_that_stays_in_its_group_through_an_update_is_not_counted
     assert h.scheduler.cache.gangs.gangs["default/train"].members == {"default/w0", "default/w1", "default/w2"}
     h.scheduler.cache.gangs.reject_waiting("default/train", "done")
     await asyncio.gather(*list(h.scheduler._inflight), return_exceptions=True)
+
+
+async def test_a_member_that_goes_away_is_forgotten_and_its_groups_status_says_so():
+    """No gang member waits here (no node at all): the status changes only because a member left."""
+    h = cluster(0)
+    h.add_group("train", 3, timeout=60)
+    for i in range(3):
+        h.add_pod(member(f"w{i}"))
+    await one_round(h)
+    s = h.scheduler
+    await s.write_gang_statuses()
+    assert h.writer.group_statuses["default/train"]["members"] == 3
+    h.delete_pod("default/w2")
+    await s.write_gang_statuses()
+    assert h.writer.group_statuses["default/train"] == {"phase": "Pending", "scheduled": 0, "members": 2,
+                                                        "message": "2 of 3 members exist"}
+    assert "default/w2" not in s.cache.gangs.member_of  # a pod of that name later is a newcomer
