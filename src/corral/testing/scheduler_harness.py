@@ -44,6 +44,8 @@ class RecordingWriter:
         self.pinned_versions: dict[str, str] = {}  # object key → the resourceVersion its last status patch named
         self.status_failures = 0  # object status patches to refuse (a 409, say) before accepting again
         self.deleted: list[str] = []  # pod keys, in the order deleted (preemption's victims)
+        self.undeletable: set[str] = set()  # pod keys whose delete fails (a 403, say)
+        self.strategic: list[str] = []  # pod keys whose status was patched as a strategic merge
         self.on_delete: Callable[[str], None] | None = None  # the harness's view of the deletion
 
     @property
@@ -66,12 +68,16 @@ class RecordingWriter:
 
     async def patch_status(self, pod: PodInfo, patch: dict[str, Any], *, strategic: bool = False) -> None:
         self.status_patches.append((pod.key, copy.deepcopy(patch)))
+        if strategic:
+            self.strategic.append(pod.key)
         for c in patch["status"].get("conditions") or ():
             if c["type"] == "PodScheduled":
                 self.conditions[pod.key] = c
 
     async def delete_pod(self, pod: PodInfo) -> bool:
         await asyncio.sleep(0)
+        if pod.key in self.undeletable:
+            raise RuntimeError(f"403: {pod.key} may not be deleted")
         if pod.key in self.deleted:
             return True
         self.deleted.append(pod.key)
