@@ -359,3 +359,15 @@ def test_explain_is_quiet_for_a_pod_that_fits():
     report = h.scheduler.explain(make_pod("p").requests(cpu="1").obj)
     assert "preemption" not in report and all("preemption" not in n for n in report["nodes"])
 
+
+
+@pytest.mark.parametrize("victims, listed", [
+    pytest.param(5, "default/v0, default/v1, default/v2, default/v3, default/v4.", id="five: all named"),
+    pytest.param(7, "default/v0, default/v1, default/v2, default/v3, default/v4 and 2 more.", id="seven: five and a count"),
+])
+async def test_the_pending_message_names_at_most_five_victims_and_counts_the_rest(victims, listed):
+    pods = [low(f"v{i}", "n0", "500m", start=i) for i in range(victims)]
+    whole = (victims + 1) // 2  # cores: the victims' 500m each leave less than one free; hi needs them all
+    h = await preempt([node("n0", cpu=whole)], pods, make_pod("hi").requests(cpu=str(whole)).priority(10))
+    message = h.writer.conditions["default/hi"]["message"]
+    assert message.endswith(f"preemption: node n0 nominated, preempting {victims} pod(s) of lower priority: {listed}")
