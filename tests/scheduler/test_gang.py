@@ -214,9 +214,40 @@ async def test_a_member_that_goes_away_is_forgotten_and_its_groups_status_says_s
     await one_round(h)
     s = h.scheduler
     await s.write_gang_statuses()
-    assert h.writer.group_statuses["default/train"]["members"] == 3
+    # Every member there, none placed, none waiting: Pending, and nothing more to say.
+    assert h.writer.group_statuses["default/train"] == {"phase": "Pending", "scheduled": 0, "members": 3,
+                                                        "message": ""}
     h.delete_pod("default/w2")
     await s.write_gang_statuses()
     assert h.writer.group_statuses["default/train"] == {"phase": "Pending", "scheduled": 0, "members": 2,
                                                         "message": "2 of 3 members exist"}
     assert "default/w2" not in s.cache.gangs.member_of  # a pod of that name later is a newcomer
+
+
+async def test_members_waiting_for_the_rest_say_so_in_the_status():
+    h = cluster(3)
+    h.add_group("train", 3, timeout=60)
+    for i in range(3):
+        h.add_pod(member(f"w{i}", cpu="1" if i < 2 else "2"))
+    await held(h, "default/train", 2)
+    await h.scheduler.write_gang_statuses()
+    assert h.writer.group_statuses["default/train"] == {
+        "phase": "Scheduling", "scheduled": 2, "members": 3,
+        "message": "2 of 3 members have a place; holding them up to 60s for the rest"}
+    h.scheduler.cache.gangs.reject_waiting("default/train", "done")
+    await asyncio.gather(*list(h.scheduler._inflight), return_exceptions=True)
+
+
+async def test_a_member_that_went_away_and_came_back_lets_the_gang_go_at_once_not_after_its_timeout():
+    h = cluster(3)
+    h.add_group("train", 3, timeout=60)
+    for i in range(3):
+        h.add_pod(member(f"w{i}", cpu="1" if i < 2 else "2"))  # w2 fits nowhere: w0 and w1 wait for it
+    await held(h, "default/train", 2)
+    h.delete_pod("default/w2")  # its members are let go, but the gang is not refused for a while
+    await asyncio.gather(*list(h.scheduler._inflight), return_exceptions=True)
+    h.add_pod(member("w2", cpu="1"))  # back, and it fits now
+    h.queue_clock.advance(h.scheduler.queue.settings.backoff_max)  # w0 and w1 back from their backoff
+    h.scheduler.queue.flush_backoff()
+    await one_round(h)
+    assert sorted(h.placements()) == ["default/w0", "default/w1", "default/w2"]

@@ -371,3 +371,85 @@ async def test_the_pending_message_names_at_most_five_victims_and_counts_the_res
     h = await preempt([node("n0", cpu=whole)], pods, make_pod("hi").requests(cpu=str(whole)).priority(10))
     message = h.writer.conditions["default/hi"]["message"]
     assert message.endswith(f"preemption: node n0 nominated, preempting {victims} pod(s) of lower priority: {listed}")
+
+
+# --- choosing among the candidates extenders kept (the extender path's own ordering) ------------------
+
+def choose_among(h: Harness, pod: dict[str, Any], kept: dict[str, tuple[tuple[str, ...], int]]):
+    from corral.scheduler.schedule_one import FitError, schedule_pod
+
+    fwk = h.scheduler.frameworks["default-scheduler"]
+    plugin = next(p for p in fwk.post_filters if hasattr(p, "choose"))
+    info = PodInfo.from_object(pod)
+    with pytest.raises(FitError) as fit:
+        schedule_pod(fwk, h.scheduler.cache, info)
+    return plugin.choose(info, fit.value.diagnosis, kept, {})
+
+
+def two_nodes(*pods: dict[str, Any]) -> Harness:
+    h = Harness()
+    for name in ("n0", "n1"):
+        h.add_node(node(name).heartbeat_age(0))
+    for p in pods:
+        h.add_pod(p)
+    return h
+
+
+HI = make_pod("hi").requests(cpu="4").priority(10).obj
+
+
+def test_of_the_kept_candidates_the_node_whose_victim_started_last_is_taken():
+    h = two_nodes(low("a", "n0", "4", start=10), low("b", "n1", "4", start=40))
+    post = choose_among(h, HI, {"n0": (("uid-default-a",), 0), "n1": (("uid-default-b",), 0)})
+    assert post.nominated_node == "n1" and [v.key for v in post.victims] == ["default/b"]
+
+
+def test_a_kept_candidate_that_needs_no_victim_beats_one_with_victims_even_of_negative_priority():
+    leaving = low("leaving", "n0", "4")
+    leaving["metadata"]["deletionTimestamp"] = "2026-11-25T10:00:00Z"
+    h = two_nodes(leaving, low("b", "n1", "4", priority=-5))
+    post = choose_among(h, HI, {"n0": ((), 0), "n1": (("uid-default-b",), 0)})
+    assert post.nominated_node == "n0" and post.victims == ()
+
+
+def test_of_the_kept_candidates_fewer_budget_violations_win_over_lower_priorities():
+    h = two_nodes(low("a", "n0", "4", priority=1), low("b", "n1", "4", priority=5))
+    post = choose_among(h, HI, {"n0": (("uid-default-a",), 1), "n1": (("uid-default-b",), 0)})
+    assert post.nominated_node == "n1"
+
+
+async def test_explain_says_per_node_why_preemption_cannot_help_there():
+    h = Harness()
+    h.add_node(node("empty", cpu=2).heartbeat_age(0))  # nothing of lower priority to remove
+    h.add_node(node("small", cpu=2).heartbeat_age(0))  # removing everything would still not make room
+    h.add_pod(low("a", "small", "1"))
+    report = h.scheduler.explain(make_pod("hi").requests(cpu="3").priority(10).obj)
+    reasons = {n["node"]: n["preemption"]["reasons"] for n in report["nodes"]}
+    assert reasons == {"empty": ["No preemption victims found for incoming pod"], "small": ["Insufficient cpu"]}
+
+
+def test_a_victim_two_budgets_select_breaks_the_one_it_exhausts_and_only_budgets_of_its_namespace_count():
+    h = Harness()
+    h.add_node(node("n0").heartbeat_age(0))
+    h.add_pod(low("db", "n0", "4", app="db", tier="data"))
+    h.add_budget("tight", allowed=0, tier="data")  # exhausted first, then one with room to spare
+    h.add_budget("roomy", allowed=5, app="db")
+    h.add_budget("elsewhere", "other", allowed=0, app="db")  # another namespace: not this pod's
+    fwk = h.scheduler.frameworks["default-scheduler"]
+    cache = h.scheduler.cache
+    found = select_victims_on_row(fwk, cache, PodInfo.from_object(HI), cache.table.row_of["n0"])
+    assert [v.info.key for v in found.victims] == ["default/db"] and found.violations == 1
+    h.add_budget("tight", allowed=1, tier="data")
+    found = select_victims_on_row(fwk, cache, PodInfo.from_object(HI), cache.table.row_of["n0"])
+    assert found.violations == 0
+
+
+async def test_explain_gives_the_dry_runs_reason_where_removing_pods_would_not_satisfy_every_filter():
+    """The room is there once the lower pod goes, but the preemptor may not sit beside the guard."""
+    h = Harness()
+    h.add_node(node("n0").heartbeat_age(0))
+    h.add_pod(low("guard", "n0", "1", priority=50, app="guard"))
+    h.add_pod(low("filler", "n0", "3"))
+    report = h.scheduler.explain(make_pod("hi").requests(cpu="3").priority(10).anti_affinity(HOST, app="guard").obj)
+    (n0,) = report["nodes"]
+    assert n0["preemption"] == {"reasons": ["node(s) didn't match pod anti-affinity rules"]}
