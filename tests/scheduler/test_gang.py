@@ -251,3 +251,16 @@ async def test_a_member_that_went_away_and_came_back_lets_the_gang_go_at_once_no
     h.scheduler.queue.flush_backoff()
     await one_round(h)
     assert sorted(h.placements()) == ["default/w0", "default/w1", "default/w2"]
+
+
+async def test_a_member_that_finished_no_longer_counts_as_one():
+    h = cluster(0)
+    h.add_group("train", 3, timeout=60)
+    for i in range(3):
+        h.add_pod(member(f"w{i}"))
+    done = member("w2")
+    done["status"]["phase"] = "Succeeded"
+    h.add_pod(done)
+    await h.scheduler.write_gang_statuses()
+    assert h.writer.group_statuses["default/train"]["members"] == 2
+    assert "default/w2" not in h.scheduler.cache.gangs.member_of

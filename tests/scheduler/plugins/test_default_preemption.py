@@ -453,3 +453,17 @@ async def test_explain_gives_the_dry_runs_reason_where_removing_pods_would_not_s
     report = h.scheduler.explain(make_pod("hi").requests(cpu="3").priority(10).anti_affinity(HOST, app="guard").obj)
     (n0,) = report["nodes"]
     assert n0["preemption"] == {"reasons": ["node(s) didn't match pod anti-affinity rules"]}
+
+
+async def test_a_nomination_that_preemption_can_no_longer_keep_is_cleared_and_the_pod_told():
+    """hi was nominated on n0 before a restart; now the pod there outranks it: nothing to preempt."""
+    h = Harness()
+    h.add_node(node("n0").heartbeat_age(0))
+    h.add_pod(low("boss", "n0", "4", priority=50))
+    hi = make_pod("hi").requests(cpu="4").priority(10).obj
+    hi["status"]["nominatedNodeName"] = "n0"
+    h.add_pod(hi)
+    assert h.scheduler.cache.nominator.node_of("default/hi") == "n0"
+    await h.run()
+    assert h.scheduler.cache.nominator.node_of("default/hi") == ""
+    assert ("default/hi", {"status": {"nominatedNodeName": None}}) in h.writer.status_patches
