@@ -122,17 +122,17 @@ def _node_object(name: str, spec: NodeSpec) -> Obj:
 
 
 def apply_what_ifs(snap: Snapshot, *, without: Iterable[str] = (), add: Iterable[NodeSpec] = (),
-                   now: float | None = None) -> list[str]:
-    """Take nodes out (drained or lost: their pods go back to be placed, returned as keys) and add
-    new ones (named ``plan-node-1`` …, Ready, heartbeat now) to the copy."""
+                   now: float | None = None) -> list[Obj]:
+    """Take nodes out (drained or lost: their pods go back to be placed, returned as the pods'
+    objects) and add new ones (named ``plan-node-1`` …, Ready, heartbeat now) to the copy."""
     cache, table = snap.cache, snap.cache.table
-    displaced: list[str] = []
+    displaced: list[Obj] = []
     for name in without:
         row = table.row_of.get(name)
         if row is None:
             raise KeyError(name)
         for cached in list(cache.pods_on(row)):
-            displaced.append(cached.info.key)
+            displaced.append(cached.info.obj)
             cache.remove_pod(cached.info.key)
         for key, nomination in list(cache.nominator.pods.items()):
             if nomination.node == name:
@@ -316,17 +316,15 @@ def _zones(before: dict[str, dict[str, int]], after: dict[str, dict[str, int]]) 
     return out
 
 
-async def run(snap: Snapshot, pods: list[PlannedPod], *, displaced: Iterable[str] = (),
-              live_pods: dict[str, Any] | None = None, extenders: Any = None,
+async def run(snap: Snapshot, pods: list[PlannedPod], *, displaced: Iterable[Obj] = (), extenders: Any = None,
               before: dict[str, dict[str, int]] | None = None) -> Obj:
     """Place ``pods`` on the snapshot (changing only the copy); the plan as a JSON-ready dict.
-    ``displaced``: keys of pods the what-ifs took off their nodes (``live_pods`` has them), placed
-    again first within their priority. ``extenders``: the scheduler's, asked about the pods they
+    ``displaced``: the pods the what-ifs took off their nodes, placed again first within their
+    priority. ``extenders``: the scheduler's, asked about the pods they
     are interested in (their answers are the only awaits: the copy is this plan's alone).
     ``before``: :func:`zone_usage` of the cluster before the what-ifs (default: as the copy is now)."""
     before = zone_usage(snap.cache) if before is None else before
-    requeued = [PlannedPod(_unbound(live_pods[k]), "displaced from a node taken out") for k in displaced
-                if live_pods and k in live_pods]
+    requeued = [PlannedPod(_unbound(obj), "displaced from a node taken out") for obj in displaced]
     this = _Run(snap, extenders)
     queue = deque(_order([*requeued, *pods]))
     done = 0

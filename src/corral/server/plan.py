@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 import msgspec
 from aiohttp import web
@@ -45,6 +45,39 @@ def _within(exc: errors.ApiError, where: str) -> errors.ApiError:
     return errors.ApiError(exc.code, exc.reason, f"{where}: {exc.message}", details or None)
 
 
+def _admission(api: ResourceAPI, user: Any, req: Any) -> Callable[[str, dict[str, Any], str], Awaitable[dict[str, Any]]]:
+    """What each manifest and each pod it makes go through: the server's validation, defaults and
+    admission as ``user``, with ``dryRun`` (nothing written); refusals name ``items[i]``. What goes in
+    a namespace the manifests themselves create is judged as if it existed (as `corral apply` judges
+    it once the namespace is made)."""
+    made_here = {((i.get("metadata") or {}).get("name")) for i in req.items
+                 if isinstance(i, dict) and i.get("kind") == "Namespace" and isinstance(i.get("metadata"), dict)}
+
+    async def admit(kind: str, obj: dict[str, Any], where: str) -> dict[str, Any]:
+        try:
+            resource = by_kind(kind)
+        except UnknownResource:
+            raise _invalid(f"{where}.kind", f'corral does not serve kind "{kind}"') from None
+        obj = copy.deepcopy(obj)
+        meta = obj.get("metadata")
+        namespace = None
+        if resource.namespaced and isinstance(meta, dict):
+            namespace = meta.get("namespace") or req.namespace
+            meta["namespace"] = namespace
+            if namespace in made_here and api.cache.get(by_kind("Namespace").key(None, namespace)) is None:
+                meta["namespace"] = "default"  # judged in one that exists; nothing in admission depends on which
+        try:
+            reply = await api.create(resource, None, obj, WriteOptions(dry_run=True, user=user))
+        except errors.ApiError as exc:
+            raise _within(exc, where) from None
+        admitted = msgspec.json.decode(reply.body)
+        if namespace is not None:
+            admitted["metadata"]["namespace"] = namespace
+        return admitted
+
+    return admit
+
+
 def plan_version(scheduler: Scheduler, revision: int) -> bytes:
     return msgspec.json.encode({"kind": "PlanVersion", "apiVersion": "corral.dev/v1",
                                 "planVersion": fingerprint(scheduler.cache, node_signature),
@@ -74,35 +107,7 @@ async def make_plan(request: web.Request, scheduler: Scheduler, api: ResourceAPI
     except ConfigError as exc:
         raise _invalid("schedulerConfig", str(exc)) from None
     version = fingerprint(scheduler.cache, node_signature)
-    live_pods = {k: c.info.obj for k, c in scheduler.cache.pods.items()}
-    user = request[USER]
-    # Namespaces the manifests themselves create: what goes in one is judged as if it existed (as
-    # `corral apply` judges it once the namespace is made).
-    made_here = {((i.get("metadata") or {}).get("name")) for i in req.items
-                 if isinstance(i, dict) and i.get("kind") == "Namespace" and isinstance(i.get("metadata"), dict)}
-
-    async def admit(kind: str, obj: dict[str, Any], where: str) -> dict[str, Any]:
-        try:
-            resource = by_kind(kind)
-        except UnknownResource:
-            raise _invalid(f"{where}.kind", f'corral does not serve kind "{kind}"') from None
-        obj = copy.deepcopy(obj)
-        meta = obj.get("metadata")
-        namespace = None
-        if resource.namespaced and isinstance(meta, dict):
-            namespace = meta.get("namespace") or req.namespace
-            meta["namespace"] = namespace
-            if namespace in made_here and api.cache.get(by_kind("Namespace").key(None, namespace)) is None:
-                meta["namespace"] = "default"  # judged in one that exists; nothing in admission depends on which
-        try:
-            reply = await api.create(resource, None, obj, WriteOptions(dry_run=True, user=user))
-        except errors.ApiError as exc:
-            raise _within(exc, where) from None
-        admitted = msgspec.json.decode(reply.body)
-        if namespace is not None:
-            admitted["metadata"]["namespace"] = namespace
-        return admitted
-
+    admit = _admission(api, request[USER], req)
     table = snap.cache.table
     nodes = [table.objects[int(r)] for r in table.valid_rows()]
     before = zone_usage(snap.cache)
@@ -113,8 +118,8 @@ async def make_plan(request: web.Request, scheduler: Scheduler, api: ResourceAPI
         raise _invalid(exc.path, exc.message) from None
     except KeyError as exc:
         raise _invalid("withoutNodes", f"no node {exc.args[0]!r} in the cluster") from None
-    report = await run(snap, expansion.pods, displaced=displaced, live_pods=live_pods,
-                       extenders=scheduler.extenders if same else None, before=before)
+    report = await run(snap, expansion.pods, displaced=displaced, extenders=scheduler.extenders if same else None,
+                       before=before)
     report = {"kind": "Plan", "apiVersion": "corral.dev/v1", "resourceVersion": str(revision),
               "planVersion": version, **report, "notes": expansion.notes + report["notes"]}
     if not same:
