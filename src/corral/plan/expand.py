@@ -69,7 +69,8 @@ def _named(pod: Obj, name: str) -> Obj:
 
 
 def on_node(pod: Obj, node: str, name: str) -> Obj:
-    """A DaemonSet's admitted pod, for ``node`` instead (only its name and node affinity differ)."""
+    """A DaemonSet's or Placement's admitted pod, for ``node`` instead (only its name and node
+    affinity differ)."""
     spec = dict(pod["spec"])
     affinity = dict(spec["affinity"])
     affinity["nodeAffinity"] = {**affinity["nodeAffinity"], "requiredDuringSchedulingIgnoredDuringExecution": {
@@ -85,58 +86,66 @@ def _copies(admitted: Obj, prefix: str, n: int) -> list[Obj]:
 
 async def expand(items: list[Obj], admit: Admit, nodes: Iterable[Obj]) -> Expansion:
     """Each manifest's pods, in manifest order (a workload's pods together, as its controller makes
-    them at once). ``nodes``: the snapshot's nodes, for DaemonSets."""
+    them at once). ``nodes``: the snapshot's nodes, for DaemonSets. More than :data:`MAX_PODS` in
+    all is refused, naming the manifest that passed the limit."""
     out = Expansion()
     nodes = list(nodes)
     for index, item in enumerate(items):
         where = f"items[{index}]"
-        if len(out.pods) > MAX_PODS:
-            raise PlanInputError(f"items[{index - 1}]", f"the plan would make more than {MAX_PODS} pods; plan fewer at once")
         kind = item.get("kind") if isinstance(item, dict) else None
         if not isinstance(kind, str) or not kind:
             raise PlanInputError(f"{where}.kind", "Required value")
         obj = await admit(kind, item, where)
-        meta = obj["metadata"]
-        label = f"{kind} {meta.get('namespace') or ''}{'/' if meta.get('namespace') else ''}{meta['name']}"
-        if kind == "Pod":
-            out.pods.append(PlannedPod(obj, label))
-            continue
-        if kind == "CronJob":
-            out.notes.append(f"{label}: makes no pods until its schedule fires (plan its jobTemplate as a Job)")
-            continue
-        if kind == "Placement":
-            tolerations = ((obj.get("spec") or {}).get("policy") or {}).get("tolerations") or ()
-            template = (obj.get("spec") or {}).get("template") or {}
-            copy = pod_for_node(_owner(obj, index), template, "-", "plan", tolerations)
-            admitted = await admit("Pod", _named(copy, f"{meta['name']}-copy"), f"{where}.spec.template")
-            out.pods.append(PlannedPod(admitted, label, placement=obj))
-            continue
-        if kind not in _TEMPLATED:
-            continue  # makes no pods (a Service, a ConfigMap, a PriorityClass, ...)
-        spec = obj.get("spec") or {}
-        owner = _owner(obj, index)
-        template = spec.get("template") or {}
-        if kind == "DaemonSet":
-            names = [n["metadata"]["name"] for n in nodes if eligible(template.get("spec") or {}, n)]
-            if not names:
-                out.notes.append(f"{label}: no node is eligible for it (selector, affinity or taints)")
-                continue
-            first = pod_for_node(owner, template, names[0], "plan", DAEMON_TOLERATIONS)
-            admitted = await admit("Pod", _named(first, f"{meta['name']}-{names[0]}"), f"{where}.spec.template")
-            out.pods += [PlannedPod(on_node(admitted, node, f"{meta['name']}-{node}"), label) for node in names]
-            continue
-        if kind == "Job":
-            parallelism = _count(spec, "parallelism", 1)
-            completions = spec.get("completions")
-            n = parallelism if completions is None else min(parallelism, int(completions))
-        else:
-            n = _count(spec, "replicas", 1)
-        if n <= 0:
-            continue
-        if len(out.pods) + n > MAX_PODS:
-            field = "parallelism" if kind == "Job" else "replicas"
-            raise PlanInputError(f"{where}.spec.{field}", f"the plan would make more than {MAX_PODS} pods; plan fewer at once")
-        admitted = await admit("Pod", _named(pod_from_template(owner, template), f"{meta['name']}-1"),
-                               f"{where}.spec.template")
-        out.pods += [PlannedPod(p, label) for p in _copies(admitted, f"{meta['name']}-", n)]
+        out.pods += await _pods_of(kind, obj, index, admit, nodes, out.notes, room=MAX_PODS - len(out.pods))
     return out
+
+
+def _too_many(field: str) -> PlanInputError:
+    return PlanInputError(field, f"the plan would make more than {MAX_PODS} pods; plan fewer at once")
+
+
+async def _pods_of(kind: str, obj: Obj, index: int, admit: Admit, nodes: list[Obj], notes: list[str], *,
+                   room: int) -> list[PlannedPod]:
+    """One admitted manifest's pods (at most ``room`` of them: more is refused, naming the field
+    that sets how many)."""
+    where, meta = f"items[{index}]", obj["metadata"]
+    label = f"{kind} {meta.get('namespace') or ''}{'/' if meta.get('namespace') else ''}{meta['name']}"
+    spec = obj.get("spec") or {}
+    if kind in ("Pod", "Placement") and room < 1:
+        raise _too_many(where)
+    if kind == "Pod":
+        return [PlannedPod(obj, label)]
+    if kind == "CronJob":
+        notes.append(f"{label}: makes no pods until its schedule fires (plan its jobTemplate as a Job)")
+        return []
+    if kind == "Placement":  # one copy per node its decision selects, made when the plan runs
+        tolerations = (spec.get("policy") or {}).get("tolerations") or ()
+        copy = pod_for_node(_owner(obj, index), spec.get("template") or {}, "-", "plan", tolerations)
+        admitted = await admit("Pod", _named(copy, f"{meta['name']}-copy"), f"{where}.spec.template")
+        return [PlannedPod(admitted, label, placement=obj)]
+    if kind not in _TEMPLATED:
+        return []  # makes no pods (a Service, a ConfigMap, a PriorityClass, ...)
+    owner, template = _owner(obj, index), spec.get("template") or {}
+    if kind == "DaemonSet":
+        names = [n["metadata"]["name"] for n in nodes if eligible(template.get("spec") or {}, n)]
+        if not names:
+            notes.append(f"{label}: no node is eligible for it (selector, affinity or taints)")
+            return []
+        if len(names) > room:
+            raise _too_many(where)
+        first = pod_for_node(owner, template, names[0], "plan", DAEMON_TOLERATIONS)
+        admitted = await admit("Pod", _named(first, f"{meta['name']}-{names[0]}"), f"{where}.spec.template")
+        return [PlannedPod(on_node(admitted, node, f"{meta['name']}-{node}"), label) for node in names]
+    if kind == "Job":
+        parallelism = _count(spec, "parallelism", 1)
+        completions = spec.get("completions")
+        n, field = (parallelism if completions is None else min(parallelism, int(completions))), "parallelism"
+    else:
+        n, field = _count(spec, "replicas", 1), "replicas"
+    if n > room:  # refused before any copy is made
+        raise _too_many(f"{where}.spec.{field}")
+    if n <= 0:
+        return []
+    admitted = await admit("Pod", _named(pod_from_template(owner, template), f"{meta['name']}-1"),
+                           f"{where}.spec.template")
+    return [PlannedPod(p, label) for p in _copies(admitted, f"{meta['name']}-", n)]
