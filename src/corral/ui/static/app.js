@@ -6,7 +6,7 @@ const ROW = 26; // px per table row
 const RENDER_EVERY = 250; // ms: live tables and the map redraw at most this often
 
 const state = { token: sessionStorage.getItem("corral.token") || "", page: "", collections: new Map(),
-                timer: 0, pending: false, resource: "cpu" };
+                pending: false, resource: "cpu" };
 const $ = (id) => document.getElementById(id);
 
 // --- the API ---------------------------------------------------------------------------------
@@ -131,7 +131,7 @@ function collection(name) {
 function changed() {
   if (state.pending) return;
   state.pending = true;
-  state.timer = setTimeout(() => { state.pending = false; render(); }, RENDER_EVERY);
+  setTimeout(() => { state.pending = false; render(); }, RENDER_EVERY);
 }
 
 // --- quantities and objects ------------------------------------------------------------------
@@ -705,7 +705,6 @@ function logout(message) {
   sessionStorage.removeItem("corral.token");
   $("nav").hidden = true;
   $("logout").hidden = true;
-  $("who").textContent = "";
   for (const section of document.querySelectorAll(".page")) section.hidden = true;
   $("login").hidden = false;
   $("login-error").textContent = message || "";
