@@ -82,11 +82,18 @@ RULES: list[tuple[str, Callable[[str, str], bool]]] = [
 ]
 
 
+def source_of(module: str, root: Path = Path(".")) -> Path:
+    """The source file of ``module`` (relative to ``root``): ``a/b.py``, or ``a/b/__init__.py`` for
+    a package, as mutmut names a package's mutants after the package."""
+    path = Path("src") / (module.replace(".", "/") + ".py")
+    package = Path("src") / module.replace(".", "/") / "__init__.py"
+    return package if not (root / path).exists() and (root / package).exists() else path
+
+
 def changed_line(name: str) -> tuple[str, str] | None:
     """(original line, mutated line) of a mutant that changes one line; None otherwise. Reads
     mutmut's mutated sources under ./mutants."""
-    module = name.split(".x", 1)[0]
-    path = Path("src") / (module.replace(".", "/") + ".py")
+    path = source_of(name.split(".x", 1)[0])
     try:
         diff = diff_apply.get_diff_for_mutant(name, path=path)
     except (FileNotFoundError, ValueError):

@@ -76,3 +76,10 @@ def test_a_score_counts_timeouts_as_caught_and_leaves_equivalent_and_unchecked_m
                                       "equivalent": 1, "not checked": 1})
     assert mutation_report.score_row("x", counts) == ("x", 20, 14, 3, 1, 1, 1, 100.0 * 14 / 18)
     assert mutation_report.score_row("none", mutation_report.Counter({"all": 2, "not checked": 2}))[-1] is None
+
+
+def test_a_packages_mutants_are_read_from_its_init_and_a_modules_from_its_file():
+    root = Path(__file__).resolve().parents[2]
+    assert mutation_report.source_of("corral.scheduler.plugins.default_preemption", root) == Path(
+        "src/corral/scheduler/plugins/default_preemption/__init__.py")
+    assert mutation_report.source_of("corral.scheduler.preemptor", root) == Path("src/corral/scheduler/preemptor.py")
