@@ -35,8 +35,8 @@ from corral.server import errors
 from corral.server.watch import HISTORY_BYTES, WatchCache
 from corral.agent.throughput import THROUGHPUT_PATH
 from corral.server.discovery import discovery_documents, openapi_documents
-from corral.server.http import MAX_BODY_BYTES, RESOURCE, USER, VERB, add_resource_routes, read_body
-from corral.plan import PLAN_PATH, PLAN_VERSION_PATH
+from corral.server.http import MAX_BODY_BYTES, RESOURCE, USER, VERB, add_resource_routes
+from corral.server.scheduling import SchedulingRoutes
 from corral.ui import UI_PREFIX, handler as ui_handler
 from corral.server.flowcontrol import (DEFAULT_READS, DEFAULT_WRITES, RETRY_AFTER_SECONDS, InflightLimits, Queued,
                                       TooManyRequests)
@@ -173,7 +173,6 @@ class Server:
         self.rbac: RBACAuthorizer | None = None
         self.node_authz: NodeAuthorizer | None = None
         self.admin: Credentials | None = None
-        self._own_credentials: Credentials | None = None
         self._asked = RememberedAttributes()  # what each (user, method, path, query) asks, for authz and audit
         # Token-authenticated requests allowed before, by (Authorization header, method, path, raw
         # query): the verified token, what it asked and the RBAC generation that allowed it. The
@@ -502,11 +501,9 @@ class Server:
             app.router.add_get(path, self._healthz)
         app.router.add_get("/readyz", self._readyz)
         app.router.add_get("/metrics", self._metrics)
-        app.router.add_get("/corral/v1/namespaces/{namespace}/pods/{name}/explain", self._explain)
+        SchedulingRoutes(self).add_to(app)  # explain and plan
         app.router.add_get("/ui", ui_handler)
         app.router.add_get(UI_PREFIX + "{name:.*}", ui_handler)
-        app.router.add_post(PLAN_PATH, self._plan)
-        app.router.add_get(PLAN_VERSION_PATH, self._plan)
         app.router.add_get(CA_PATH, self._ca_certificate)
         app.router.add_post(JOIN_PATH, self._join)
         app.router.add_get(THROUGHPUT_PATH, self._throughput_download)
@@ -634,68 +631,6 @@ class Server:
         self.metrics.requests.labels(verb, request.get(RESOURCE, ""), str(response.status)).inc()
         self.metrics.latency.labels(verb).observe(time.perf_counter() - start)
         return response
-
-    async def _explain(self, request: web.Request) -> web.Response:
-        """Why a pod goes (or cannot go) where it does: every node, rejected by whom or scored how."""
-        if self.scheduler is None:
-            if self.elector is not None:
-                return await self._at_leader(request)
-            raise errors.ApiError(404, "NotFound", "the scheduler does not run in this server")
-        ns, name = request.match_info["namespace"], request.match_info["name"]
-        record = await self.api.current(by_kind("Pod"), ns, name)  # type: ignore[union-attr]
-        try:
-            report = await self.scheduler.explain_with_extenders(record.obj)
-        except LookupError as exc:
-            raise errors.bad_request(str(exc)) from None
-        import msgspec
-
-        return web.Response(body=msgspec.json.encode(report), content_type="application/json")
-
-    async def _plan(self, request: web.Request) -> web.Response:
-        """A dry run of manifests on a copy of the scheduler's state (POST), or the plan version now (GET)."""
-        if self.scheduler is None:
-            if self.elector is not None:
-                return await self._at_leader(request)
-            raise errors.ApiError(404, "NotFound", "the scheduler does not run in this server")
-        from corral.server.plan import make_plan, plan_version
-
-        if request.method == "GET":
-            body = plan_version(self.scheduler, self.cache.revision)
-        else:
-            body = await make_plan(request, self.scheduler, self.api, self.cache.revision)  # type: ignore[arg-type]
-        return web.Response(body=body, content_type="application/json")
-
-    async def _at_leader(self, request: web.Request) -> web.Response:
-        """A follower has no scheduler: the leader answers, at the URL it wrote on its Lease."""
-        import msgspec
-
-        from corral.server.leader import LEADER_URL_ANNOTATION
-
-        lease = self.cache.get(self.elector.key)  # type: ignore[union-attr]
-        meta = (lease.obj.get("metadata") or {}) if lease is not None else {}
-        holder = ((lease.obj.get("spec") or {}).get("holderIdentity") if lease is not None else "") or ""
-        url = (meta.get("annotations") or {}).get(LEADER_URL_ANNOTATION, "")
-        if not holder or not url or holder == self.elector.identity:  # type: ignore[union-attr]
-            raise errors.ApiError(503, "ServiceUnavailable", "no server leads right now (an election is under "
-                                  "way); try again in a few seconds")
-        from corral.client.rest import ApiError, Client, ConnectionFailed
-
-        body = None
-        if request.method == "POST":
-            body = await read_body(request)
-        # Asked as this server (a client certificate of the shared CA): the follower has already
-        # authenticated and authorised the user. (A plan's admission then runs as this server.)
-        if self._own_credentials is None:
-            self._own_credentials = self.issue_credentials("system:apiserver", [MASTERS_GROUP])
-        own = self._own_credentials.with_server(url)
-        try:
-            async with Client(credentials=own, user_agent="corral-server") as leader:
-                answer = await leader.request(request.method, request.path_qs, body=body)
-                return web.Response(body=answer, content_type="application/json")
-        except ApiError as exc:
-            return web.Response(body=msgspec.json.encode(exc.status), status=exc.code, content_type="application/json")
-        except ConnectionFailed as exc:
-            raise errors.ApiError(503, "ServiceUnavailable", f"the leader {holder} at {url} did not answer: {exc}") from None
 
     async def _join(self, request: web.Request) -> web.Response:
         return await join_handler(request, self.pki.ca, request[USER])  # type: ignore[union-attr]
