@@ -233,6 +233,27 @@ async def test_of_the_candidates_the_extender_keeps_the_best_by_kubernetes_crite
     assert h.scheduler.cache.nominator.node_of("default/hi") == "ok-second"
 
 
+@pytest.mark.parametrize("nodes, percentage, absolute, sent", [
+    pytest.param(3, 0, 2, 2, id="minCandidateNodesAbsolute caps the candidates the extender sees"),
+    pytest.param(10, 30, 1, 3, id="minCandidateNodesPercentage of the nodes, rounded up"),
+    pytest.param(67, 3, 1, 3, id="a fraction of a node counts as one more (2.01 of 67 nodes: 3)"),
+    pytest.param(4, 0, 0, 1, id="never fewer than one"),
+])
+async def test_the_extender_is_offered_as_many_candidates_as_the_preemption_arguments_allow(
+        extender, pki, nodes, percentage, absolute, sent):
+    h = Harness({**config(extender, pki, filterVerb="", prioritizeVerb="", preemptVerb="preempt"),
+                 "profiles": [{"pluginConfig": [{"name": "DefaultPreemption", "args": {
+                     "minCandidateNodesPercentage": percentage, "minCandidateNodesAbsolute": absolute}}]}]})
+    for i in range(nodes):
+        h.add_node(make_node(f"ok-{i}").capacity(cpu=4, memory="8Gi", pods=20))
+        h.add_pod(victim(f"v{i}", f"ok-{i}", 0))
+    h.add_pod(make_pod("hi").requests(cpu="4").priority(10))
+    await _rounds(h, 1)
+    asked = [a for a in await _sent(extender, h) if a["pod"]["metadata"]["name"] == "hi"][-1]
+    assert len(asked["nodeNameToMetaVictims"] if "nodeNameToMetaVictims" in asked else asked["nodeNameToVictims"]) == sent
+    assert len(h.writer.deleted) == 1  # one node's victim goes, whichever was offered
+
+
 async def test_when_the_extender_keeps_no_candidate_nothing_is_preempted_and_the_message_says_who(extender, pki):
     h = preempting(extender, pki)
     h.delete_pod("default/dear")

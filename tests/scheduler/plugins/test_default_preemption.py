@@ -467,3 +467,15 @@ async def test_a_nomination_that_preemption_can_no_longer_keep_is_cleared_and_th
     await h.run()
     assert h.scheduler.cache.nominator.node_of("default/hi") == ""
     assert ("default/hi", {"status": {"nominatedNodeName": None}}) in h.writer.status_patches
+
+
+async def test_nodes_the_first_filter_rejects_are_counted_where_preemption_cannot_help():
+    """NodeReady filters first: a node without a fresh heartbeat is in the summary like any other."""
+    h = Harness()
+    h.add_node(node("silent").heartbeat_age(600))
+    h.add_node(node("cordoned").heartbeat_age(0).unschedulable())
+    h.add_node(node("full", cpu=1).heartbeat_age(0))
+    report = h.scheduler.explain(make_pod("hi").requests(cpu="2").priority(10).obj)
+    assert report["message"].endswith(
+        "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "
+        "2 Preemption is not helpful for scheduling."), report["message"]
