@@ -27,8 +27,8 @@ import numpy as np
 
 from corral.scheduler.batch import decide
 from corral.scheduler.cache.cache import Cache
-from corral.scheduler.extenders import ExtenderError, Proposal
-from corral.scheduler.extenders.decide import ask_extenders, decide_among
+from corral.scheduler.extenders import ExtenderError
+from corral.scheduler.extenders.decide import ask_extenders, decide_among, preempt_with_extenders
 from corral.scheduler.framework.interface import CycleState
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.profiles import SchedulerConfig, build_frameworks
@@ -185,18 +185,6 @@ def _decision(fwk: Any, cache: Cache, info: PodInfo, order: Any) -> tuple[Any, F
             return None, fit, post_filter(fwk, state, info, fit)
 
 
-async def _preempt_with_extenders(fwk: Any, cache: Cache, info: PodInfo, fit: FitError, post: Any,
-                                  extenders: Any) -> Any:
-    """Preemption's candidates through the extenders with a ``preemptVerb``, then the best of what
-    they kept, as the scheduler asks them."""
-    proposals = {node: Proposal(tuple(v.uid for v in victims), violations, tuple(v.obj for v in victims))
-                 for node, victims, violations in post.candidates}
-    kept, dropped = await extenders.process_preemption(info, proposals)
-    chooser = next(p for p in fwk.post_filters if hasattr(p, "choose"))
-    with cache.nominator.hidden_from(info):
-        return chooser.choose(info, fit.diagnosis, {n: (p.uids, p.violations) for n, p in kept.items()}, dropped)
-
-
 async def _extended_decision(fwk: Any, cache: Cache, info: PodInfo, extenders: Any) -> tuple[Any, FitError | None, Any]:
     """:func:`_decision` with the extenders asked about the nodes the filters passed, as the
     scheduler asks them (every feasible node scored; their rejections in the summary), and about
@@ -205,7 +193,7 @@ async def _extended_decision(fwk: Any, cache: Cache, info: PodInfo, extenders: A
     preempters = extenders.interested(info, "preempt_verb")
     result, fit, post = decide_among(fwk, cache, info, verdict, extra, candidates=bool(preempters))
     if fit is not None and post is not None and post.candidates and preempters:
-        post = await _preempt_with_extenders(fwk, cache, info, fit, post, extenders)
+        post = await preempt_with_extenders(fwk, cache, info, fit, post, extenders)
     return result, fit, post
 
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
+from corral.api.quantity import format_bytes, format_cpu
 from corral.scheduler.cache.cache import Cache
 from corral.scheduler.framework.interface import CycleState
 from corral.scheduler.framework.podinfo import PodInfo
-from corral.api.quantity import format_bytes, format_cpu
 from corral.scheduler.framework.runtime import Diagnosis, Framework, Scores
 
 __all__ = ["ScheduleResult", "FitError", "schedule_pod", "post_filter", "explain", "zone_interleaved_order",

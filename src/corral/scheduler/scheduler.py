@@ -33,8 +33,8 @@ from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.framework.status import SUCCESS, Code, Status
 from corral.scheduler.gang import group_of
 from corral.scheduler.batch.placements import PlacementDecisions
-from corral.scheduler.extenders import Extenders, ExtenderError, Proposal
-from corral.scheduler.extenders.decide import apply_to_report, ask_extenders, decide_among
+from corral.scheduler.extenders import Extenders, ExtenderError
+from corral.scheduler.extenders.decide import apply_to_report, ask_extenders, decide_among, preempt_with_extenders
 from corral.scheduler.preemptor import Preemptor
 from corral.scheduler.profiles import SchedulerConfig, build_frameworks
 from corral.scheduler.queue.scheduling_queue import ClusterEvent, QueuedPod, SchedulingQueue
@@ -369,18 +369,12 @@ class Scheduler:
         """Preemption's candidates through the extenders with a ``preemptVerb``, then the best of
         what they kept, checked on the cache as it is once they answered. None: the attempt is
         over (an extender failed, as for a failed filter, or the pod was deleted meanwhile)."""
-        proposals = {node: Proposal(tuple(v.uid for v in victims), violations, tuple(v.obj for v in victims))
-                     for node, victims, violations in post.candidates}
         try:
-            kept, dropped = await self.extenders.process_preemption(qp.info, proposals)
+            return await preempt_with_extenders(fwk, self.cache, qp.info, fit, post, self.extenders,
+                                                still_wanted=lambda: self.queue.get(qp.key) is qp)
         except ExtenderError as exc:
             self._extender_failed(qp, str(exc))
             return None
-        if self.queue.get(qp.key) is not qp:
-            return None  # deleted while the extenders answered: nobody to make room for
-        chooser = next(p for p in fwk.post_filters if hasattr(p, "choose"))
-        with self.cache.nominator.hidden_from(qp.info):
-            return chooser.choose(qp.info, fit.diagnosis, {n: (p.uids, p.violations) for n, p in kept.items()}, dropped)
 
     def _post_filter(self, fwk, state: CycleState, qp: QueuedPod, fit: FitError) -> PostFilterResult | None:
         """Run inside the cycle's hidden nominations: PostFilter plugins (preemption: may nominate a

@@ -3,16 +3,17 @@ Pending message and preemption see them), their scores into the totals."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
+from corral.scheduler.extenders.client import Proposal
 from corral.scheduler.framework.interface import WANT_CANDIDATES, CycleState
 from corral.scheduler.framework.runtime import Diagnosis, Scores
 from corral.scheduler.schedule_one import FitError, ScheduleResult, post_filter
 
 __all__ = ["reject_by_extenders", "add_extender_scores", "apply_to_report", "ask_extenders", "decide_among",
-           "NOT_ASKED"]
+           "preempt_with_extenders", "NOT_ASKED"]
 
 NOT_ASKED = "node(s) joined while the extenders decided"
 
@@ -105,3 +106,19 @@ def decide_among(fwk: Any, cache: Any, pod: Any, verdict: Any, extra: dict[str, 
         add_extender_scores(scores, table, extra)
         row = fwk.select_host(scores, table)
     return ScheduleResult(table.names[row], row, diagnosis.node_count, len(feasible), scores), None, None
+
+
+async def preempt_with_extenders(fwk: Any, cache: Any, pod: Any, fit: FitError, post: Any, extenders: Any, *,
+                                 still_wanted: Callable[[], bool] = lambda: True) -> Any:
+    """Preemption's candidates (``post.candidates``) through the extenders with a ``preemptVerb``,
+    then the best of what they kept, checked on the cache as it is once they answered. None when
+    ``still_wanted`` says the pod went away meanwhile. Raises :class:`ExtenderError` when one that
+    may not be ignored fails."""
+    proposals = {node: Proposal(tuple(v.uid for v in victims), violations, tuple(v.obj for v in victims))
+                 for node, victims, violations in post.candidates}
+    kept, dropped = await extenders.process_preemption(pod, proposals)
+    if not still_wanted():
+        return None  # deleted while the extenders answered: nobody to make room for
+    chooser = next(p for p in fwk.post_filters if hasattr(p, "choose"))
+    with cache.nominator.hidden_from(pod):
+        return chooser.choose(pod, fit.diagnosis, {n: (p.uids, p.violations) for n, p in kept.items()}, dropped)
