@@ -162,7 +162,7 @@ def test_a_pre_score_skip_leaves_that_plugin_out_and_weight_zero_turns_a_plugin_
 def test_with_no_score_plugin_every_node_scores_zero_and_ties_break_by_name_when_asked():
     cache = cluster()
     fwk = framework(cache, tieBreak="name", profile={"plugins": {"score": {"disabled": [{"name": "*"}]}}})
-    result = schedule_pod(fwk, cache, info())
+    result = schedule_pod(fwk, cache, info(), scores=True)
     assert result.node == "n0" and list(result.scores.total) == [0.0] * 4 and result.scores.by_plugin == {}
 
 

@@ -137,3 +137,39 @@ def test_columns_grow_past_their_first_capacity_keeping_every_row():
     absent = table.labels.numeric("no-such-key")  # a key no node has: NaN on every row, after growth too
     assert len(absent) == 8 and np.isnan(absent).all()
     assert table.labels.codes("rank", ["3", "9", "1"]).tolist() == [4, 2]
+
+
+def test_the_change_log_names_each_changed_row_and_a_new_epoch_what_no_row_describes():
+    """What remembered decisions rely on: a heartbeat, a label, a cordon or a pod counted changes one
+    row; a node joining, leaving or resized, or a new resource column, starts a new epoch."""
+    table = NodeTable()
+    for name in ("a", "b", "c"):
+        table.set_node(make_node(name).capacity(cpu=4, memory="8Gi", pods=10).obj)
+    epoch, tick = table.epoch, table.tick
+    table.set_node(make_node("b").capacity(cpu=4, memory="8Gi", pods=10).zone("z9").unschedulable().obj)
+    pod = PodInfo.from_object(make_pod("p").requests(cpu="1").obj)
+    table.add_requests(table.row_of["c"], pod.requests, pod.host_ports, +1)
+    table.add_requests(table.row_of["c"], pod.requests, pod.host_ports, -1)
+    assert table.epoch == epoch
+    assert table.changed_since(tick) == [table.row_of["b"], table.row_of["c"], table.row_of["c"]]
+    for change in (
+        lambda: table.set_node(make_node("d").capacity(cpu=4, memory="8Gi", pods=10).obj),  # joins
+        lambda: table.set_node(make_node("a").capacity(cpu=8, memory="8Gi", pods=10).obj),  # resized
+        lambda: table.remove_node("a"),
+        lambda: table.add_requests(table.row_of["b"], PodInfo.from_object(
+            make_pod("g").requests(**{"example.com/gpu": "1"}).obj).requests, (), +1),  # a new column
+    ):
+        epoch = table.epoch
+        change()
+        assert table.epoch > epoch and table.changed_since(table.tick) == []
+
+
+def test_the_change_log_stays_bounded():
+    table = NodeTable()
+    table.set_node(make_node("a").capacity(cpu=4, memory="8Gi", pods=10).obj)
+    pod = PodInfo.from_object(make_pod("p").requests(cpu="1").obj)
+    epoch = table.epoch
+    for _ in range(5000):
+        table.add_requests(0, pod.requests, (), +1)
+        table.add_requests(0, pod.requests, (), -1)
+    assert table.epoch > epoch and len(table.changed_since(table.tick - 10)) == 10

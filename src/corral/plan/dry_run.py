@@ -180,7 +180,7 @@ def _decision(fwk: Any, cache: Cache, info: PodInfo, order: Any) -> tuple[Any, F
     state = CycleState()
     with cache.nominator.hidden_from(info):
         try:
-            return schedule_pod(fwk, cache, info, order, state), None, None
+            return schedule_pod(fwk, cache, info, order, state, scores=True), None, None
         except FitError as fit:
             return None, fit, post_filter(fwk, state, info, fit)
 

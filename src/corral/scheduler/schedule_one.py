@@ -16,7 +16,7 @@ from corral.api.quantity import format_bytes, format_cpu
 from corral.scheduler.cache.cache import Cache
 from corral.scheduler.framework.interface import CycleState
 from corral.scheduler.framework.podinfo import PodInfo
-from corral.scheduler.framework.runtime import Diagnosis, Framework, Scores
+from corral.scheduler.framework.runtime import PRE_FILTERED, Diagnosis, Framework, Scores
 
 __all__ = ["ScheduleResult", "FitError", "schedule_pod", "post_filter", "explain", "zone_interleaved_order",
            "nearest_misses"]
@@ -73,10 +73,18 @@ def zone_interleaved_order(table: Any) -> np.ndarray:
 
 
 def schedule_pod(fwk: Framework, cache: Cache, pod: PodInfo, order: np.ndarray | None = None,
-                 state: CycleState | None = None) -> ScheduleResult:
-    """Pick a node for ``pod``; raise :class:`FitError` if none fits. Reads only."""
+                 state: CycleState | None = None, *, scores: bool = False) -> ScheduleResult:
+    """Pick a node for ``pod``; raise :class:`FitError` if none fits. Reads only (the profile
+    remembers its signature's rows and scores for the next pod of that signature). The result has
+    the feasible rows' scores when ``scores`` is set (or when they were computed anyway)."""
     table = cache.table
     state = CycleState() if state is None else state
+    if order is None:
+        hit = fwk.remembered.decide(state, pod, table, scores=scores)
+        if hit is not None:
+            del state[PRE_FILTERED]
+            row, feasible_rows, scores = hit
+            return ScheduleResult(table.names[row], row, table.node_count, feasible_rows, scores)
     feasible, diagnosis = fwk.find_feasible(state, pod, table)
     if len(feasible) == 0:
         raise FitError(pod, diagnosis)

@@ -165,6 +165,34 @@ class NodeTable:
         # Results derived from node state alone, kept by plugins as key → (version, size, value).
         self.memo: dict = {}
         self.version = 0  # bumped on every node change (for caches keyed on node state)
+        # For answers remembered row by row (a pod signature's feasible rows and scores): the rows
+        # changed since a tick, in order, and an epoch bumped by what no row's change describes (rows
+        # added, freed or re-purposed, columns added, a node's allocatable or its removal, which move
+        # table-wide facts such as offered_everywhere). A new epoch starts an empty log.
+        self.epoch = 0
+        self._changes: list[int] = []
+        self._changes_base = 0  # the tick of _changes[0]
+
+    # --- what changed ----------------------------------------------------------------------------------
+
+    @property
+    def tick(self) -> int:
+        """A position in the log of changed rows (see :meth:`changed_since`)."""
+        return self._changes_base + len(self._changes)
+
+    def changed_since(self, tick: int) -> list[int]:
+        """Rows changed since ``tick`` of this epoch, in order, repeats included."""
+        return self._changes[tick - self._changes_base:]
+
+    def _touch(self, row: int) -> None:
+        self._changes.append(row)
+        if len(self._changes) > 4096 + 4 * self.size:  # bounded: a new epoch is cheaper than a long log
+            self._new_epoch()
+
+    def _new_epoch(self) -> None:
+        self.epoch += 1
+        self._changes_base += len(self._changes)
+        self._changes = []
 
     # --- rows ----------------------------------------------------------------------------------------
 
@@ -187,6 +215,7 @@ class NodeTable:
         self.images = {k: _grow(v, capacity) for k, v in self.images.items()}
         self.labels.grow(capacity)
         self.capacity = capacity
+        self._new_epoch()
         for listener in self.grow_listeners:
             listener(capacity)
 
@@ -200,6 +229,7 @@ class NodeTable:
             self.size += 1
         self.names[row] = name
         self.row_of[name] = row
+        self._new_epoch()
         return row
 
     def row_for_pods(self, name: str) -> int:
@@ -213,6 +243,7 @@ class NodeTable:
         col = columns.get(name)
         if col is None:
             col = columns[name] = np.zeros(self.capacity, dtype=np.int64)
+            self._new_epoch()
         return col
 
     def set_node(self, node: dict[str, Any]) -> int:
@@ -223,19 +254,24 @@ class NodeTable:
         if row is None:
             row = self._new_row(name)
         self.objects[row] = node
+        was_valid = bool(self.valid[row])
         self.valid[row] = True
         alloc = status.get("allocatable") or status.get("capacity") or {}
         seen = set()
+        resized = False
         for res, q in alloc.items():
             try:
                 value = to_milli(q) if res == "cpu" else to_units(q)
             except QuantityError:
                 continue
-            self._resource_column(self.allocatable, res)[row] = value
+            col = self._resource_column(self.allocatable, res)
+            resized |= bool(col[row] != value)
+            col[row] = value
             self._resource_column(self.requested, res)
             seen.add(res)
         for res, col in self.allocatable.items():
             if res not in seen:
+                resized |= bool(col[row] != 0)
                 col[row] = 0
             self._resource_column(self.free, res)[row] = col[row] - self.requested[res][row]
         for res in ("cpu", "memory"):
@@ -257,6 +293,10 @@ class NodeTable:
         throughput = ((status.get("network") or {}).get("throughput")) or {}
         self.download_bps[row] = parse_bandwidth(throughput.get("download"))
         self.version += 1
+        if resized or not was_valid:
+            self._new_epoch()
+        else:
+            self._touch(row)
         return row
 
     def _set_taints(self, row: int, taints: Iterable[dict[str, Any]]) -> None:
@@ -298,6 +338,7 @@ class NodeTable:
         self._labels_of[row] = {}
         self.taints[row] = 0
         self.version += 1
+        self._new_epoch()
         self.release_if_empty(row)
 
     def release_if_empty(self, row: int) -> None:
@@ -322,6 +363,7 @@ class NodeTable:
         self.heartbeat[row] = 0.0
         self.download_bps[row] = np.nan
         self._free.append(row)
+        self._new_epoch()
 
     # --- pods' requests --------------------------------------------------------------------------------
 
@@ -347,7 +389,9 @@ class NodeTable:
             col = self.ports.get(key)
             if col is None:
                 col = self.ports[key] = np.zeros(self.capacity, dtype=np.int32)
+                self._new_epoch()
             col[row] += sign
+        self._touch(row)
 
     # --- reads -----------------------------------------------------------------------------------------
 

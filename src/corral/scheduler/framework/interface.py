@@ -24,6 +24,18 @@ plugin defines, in the order the profile lists the plugins.
   un-assumed and retried after backoff).
 - ``async bind(state, pod, node) -> Status``: write the binding (I/O allowed here only).
 
+Row-local plugins (``ROW_LOCAL_FILTER`` / ``ROW_LOCAL_SCORE``) let the framework remember a pod
+signature's feasible rows and scores and re-evaluate only the rows that changed since (see
+:mod:`corral.scheduler.framework.remembered`). Such a plugin promises that its answer for a row
+depends only on that row's columns, on the pod through ``signature(pod)`` (hashable: two pods of one
+signature get the same answers), on what a filter's ``memo_key()`` returns (NodeReady's: how often
+ageing heartbeats changed its answer) and on table-wide facts that change only with
+``NodeTable.epoch``; its ``pre_score`` must not depend on the rows, and a row-local scorer has no
+``normalize``. A row-local filter also answers ``filter_rows(state, pod, rows) -> ndarray`` (bool
+per given row); ``filter_one(state, pod, row) -> bool`` and ``score_one(state, pod, row) -> float``
+(None: only the columns answer) are optional, in plain Python with the same float operations, for
+the one or few rows that changed.
+
 Plugins get what they may read through :class:`Handle` (the cache, the clock, the profile's
 arguments) when they are built.
 """
@@ -110,9 +122,19 @@ class Plugin:
     """Base class: holds the handle. Subclasses set ``NAME`` and define extension-point methods."""
 
     NAME: ClassVar[str] = ""
+    ROW_LOCAL_FILTER: ClassVar[bool] = False
+    ROW_LOCAL_SCORE: ClassVar[bool] = False
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
+
+    def signature(self, pod: Any) -> Any:
+        """What of ``pod`` a row-local plugin's answers depend on (hashable)."""
+        return None
+
+    def memo_key(self) -> Any:
+        """What besides the rows and the pod a row-local plugin's answers depend on right now."""
+        return None
 
     @property
     def cache(self) -> "Cache":

@@ -177,6 +177,7 @@ class PodInfo:
     has_controller: bool = False
     preemption_policy: str = "PreemptLowerPriority"
     obj: dict[str, Any] = field(default_factory=dict, repr=False)
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)  # e.g. its signatures
 
     @property
     def key(self) -> str:

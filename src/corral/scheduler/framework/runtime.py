@@ -26,7 +26,11 @@ from corral.scheduler.framework.interface import CycleState, FilterResult, Plugi
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.framework.status import Code, Status
 
-__all__ = ["Framework", "Diagnosis", "Scores"]
+__all__ = ["Framework", "Diagnosis", "Scores", "PRE_FILTERED"]
+
+# A PreFilter step's Status already taken in this cycle's state (the remembered path's, when it hands
+# the pod on to the full evaluation); find_feasible takes it instead of running PreFilter again, once.
+PRE_FILTERED = "Framework/preFiltered"
 
 
 
@@ -120,6 +124,9 @@ class Framework:
         self.rng = np.random.default_rng(seed)
         self.next_start = 0
         self._filter_names = [p.NAME for p in self.filters]
+        from corral.scheduler.framework.remembered import Remembered  # it reads this module's Scores
+
+        self.remembered = Remembered(self)
 
     @property
     def all_plugins(self) -> list[Plugin]:
@@ -151,7 +158,9 @@ class Framework:
         size = table.size
         rejected_by = np.full(size, -1, dtype=np.int16)
         diagnosis = Diagnosis(table.node_count, rejected_by, self._filter_names)
-        status = self.pre_filter(state, pod)
+        status = state.pop(PRE_FILTERED, None)
+        if status is None:
+            status = self.pre_filter(state, pod)
         if not status.ok:
             diagnosis.pre_filter = status
             rejected_by[table.valid[:size]] = 0
@@ -202,18 +211,25 @@ class Framework:
     def prioritize(self, state: CycleState, pod: PodInfo, rows: np.ndarray, size: int = -1) -> Scores:
         # Every row feasible: plugins take a slice of each column, which is cheaper than an index.
         sel = slice(0, size) if len(rows) == size else rows
-        by_plugin: dict[str, np.ndarray] = {}
+        total, by_plugin = self.sum_scores(state, pod, self.active_scorers(state, pod, sel), sel, len(rows))
+        return Scores(rows, total, by_plugin)
+
+    def active_scorers(self, state: CycleState, pod: PodInfo, sel: np.ndarray | slice) -> list[Plugin]:
+        """The PreScore step: the Score plugins that will score ``pod`` on the rows ``sel``."""
         skipped = set()
         for plugin in self.pre_scores:
             if plugin.pre_score(state, pod, sel).code is Code.SKIP:
                 skipped.add(plugin.NAME)
+        return [p for p in self.scorers if p.NAME not in skipped and self.weights.get(p.NAME, 1) != 0]
+
+    def sum_scores(self, state: CycleState, pod: PodInfo, scorers: list[Plugin], sel: np.ndarray | slice,
+                   count: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The weighted total over ``sel`` (``count`` rows) and each plugin's normalised, weighted
+        part, summed in profile order (the remembered decisions rely on this exact order)."""
+        by_plugin: dict[str, np.ndarray] = {}
         total, owned = None, False  # owned: total is an array of ours, safe to add into
-        for plugin in self.scorers:
-            if plugin.NAME in skipped:
-                continue
+        for plugin in scorers:
             weight = self.weights.get(plugin.NAME, 1)
-            if weight == 0:
-                continue
             raw = plugin.score(state, pod, sel)
             if hasattr(plugin, "normalize"):
                 raw = plugin.normalize(state, pod, raw)
@@ -228,8 +244,8 @@ class Framework:
             else:
                 total, owned = np.add(total, weighted, dtype=np.float64), True
         if total is None:
-            total = np.zeros(len(rows), dtype=np.float64)
-        return Scores(rows, total, by_plugin)
+            total = np.zeros(count, dtype=np.float64)
+        return total, by_plugin
 
     def select_host(self, scores: Scores, table: Any) -> int:
         """The row with the best total; ties by seeded random choice or by node name."""

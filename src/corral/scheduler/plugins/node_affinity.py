@@ -86,8 +86,19 @@ def _required_mask(table, pod) -> np.ndarray:
 class NodeAffinity(Plugin):
     NAME = NAME
 
+    ROW_LOCAL_FILTER = True  # its score is not: normalised by the best node's
+
+    def signature(self, pod) -> object:
+        return tuple(sorted(pod.node_selector.items())), pod.required_node_terms
+
     def pre_filter(self, state: CycleState, pod) -> Status:
         return SUCCESS if pod.node_selector or pod.required_node_terms else SKIP
+
+    def filter_rows(self, state: CycleState, pod, rows: np.ndarray) -> np.ndarray:
+        return required_mask(self.cache.table, pod)[rows]
+
+    def filter_one(self, state: CycleState, pod, row: int) -> bool:
+        return bool(required_mask(self.cache.table, pod)[row])
 
     def filter(self, state: CycleState, pod, candidates: np.ndarray) -> FilterResult:
         return FilterResult.reject_where(~required_mask(self.cache.table, pod), REASON, unresolvable=True)

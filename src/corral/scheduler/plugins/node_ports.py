@@ -13,15 +13,29 @@ REASON = "node(s) didn't have free ports for the requested pod ports"
 
 class NodePorts(Plugin):
     NAME = NAME
+    ROW_LOCAL_FILTER = True
+
+    def signature(self, pod) -> object:
+        return pod.host_ports
 
     def pre_filter(self, state: CycleState, pod) -> Status:
         return SUCCESS if pod.host_ports else SKIP
 
-    def filter(self, state: CycleState, pod, candidates: np.ndarray) -> FilterResult:
+    def _taken(self, pod, rows, count: int) -> np.ndarray:
         table = self.cache.table
-        taken = np.zeros(table.size, dtype=bool)
+        taken = np.zeros(count, dtype=bool)
         for port in pod.host_ports:
             used = table.ports.get((port.protocol, port.port))
             if used is not None:
-                taken |= used[: table.size] > 0
-        return FilterResult.reject_where(taken, REASON)
+                taken |= used[rows] > 0
+        return taken
+
+    def filter(self, state: CycleState, pod, candidates: np.ndarray) -> FilterResult:
+        n = self.cache.table.size
+        return FilterResult.reject_where(self._taken(pod, slice(0, n), n), REASON)
+
+    def filter_rows(self, state: CycleState, pod, rows: np.ndarray) -> np.ndarray:
+        return ~self._taken(pod, rows, len(rows))
+
+    def filter_one(self, state: CycleState, pod, row: int) -> bool:
+        return not self._taken(pod, [row], 1)[0]

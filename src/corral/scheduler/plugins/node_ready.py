@@ -19,26 +19,54 @@ DEFAULT_FRESHNESS_SECONDS = 90
 
 class NodeReady(Plugin):
     NAME = NAME
+    ROW_LOCAL_FILTER = True
 
     def __init__(self, handle) -> None:
         super().__init__(handle)
         self.freshness = float(self.handle.args.get("heartbeatFreshnessSeconds", DEFAULT_FRESHNESS_SECONDS))
-        self._cached: tuple[tuple[int, int], FilterResult] | None = None
+        # (table version, size, computed at, valid until, result): the answer stays exact until the
+        # first fresh heartbeat ages past the limit, or a node changes.
+        self._cached: tuple[int, int, float, float, FilterResult] | None = None
+        self._aged = 0  # bumped when time (not a node's change) may have changed some row's answer
+
+    def signature(self, pod) -> object:
+        return ()
+
+    def memo_key(self) -> object:
+        self._result()
+        return self._aged
 
     def filter(self, state: CycleState, pod, candidates: np.ndarray) -> FilterResult:
+        return self._result()
+
+    def _result(self) -> FilterResult:
         table = self.cache.table
         now = self.handle.clock()
-        # The answer changes only when a node does or the clock passes a second: reuse it meanwhile.
-        key = (table.version, int(now))
-        if self._cached is not None and self._cached[0] == key:
-            return self._cached[1]
+        cached = self._cached
+        if cached is not None:
+            in_time = cached[2] <= now <= cached[3]
+            if in_time and cached[0] == table.version and cached[1] == table.size:
+                return cached[4]
+            if not in_time:
+                self._aged += 1
         size = table.size
-        not_ready = ~table.ready[:size]
-        stale = table.ready[:size] & (table.heartbeat[:size] < now - self.freshness)
+        ready, valid = table.ready[:size], table.valid[:size]
+        not_ready = ~ready
+        stale = ready & (table.heartbeat[:size] < now - self.freshness)
         bad = not_ready | stale
-        result = ALL_PASS if not bad[table.valid[:size]].any() else FilterResult(~bad, [
+        result = ALL_PASS if not bad[valid].any() else FilterResult(~bad, [
             Reason(NOT_READY, not_ready, unresolvable=True),
             Reason(STALE.format(seconds=int(self.freshness)), stale, unresolvable=True),
         ])
-        self._cached = (key, result)
+        fresh = ready & ~stale
+        until = float(table.heartbeat[:size][fresh].min()) + self.freshness if fresh.any() else float("inf")
+        self._cached = (table.version, size, now, until, result)
         return result
+
+    def filter_rows(self, state: CycleState, pod, rows: np.ndarray) -> np.ndarray:
+        passed = self.filter(state, pod, rows).passed
+        return np.ones(len(rows), dtype=bool) if passed is None else passed[rows]
+
+    def filter_one(self, state: CycleState, pod, row: int) -> bool:
+        passed = self.filter(state, pod, None).passed
+        return passed is None or bool(passed[row])

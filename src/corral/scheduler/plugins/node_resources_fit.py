@@ -9,6 +9,8 @@ arithmetic and its non-zero requests (a pod that requests nothing counts as 100m
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from corral.scheduler.framework.interface import ALL_PASS, CycleState, FilterResult, Plugin, Reason, count_rows
@@ -60,6 +62,7 @@ def _check_shape(shape: list[dict]) -> None:
 
 class NodeResourcesFit(Plugin):
     NAME = NAME
+    ROW_LOCAL_FILTER = ROW_LOCAL_SCORE = True
     ignored_resources: frozenset[str] = frozenset()  # managed by an extender (ignoredByScheduler)
 
     def __init__(self, handle) -> None:
@@ -82,12 +85,14 @@ class NodeResourcesFit(Plugin):
     def pre_filter(self, state: CycleState, pod) -> Status:
         return SUCCESS
 
-    def filter(self, state: CycleState, pod, candidates: np.ndarray) -> FilterResult:
-        table = self.cache.table
-        n = table.size
-        free = table.free  # allocatable − requested, kept current by the table
+    def signature(self, pod) -> object:
+        return pod.requests
+
+    def _shortages(self, pod, rows, count: int) -> tuple[np.ndarray, list[Reason]]:
+        """(rows short of something, the reasons) over ``rows`` (a slice or row numbers)."""
+        free = self.cache.table.free  # allocatable − requested, kept current by the table
         req = pod.requests
-        pods_full = free["pods"][:n] < 1
+        pods_full = free["pods"][rows] < 1
         bad = pods_full.copy()
         reasons = [Reason(TOO_MANY_PODS, pods_full)]
         for resource, amount in (("cpu", req.cpu), ("memory", req.memory), ("ephemeral-storage", req.ephemeral),
@@ -95,12 +100,34 @@ class NodeResourcesFit(Plugin):
             if amount <= 0 or resource in self.ignored_resources:
                 continue
             col = free.get(resource)
-            short = np.ones(n, dtype=bool) if col is None else col[:n] < amount
+            short = np.ones(count, dtype=bool) if col is None else col[rows] < amount
             reasons.append(Reason(insufficient(resource), short))
             bad |= short
+        return bad, reasons
+
+    def filter(self, state: CycleState, pod, candidates: np.ndarray) -> FilterResult:
+        n = self.cache.table.size
+        bad, reasons = self._shortages(pod, slice(0, n), n)
         if not np.any(bad & candidates):
             return ALL_PASS  # the usual case: every candidate has room, and no reasons are needed
         return FilterResult(~bad, reasons)
+
+    def filter_rows(self, state: CycleState, pod, rows: np.ndarray) -> np.ndarray:
+        return ~self._shortages(pod, rows, len(rows))[0]
+
+    def filter_one(self, state: CycleState, pod, row: int) -> bool:
+        free = self.cache.table.free
+        if free["pods"][row] < 1:
+            return False
+        req = pod.requests
+        for resource, amount in (("cpu", req.cpu), ("memory", req.memory), ("ephemeral-storage", req.ephemeral),
+                                 *req.extended):
+            if amount <= 0 or resource in self.ignored_resources:
+                continue
+            col = free.get(resource)
+            if col is None or col[row] < amount:
+                return False
+        return True
 
     def _requested_and_allocatable(self, pod, rows, resource: str, state: CycleState
                                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -154,6 +181,39 @@ class NodeResourcesFit(Plugin):
                 out[here] = ys[i - 1] + np.trunc((ys[i] - ys[i - 1]) * (p[here] - xs[i - 1]) / (xs[i] - xs[i - 1]))
             done |= here
         return out
+
+    def score_one(self, state: CycleState, pod, row: int) -> float | None:
+        """:meth:`score` for one row in plain Python, the same float operations in the same order;
+        None where only the columns answer (RequestedToCapacityRatio, resources besides cpu and memory)."""
+        if self.strategy == "RequestedToCapacityRatio":
+            return None
+        table, req = self.cache.table, pod.requests
+        total, weights, counted_all = 0.0, 0.0, True
+        for i, (resource, weight) in enumerate(self.resources):
+            if resource == "cpu":
+                requested = float(table.nonzero_f["cpu"][row]) + req.nonzero_cpu
+            elif resource == "memory":
+                requested = float(table.nonzero_f["memory"][row]) + req.nonzero_memory
+            else:
+                return None
+            allocatable, safe = float(table.alloc_f[resource][row]), float(table.alloc_safe_f[resource][row])
+            if self.strategy == "LeastAllocated":
+                s = math.floor(max(allocatable - requested, 0.0) * 100.0 / safe)
+            else:
+                s = math.floor(min(requested, allocatable) * 100.0 / safe)
+            if table.offered_everywhere(resource):
+                weights += weight
+            else:
+                counted_all = False
+                if allocatable > 0:
+                    weights += float(weight)
+                else:
+                    s = 0.0
+            s = float(s) * weight if weight != 1 else float(s)
+            total = s if i == 0 else total + s
+        if counted_all:
+            return float(math.floor(total / weights)) if weights != 1 else total
+        return float(math.floor(total / weights)) if weights else 0.0
 
     def score(self, state: CycleState, pod, rows) -> np.ndarray:
         """kube-scheduler's node score: the weighted mean of the resource scores, over the resources

@@ -24,6 +24,18 @@ def tolerates_unschedulable(tolerations) -> bool:
 
 class NodeUnschedulable(Plugin):
     NAME = NAME
+    ROW_LOCAL_FILTER = True
+
+    def signature(self, pod) -> object:
+        return tolerates_unschedulable(pod.tolerations)
+
+    def filter_rows(self, state: CycleState, pod, rows: np.ndarray) -> np.ndarray:
+        if tolerates_unschedulable(pod.tolerations):
+            return np.ones(len(rows), dtype=bool)
+        return ~self.cache.table.unschedulable[rows]
+
+    def filter_one(self, state: CycleState, pod, row: int) -> bool:
+        return not self.cache.table.unschedulable[row] or tolerates_unschedulable(pod.tolerations)
 
     def filter(self, state: CycleState, pod, candidates: np.ndarray) -> FilterResult:
         table = self.cache.table

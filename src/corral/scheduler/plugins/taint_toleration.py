@@ -48,8 +48,28 @@ def untolerated_table(table, tolerations: tuple, effects: tuple[str, ...]) -> np
     return out
 
 
+def _frozen(value: Any) -> Any:
+    if isinstance(value, dict):
+        return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
+    if isinstance(value, list):
+        return tuple(_frozen(v) for v in value)
+    return value
+
+
 class TaintToleration(Plugin):
     NAME = NAME
+    ROW_LOCAL_FILTER = True  # its score is not: normalised by the most taints any node has
+
+    def signature(self, pod) -> object:
+        return _frozen(list(pod.tolerations)) if pod.tolerations else ()
+
+    def filter_rows(self, state: CycleState, pod, rows: np.ndarray) -> np.ndarray:
+        table = self.cache.table
+        bad_codes = untolerated_table(table, pod.tolerations, _HARD)
+        return ~bad_codes[table.taints[rows]].any(axis=1)
+
+    def filter_one(self, state: CycleState, pod, row: int) -> bool:
+        return bool(self.filter_rows(state, pod, np.array([row]))[0])
 
     def pre_filter(self, state: CycleState, pod) -> Status:
         table = self.cache.table

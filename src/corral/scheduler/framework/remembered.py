@@ -1,0 +1,226 @@
+"""Remembered decisions: a pod signature's feasible rows and scores, kept between cycles and brought
+up to date row by row.
+
+The pods of one workload ask the same of every node, and between two of them usually one node
+changed: the one the last was assumed on. When every filter and scorer that runs for a pod is
+row-local (see :mod:`corral.scheduler.framework.interface`), the framework keeps, per signature
+(what those plugins read of the pod), which rows passed and their weighted totals, and for the next
+pod of that signature evaluates again only the rows the node table logged as changed since. The
+answer is the full evaluation's: the same feasible rows, the same totals bit for bit (the same
+plugin calls on fewer rows, summed in the same order), the same tie-break draw; a property test
+compares the two paths. A pod with a plugin that is not row-local, sampling
+(``percentageOfNodesToScore`` below 100) and a pod no node fits (its diagnosis names every node)
+take the full evaluation.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from corral.scheduler.framework.interface import CycleState, Plugin
+from corral.scheduler.framework.podinfo import PodInfo
+from corral.scheduler.framework.runtime import PRE_FILTERED, Scores
+
+__all__ = ["Remembered", "MAX_SIGNATURES"]
+
+MAX_SIGNATURES = 64  # remembered per profile; the oldest is dropped first
+SCALAR_ROWS = 4  # up to this many changed rows are evaluated in plain Python (numpy's per-call cost is higher)
+FULL_SHARE = 8  # more changed rows than that and size / FULL_SHARE: every row is evaluated afresh instead
+_NONE = np.zeros(0, dtype=np.int64)
+
+
+@dataclass(slots=True)
+class Entry:
+    epoch: int  # the node table's epoch and size it was computed for
+    size: int
+    memo: tuple  # the filters' memo_key() then
+    tick: int  # the table's change log, read up to here
+    feasible: np.ndarray  # bool per row
+    scorers: tuple[str, ...] | None = None  # what the totals are summed from (None: not yet scored)
+    total: np.ndarray | None = None  # weighted total per row; -inf where infeasible
+    by_plugin: dict[str, np.ndarray] | None = None  # each scorer's weighted part per row
+    best: list[int] | None = None  # the rows whose total is the highest, ascending (None: to be found)
+    best_total: float = -np.inf
+
+
+def _rank(entry: Entry, row: int, total: float) -> None:
+    """Keep ``entry.best`` (when known) current after ``row``'s total became ``total``."""
+    best = entry.best
+    if best is None:
+        return
+    if total > entry.best_total:  # above every other row: the only best
+        entry.best, entry.best_total = [row], total
+        return
+    i = bisect.bisect_left(best, row)
+    present = i < len(best) and best[i] == row
+    if total == entry.best_total:
+        if not present:
+            best.insert(i, row)
+    elif present:
+        del best[i]  # an empty list: found again at the next selection
+
+
+class Remembered:
+    """One profile's remembered signatures (see the module's docstring)."""
+
+    def __init__(self, fwk: Any) -> None:
+        self.fwk = fwk
+        self.entries: dict[tuple, Entry] = {}
+        plugins = {id(p): p for p in (*fwk.filters, *fwk.scorers) if p.ROW_LOCAL_FILTER or p.ROW_LOCAL_SCORE}
+        self._signers: list[Plugin] = list(plugins.values())
+        self._memo_key = ("signature", tuple(p.NAME for p in self._signers))
+        self.enabled = True
+        self.hits = 0  # decisions answered here (for tests and benchmarks)
+
+    def _signature(self, pod: PodInfo) -> tuple:
+        sig = pod.memo.get(self._memo_key)
+        if sig is None:
+            sig = pod.memo[self._memo_key] = tuple(p.signature(pod) for p in self._signers)
+        return sig
+
+    def decide(self, state: CycleState, pod: PodInfo, table: Any, *, scores: bool = False) -> tuple[int, int, Any] | None:
+        """(row, feasible rows, Scores if ``scores`` else None) for ``pod``, or None: take the full
+        evaluation.
+
+        Leaves ``state`` as the full evaluation would after its PreFilter step when it returns None
+        (the caller continues from there: PRE_FILTERED holds that step's Status; the caller removes
+        it after a decision)."""
+        fwk = self.fwk
+        if not self.enabled or fwk.percentage < 100:
+            return None
+        status = state[PRE_FILTERED] = fwk.pre_filter(state, pod)
+        if not status.ok:
+            return None
+        skipped = state["__skip_filter"]
+        filters = [p for p in fwk.filters if p.NAME not in skipped]
+        for p in filters:
+            if not p.ROW_LOCAL_FILTER:
+                return None
+        key = (tuple(p.NAME for p in filters), self._signature(pod))
+        memo = tuple(p.memo_key() for p in filters)
+        size = table.size
+        entry = self.entries.get(key)
+        dirty: np.ndarray | None = None  # None: every row evaluated afresh
+        if entry is None or entry.epoch != table.epoch or entry.size != size or entry.memo != memo:
+            entry = self._remember(key, Entry(table.epoch, size, memo, table.tick, self._feasible(state, pod, table, filters)))
+        else:
+            changed = table.changed_since(entry.tick)
+            entry.tick = table.tick
+            if len(changed) > SCALAR_ROWS + size // FULL_SHARE:
+                entry.feasible = self._feasible(state, pod, table, filters)
+                entry.scorers = None
+            elif changed:
+                dirty = self._refilter(entry, state, pod, table, filters, changed)
+            else:
+                dirty = _NONE
+        count = int(np.count_nonzero(entry.feasible))
+        if count == 0:
+            entry.scorers = None  # the totals missed the changed rows: summed afresh next time
+            return None  # the full evaluation says why, node by node
+        rows = np.flatnonzero(entry.feasible) if count < size or count == 1 else None
+        if count == 1:
+            entry.scorers = None
+            return int(rows[0]), 1, None
+        sel = slice(0, size) if rows is None else rows
+        scorers = fwk.active_scorers(state, pod, sel)
+        for p in scorers:
+            if not p.ROW_LOCAL_SCORE:
+                entry.scorers = None
+                return None
+        names = tuple(p.NAME for p in scorers)
+        if dirty is None or entry.scorers != names:
+            total, by_plugin = fwk.sum_scores(state, pod, scorers, slice(0, size), size)
+            entry.total = np.where(entry.feasible, total, -np.inf)
+            entry.by_plugin = {name: np.array(v, dtype=np.float64) for name, v in by_plugin.items()}
+            entry.scorers = names
+            entry.best = None
+        elif len(dirty):
+            self._rescore(entry, state, pod, scorers, dirty)
+        self.hits += 1
+        return self._select(entry, table), count, self._scores(entry, rows, size) if scores else None
+
+    def _refilter(self, entry: Entry, state: CycleState, pod: PodInfo, table: Any, filters: list[Plugin],
+                  changed: list[int]) -> np.ndarray:
+        """Filter the changed rows again; returns them (unique, ascending)."""
+        if len(changed) <= SCALAR_ROWS and all(hasattr(p, "filter_one") for p in filters):
+            rows = sorted(set(changed))
+            feasible, valid = entry.feasible, table.valid
+            for row in rows:
+                feasible[row] = bool(valid[row]) and all(p.filter_one(state, pod, row) for p in filters)
+            return np.array(rows, dtype=np.int64)
+        dirty = np.unique(np.array(changed, dtype=np.int64))
+        passed = table.valid[dirty]
+        for p in filters:
+            passed &= p.filter_rows(state, pod, dirty)
+        entry.feasible[dirty] = passed
+        return dirty
+
+    def _rescore(self, entry: Entry, state: CycleState, pod: PodInfo, scorers: list[Plugin], dirty: np.ndarray) -> None:
+        """Score the changed rows again, summed as Framework.sum_scores sums them."""
+        assert entry.total is not None and entry.by_plugin is not None
+        weights = self.fwk.weights
+        if len(dirty) <= SCALAR_ROWS and all(hasattr(p, "score_one") for p in scorers):
+            for row in dirty.tolist():
+                parts = []
+                for p in scorers:
+                    raw = p.score_one(state, pod, row)
+                    if raw is None:
+                        break
+                    weight = weights.get(p.NAME, 1)
+                    parts.append(raw if weight == 1 else raw * weight)
+                else:
+                    total = parts[0] if parts else 0.0
+                    for part in parts[1:]:
+                        total += part
+                    total = total if entry.feasible[row] else -np.inf
+                    entry.total[row] = total
+                    _rank(entry, row, total)
+                    for p, part in zip(scorers, parts):
+                        entry.by_plugin[p.NAME][row] = part
+                    continue
+                break  # a plugin answers only in columns: score every changed row that way
+            else:
+                return
+        total, by_plugin = self.fwk.sum_scores(state, pod, scorers, dirty, len(dirty))
+        entry.total[dirty] = np.where(entry.feasible[dirty], total, -np.inf)
+        entry.best = None
+        for name, v in by_plugin.items():
+            entry.by_plugin[name][dirty] = v
+
+    def _remember(self, key: tuple, entry: Entry) -> Entry:
+        if key not in self.entries and len(self.entries) >= MAX_SIGNATURES:
+            del self.entries[next(iter(self.entries))]
+        self.entries[key] = entry
+        return entry
+
+    @staticmethod
+    def _feasible(state: CycleState, pod: PodInfo, table: Any, filters: list[Plugin]) -> np.ndarray:
+        size = table.size
+        every = np.arange(size)
+        passed = table.valid[:size].copy()
+        for p in filters:
+            passed &= p.filter_rows(state, pod, every)
+        return passed
+
+    def _select(self, entry: Entry, table: Any) -> int:
+        """As Framework.select_host over the feasible rows (ascending, so a tie's draw picks the same row)."""
+        best = entry.best
+        if not best:  # unknown, or its last row scored lower: find it among all rows
+            total = entry.total
+            entry.best_total = float(total.max())
+            best = entry.best = np.flatnonzero(total == entry.best_total).tolist()
+        if len(best) == 1:
+            return best[0]
+        fwk = self.fwk
+        if fwk.tie_break == "name":
+            return int(min((table.names[r], r) for r in best)[1])
+        return int(best[fwk.rng.integers(len(best))])
+
+    @staticmethod
+    def _scores(entry: Entry, rows: np.ndarray | None, size: int) -> Any:
+        rows = np.arange(size) if rows is None else rows
+        return Scores(rows, entry.total[rows], {name: v[rows] for name, v in (entry.by_plugin or {}).items()})

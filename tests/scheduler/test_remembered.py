@@ -1,0 +1,262 @@
+"""Remembered decisions choose exactly what the full evaluation chooses.
+
+Two copies of one cluster, each with a profile of the same configuration and tie-break seed; one
+remembers signatures (rows re-evaluated only where the node table changed), the other evaluates
+every node for every pod. Random clusters, pod templates and interleaved changes (pods deleted,
+nodes relabelled, tainted, cordoned, resized, added and removed, heartbeats ageing) must give the
+same node, the same feasible count and the same scores, bit for bit, on both.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from corral.scheduler.cache.cache import Cache
+from corral.scheduler.framework.podinfo import PodInfo
+from corral.scheduler.profiles import build_frameworks, parse_config
+from corral.scheduler.schedule_one import FitError, schedule_pod
+from corral.testing.builders import make_node, make_pod
+
+ZONES = ["z1", "z2", "z3"]
+START = time.time()
+
+def node_specs(taints: list) -> st.SearchStrategy:
+    return st.fixed_dictionaries({
+        "cpu": st.integers(1, 6),
+        "memory_gi": st.integers(0, 8),  # a node offering no memory changes every node's score
+        "pods": st.integers(1, 6),
+        "zone": st.sampled_from(ZONES),
+        "taint": st.sampled_from(taints),
+        "cordoned": st.integers(0, 7).map(lambda n: n == 0),
+    })
+
+
+# A PreferNoSchedule taint anywhere brings in TaintToleration's score (normalised: not row-local):
+# only node n0 of one cluster in five has one (``prefer``).
+node_spec = node_specs([None] * 3 + ["NoSchedule"])
+pod_spec = st.fixed_dictionaries({
+    "cpu_m": st.sampled_from([0, 100, 500, 1000, 2500]),
+    "memory_mi": st.sampled_from([0, 256, 2048]),
+    "zone": st.one_of(st.none(), st.sampled_from(ZONES)),
+    "tolerates": st.booleans(),
+    "port": st.sampled_from([None, None, 8080]),
+    "extra": st.sampled_from([None] * 9 + ["prefer", "spread", "node"]),  # the last three: full path
+})
+op = st.one_of(
+    st.tuples(st.just("pod"), st.integers(0, 5)),
+    st.tuples(st.just("pod"), st.integers(0, 5)),
+    st.tuples(st.just("pod"), st.integers(0, 5)),
+    st.tuples(st.just("delete"), st.integers(0, 50)),
+    st.tuples(st.just("node"), st.integers(0, 14), node_spec),
+    st.tuples(st.just("beat"), st.integers(0, 14)),
+    st.tuples(st.just("zone"), st.integers(0, 14), st.sampled_from(ZONES)),
+    st.tuples(st.just("cordon"), st.integers(0, 14)),
+    st.tuples(st.just("remove"), st.integers(0, 14)),
+    st.tuples(st.just("age"), st.sampled_from([1.0, 30.0, 61.0])),
+)
+
+
+def node_obj(name: str, spec: dict, beat: float) -> dict:
+    b = make_node(name).capacity(cpu=spec["cpu"], memory=f"{spec['memory_gi']}Gi", pods=spec["pods"]).zone(spec["zone"])
+    if spec["taint"]:
+        b.taint("dedicated", "x", spec["taint"])
+    if spec["cordoned"]:
+        b.unschedulable()
+    obj = b.obj
+    for cond in obj["status"]["conditions"]:
+        if cond["type"] == "Ready":
+            cond["lastHeartbeatTime"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(beat))
+    return obj
+
+
+def pod_obj(name: str, spec: dict) -> dict:
+    b = make_pod(name).labels(app="a")
+    amounts = {k: v for k, v in (("cpu", f"{spec['cpu_m']}m"), ("memory", f"{spec['memory_mi']}Mi"))
+               if v not in ("0m", "0Mi")}
+    if amounts:
+        b.requests(**amounts)
+    if spec["zone"]:
+        b.node_selector(**{"topology.kubernetes.io/zone": spec["zone"]})
+    if spec["tolerates"]:
+        b.toleration("dedicated", "x")
+    if spec["port"]:
+        b.host_port(spec["port"])
+    if spec["extra"] == "prefer":
+        b.prefer_node(10, "topology.kubernetes.io/zone", "In", "z1")
+    elif spec["extra"] == "spread":
+        b.spread(1, "topology.kubernetes.io/zone", hard=False, app="a")
+    elif spec["extra"] == "node":
+        b.node("n0")
+    return b.obj
+
+
+class Twin:
+    """One cluster held twice: ``fast`` remembers signatures, ``full`` evaluates every node."""
+
+    def __init__(self, config: dict, clock) -> None:
+        self.caches = [Cache(), Cache()]
+        self.fwks = [build_frameworks(parse_config(config), cache=c, clock=clock)["default-scheduler"]
+                     for c in self.caches]
+        self.fwks[1].remembered.enabled = False
+
+    def each(self, fn) -> None:
+        for cache in self.caches:
+            fn(cache)
+
+    def schedule(self, obj: dict) -> str | None:
+        answers = []
+        for cache, fwk in zip(self.caches, self.fwks):
+            info = PodInfo.from_object(obj)
+            try:
+                result = schedule_pod(fwk, cache, info, scores=True)
+            except FitError as fit:
+                answers.append(("pending", fit.diagnosis.message()))
+                continue
+            scores = result.scores
+            detail = None if scores is None else (
+                scores.rows.tolist(), scores.total.tolist(),
+                {k: np.asarray(v).tolist() for k, v in sorted(scores.by_plugin.items())})
+            answers.append((result.node, result.feasible, result.evaluated, detail))
+            cache.assume(info, result.node)
+        assert answers[0] == answers[1]
+        return None if answers[0][0] == "pending" else answers[0][0]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(nodes=st.lists(node_spec, min_size=1, max_size=12), templates=st.lists(pod_spec, min_size=1, max_size=6),
+       ops=st.lists(op, min_size=10, max_size=120), tie_break=st.sampled_from(["random", "name"]),
+       scoring=st.sampled_from(["LeastAllocated", "MostAllocated"]), prefer=st.integers(0, 4).map(lambda n: n == 0))
+def test_remembered_decisions_equal_the_full_evaluation(nodes, templates, ops, tie_break, scoring, prefer):
+    now = [START]
+    twin = Twin({"tieBreak": tie_break, "seed": 7, "profiles": [{"schedulerName": "default-scheduler", "pluginConfig": [
+        {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": scoring}}}]}]}, lambda: now[0])
+    specs = {f"n{i}": dict(spec) for i, spec in enumerate(nodes)}
+    if prefer:
+        specs["n0"]["taint"] = "PreferNoSchedule"
+    for name, spec in specs.items():
+        twin.each(lambda c, name=name, spec=spec: c.set_node(node_obj(name, spec, now[0])))
+    placed: list[str] = []
+    for n, step in enumerate(ops):
+        kind = step[0]
+        if kind == "pod":
+            obj = pod_obj(f"p{n}", templates[step[1] % len(templates)])
+            if twin.schedule(obj) is not None:
+                placed.append(f"default/p{n}")
+        elif kind == "delete" and placed:
+            key = placed.pop(step[1] % len(placed))
+            twin.each(lambda c: c.remove_pod(key))
+        elif kind == "node":  # a node joining, or changing in every way (resized too)
+            specs[f"n{step[1]}"] = dict(step[2])
+            twin.each(lambda c: c.set_node(node_obj(f"n{step[1]}", step[2], now[0])))
+        elif kind in ("beat", "zone", "cordon") and f"n{step[1]}" in specs:  # one row changes
+            spec = specs[f"n{step[1]}"]
+            if kind == "zone":
+                spec["zone"] = step[2]
+            elif kind == "cordon":
+                spec["cordoned"] = not spec["cordoned"]
+            twin.each(lambda c: c.set_node(node_obj(f"n{step[1]}", spec, now[0])))
+        elif kind == "remove":
+            specs.pop(f"n{step[1]}", None)
+            twin.each(lambda c: c.remove_node(f"n{step[1]}"))
+        elif kind == "age":
+            now[0] += step[1]
+
+
+def basic_twin(nodes: int = 20) -> Twin:
+    twin = Twin({}, time.time)
+    for i in range(nodes):
+        twin.each(lambda c, i=i: c.set_node(make_node(f"n{i:02d}").capacity(cpu=4, memory="8Gi", pods=10).obj))
+    return twin
+
+
+def test_pods_of_one_signature_are_answered_from_memory_and_spread_as_before():
+    twin = basic_twin()
+    nodes = [twin.schedule(make_pod(f"p{i}").requests(cpu="500m", memory="1Gi").obj) for i in range(40)]
+    assert twin.fwks[0].remembered.hits == 40  # the first of them evaluates every row there
+    assert sorted(nodes.count(n) for n in set(nodes)) == [2] * 20  # LeastAllocated: two on each node
+
+
+def test_a_pod_with_a_plugin_that_is_not_row_local_takes_the_full_evaluation():
+    twin = basic_twin()
+    for i in range(5):
+        twin.schedule(make_pod(f"p{i}").labels(app="a").requests(cpu="500m")
+                      .spread(1, "kubernetes.io/hostname", hard=False, app="a").obj)
+    twin.schedule(make_pod("q").requests(cpu="500m").prefer_node(5, "kubernetes.io/hostname", "In", "n03").obj)
+    assert twin.fwks[0].remembered.hits == 0
+
+
+def test_a_pod_no_node_fits_is_explained_as_before():
+    twin = basic_twin(3)
+    twin.schedule(make_pod("small").requests(cpu="1").obj)  # remembered from here on
+    assert twin.schedule(make_pod("huge").requests(cpu="1").node_selector(disk="ssd").obj) is None
+    with pytest.raises(FitError, match="3 node\\(s\\) didn't match Pod's node affinity/selector"):
+        schedule_pod(twin.fwks[0], twin.caches[0], PodInfo.from_object(make_pod("h").node_selector(disk="ssd").obj))
+
+
+def test_only_the_changed_rows_are_evaluated_again():
+    twin = basic_twin()
+    node0 = twin.schedule(make_pod("p0").requests(cpu="500m").obj)
+    seen: list = []
+    fit = next(p for p in twin.fwks[0].filters if p.NAME == "NodeResourcesFit")
+    original_one, original_rows = fit.filter_one, fit.filter_rows
+    fit.filter_one = lambda state, pod, row: seen.append(row) or original_one(state, pod, row)
+    fit.filter_rows = lambda state, pod, rows: seen.extend(rows.tolist()) or original_rows(state, pod, rows)
+    table = twin.caches[0].table
+    node1 = twin.schedule(make_pod("p1").requests(cpu="500m").obj)
+    assert seen == [table.row_of[node0]]  # the node p0 was assumed on, not every node
+    seen.clear()
+    twin.schedule(make_pod("p2").requests(cpu="500m").obj)
+    assert seen == [table.row_of[node1]]
+
+
+def test_a_removed_node_is_never_chosen_though_its_pods_are_still_counted():
+    twin = Twin({}, time.time)
+    twin.each(lambda c: c.set_node(make_node("big").capacity(cpu=8, memory="8Gi", pods=10).obj))
+    twin.each(lambda c: c.set_node(make_node("small").capacity(cpu=4, memory="8Gi", pods=10).obj))
+    assert twin.schedule(make_pod("p0").requests(cpu="1").obj) == "big"
+    twin.each(lambda c: c.remove_node("big"))  # p0 still counts there until it is gone
+    assert [twin.schedule(make_pod(f"p{i}").requests(cpu="1").obj) for i in (1, 2)] == ["small", "small"]
+
+
+def test_a_node_cordoned_or_relabelled_counts_at_the_next_pod():
+    twin = Twin({}, time.time)
+    nodes = {"a": make_node("a").capacity(cpu=8, memory="8Gi", pods=10).zone("z1"),
+             "b": make_node("b").capacity(cpu=4, memory="8Gi", pods=10).zone("z1")}
+    for b in nodes.values():
+        twin.each(lambda c, obj=b.obj: c.set_node(obj))
+    pod = lambda name: make_pod(name).requests(cpu="1").node_selector(**{"topology.kubernetes.io/zone": "z1"}).obj  # noqa: E731
+    assert twin.schedule(pod("p0")) == "a"
+    twin.each(lambda c: c.set_node(nodes["a"].unschedulable().obj))
+    assert twin.schedule(pod("p1")) == "b"
+    twin.each(lambda c: c.set_node(make_node("b").capacity(cpu=4, memory="8Gi", pods=10).zone("z2").obj))
+    assert twin.schedule(pod("p2")) is None
+
+
+def test_a_decision_not_carried_out_leaves_no_stale_score():
+    """A pod decided but never assumed (a Reserve plugin refused it): the rows its decision read
+    again must still be scored again later."""
+    twin = Twin({}, time.time)
+    for name, cpu in (("a", 8), ("b", 4)):
+        twin.each(lambda c, name=name, cpu=cpu: c.set_node(make_node(name).capacity(cpu=cpu, memory="8Gi", pods=10).obj))
+    twin.schedule(make_pod("p0").requests(cpu="1").obj)  # on a; every row remembered
+    twin.each(lambda c: c.set_node(make_node("b").capacity(cpu=4, memory="8Gi", pods=10).unschedulable().obj))
+    for cache, fwk in zip(twin.caches, twin.fwks):  # a is the only node left: decided, not assumed
+        assert schedule_pod(fwk, cache, PodInfo.from_object(make_pod("p1").requests(cpu="1").obj)).node == "a"
+    twin.each(lambda c: c.set_node(make_node("b").capacity(cpu=4, memory="8Gi", pods=10).obj))
+    for i in range(2, 8):
+        twin.schedule(make_pod(f"p{i}").requests(cpu="1").obj)
+
+
+def test_tied_nodes_tie_again_when_a_pod_leaves():
+    twin = basic_twin(6)
+    placed = [f"default/p{i}" for i in range(5) if twin.schedule(make_pod(f"p{i}").requests(cpu="1").obj)]
+    for i in range(5, 25):  # each pod that leaves makes its node tie with the emptiest again
+        key = placed.pop(0)
+        twin.each(lambda c: c.remove_pod(key))
+        assert twin.schedule(make_pod(f"p{i}").requests(cpu="1").obj) is not None
+        placed.append(f"default/p{i}")
