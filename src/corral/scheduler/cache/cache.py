@@ -29,7 +29,7 @@ import numpy as np
 from corral.scheduler.cache.node_table import NodeTable
 from corral.scheduler.cache.nominator import Nominator
 from corral.scheduler.cache.pod_columns import PodColumns, start_time
-from corral.scheduler.framework.podinfo import AffinityTerm, PodInfo
+from corral.scheduler.framework.podinfo import AffinityTerm, PodInfo, label_key
 
 __all__ = ["Cache", "CachedPod", "Budget", "Lift", "PodGroups", "TermGroups"]
 
@@ -112,8 +112,9 @@ class PodGroups:
             grown[: len(col)] = col
             self.counts[i] = grown
 
-    def add(self, namespace: str, labels: dict[str, str], row: int, delta: int) -> None:
-        key = (namespace, tuple(sorted(labels.items())))
+    def add(self, namespace: str, labels: dict[str, str], row: int, delta: int, key: Any = None) -> None:
+        """Count a pod of ``labels`` in ``namespace`` on ``row`` (``key``: :func:`label_key` of it, if known)."""
+        key = key or (namespace, tuple(sorted(labels.items())))
         idx = self._index.get(key)
         if idx is None:
             idx = self._index[key] = len(self.groups)
@@ -242,7 +243,7 @@ class Cache:
 
     def _account(self, info: PodInfo, row: int, sign: int) -> None:
         self.table.add_requests(row, info.requests, info.host_ports, sign)
-        self.pod_groups.add(info.namespace, info.labels, row, sign)
+        self.pod_groups.add(info.namespace, info.labels, row, sign, label_key(info))
         for term in info.anti_affinity:
             self.anti_affinity.add(term, row, sign)
         for w in info.preferred_affinity:

@@ -372,14 +372,15 @@ class NodeTable:
         req, free = self.requested, self.free
         for name, amount in (("cpu", requests.cpu), ("memory", requests.memory),
                              ("ephemeral-storage", requests.ephemeral), ("pods", 1)):
-            req[name][row] += sign * amount
-            free[name][row] -= sign * amount
-        self.nonzero_cpu[row] += sign * requests.nonzero_cpu
-        self.nonzero_memory[row] += sign * requests.nonzero_memory
-        self.nonzero_f["cpu"][row] = float(self.nonzero_cpu[row])
-        self.nonzero_f["memory"][row] = float(self.nonzero_memory[row])
-        self.requested_f["cpu"][row] = float(req["cpu"][row])
-        self.requested_f["memory"][row] = float(req["memory"][row])
+            if amount:
+                req[name][row] += sign * amount
+                free[name][row] -= sign * amount
+        # The float views follow the integer columns (exact below 2**53, as float() would give).
+        self.nonzero_f["cpu"][row] = self.nonzero_cpu[row] = self.nonzero_cpu[row] + sign * requests.nonzero_cpu
+        self.nonzero_f["memory"][row] = self.nonzero_memory[row] = (
+            self.nonzero_memory[row] + sign * requests.nonzero_memory)
+        self.requested_f["cpu"][row] = req["cpu"][row]
+        self.requested_f["memory"][row] = req["memory"][row]
         for name, amount in requests.extended:  # a resource no node offers yet gets its columns here
             self._resource_column(self.allocatable, name)
             self._resource_column(self.requested, name)[row] += sign * amount

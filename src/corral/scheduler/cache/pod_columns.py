@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from corral.scheduler.cache.node_table import parse_timestamp
+from corral.scheduler.framework.podinfo import label_key
 
 __all__ = ["PodColumns", "NOT_STARTED"]
 
@@ -94,7 +95,7 @@ class PodColumns:
         self.start[slot] = start
         self.terminating[slot] = terminating
         self.has_ports[slot] = bool(info.host_ports)
-        ident = (info.namespace, tuple(sorted(info.labels.items())))
+        ident = label_key(info)
         label_set = self._label_set_ids.get(ident)
         if label_set is None:  # ids are never reused: a handful of templates make most pods
             label_set = self._label_set_ids[ident] = len(self.label_sets)

@@ -15,7 +15,7 @@ from corral.api.selectors import LabelSelector, Requirement, label_selector_from
 
 __all__ = [
     "PodInfo", "Requests", "AffinityTerm", "WeightedTerm", "SpreadConstraint", "NodeSelectorTerm",
-    "HostPort", "DEFAULT_MILLI_CPU_REQUEST", "DEFAULT_MEMORY_REQUEST", "pod_requests",
+    "HostPort", "label_key", "DEFAULT_MILLI_CPU_REQUEST", "DEFAULT_MEMORY_REQUEST", "pod_requests",
 ]
 
 # Kubernetes scores a container that requests nothing as if it asked for this much (non-zero requests).
@@ -90,6 +90,14 @@ class SpreadConstraint:
 class HostPort:
     protocol: str
     port: int
+
+
+def label_key(info: "PodInfo") -> tuple[str, tuple[tuple[str, str], ...]]:
+    """(namespace, sorted labels) of a pod: how the cache groups pods (worked out once per PodInfo)."""
+    key = info.memo.get("labelKey")
+    if key is None:
+        key = info.memo["labelKey"] = (info.namespace, tuple(sorted(info.labels.items())))
+    return key
 
 
 def pod_requests(spec: dict[str, Any]) -> Requests:

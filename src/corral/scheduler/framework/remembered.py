@@ -40,6 +40,8 @@ class Entry:
     memo: tuple  # the filters' memo_key() then
     tick: int  # the table's change log, read up to here
     feasible: np.ndarray  # bool per row
+    count: int = 0  # feasible rows
+    rows: np.ndarray | None = None  # the feasible rows, ascending (None: to be found)
     scorers: tuple[str, ...] | None = None  # what the totals are summed from (None: not yet scored)
     total: np.ndarray | None = None  # weighted total per row; -inf where infeasible
     by_plugin: dict[str, np.ndarray] | None = None  # each scorer's weighted part per row
@@ -74,6 +76,7 @@ class Remembered:
         self._signers: list[Plugin] = list(plugins.values())
         self._memo_key = ("signature", tuple(p.NAME for p in self._signers))
         self.enabled = True
+        self._plans: dict[frozenset, tuple] = {}  # by the filters PreFilter skipped
         self.hits = 0  # decisions answered here (for tests and benchmarks)
 
     def _signature(self, pod: PodInfo) -> tuple:
@@ -95,36 +98,41 @@ class Remembered:
         status = state[PRE_FILTERED] = fwk.pre_filter(state, pod)
         if not status.ok:
             return None
-        skipped = state["__skip_filter"]
-        filters = [p for p in fwk.filters if p.NAME not in skipped]
-        for p in filters:
-            if not p.ROW_LOCAL_FILTER:
-                return None
-        key = (tuple(p.NAME for p in filters), self._signature(pod))
+        plan = self._plans.get(frozenset(state["__skip_filter"]))
+        if plan is None:
+            plan = self._plan(state["__skip_filter"])
+        filters, names, local, one_by_one = plan
+        if not local:
+            return None
+        key = (names, self._signature(pod))
         memo = tuple(p.memo_key() for p in filters)
         size = table.size
         entry = self.entries.get(key)
-        dirty: np.ndarray | None = None  # None: every row evaluated afresh
+        dirty: list[int] | np.ndarray | None = None  # None: every row evaluated afresh
         if entry is None or entry.epoch != table.epoch or entry.size != size or entry.memo != memo:
-            entry = self._remember(key, Entry(table.epoch, size, memo, table.tick, self._feasible(state, pod, table, filters)))
+            entry = self._remember(key, Entry(table.epoch, size, memo, table.tick, np.zeros(0, dtype=bool)))
+            self._refilter_all(entry, state, pod, table, filters)
         else:
             changed = table.changed_since(entry.tick)
             entry.tick = table.tick
             if len(changed) > SCALAR_ROWS + size // FULL_SHARE:
-                entry.feasible = self._feasible(state, pod, table, filters)
-                entry.scorers = None
+                self._refilter_all(entry, state, pod, table, filters)
             elif changed:
-                dirty = self._refilter(entry, state, pod, table, filters, changed)
+                dirty = self._refilter(entry, state, pod, table, filters, changed, one_by_one)
             else:
                 dirty = _NONE
-        count = int(np.count_nonzero(entry.feasible))
+        count = entry.count
         if count == 0:
             entry.scorers = None  # the totals missed the changed rows: summed afresh next time
             return None  # the full evaluation says why, node by node
-        rows = np.flatnonzero(entry.feasible) if count < size or count == 1 else None
+        rows = None
+        if count < size:
+            rows = entry.rows
+            if rows is None:
+                rows = entry.rows = np.flatnonzero(entry.feasible)
         if count == 1:
             entry.scorers = None
-            return int(rows[0]), 1, None
+            return (0 if rows is None else int(rows[0])), 1, None  # rows is None: the one row there is
         sel = slice(0, size) if rows is None else rows
         scorers = fwk.active_scorers(state, pod, sel)
         for p in scorers:
@@ -143,28 +151,55 @@ class Remembered:
         self.hits += 1
         return self._select(entry, table), count, self._scores(entry, rows, size) if scores else None
 
+    def _plan(self, skipped: set[str]) -> tuple:
+        """For the filters PreFilter left on: (them, their names, all row-local, all answer one row)."""
+        filters = [p for p in self.fwk.filters if p.NAME not in skipped]
+        plan = (filters, tuple(p.NAME for p in filters), all(p.ROW_LOCAL_FILTER for p in filters),
+                all(hasattr(p, "filter_one") for p in filters))
+        self._plans[frozenset(skipped)] = plan
+        return plan
+
+    def _refilter_all(self, entry: Entry, state: CycleState, pod: PodInfo, table: Any, filters: list[Plugin]) -> None:
+        size = table.size
+        every = np.arange(size)
+        passed = table.valid[:size].copy()
+        for p in filters:
+            passed &= p.filter_rows(state, pod, every)
+        entry.feasible, entry.count, entry.rows = passed, int(np.count_nonzero(passed)), None
+        entry.scorers = None
+
     def _refilter(self, entry: Entry, state: CycleState, pod: PodInfo, table: Any, filters: list[Plugin],
-                  changed: list[int]) -> np.ndarray:
-        """Filter the changed rows again; returns them (unique, ascending)."""
-        if len(changed) <= SCALAR_ROWS and all(hasattr(p, "filter_one") for p in filters):
+                  changed: list[int], one_by_one: bool) -> list[int] | np.ndarray:
+        """Filter the changed rows again; returns them (unique, ascending: a list when they were few)."""
+        feasible = entry.feasible
+        if len(changed) <= SCALAR_ROWS and one_by_one:
             rows = sorted(set(changed))
-            feasible, valid = entry.feasible, table.valid
+            valid = table.valid
             for row in rows:
-                feasible[row] = bool(valid[row]) and all(p.filter_one(state, pod, row) for p in filters)
-            return np.array(rows, dtype=np.int64)
+                passed = bool(valid[row]) and all(p.filter_one(state, pod, row) for p in filters)
+                if passed != feasible[row]:
+                    feasible[row] = passed
+                    entry.count += 1 if passed else -1
+                    entry.rows = None
+            return rows
         dirty = np.unique(np.array(changed, dtype=np.int64))
         passed = table.valid[dirty]
         for p in filters:
             passed &= p.filter_rows(state, pod, dirty)
-        entry.feasible[dirty] = passed
+        before = feasible[dirty]
+        if not np.array_equal(before, passed):
+            entry.count += int(np.count_nonzero(passed)) - int(np.count_nonzero(before))
+            entry.rows = None
+            feasible[dirty] = passed
         return dirty
 
-    def _rescore(self, entry: Entry, state: CycleState, pod: PodInfo, scorers: list[Plugin], dirty: np.ndarray) -> None:
+    def _rescore(self, entry: Entry, state: CycleState, pod: PodInfo, scorers: list[Plugin],
+                 dirty: list[int] | np.ndarray) -> None:
         """Score the changed rows again, summed as Framework.sum_scores sums them."""
         assert entry.total is not None and entry.by_plugin is not None
         weights = self.fwk.weights
         if len(dirty) <= SCALAR_ROWS and all(hasattr(p, "score_one") for p in scorers):
-            for row in dirty.tolist():
+            for row in (dirty if isinstance(dirty, list) else dirty.tolist()):
                 parts = []
                 for p in scorers:
                     raw = p.score_one(state, pod, row)
@@ -185,6 +220,7 @@ class Remembered:
                 break  # a plugin answers only in columns: score every changed row that way
             else:
                 return
+        dirty = np.asarray(dirty, dtype=np.int64)
         total, by_plugin = self.fwk.sum_scores(state, pod, scorers, dirty, len(dirty))
         entry.total[dirty] = np.where(entry.feasible[dirty], total, -np.inf)
         entry.best = None
@@ -196,15 +232,6 @@ class Remembered:
             del self.entries[next(iter(self.entries))]
         self.entries[key] = entry
         return entry
-
-    @staticmethod
-    def _feasible(state: CycleState, pod: PodInfo, table: Any, filters: list[Plugin]) -> np.ndarray:
-        size = table.size
-        every = np.arange(size)
-        passed = table.valid[:size].copy()
-        for p in filters:
-            passed &= p.filter_rows(state, pod, every)
-        return passed
 
     def _select(self, entry: Entry, table: Any) -> int:
         """As Framework.select_host over the feasible rows (ascending, so a tie's draw picks the same row)."""

@@ -24,7 +24,7 @@ import numpy as np
 
 from corral.scheduler.framework.interface import CycleState, FilterResult, Plugin
 from corral.scheduler.framework.podinfo import PodInfo
-from corral.scheduler.framework.status import Code, Status
+from corral.scheduler.framework.status import SUCCESS, Code, Status
 
 __all__ = ["Framework", "Diagnosis", "Scores", "PRE_FILTERED"]
 
@@ -124,6 +124,7 @@ class Framework:
         self.rng = np.random.default_rng(seed)
         self.next_start = 0
         self._filter_names = [p.NAME for p in self.filters]
+        self._weighted_scorers = [p for p in self.scorers if weights.get(p.NAME, 1) != 0]
         from corral.scheduler.framework.remembered import Remembered  # it reads this module's Scores
 
         self.remembered = Remembered(self)
@@ -144,12 +145,13 @@ class Framework:
         skipped: set[str] = set()
         for plugin in self.pre_filters:
             status = plugin.pre_filter(state, pod)
-            if status.code is Code.SKIP:
+            code = status.code
+            if code is Code.SKIP:
                 skipped.add(plugin.NAME)
-            elif not status.ok:
-                return Status(status.code, status.reasons, plugin.NAME)
+            elif code is not Code.SUCCESS:
+                return Status(code, status.reasons, plugin.NAME)
         state["__skip_filter"] = skipped
-        return Status()
+        return SUCCESS
 
     def find_feasible(self, state: CycleState, pod: PodInfo, table: Any, *,
                       only: np.ndarray | None = None) -> tuple[np.ndarray, Diagnosis]:
@@ -216,11 +218,8 @@ class Framework:
 
     def active_scorers(self, state: CycleState, pod: PodInfo, sel: np.ndarray | slice) -> list[Plugin]:
         """The PreScore step: the Score plugins that will score ``pod`` on the rows ``sel``."""
-        skipped = set()
-        for plugin in self.pre_scores:
-            if plugin.pre_score(state, pod, sel).code is Code.SKIP:
-                skipped.add(plugin.NAME)
-        return [p for p in self.scorers if p.NAME not in skipped and self.weights.get(p.NAME, 1) != 0]
+        skipped = {plugin.NAME for plugin in self.pre_scores if plugin.pre_score(state, pod, sel).code is Code.SKIP}
+        return [p for p in self._weighted_scorers if p.NAME not in skipped]
 
     def sum_scores(self, state: CycleState, pod: PodInfo, scorers: list[Plugin], sel: np.ndarray | slice,
                    count: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:

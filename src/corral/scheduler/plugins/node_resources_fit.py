@@ -188,6 +188,7 @@ class NodeResourcesFit(Plugin):
         if self.strategy == "RequestedToCapacityRatio":
             return None
         table, req = self.cache.table, pod.requests
+        least = self.strategy == "LeastAllocated"
         total, weights, counted_all = 0.0, 0.0, True
         for i, (resource, weight) in enumerate(self.resources):
             if resource == "cpu":
@@ -196,8 +197,9 @@ class NodeResourcesFit(Plugin):
                 requested = float(table.nonzero_f["memory"][row]) + req.nonzero_memory
             else:
                 return None
-            allocatable, safe = float(table.alloc_f[resource][row]), float(table.alloc_safe_f[resource][row])
-            if self.strategy == "LeastAllocated":
+            allocatable = float(table.alloc_f[resource][row])
+            safe = allocatable if allocatable >= 1.0 else 1.0  # alloc_safe_f: allocatable, at least 1
+            if least:
                 s = math.floor(max(allocatable - requested, 0.0) * 100.0 / safe)
             else:
                 s = math.floor(min(requested, allocatable) * 100.0 / safe)
