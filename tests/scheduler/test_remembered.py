@@ -33,6 +33,7 @@ def node_specs(taints: list) -> st.SearchStrategy:
         "zone": st.sampled_from(ZONES),
         "taint": st.sampled_from(taints),
         "cordoned": st.integers(0, 7).map(lambda n: n == 0),
+        "hostname": st.sampled_from([None] * 7 + ["shared"]),  # two nodes of one hostname: not one per node
     })
 
 
@@ -45,7 +46,9 @@ pod_spec = st.fixed_dictionaries({
     "zone": st.one_of(st.none(), st.sampled_from(ZONES)),
     "tolerates": st.booleans(),
     "port": st.sampled_from([None, None, 8080]),
-    "extra": st.sampled_from([None] * 9 + ["prefer", "spread", "node"]),  # the last three: full path
+    "app": st.sampled_from(["a", "b"]),
+    # anti-host: remembered (hostname has a node per value), the rest: the full evaluation
+    "extra": st.sampled_from([None] * 6 + ["anti-host"] * 3 + ["anti-zone", "affinity", "prefer", "spread", "node"]),
 })
 op = st.one_of(
     st.tuples(st.just("pod"), st.integers(0, 5)),
@@ -56,6 +59,7 @@ op = st.one_of(
     st.tuples(st.just("beat"), st.integers(0, 14)),
     st.tuples(st.just("zone"), st.integers(0, 14), st.sampled_from(ZONES)),
     st.tuples(st.just("cordon"), st.integers(0, 14)),
+    st.tuples(st.just("hostname"), st.integers(0, 14)),
     st.tuples(st.just("remove"), st.integers(0, 14)),
     st.tuples(st.just("age"), st.sampled_from([1.0, 30.0, 61.0])),
 )
@@ -67,6 +71,8 @@ def node_obj(name: str, spec: dict, beat: float) -> dict:
         b.taint("dedicated", "x", spec["taint"])
     if spec["cordoned"]:
         b.unschedulable()
+    if spec["hostname"]:
+        b.label("kubernetes.io/hostname", spec["hostname"])
     obj = b.obj
     for cond in obj["status"]["conditions"]:
         if cond["type"] == "Ready":
@@ -75,7 +81,7 @@ def node_obj(name: str, spec: dict, beat: float) -> dict:
 
 
 def pod_obj(name: str, spec: dict) -> dict:
-    b = make_pod(name).labels(app="a")
+    b = make_pod(name).labels(app=spec["app"])
     amounts = {k: v for k, v in (("cpu", f"{spec['cpu_m']}m"), ("memory", f"{spec['memory_mi']}Mi"))
                if v not in ("0m", "0Mi")}
     if amounts:
@@ -92,6 +98,12 @@ def pod_obj(name: str, spec: dict) -> dict:
         b.spread(1, "topology.kubernetes.io/zone", hard=False, app="a")
     elif spec["extra"] == "node":
         b.node("n0")
+    elif spec["extra"] == "anti-host":
+        b.anti_affinity("kubernetes.io/hostname", app=spec["app"])
+    elif spec["extra"] == "affinity":  # the first pod of a group may go anywhere: not row-local
+        b.affinity("kubernetes.io/hostname", app=spec["app"])
+    elif spec["extra"] == "anti-zone":
+        b.anti_affinity("topology.kubernetes.io/zone", app=spec["app"])
     return b.obj
 
 
@@ -153,10 +165,12 @@ def test_remembered_decisions_equal_the_full_evaluation(nodes, templates, ops, t
         elif kind == "node":  # a node joining, or changing in every way (resized too)
             specs[f"n{step[1]}"] = dict(step[2])
             twin.each(lambda c: c.set_node(node_obj(f"n{step[1]}", step[2], now[0])))
-        elif kind in ("beat", "zone", "cordon") and f"n{step[1]}" in specs:  # one row changes
+        elif kind in ("beat", "zone", "cordon", "hostname") and f"n{step[1]}" in specs:  # one row changes
             spec = specs[f"n{step[1]}"]
             if kind == "zone":
                 spec["zone"] = step[2]
+            elif kind == "hostname":
+                spec["hostname"] = None if spec["hostname"] else "shared"
             elif kind == "cordon":
                 spec["cordoned"] = not spec["cordoned"]
             twin.each(lambda c: c.set_node(node_obj(f"n{step[1]}", spec, now[0])))
@@ -260,3 +274,23 @@ def test_tied_nodes_tie_again_when_a_pod_leaves():
         twin.each(lambda c: c.remove_pod(key))
         assert twin.schedule(make_pod(f"p{i}").requests(cpu="1").obj) is not None
         placed.append(f"default/p{i}")
+
+
+def test_anti_affinity_on_hostname_is_remembered_and_holds_both_ways():
+    """Pods of three signatures in turn, so each finds a few rows changed since its last decision
+    (judged one row at a time), then a node joins (every row again). A rule the remembered path
+    forgot shows as another node or another feasible count than the full evaluation's."""
+    twin = basic_twin(8)
+    anti = lambda name: make_pod(name).labels(app="a").requests(cpu="1").anti_affinity(  # noqa: E731
+        "kubernetes.io/hostname", app="a").obj
+    plain = lambda name, **labels: make_pod(name).labels(app="a", **labels).requests(cpu="1").obj  # noqa: E731
+    a0 = twin.schedule(anti("a0"))
+    p0 = twin.schedule(plain("p0"))  # a0's term keeps it off a0's node
+    a1 = twin.schedule(anti("a1"))
+    p1 = twin.schedule(plain("p1"))  # a1's node changed since p0: judged again, and out
+    w = twin.schedule(plain("w", tier="web"))  # another group of pods the anti pods' term selects
+    a2 = twin.schedule(anti("a2"))  # w's node changed since a1: judged again, and out
+    twin.each(lambda c: c.set_node(make_node("n8").capacity(cpu=4, memory="8Gi", pods=10).obj))  # a new epoch
+    a3 = twin.schedule(anti("a3"))
+    assert len({a0, p0, a1, p1, w, a2, a3}) == 7
+    assert twin.fwks[0].remembered.hits == 7

@@ -151,6 +151,11 @@ class PodGroups:
         self._match_cache[cache_key] = (len(self.groups), found)
         return found
 
+    def count_at(self, groups: list[int], row: int) -> int:
+        """The number of pods in ``groups`` on ``row``."""
+        counts = self.counts
+        return int(sum(counts[g][row] for g in groups))
+
     def count(self, groups: list[int], size: int) -> np.ndarray:
         """Per-node number of pods in ``groups`` (rows ``< size``)."""
         if not groups:
@@ -234,10 +239,14 @@ class Cache:
 
     def set_namespace(self, ns: dict[str, Any]) -> None:
         meta = ns["metadata"]
-        self.namespace_labels[meta["name"]] = dict(meta.get("labels") or {})
+        labels = dict(meta.get("labels") or {})
+        if self.namespace_labels.get(meta["name"]) != labels:
+            self.namespace_labels[meta["name"]] = labels
+            self.table.new_epoch()  # affinity terms' namespace selectors may select other pods now
 
     def remove_namespace(self, name: str) -> None:
-        self.namespace_labels.pop(name, None)
+        if self.namespace_labels.pop(name, None) is not None:
+            self.table.new_epoch()
 
     # --- pods --------------------------------------------------------------------------------------------
 
@@ -361,12 +370,15 @@ class Cache:
 
     def count_matching(self, term: AffinityTerm) -> np.ndarray:
         """Per-node number of pods that ``term`` selects (namespace and labels)."""
+        return self.pod_groups.count(self.matching_groups(term), self.table.size)
+
+    def matching_groups(self, term: AffinityTerm) -> list[int]:
+        """The pod groups ``term`` selects (namespace and labels), for :meth:`PodGroups.count_at`."""
         ns_labels = self.namespace_labels
-        groups = self.pod_groups.matching(
+        return self.pod_groups.matching(
             ("term", term, self._ns_version(term)),
             lambda ns, labels: term.matches(ns, labels, ns_labels),
         )
-        return self.pod_groups.count(groups, self.table.size)
 
     def count_selected(self, namespace: str, selector: Any) -> np.ndarray:
         """Per-node number of pods in ``namespace`` whose labels ``selector`` matches."""

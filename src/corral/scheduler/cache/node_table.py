@@ -67,6 +67,8 @@ class LabelColumns:
         self._codes: dict[str, dict[str, int]] = {}
         self._values: dict[str, list[str | None]] = {}
         self._numeric: dict[str, np.ndarray] = {}
+        self._rows: dict[str, list[int]] = {}  # per key and code: how many rows hold it
+        self._shared: dict[str, int] = {}  # per key: codes two or more rows hold
         self._empty = np.zeros(capacity, dtype=np.int32)
 
     def grow(self, capacity: int) -> None:
@@ -109,22 +111,54 @@ class LabelColumns:
             self._numeric[key] = cached = table
         return cached[self.column(key)]
 
-    def set_row(self, row: int, old: dict[str, str], new: dict[str, str]) -> None:
+    def one_per_node(self, key: str) -> bool:
+        """Whether no two rows share a value of ``key`` (each node its own domain, as hostnames are)."""
+        return self._shared.get(key, 0) == 0
+
+    def _count(self, key: str, code: int, delta: int) -> bool:
+        """Count a row holding ``code`` of ``key``; True when one_per_node(key) changed."""
+        if code == 0:
+            return False
+        rows = self._rows[key]
+        before = rows[code]
+        rows[code] = after = before + delta
+        if before < 2 <= after:
+            self._shared[key] += 1
+            return self._shared[key] == 1
+        if after < 2 <= before:
+            self._shared[key] -= 1
+            return self._shared[key] == 0
+        return False
+
+    def set_row(self, row: int, old: dict[str, str], new: dict[str, str]) -> bool:
+        """Set ``row``'s labels from ``old`` to ``new``; True when some key's values became shared
+        by two nodes or stopped being (a change to other rows' domains, not to this row's alone)."""
+        flipped = False
         for key in old:
             if key not in new:
-                self._columns[key][row] = 0
+                col = self._columns[key]
+                flipped |= self._count(key, int(col[row]), -1)
+                col[row] = 0
         for key, value in new.items():
             col = self._columns.get(key)
             if col is None:
                 col = self._columns[key] = np.zeros(self._capacity, dtype=np.int32)
                 self._codes[key] = {}
                 self._values[key] = [None]
+                self._rows[key] = [0]
+                self._shared[key] = 0
             vocab = self._codes[key]
             code = vocab.get(value)
             if code is None:
                 code = vocab[value] = len(self._values[key])
                 self._values[key].append(value)
-            col[row] = code
+                self._rows[key].append(0)
+            before = int(col[row])
+            if before != code:
+                flipped |= self._count(key, before, -1)
+                flipped |= self._count(key, code, +1)
+                col[row] = code
+        return flipped
 
 
 class NodeTable:
@@ -187,9 +221,10 @@ class NodeTable:
     def _touch(self, row: int) -> None:
         self._changes.append(row)
         if len(self._changes) > 4096 + 4 * self.size:  # bounded: a new epoch is cheaper than a long log
-            self._new_epoch()
+            self.new_epoch()
 
-    def _new_epoch(self) -> None:
+    def new_epoch(self) -> None:
+        """Something no row's change describes happened (answers remembered row by row start over)."""
         self.epoch += 1
         self._changes_base += len(self._changes)
         self._changes = []
@@ -215,7 +250,7 @@ class NodeTable:
         self.images = {k: _grow(v, capacity) for k, v in self.images.items()}
         self.labels.grow(capacity)
         self.capacity = capacity
-        self._new_epoch()
+        self.new_epoch()
         for listener in self.grow_listeners:
             listener(capacity)
 
@@ -229,7 +264,7 @@ class NodeTable:
             self.size += 1
         self.names[row] = name
         self.row_of[name] = row
-        self._new_epoch()
+        self.new_epoch()
         return row
 
     def row_for_pods(self, name: str) -> int:
@@ -243,7 +278,7 @@ class NodeTable:
         col = columns.get(name)
         if col is None:
             col = columns[name] = np.zeros(self.capacity, dtype=np.int64)
-            self._new_epoch()
+            self.new_epoch()
         return col
 
     def set_node(self, node: dict[str, Any]) -> int:
@@ -258,20 +293,22 @@ class NodeTable:
         self.valid[row] = True
         alloc = status.get("allocatable") or status.get("capacity") or {}
         seen = set()
-        resized = False
+        # A change that reaches beyond this row's answers: its allocatable (table-wide facts such as
+        # offered_everywhere) or a label value becoming shared or unshared (other nodes' domains).
+        beyond_row = False
         for res, q in alloc.items():
             try:
                 value = to_milli(q) if res == "cpu" else to_units(q)
             except QuantityError:
                 continue
             col = self._resource_column(self.allocatable, res)
-            resized |= bool(col[row] != value)
+            beyond_row |= bool(col[row] != value)
             col[row] = value
             self._resource_column(self.requested, res)
             seen.add(res)
         for res, col in self.allocatable.items():
             if res not in seen:
-                resized |= bool(col[row] != 0)
+                beyond_row |= bool(col[row] != 0)
                 col[row] = 0
             self._resource_column(self.free, res)[row] = col[row] - self.requested[res][row]
         for res in ("cpu", "memory"):
@@ -286,15 +323,15 @@ class NodeTable:
         self.unschedulable[row] = bool(spec.get("unschedulable"))
         new_labels = dict(meta.get("labels") or {})
         new_labels.setdefault("kubernetes.io/hostname", name)
-        self.labels.set_row(row, self._labels_of[row], new_labels)
+        beyond_row |= self.labels.set_row(row, self._labels_of[row], new_labels)
         self._labels_of[row] = new_labels
         self._set_taints(row, spec.get("taints") or ())
         self._set_images(row, status.get("images") or ())
         throughput = ((status.get("network") or {}).get("throughput")) or {}
         self.download_bps[row] = parse_bandwidth(throughput.get("download"))
         self.version += 1
-        if resized or not was_valid:
-            self._new_epoch()
+        if beyond_row or not was_valid:
+            self.new_epoch()
         else:
             self._touch(row)
         return row
@@ -338,7 +375,7 @@ class NodeTable:
         self._labels_of[row] = {}
         self.taints[row] = 0
         self.version += 1
-        self._new_epoch()
+        self.new_epoch()
         self.release_if_empty(row)
 
     def release_if_empty(self, row: int) -> None:
@@ -363,7 +400,7 @@ class NodeTable:
         self.heartbeat[row] = 0.0
         self.download_bps[row] = np.nan
         self._free.append(row)
-        self._new_epoch()
+        self.new_epoch()
 
     # --- pods' requests --------------------------------------------------------------------------------
 
@@ -390,7 +427,7 @@ class NodeTable:
             col = self.ports.get(key)
             if col is None:
                 col = self.ports[key] = np.zeros(self.capacity, dtype=np.int32)
-                self._new_epoch()
+                self.new_epoch()
             col[row] += sign
         self._touch(row)
 

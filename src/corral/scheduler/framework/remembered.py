@@ -101,9 +101,12 @@ class Remembered:
         plan = self._plans.get(frozenset(state["__skip_filter"]))
         if plan is None:
             plan = self._plan(state["__skip_filter"])
-        filters, names, local, one_by_one = plan
+        filters, names, local, one_by_one, depends = plan
         if not local:
             return None
+        for p in depends:
+            if not p.row_local(pod):
+                return None
         key = (names, self._signature(pod))
         memo = tuple(p.memo_key() for p in filters)
         size = table.size
@@ -132,6 +135,7 @@ class Remembered:
                 rows = entry.rows = np.flatnonzero(entry.feasible)
         if count == 1:
             entry.scorers = None
+            self.hits += 1
             return (0 if rows is None else int(rows[0])), 1, None  # rows is None: the one row there is
         sel = slice(0, size) if rows is None else rows
         scorers = fwk.active_scorers(state, pod, sel)
@@ -152,10 +156,11 @@ class Remembered:
         return self._select(entry, table), count, self._scores(entry, rows, size) if scores else None
 
     def _plan(self, skipped: set[str]) -> tuple:
-        """For the filters PreFilter left on: (them, their names, all row-local, all answer one row)."""
+        """For the filters PreFilter left on: (them, their names, all row-local, all answer one row,
+        those row-local only for some pods: their row_local(pod) says)."""
         filters = [p for p in self.fwk.filters if p.NAME not in skipped]
         plan = (filters, tuple(p.NAME for p in filters), all(p.ROW_LOCAL_FILTER for p in filters),
-                all(hasattr(p, "filter_one") for p in filters))
+                all(hasattr(p, "filter_one") for p in filters), [p for p in filters if hasattr(p, "row_local")])
         self._plans[frozenset(skipped)] = plan
         return plan
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from corral.scheduler.framework.interface import CycleState, FilterResult, Plugin, Reason
+from corral.scheduler.framework.podinfo import label_key
 from corral.scheduler.framework.status import SKIP, SUCCESS, Status
 from corral.scheduler.plugins.topology import count_in_domain
 
@@ -28,11 +29,58 @@ AFFINITY = "node(s) didn't match pod affinity rules"
 
 class InterPodAffinity(Plugin):
     NAME = NAME
+    # Row-local for a pod whose row_local() says so: required anti-affinity only (affinity's first-pod
+    # rule looks at every node), over keys with one node per value (hostname), so a node's answer
+    # depends on the pods counted on that node alone.
+    ROW_LOCAL_FILTER = True
 
     def pre_filter(self, state: CycleState, pod) -> Status:
         if pod.affinity or pod.anti_affinity or self.cache.anti_affinity.terms:
             return SUCCESS
         return SKIP
+
+    def signature(self, pod) -> object:
+        return label_key(pod), pod.anti_affinity, pod.affinity
+
+    def _terms(self, pod) -> list[tuple[object, np.ndarray]]:
+        """The existing pods' required anti-affinity terms that select ``pod``, with their carriers."""
+        ns_labels = self.cache.namespace_labels
+        return [(term, carriers) for term, carriers in self.cache.anti_affinity.active()
+                if term.matches(pod.namespace, pod.labels, ns_labels)]
+
+    def row_local(self, pod) -> bool:
+        if pod.affinity:
+            return False
+        labels = self.cache.table.labels
+        return (all(labels.one_per_node(t.topology_key) for t in pod.anti_affinity)
+                and all(labels.one_per_node(t.topology_key) for t, _ in self._terms(pod)))
+
+    def filter_rows(self, state: CycleState, pod, rows: np.ndarray) -> np.ndarray:
+        """For a pod row_local() accepts: a node is out if it carries a pod whose term selects this
+        pod, or holds a pod this pod's terms select (nodes without the key are in no domain)."""
+        cache, labels = self.cache, self.cache.table.labels
+        bad = np.zeros(len(rows), dtype=bool)
+        for term, carriers in self._terms(pod):
+            bad |= (carriers[rows] > 0) & (labels.column(term.topology_key)[rows] != 0)
+        groups = cache.pod_groups
+        for term in pod.anti_affinity:
+            matching = cache.matching_groups(term)
+            if matching:
+                count = groups.counts[matching[0]][rows].copy()
+                for g in matching[1:]:
+                    count += groups.counts[g][rows]
+                bad |= (count > 0) & (labels.column(term.topology_key)[rows] != 0)
+        return ~bad
+
+    def filter_one(self, state: CycleState, pod, row: int) -> bool:
+        cache, labels = self.cache, self.cache.table.labels
+        for term, carriers in self._terms(pod):
+            if carriers[row] > 0 and labels.column(term.topology_key)[row] != 0:
+                return False
+        for term in pod.anti_affinity:
+            if labels.column(term.topology_key)[row] != 0 and cache.pod_groups.count_at(cache.matching_groups(term), row):
+                return False
+        return True
 
     def filter(self, state: CycleState, pod, candidates: np.ndarray) -> FilterResult:
         cache, table = self.cache, self.cache.table
