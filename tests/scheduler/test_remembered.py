@@ -47,8 +47,9 @@ pod_spec = st.fixed_dictionaries({
     "tolerates": st.booleans(),
     "port": st.sampled_from([None, None, 8080]),
     "app": st.sampled_from(["a", "b"]),
-    # anti-host: remembered (hostname has a node per value), the rest: the full evaluation
-    "extra": st.sampled_from([None] * 6 + ["anti-host"] * 3 + ["anti-zone", "affinity", "prefer", "spread", "node"]),
+    # anti-host and spread-hard: remembered (a node per hostname; one hard constraint), the rest not
+    "extra": st.sampled_from([None] * 6 + ["anti-host"] * 3 + ["spread-hard"] * 3 + ["spread-min"]
+                             + ["anti-zone", "affinity", "prefer", "spread", "spread-two", "node"]),
 })
 op = st.one_of(
     st.tuples(st.just("pod"), st.integers(0, 5)),
@@ -96,6 +97,12 @@ def pod_obj(name: str, spec: dict) -> dict:
         b.prefer_node(10, "topology.kubernetes.io/zone", "In", "z1")
     elif spec["extra"] == "spread":
         b.spread(1, "topology.kubernetes.io/zone", hard=False, app="a")
+    elif spec["extra"] == "spread-hard":
+        b.spread(1, "topology.kubernetes.io/zone", hard=True, app=spec["app"])
+    elif spec["extra"] == "spread-min":  # more domains wanted than there are zones: the minimum counts as 0
+        b.spread(2, "topology.kubernetes.io/zone", hard=True, min_domains=4, app=spec["app"])
+    elif spec["extra"] == "spread-two":
+        b.spread(1, "topology.kubernetes.io/zone", hard=True, app="a").spread(2, "kubernetes.io/hostname", hard=True, app="a")
     elif spec["extra"] == "node":
         b.node("n0")
     elif spec["extra"] == "anti-host":
@@ -294,3 +301,77 @@ def test_anti_affinity_on_hostname_is_remembered_and_holds_both_ways():
     a3 = twin.schedule(anti("a3"))
     assert len({a0, p0, a1, p1, w, a2, a3}) == 7
     assert twin.fwks[0].remembered.hits == 7
+
+
+def test_a_hard_spread_constraint_is_remembered_by_domain():
+    """Zones of unequal size and pods one zone may not take more of: a node's verdict follows its
+    zone's count and the lowest count, both kept from the rows that changed."""
+    twin = Twin({}, time.time)
+    for i, zone in enumerate(["z1", "z1", "z1", "z2", "z2", "z3"]):
+        twin.each(lambda c, i=i, zone=zone: c.set_node(
+            make_node(f"n{i}").capacity(cpu=8, memory="8Gi", pods=20).zone(zone).obj))
+    zones = []
+    for i in range(12):
+        node = twin.schedule(make_pod(f"s{i}").labels(app="a").requests(cpu="500m")
+                             .spread(1, "topology.kubernetes.io/zone", app="a").obj)
+        zones.append(twin.caches[0].table.node_labels(twin.caches[0].table.row_of[node])["topology.kubernetes.io/zone"])
+        if i == 5:  # a pod the constraint selects leaves z3: z3 is the lowest again
+            twin.each(lambda c: c.remove_pod("default/s2" if zones[2] == "z3" else f"default/s{zones.index('z3')}"))
+    assert twin.fwks[0].remembered.hits == 12
+
+
+def zoned_twin(*zones: str) -> Twin:
+    twin = Twin({"tieBreak": "name"}, time.time)
+    for i, zone in enumerate(zones):
+        twin.each(lambda c, i=i, zone=zone: c.set_node(
+            make_node(f"n{i}").capacity(cpu=8, memory="8Gi", pods=20).zone(zone).obj))
+    return twin
+
+
+def place(twin: Twin, name: str, node: str, app: str) -> None:
+    info = PodInfo.from_object(make_pod(name).labels(app=app).requests(cpu="100m").obj)
+    twin.each(lambda c: c.assume(info, node))
+
+
+def probe(twin: Twin, obj: dict) -> tuple:
+    """Both paths decide ``obj`` without carrying it out (the remembered one keeps what it saw)."""
+    answers = [(r.node, r.feasible) for r in (schedule_pod(f, c, PodInfo.from_object(obj))
+                                              for c, f in zip(twin.caches, twin.fwks))]
+    assert answers[0] == answers[1]
+    return answers[0]
+
+
+def spread(name: str, skew: int) -> dict:
+    return make_pod(name).labels(app="a").requests(cpu="100m").spread(skew, "topology.kubernetes.io/zone", app="a").obj
+
+
+def test_a_row_that_changes_in_a_barred_zone_stays_barred():
+    twin = zoned_twin("z1", "z1", "z2", "z3")
+    place(twin, "a0", "n0", "a")
+    assert probe(twin, spread("s0", 1)) == ("n2", 2)  # z1 holds one more than z2 and z3: barred
+    place(twin, "b0", "n1", "b")  # n1 changes, z1's count does not
+    assert probe(twin, spread("s1", 1)) == ("n2", 2)
+    assert twin.fwks[0].remembered.hits == 2
+
+
+def test_a_zone_left_without_nodes_no_longer_holds_the_lowest_count():
+    twin = zoned_twin("z1", "z1", "z2", "z3")
+    for name, node in (("a0", "n0"), ("a1", "n0"), ("a2", "n2")):
+        place(twin, name, node, "a")
+    assert probe(twin, spread("s0", 2))[1] == 2  # z3's 0 is the lowest: z1 (2 pods, n0 and n1) is barred
+    twin.each(lambda c: c.set_node(make_node("n3").capacity(cpu=8, memory="8Gi", pods=20).zone("z2").obj))
+    assert probe(twin, spread("s1", 2))[1] == 4  # z3 has no node now: the lowest is z2's 1
+    assert twin.fwks[0].remembered.hits == 2
+
+
+def test_only_nodes_the_pod_may_use_count_toward_its_spread():
+    twin = zoned_twin("z1", "z1", "z2", "z3")
+    for name, node in (("a0", "n0"), ("a1", "n0"), ("a2", "n2")):
+        place(twin, name, node, "a")
+    obj = spread("s0", 2)
+    obj["spec"]["nodeSelector"] = {}
+    obj["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z1", "z2"]}]}]}}}
+    # z3 is not the pod's to use, so its 0 is not the lowest: z1 (2) and z2 (1) are both allowed
+    assert probe(twin, obj)[1] == 3
+    assert twin.fwks[0].remembered.hits == 1

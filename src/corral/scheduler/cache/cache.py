@@ -380,12 +380,15 @@ class Cache:
             lambda ns, labels: term.matches(ns, labels, ns_labels),
         )
 
-    def count_selected(self, namespace: str, selector: Any) -> np.ndarray:
-        """Per-node number of pods in ``namespace`` whose labels ``selector`` matches."""
-        groups = self.pod_groups.matching(
+    def selected_groups(self, namespace: str, selector: Any) -> list[int]:
+        """The pod groups in ``namespace`` whose labels ``selector`` matches."""
+        return self.pod_groups.matching(
             ("sel", namespace, selector), lambda ns, labels: ns == namespace and selector.matches(labels)
         )
-        return self.pod_groups.count(groups, self.table.size)
+
+    def count_selected(self, namespace: str, selector: Any) -> np.ndarray:
+        """Per-node number of pods in ``namespace`` whose labels ``selector`` matches."""
+        return self.pod_groups.count(self.selected_groups(namespace, selector), self.table.size)
 
     def _ns_version(self, term: AffinityTerm) -> Any:
         if term.namespace_selector is None:

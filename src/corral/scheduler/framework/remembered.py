@@ -31,6 +31,18 @@ MAX_SIGNATURES = 64  # remembered per profile; the oldest is dropped first
 SCALAR_ROWS = 4  # up to this many changed rows are evaluated in plain Python (numpy's per-call cost is higher)
 FULL_SHARE = 8  # more changed rows than that and size / FULL_SHARE: every row is evaluated afresh instead
 _NONE = np.zeros(0, dtype=np.int64)
+_NO_ROWS = np.zeros(0, dtype=bool)
+
+
+@dataclass(frozen=True, slots=True)
+class _Bulk:
+    """The changed rows of a decision whose domain verdict changed: their scores are brought up to
+    date, then every row's masked total is worked out again."""
+
+    rows: list[int] | np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.rows)
 
 
 @dataclass(slots=True)
@@ -39,14 +51,44 @@ class Entry:
     size: int
     memo: tuple  # the filters' memo_key() then
     tick: int  # the table's change log, read up to here
-    feasible: np.ndarray  # bool per row
+    local: np.ndarray  # bool per row: every row-local filter passes it
+    feasible: np.ndarray  # bool per row: and the domain filter too (a copy of local without one)
     count: int = 0  # feasible rows
     rows: np.ndarray | None = None  # the feasible rows, ascending (None: to be found)
     scorers: tuple[str, ...] | None = None  # what the totals are summed from (None: not yet scored)
-    total: np.ndarray | None = None  # weighted total per row; -inf where infeasible
+    score: np.ndarray | None = None  # weighted total per row (current where local)
+    total: np.ndarray | None = None  # the same, -inf where infeasible
     by_plugin: dict[str, np.ndarray] | None = None  # each scorer's weighted part per row
     best: list[int] | None = None  # the rows whose total is the highest, ascending (None: to be found)
     best_total: float = -np.inf
+    domains: "Domains | None" = None
+
+
+@dataclass(slots=True)
+class Domains:
+    """A domain filter's reductions (PodTopologySpread's one hard constraint): per row its domain
+    code, whether it counts (eligible) and the matching pods it holds; per code their sums, and the
+    codes whose nodes pass. Rows' parts change row by row; the verdict per code is worked out from
+    the sums again at every decision."""
+
+    code: np.ndarray  # int64 per row
+    eligible: np.ndarray  # bool per row
+    pods: np.ndarray  # int64 per row, 0 where not eligible
+    totals: np.ndarray  # int64 per code
+    present: np.ndarray  # int64 per code: eligible rows
+    allowed: np.ndarray  # bool per code
+
+    def update(self, rows: np.ndarray, code: np.ndarray, eligible: np.ndarray, pods: np.ndarray) -> None:
+        pods = np.where(eligible, pods, 0)
+        np.subtract.at(self.totals, self.code[rows], self.pods[rows])
+        np.subtract.at(self.present, self.code[rows], self.eligible[rows].astype(np.int64))
+        width = int(code.max(initial=0)) + 1
+        if width > len(self.totals):
+            self.totals = np.concatenate([self.totals, np.zeros(width - len(self.totals), dtype=np.int64)])
+            self.present = np.concatenate([self.present, np.zeros(width - len(self.present), dtype=np.int64)])
+        self.code[rows], self.eligible[rows], self.pods[rows] = code, eligible, pods
+        np.add.at(self.totals, code, pods)
+        np.add.at(self.present, code, eligible.astype(np.int64))
 
 
 def _rank(entry: Entry, row: int, total: float) -> None:
@@ -72,7 +114,8 @@ class Remembered:
     def __init__(self, fwk: Any) -> None:
         self.fwk = fwk
         self.entries: dict[tuple, Entry] = {}
-        plugins = {id(p): p for p in (*fwk.filters, *fwk.scorers) if p.ROW_LOCAL_FILTER or p.ROW_LOCAL_SCORE}
+        plugins = {id(p): p for p in (*fwk.filters, *fwk.scorers)
+                   if p.ROW_LOCAL_FILTER or p.ROW_LOCAL_SCORE or hasattr(p, "domain_constraint")}
         self._signers: list[Plugin] = list(plugins.values())
         self._memo_key = ("signature", tuple(p.NAME for p in self._signers))
         self.enabled = True
@@ -101,11 +144,16 @@ class Remembered:
         plan = self._plans.get(frozenset(state["__skip_filter"]))
         if plan is None:
             plan = self._plan(state["__skip_filter"])
-        filters, names, local, one_by_one, depends = plan
+        filters, names, local, one_by_one, depends, domain = plan
         if not local:
             return None
         for p in depends:
             if not p.row_local(pod):
+                return None
+        constraint = None
+        if domain is not None:
+            constraint = domain.domain_constraint(pod)
+            if constraint is None:
                 return None
         key = (names, self._signature(pod))
         memo = tuple(p.memo_key() for p in filters)
@@ -113,17 +161,21 @@ class Remembered:
         entry = self.entries.get(key)
         dirty: list[int] | np.ndarray | None = None  # None: every row evaluated afresh
         if entry is None or entry.epoch != table.epoch or entry.size != size or entry.memo != memo:
-            entry = self._remember(key, Entry(table.epoch, size, memo, table.tick, np.zeros(0, dtype=bool)))
-            self._refilter_all(entry, state, pod, table, filters)
+            entry = self._remember(key, Entry(table.epoch, size, memo, table.tick, _NO_ROWS, _NO_ROWS))
         else:
             changed = table.changed_since(entry.tick)
             entry.tick = table.tick
-            if len(changed) > SCALAR_ROWS + size // FULL_SHARE:
-                self._refilter_all(entry, state, pod, table, filters)
-            elif changed:
-                dirty = self._refilter(entry, state, pod, table, filters, changed, one_by_one)
-            else:
-                dirty = _NONE
+            if len(changed) <= SCALAR_ROWS + size // FULL_SHARE:
+                dirty = self._refilter(entry, state, pod, table, filters, changed, one_by_one) if changed else _NONE
+        if dirty is None:
+            self._refilter_all(entry, state, pod, table, filters)
+        if domain is not None:
+            if not self._redomain(entry, pod, domain, constraint, table, dirty) or dirty is None:
+                dirty = self._reconcile_all(entry, dirty)
+            elif len(dirty):
+                self._reconcile(entry, dirty)
+        elif dirty is not None and len(dirty):
+            self._reconcile(entry, dirty)
         count = entry.count
         if count == 0:
             entry.scorers = None  # the totals missed the changed rows: summed afresh next time
@@ -146,9 +198,14 @@ class Remembered:
         names = tuple(p.NAME for p in scorers)
         if dirty is None or entry.scorers != names:
             total, by_plugin = fwk.sum_scores(state, pod, scorers, slice(0, size), size)
-            entry.total = np.where(entry.feasible, total, -np.inf)
+            entry.score = np.array(total, dtype=np.float64)
+            entry.total = np.where(entry.feasible, entry.score, -np.inf)
             entry.by_plugin = {name: np.array(v, dtype=np.float64) for name, v in by_plugin.items()}
             entry.scorers = names
+            entry.best = None
+        elif isinstance(dirty, _Bulk):
+            self._rescore(entry, state, pod, scorers, dirty.rows)
+            entry.total = np.where(entry.feasible, entry.score, -np.inf)
             entry.best = None
         elif len(dirty):
             self._rescore(entry, state, pod, scorers, dirty)
@@ -156,11 +213,15 @@ class Remembered:
         return self._select(entry, table), count, self._scores(entry, rows, size) if scores else None
 
     def _plan(self, skipped: set[str]) -> tuple:
-        """For the filters PreFilter left on: (them, their names, all row-local, all answer one row,
-        those row-local only for some pods: their row_local(pod) says)."""
-        filters = [p for p in self.fwk.filters if p.NAME not in skipped]
-        plan = (filters, tuple(p.NAME for p in filters), all(p.ROW_LOCAL_FILTER for p in filters),
-                all(hasattr(p, "filter_one") for p in filters), [p for p in filters if hasattr(p, "row_local")])
+        """For the filters PreFilter left on: (the row-local ones, every one's name, whether the others
+        are at most one domain filter, whether the row-local ones all answer one row, those row-local
+        only for some pods (their row_local(pod) says), the domain filter or None)."""
+        active = [p for p in self.fwk.filters if p.NAME not in skipped]
+        domains = [p for p in active if hasattr(p, "domain_constraint")]
+        filters = [p for p in active if p not in domains]
+        plan = (filters, tuple(p.NAME for p in active), len(domains) <= 1 and all(p.ROW_LOCAL_FILTER for p in filters),
+                all(hasattr(p, "filter_one") for p in filters), [p for p in filters if hasattr(p, "row_local")],
+                domains[0] if domains else None)
         self._plans[frozenset(skipped)] = plan
         return plan
 
@@ -170,38 +231,80 @@ class Remembered:
         passed = table.valid[:size].copy()
         for p in filters:
             passed &= p.filter_rows(state, pod, every)
-        entry.feasible, entry.count, entry.rows = passed, int(np.count_nonzero(passed)), None
+        entry.local, entry.feasible, entry.count, entry.rows = passed, passed.copy(), int(np.count_nonzero(passed)), None
         entry.scorers = None
 
     def _refilter(self, entry: Entry, state: CycleState, pod: PodInfo, table: Any, filters: list[Plugin],
                   changed: list[int], one_by_one: bool) -> list[int] | np.ndarray:
-        """Filter the changed rows again; returns them (unique, ascending: a list when they were few)."""
-        feasible = entry.feasible
+        """Filter the changed rows again (``entry.local``); returns them (unique, ascending: a list
+        when they were few)."""
+        local = entry.local
         if len(changed) <= SCALAR_ROWS and one_by_one:
             rows = sorted(set(changed))
             valid = table.valid
             for row in rows:
-                passed = bool(valid[row]) and all(p.filter_one(state, pod, row) for p in filters)
-                if passed != feasible[row]:
-                    feasible[row] = passed
-                    entry.count += 1 if passed else -1
-                    entry.rows = None
+                local[row] = bool(valid[row]) and all(p.filter_one(state, pod, row) for p in filters)
             return rows
         dirty = np.unique(np.array(changed, dtype=np.int64))
         passed = table.valid[dirty]
         for p in filters:
             passed &= p.filter_rows(state, pod, dirty)
+        local[dirty] = passed
+        return dirty
+
+    def _reconcile(self, entry: Entry, dirty: list[int] | np.ndarray) -> None:
+        """``feasible`` of the changed rows from ``local`` and the domains' verdict, counted."""
+        feasible, local, d = entry.feasible, entry.local, entry.domains
+        if isinstance(dirty, list):
+            for row in dirty:
+                passed = bool(local[row]) and (d is None or bool(d.allowed[d.code[row]]))
+                if passed != feasible[row]:
+                    feasible[row] = passed
+                    entry.count += 1 if passed else -1
+                    entry.rows = None
+            return
+        passed = local[dirty] if d is None else local[dirty] & d.allowed[d.code[dirty]]
         before = feasible[dirty]
         if not np.array_equal(before, passed):
             entry.count += int(np.count_nonzero(passed)) - int(np.count_nonzero(before))
             entry.rows = None
             feasible[dirty] = passed
-        return dirty
+
+    def _reconcile_all(self, entry: Entry, dirty: list[int] | np.ndarray | None) -> "_Bulk | None":
+        """The domains' verdict changed: ``feasible`` of every row again. Returns what the scores
+        must do: None (sum every row afresh) or a _Bulk of the changed rows."""
+        d = entry.domains
+        assert d is not None
+        entry.feasible = entry.local & d.allowed[d.code]
+        entry.count, entry.rows = int(np.count_nonzero(entry.feasible)), None
+        return None if dirty is None else _Bulk(dirty)
+
+    def _redomain(self, entry: Entry, pod: PodInfo, domain: Plugin, constraint: Any, table: Any,
+                  dirty: list[int] | np.ndarray | None) -> bool:
+        """The domain filter's sums brought up to date; False when its verdict changed (or is new)."""
+        d = entry.domains
+        if dirty is None or d is None:
+            rows = np.arange(table.size)
+            code, eligible, pods = domain.domain_rows(pod, constraint, rows)
+            pods = np.where(eligible, pods, 0)
+            width = max(int(code.max(initial=0)) + 1, 1)
+            totals = np.bincount(code, weights=pods, minlength=width).astype(np.int64)
+            present = np.bincount(code[eligible], minlength=width).astype(np.int64)
+            d = entry.domains = Domains(code.astype(np.int64), eligible, pods.astype(np.int64), totals, present,
+                                        np.zeros(0, dtype=bool))
+        elif len(dirty):
+            rows = np.asarray(dirty, dtype=np.int64)
+            code, eligible, pods = domain.domain_rows(pod, constraint, rows)
+            d.update(rows, code.astype(np.int64), eligible, pods.astype(np.int64))
+        allowed = domain.domain_allowed(pod, constraint, d.totals, d.present > 0)
+        same = np.array_equal(allowed, d.allowed)
+        d.allowed = allowed
+        return same
 
     def _rescore(self, entry: Entry, state: CycleState, pod: PodInfo, scorers: list[Plugin],
                  dirty: list[int] | np.ndarray) -> None:
         """Score the changed rows again, summed as Framework.sum_scores sums them."""
-        assert entry.total is not None and entry.by_plugin is not None
+        assert entry.score is not None and entry.total is not None and entry.by_plugin is not None
         weights = self.fwk.weights
         if len(dirty) <= SCALAR_ROWS and all(hasattr(p, "score_one") for p in scorers):
             for row in (dirty if isinstance(dirty, list) else dirty.tolist()):
@@ -216,6 +319,7 @@ class Remembered:
                     total = parts[0] if parts else 0.0
                     for part in parts[1:]:
                         total += part
+                    entry.score[row] = total
                     total = total if entry.feasible[row] else -np.inf
                     entry.total[row] = total
                     _rank(entry, row, total)
@@ -227,6 +331,7 @@ class Remembered:
                 return
         dirty = np.asarray(dirty, dtype=np.int64)
         total, by_plugin = self.fwk.sum_scores(state, pod, scorers, dirty, len(dirty))
+        entry.score[dirty] = total
         entry.total[dirty] = np.where(entry.feasible[dirty], total, -np.inf)
         entry.best = None
         for name, v in by_plugin.items():

@@ -16,10 +16,10 @@ import numpy as np
 
 from corral.api.selectors import LabelSelector, Requirement
 from corral.scheduler.framework.interface import CycleState, FilterResult, Plugin, Reason, count_rows
-from corral.scheduler.framework.podinfo import SpreadConstraint
+from corral.scheduler.framework.podinfo import SpreadConstraint, label_key
 from corral.scheduler.framework.status import SKIP, SUCCESS, Status
 from corral.scheduler.plugins.node_affinity import required_mask
-from corral.scheduler.plugins.taint_toleration import untolerated_table
+from corral.scheduler.plugins.taint_toleration import frozen_tolerations, untolerated_table
 from corral.scheduler.plugins.topology import domain_totals
 
 NAME = "PodTopologySpread"
@@ -51,6 +51,45 @@ class PodTopologySpread(Plugin):
     def pre_filter(self, state: CycleState, pod) -> Status:
         return SUCCESS if any(c.hard for c in pod.spread) else SKIP
 
+    def domain_allowed(self, pod, c: SpreadConstraint, totals: np.ndarray, present: np.ndarray) -> np.ndarray:
+        """Per domain code: whether a node there keeps ``c``, from the matching pods per domain
+        (``totals``, over eligible nodes) and the domains with an eligible node (``present``)."""
+        present = present.copy()
+        present[0] = False
+        domains = int(present.sum())
+        low = 0 if domains < c.min_domains or domains == 0 else totals[present].min()
+        self_match = 1 if c.selector.matches(pod.labels) else 0
+        allowed = totals + self_match - low <= c.max_skew
+        allowed[0] = False  # a node without the key: no domain
+        return allowed
+
+    # For the remembered decisions (corral.scheduler.framework.remembered): a pod with one hard
+    # constraint is judged by its node's domain alone, from sums kept row by row.
+
+    def signature(self, pod) -> object:
+        return (label_key(pod), pod.spread, tuple(sorted(pod.node_selector.items())), pod.required_node_terms,
+                frozen_tolerations(pod))
+
+    def domain_constraint(self, pod) -> SpreadConstraint | None:
+        hard = [c for c in pod.spread if c.hard]
+        return hard[0] if len(hard) == 1 else None
+
+    def domain_rows(self, pod, c: SpreadConstraint, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For ``rows``: (domain code, eligible, pods ``c`` selects there)."""
+        cache, table = self.cache, self.cache.table
+        code = table.labels.column(c.topology_key)[rows]
+        eligible = table.valid[rows] & (code != 0)
+        if c.honor_node_affinity and (pod.node_selector or pod.required_node_terms):
+            eligible &= required_mask(table, pod)[rows]
+        if c.honor_node_taints and len(table.taint_list) > 1:
+            bad = untolerated_table(table, pod.tolerations, ("NoSchedule", "NoExecute"))
+            eligible &= ~bad[table.taints[rows]].any(axis=1)
+        groups = cache.selected_groups(pod.namespace, c.selector)
+        pods = np.zeros(len(rows), dtype=np.int64)
+        for g in groups:
+            pods += cache.pod_groups.counts[g][rows]
+        return code, eligible, pods
+
     def filter(self, state: CycleState, pod, candidates: np.ndarray) -> FilterResult:
         cache, table = self.cache, self.cache.table
         n = table.size
@@ -64,12 +103,8 @@ class PodTopologySpread(Plugin):
             counts = cache.count_selected(pod.namespace, c.selector)
             _, totals = domain_totals(table, c.topology_key, counts, eligible)
             present = np.bincount(col[eligible], minlength=len(totals)) > 0
-            present[0] = False
-            domains = int(present.sum())
-            low = 0 if domains < c.min_domains or domains == 0 else totals[present].min()
-            self_match = 1 if c.selector.matches(pod.labels) else 0
             missing |= col == 0
-            skewed |= (col != 0) & (totals[col] + self_match - low > c.max_skew)
+            skewed |= (col != 0) & ~self.domain_allowed(pod, c, totals, present)[col]
         skewed &= ~missing
         return FilterResult(~(missing | skewed), [Reason(MISSING_LABEL, missing, unresolvable=True),
                                                   Reason(REASON, skewed)])

@@ -48,6 +48,11 @@ def untolerated_table(table, tolerations: tuple, effects: tuple[str, ...]) -> np
     return out
 
 
+def frozen_tolerations(pod) -> tuple:
+    """A pod's tolerations as a hashable value (for signatures)."""
+    return _frozen(list(pod.tolerations)) if pod.tolerations else ()
+
+
 def _frozen(value: Any) -> Any:
     if isinstance(value, dict):
         return tuple(sorted((k, _frozen(v)) for k, v in value.items()))
@@ -61,7 +66,7 @@ class TaintToleration(Plugin):
     ROW_LOCAL_FILTER = True  # its score is not: normalised by the most taints any node has
 
     def signature(self, pod) -> object:
-        return _frozen(list(pod.tolerations)) if pod.tolerations else ()
+        return frozen_tolerations(pod)
 
     def filter_rows(self, state: CycleState, pod, rows: np.ndarray) -> np.ndarray:
         table = self.cache.table
