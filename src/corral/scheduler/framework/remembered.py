@@ -8,9 +8,11 @@ row-local (see :mod:`corral.scheduler.framework.interface`), the framework keeps
 pod of that signature evaluates again only the rows the node table logged as changed since. The
 answer is the full evaluation's: the same feasible rows, the same totals bit for bit (the same
 plugin calls on fewer rows, summed in the same order), the same tie-break draw; a property test
-compares the two paths. A pod with a plugin that is not row-local, sampling
-(``percentageOfNodesToScore`` below 100) and a pod no node fits (its diagnosis names every node)
-take the full evaluation.
+compares the two paths. One filter may instead be a domain filter (PodTopologySpread with one hard
+constraint): a node's verdict follows its domain, so the domains' sums are kept from the changed
+rows and every row's feasibility is worked out again only when a domain's verdict changes. A pod
+with a plugin that is neither, sampling (``percentageOfNodesToScore`` below 100) and a pod no node
+fits (its diagnosis names every node) take the full evaluation.
 """
 
 from __future__ import annotations
@@ -195,13 +197,13 @@ class Remembered:
             if not p.ROW_LOCAL_SCORE:
                 entry.scorers = None
                 return None
-        names = tuple(p.NAME for p in scorers)
-        if dirty is None or entry.scorers != names:
+        scorer_names = tuple(p.NAME for p in scorers)
+        if dirty is None or entry.scorers != scorer_names:
             total, by_plugin = fwk.sum_scores(state, pod, scorers, slice(0, size), size)
             entry.score = np.array(total, dtype=np.float64)
             entry.total = np.where(entry.feasible, entry.score, -np.inf)
             entry.by_plugin = {name: np.array(v, dtype=np.float64) for name, v in by_plugin.items()}
-            entry.scorers = names
+            entry.scorers = scorer_names
             entry.best = None
         elif isinstance(dirty, _Bulk):
             self._rescore(entry, state, pod, scorers, dirty.rows)
