@@ -156,6 +156,13 @@ class PodGroups:
         counts = self.counts
         return int(sum(counts[g][row] for g in groups))
 
+    def count_rows(self, groups: list[int], rows: np.ndarray) -> np.ndarray:
+        """The number of pods in ``groups`` on each of ``rows`` (row numbers)."""
+        total = np.zeros(len(rows), dtype=np.int64)
+        for g in groups:
+            total += self.counts[g][rows]
+        return total
+
     def count(self, groups: list[int], size: int) -> np.ndarray:
         """Per-node number of pods in ``groups`` (rows ``< size``)."""
         if not groups:

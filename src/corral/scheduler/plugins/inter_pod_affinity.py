@@ -62,14 +62,9 @@ class InterPodAffinity(Plugin):
         bad = np.zeros(len(rows), dtype=bool)
         for term, carriers in self._terms(pod):
             bad |= (carriers[rows] > 0) & (labels.column(term.topology_key)[rows] != 0)
-        groups = cache.pod_groups
         for term in pod.anti_affinity:
-            matching = cache.matching_groups(term)
-            if matching:
-                count = groups.counts[matching[0]][rows].copy()
-                for g in matching[1:]:
-                    count += groups.counts[g][rows]
-                bad |= (count > 0) & (labels.column(term.topology_key)[rows] != 0)
+            count = cache.pod_groups.count_rows(cache.matching_groups(term), rows)
+            bad |= (count > 0) & (labels.column(term.topology_key)[rows] != 0)
         return ~bad
 
     def filter_one(self, state: CycleState, pod, row: int) -> bool:

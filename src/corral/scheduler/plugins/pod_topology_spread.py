@@ -37,15 +37,18 @@ def _system_defaults(pod) -> tuple[SpreadConstraint, ...]:
 class PodTopologySpread(Plugin):
     NAME = NAME
 
-    def _eligible(self, pod, c: SpreadConstraint, col: np.ndarray) -> np.ndarray:
+    def _eligible(self, pod, c: SpreadConstraint, col: np.ndarray, rows: np.ndarray | slice | None = None) -> np.ndarray:
+        """Whether each of ``rows`` (every row by default; ``col``: their codes of the key) counts
+        toward ``c``: a node with the key that the pod's node affinity, and its taints when
+        honoured, let it use."""
         table = self.cache.table
-        n = table.size
-        eligible = table.valid[:n] & (col != 0)
+        rows = slice(0, table.size) if rows is None else rows
+        eligible = table.valid[rows] & (col != 0)
         if c.honor_node_affinity and (pod.node_selector or pod.required_node_terms):
-            eligible &= required_mask(table, pod)
+            eligible &= required_mask(table, pod)[rows]
         if c.honor_node_taints and len(table.taint_list) > 1:
             bad = untolerated_table(table, pod.tolerations, ("NoSchedule", "NoExecute"))
-            eligible &= ~bad[table.taints[:n]].any(axis=1)
+            eligible &= ~bad[table.taints[rows]].any(axis=1)
         return eligible
 
     def pre_filter(self, state: CycleState, pod) -> Status:
@@ -78,17 +81,8 @@ class PodTopologySpread(Plugin):
         """For ``rows``: (domain code, eligible, pods ``c`` selects there)."""
         cache, table = self.cache, self.cache.table
         code = table.labels.column(c.topology_key)[rows]
-        eligible = table.valid[rows] & (code != 0)
-        if c.honor_node_affinity and (pod.node_selector or pod.required_node_terms):
-            eligible &= required_mask(table, pod)[rows]
-        if c.honor_node_taints and len(table.taint_list) > 1:
-            bad = untolerated_table(table, pod.tolerations, ("NoSchedule", "NoExecute"))
-            eligible &= ~bad[table.taints[rows]].any(axis=1)
-        groups = cache.selected_groups(pod.namespace, c.selector)
-        pods = np.zeros(len(rows), dtype=np.int64)
-        for g in groups:
-            pods += cache.pod_groups.counts[g][rows]
-        return code, eligible, pods
+        eligible = self._eligible(pod, c, code, rows)
+        return code, eligible, cache.pod_groups.count_rows(cache.selected_groups(pod.namespace, c.selector), rows)
 
     def filter(self, state: CycleState, pod, candidates: np.ndarray) -> FilterResult:
         cache, table = self.cache, self.cache.table
