@@ -49,8 +49,13 @@ def untolerated_table(table, tolerations: tuple, effects: tuple[str, ...]) -> np
 
 
 def frozen_tolerations(pod) -> tuple:
-    """A pod's tolerations as a hashable value (for signatures)."""
-    return _frozen(list(pod.tolerations)) if pod.tolerations else ()
+    """A pod's tolerations as a hashable value (for signatures; worked out once per PodInfo)."""
+    if not pod.tolerations:
+        return ()
+    frozen = pod.memo.get("tolerations")
+    if frozen is None:
+        frozen = pod.memo["tolerations"] = _frozen(list(pod.tolerations))
+    return frozen
 
 
 def _frozen(value: Any) -> Any:
