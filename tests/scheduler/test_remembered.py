@@ -375,3 +375,37 @@ def test_only_nodes_the_pod_may_use_count_toward_its_spread():
     # z3 is not the pod's to use, so its 0 is not the lowest: z1 (2) and z2 (1) are both allowed
     assert probe(twin, obj)[1] == 3
     assert twin.fwks[0].remembered.hits == 1
+
+
+@pytest.mark.parametrize("strategy", ["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"])
+def test_weighted_scores_several_changed_rows_and_nodes_filling_up(strategy):
+    """Between two pods of one signature several nodes change (more than are judged one at a
+    time), scores are weighted, and nodes fill up until pods wait: the same answers as the full
+    evaluation at every step. RequestedToCapacityRatio answers only in columns."""
+    args: dict = {"type": strategy}
+    if strategy == "RequestedToCapacityRatio":
+        args["requestedToCapacityRatio"] = {"shape": [{"utilization": 0, "score": 0}, {"utilization": 100, "score": 10}]}
+    twin = Twin({"seed": 3, "profiles": [{"schedulerName": "default-scheduler", "plugins": {"score": {"enabled": [
+        {"name": "NodeResourcesFit", "weight": 3}, {"name": "NodeResourcesBalancedAllocation", "weight": 2}]}},
+        "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": args}}]}]}, time.time)
+    for i in range(32):
+        twin.each(lambda c, i=i: c.set_node(make_node(f"n{i:02d}").capacity(cpu=4, memory="8Gi", pods=3)
+                                            .zone(ZONES[i % 3]).obj))
+    placed = 0
+    for r in range(16):
+        placed += twin.schedule(make_pod(f"a{r}").labels(app="a").requests(cpu="1", memory="1Gi").obj) is not None
+        placed += twin.schedule(make_pod(f"s{r}").labels(app="s").requests(cpu="500m").spread(
+            2, "topology.kubernetes.io/zone", app="s").obj) is not None
+        for j in range(6):  # six nodes change before the next pod of each signature
+            placed += twin.schedule(make_pod(f"b{r}-{j}").labels(app="b").requests(cpu="500m", memory="2Gi").obj) is not None
+    assert placed == 96  # every node full: the last pods wait
+    assert twin.fwks[0].remembered.hits > 90
+
+
+def test_sampling_takes_the_full_evaluation():
+    twin = Twin({"percentageOfNodesToScore": 50, "seed": 5}, time.time)
+    for i in range(150):
+        twin.each(lambda c, i=i: c.set_node(make_node(f"n{i:03d}").capacity(cpu=4, memory="8Gi", pods=10).obj))
+    for i in range(20):  # every pod ties on every node: the sample (100 of 150) decides among fewer
+        twin.schedule(make_pod(f"p{i}").requests(cpu="100m").obj)
+    assert twin.fwks[0].remembered.hits == 0
