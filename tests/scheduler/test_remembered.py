@@ -409,3 +409,55 @@ def test_sampling_takes_the_full_evaluation():
     for i in range(20):  # every pod ties on every node: the sample (100 of 150) decides among fewer
         twin.schedule(make_pod(f"p{i}").requests(cpu="100m").obj)
     assert twin.fwks[0].remembered.hits == 0
+
+
+def test_a_filter_that_is_not_row_local_is_never_remembered():
+    from corral.scheduler.framework.interface import ALL_PASS, Plugin
+    from corral.scheduler.plugins import REGISTRY
+
+    class Everywhere(Plugin):  # a custom filter that promises nothing about rows
+        NAME = "EverywhereForTest"
+
+        def filter(self, state, pod, candidates):
+            return ALL_PASS
+
+    REGISTRY[Everywhere.NAME] = Everywhere
+    try:
+        twin = Twin({"profiles": [{"schedulerName": "default-scheduler",
+                                   "plugins": {"filter": {"enabled": [{"name": Everywhere.NAME}]}}}]}, time.time)
+        twin.each(lambda c: c.set_node(make_node("n0").capacity(cpu=4, memory="8Gi", pods=10).obj))
+        twin.schedule(make_pod("p").requests(cpu="1").obj)
+        assert twin.fwks[0].remembered.hits == 0
+    finally:
+        del REGISTRY[Everywhere.NAME]
+
+
+def test_spread_constraints_that_differ_are_remembered_apart():
+    twin = zoned_twin("z1", "z1", "z2", "z3")
+    for name, node in (("a0", "n0"), ("a1", "n0")):
+        place(twin, name, node, "a")
+    other = lambda name: make_pod(name).labels(app="a").requests(cpu="100m").spread(  # noqa: E731
+        1, "topology.kubernetes.io/zone", app="b").obj
+    for i in range(4):  # z1 holds two pods app=a selects, none app=b selects: two signatures, alternately
+        assert probe(twin, spread(f"t{i}", 1))[1] == 2
+        assert probe(twin, other(f"u{i}"))[1] == 4
+    assert twin.fwks[0].remembered.hits == 8
+
+
+def test_without_score_plugins_every_node_ties_at_every_decision():
+    twin = Twin({"profiles": [{"schedulerName": "default-scheduler",
+                               "plugins": {"score": {"disabled": [{"name": "*"}]}}}]}, time.time)
+    for i in range(8):
+        twin.each(lambda c, i=i: c.set_node(make_node(f"n{i}").capacity(cpu=4, memory="8Gi", pods=10).obj))
+    for i in range(12):
+        twin.schedule(make_pod(f"p{i}").requests(cpu="100m").obj)
+    assert twin.fwks[0].remembered.hits == 12
+
+
+def test_at_most_so_many_signatures_are_remembered():
+    from corral.scheduler.framework.remembered import MAX_SIGNATURES
+
+    twin = basic_twin(4)
+    for i in range(MAX_SIGNATURES + 6):  # each cpu request its own signature
+        twin.schedule(make_pod(f"p{i}").requests(cpu=f"{10 + i}m").obj)
+    assert len(twin.fwks[0].remembered.entries) == MAX_SIGNATURES
