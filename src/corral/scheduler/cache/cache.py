@@ -112,13 +112,13 @@ class PodGroups:
             grown[: len(col)] = col
             self.counts[i] = grown
 
-    def add(self, namespace: str, labels: dict[str, str], row: int, delta: int, key: Any = None) -> None:
-        """Count a pod of ``labels`` in ``namespace`` on ``row`` (``key``: :func:`label_key` of it, if known)."""
-        key = key or (namespace, tuple(sorted(labels.items())))
+    def add(self, info: PodInfo, row: int, delta: int) -> None:
+        """Count (``delta``) the pod ``info`` on ``row`` in the group of its namespace and labels."""
+        key = label_key(info)
         idx = self._index.get(key)
         if idx is None:
             idx = self._index[key] = len(self.groups)
-            self.groups.append((namespace, labels))
+            self.groups.append((info.namespace, info.labels))
             self.counts.append(np.zeros(self._capacity, dtype=np.int32))
             self._pods.append(0)
             self._empty += 1
@@ -259,7 +259,7 @@ class Cache:
 
     def _account(self, info: PodInfo, row: int, sign: int) -> None:
         self.table.add_requests(row, info.requests, info.host_ports, sign)
-        self.pod_groups.add(info.namespace, info.labels, row, sign, label_key(info))
+        self.pod_groups.add(info, row, sign)
         for term in info.anti_affinity:
             self.anti_affinity.add(term, row, sign)
         for w in info.preferred_affinity:
@@ -380,7 +380,7 @@ class Cache:
         return self.pod_groups.count(self.matching_groups(term), self.table.size)
 
     def matching_groups(self, term: AffinityTerm) -> list[int]:
-        """The pod groups ``term`` selects (namespace and labels), for :meth:`PodGroups.count_at`."""
+        """The pod groups ``term`` selects (namespace and labels)."""
         ns_labels = self.namespace_labels
         return self.pod_groups.matching(
             ("term", term, self._ns_version(term)),

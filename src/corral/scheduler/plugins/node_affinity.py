@@ -53,13 +53,22 @@ def term_mask(table, term: NodeSelectorTerm) -> np.ndarray:
     return mask
 
 
+def node_affinity_key(pod) -> tuple:
+    """The pod's nodeSelector and required node affinity as one hashable value (once per PodInfo):
+    what required_mask reads of it."""
+    key = pod.memo.get("nodeAffinity")
+    if key is None:
+        key = pod.memo["nodeAffinity"] = (tuple(sorted(pod.node_selector.items())), pod.required_node_terms)
+    return key
+
+
 def required_mask(table, pod) -> np.ndarray:
     """Rows that satisfy the pod's nodeSelector and required node affinity (read-only result).
 
     Only node labels decide it, so it is remembered per node-table version: the pods of one
     workload, which share their selector, pay for it once, not once each.
     """
-    key = ("required_mask", tuple(sorted(pod.node_selector.items())), pod.required_node_terms)
+    key = ("required_mask", node_affinity_key(pod))
     hit = table.memo.get(key)
     if hit is not None and hit[0] == table.version and hit[1] == table.size:
         return hit[2]
@@ -89,7 +98,7 @@ class NodeAffinity(Plugin):
     ROW_LOCAL_FILTER = True  # its score is not: normalised by the best node's
 
     def signature(self, pod) -> object:
-        return tuple(sorted(pod.node_selector.items())), pod.required_node_terms
+        return node_affinity_key(pod)
 
     def pre_filter(self, state: CycleState, pod) -> Status:
         return SUCCESS if pod.node_selector or pod.required_node_terms else SKIP

@@ -18,7 +18,7 @@ from corral.api.selectors import LabelSelector, Requirement
 from corral.scheduler.framework.interface import CycleState, FilterResult, Plugin, Reason, count_rows
 from corral.scheduler.framework.podinfo import SpreadConstraint, label_key
 from corral.scheduler.framework.status import SKIP, SUCCESS, Status
-from corral.scheduler.plugins.node_affinity import required_mask
+from corral.scheduler.plugins.node_affinity import node_affinity_key, required_mask
 from corral.scheduler.plugins.taint_toleration import frozen_tolerations, untolerated_table
 from corral.scheduler.plugins.topology import domain_totals
 
@@ -70,8 +70,7 @@ class PodTopologySpread(Plugin):
     # constraint is judged by its node's domain alone, from sums kept row by row.
 
     def signature(self, pod) -> object:
-        return (label_key(pod), pod.spread, tuple(sorted(pod.node_selector.items())), pod.required_node_terms,
-                frozen_tolerations(pod))
+        return label_key(pod), pod.spread, node_affinity_key(pod), frozen_tolerations(pod)
 
     def domain_constraint(self, pod) -> SpreadConstraint | None:
         hard = [c for c in pod.spread if c.hard]
