@@ -192,6 +192,34 @@ async def test_events_past_the_queue_limit_are_dropped_and_counted_and_a_failed_
     assert caplog.messages[0].startswith("event default/p.") and " not written: " in caplog.messages[0]
 
 
+async def test_events_are_written_several_at_once_and_a_repeat_meanwhile_only_counts():
+    w = RecordingWriter()
+    release = asyncio.Event()
+    started: list[str] = []
+
+    async def slow(namespace, event):  # a store write still on its way
+        started.append(event["message"])
+        await release.wait()
+        w.event_objects.append(event)
+
+    w.create_event = slow
+    rec = EventRecorder(w, writers=4)
+    rec.start()
+    try:
+        p = PodInfo.from_object(make_pod("p").obj)
+        for message in ("a", "b", "c", "a"):
+            rec.record(p, "Normal", "Scheduled", message)
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert started == ["a", "b", "c"]  # three on their way together; the repeat of "a" only counted
+        release.set()
+        await rec.drain()
+        assert sorted(e["message"] for e in w.event_objects) == ["a", "b", "c"]
+        assert all(e["count"] == 1 for e in w.event_objects) and w.event_patches == []
+    finally:
+        await rec.stop()
+
+
 # --- sources -----------------------------------------------------------------------------------------
 
 async def seed(c: Client) -> None:

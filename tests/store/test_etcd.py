@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from corral.store import Conflict, EventType, KeyNotFound, open_store
-from corral.store.etcd import parse_endpoints
+from corral.store.etcd import SUB, parse_endpoints
 
 
 def test_endpoints_are_host_port_pairs_with_or_without_the_scheme():
@@ -44,7 +44,7 @@ async def test_values_another_writer_put_under_the_root_read_back_with_their_rev
     raw, empty = await store.get("/k/raw"), await store.get("/k/empty")
     assert raw.obj == {"a": 1, "metadata": {"resourceVersion": str(raw.revision)}}
     assert empty.obj == {"metadata": {"resourceVersion": str(empty.revision)}}
-    assert raw.revision == put.header.revision
+    assert raw.revision == put.header.revision * SUB  # a write alone: the first place of its etcd revision
 
 
 async def next_batch(watch) -> list:
@@ -62,9 +62,12 @@ async def test_a_watch_of_everything_with_progress_sees_other_roots_writes_as_pr
     foreign = await other.create("/core/pods/default/x", {"metadata": {"name": "x"}})
     mine = await store.create("/core/pods/default/a", {"metadata": {"name": "a"}})
     progress = await first
+    # The foreign write's etcd revision, all of it: nothing of this store's is there.
     assert [(e.type, e.key, e.revision, e.record.value) for e in progress] == [
-        (EventType.PROGRESS, "", foreign.revision, b"")]
-    assert [(e.type, e.key) for e in await next_batch(with_progress)] == [(EventType.ADDED, "/core/pods/default/a")]
+        (EventType.PROGRESS, "", foreign.revision + SUB - 1, b"")]
+    # A write of its own, then the progress to the end of its etcd revision.
+    assert [(e.type, e.key, e.revision) for e in await next_batch(with_progress)] == [
+        (EventType.ADDED, "/core/pods/default/a", mine.revision), (EventType.PROGRESS, "", mine.revision + SUB - 1)]
     # Without progress, the other root's write is not there at all.
     assert [(e.type, e.key, e.revision) for e in await plain] == [
         (EventType.ADDED, "/core/pods/default/a", mine.revision)]

@@ -155,10 +155,11 @@ class EventRecorder:
     """Writes events in the background, Kubernetes-style: a repeat of the same event (same object,
     reason and message) raises the first one's ``count`` instead of adding another, and is written
     at most once per ``repeat_interval`` (a pod retried every 30 s does not write every 30 s).
-    Writes never block scheduling; past ``max_pending`` new events are dropped (and counted)."""
+    Writes never block scheduling; past ``max_pending`` new events are dropped (and counted). Up to
+    ``writers`` are on their way at once (a store that batches writes sends them together)."""
 
     def __init__(self, writer: ClusterWriter, *, max_pending: int = 10_000, repeat_interval: float = 300.0,
-                 clock=None, component: str = COMPONENT, host: str = "") -> None:
+                 clock=None, component: str = COMPONENT, host: str = "", writers: int = 16) -> None:
         import time
 
         self.writer = writer
@@ -168,18 +169,19 @@ class EventRecorder:
         self._written_at: dict[str, float] = {}
         self._repeat_interval = repeat_interval  # a repeat is written at most this often per event
         self._clock = clock or time.monotonic
-        self._task: asyncio.Task | None = None
+        self._writers = writers
+        self._tasks: list[asyncio.Task] = []
         self.dropped = 0
 
     def start(self) -> None:
-        if self._task is None:
-            self._task = asyncio.create_task(self._run(), name="event-recorder")
+        if not self._tasks:
+            self._tasks = [asyncio.create_task(self._run(), name="event-recorder") for _ in range(self._writers)]
 
     async def stop(self) -> None:
         from corral.aio import cancel_and_wait
 
-        await cancel_and_wait(self._task)
-        self._task = None
+        await cancel_and_wait(*self._tasks)
+        self._tasks = []
 
     def record(self, pod: Any, etype: str, reason: str, message: str) -> None:
         """Queue an event about ``pod`` (anything with ``namespace``, ``name`` and ``uid``)."""
@@ -207,18 +209,22 @@ class EventRecorder:
         try:
             count = self._counts.get(event_name)
             if count is None:
-                await self.writer.create_event(ns, {
-                    "apiVersion": "v1", "kind": "Event",
-                    "metadata": {"name": event_name, "namespace": ns},
-                    "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": ns,
-                                       "uid": uid},
-                    "reason": reason, "message": message, "type": etype, "count": 1,
-                    "firstTimestamp": now, "lastTimestamp": now,
-                    "source": {"component": self.component, **({"host": self.host} if self.host else {})},
-                "reportingComponent": self.component,
-                })
-                self._counts[event_name] = 1
+                self._counts[event_name] = 1  # a repeat taken by another writer meanwhile only counts
                 self._written_at[event_name] = self._clock()
+                try:
+                    await self.writer.create_event(ns, {
+                        "apiVersion": "v1", "kind": "Event",
+                        "metadata": {"name": event_name, "namespace": ns},
+                        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": ns,
+                                           "uid": uid},
+                        "reason": reason, "message": message, "type": etype, "count": 1,
+                        "firstTimestamp": now, "lastTimestamp": now,
+                        "source": {"component": self.component, **({"host": self.host} if self.host else {})},
+                        "reportingComponent": self.component,
+                    })
+                except Exception:
+                    self._counts.pop(event_name, None)  # not written: the next one creates it again
+                    raise
             else:
                 self._counts[event_name] = count + 1
                 if self._clock() - self._written_at.get(event_name, 0.0) >= self._repeat_interval:

@@ -428,7 +428,7 @@ class Server:
             self._space_needed.clear()
             try:
                 if self.store.full() is not None:
-                    await self.compact(self.store.revision - min(self.config.history_revisions, SPACE_HISTORY))
+                    await self.compact(self.store.revision_before(min(self.config.history_revisions, SPACE_HISTORY)))
                 if self._trimmed_to > self.store.compacted_revision:
                     await self.compact(self._trimmed_to)
                 if loop.time() >= regular:
@@ -460,7 +460,7 @@ class Server:
     async def compact(self, revision: int | None = None) -> int:
         """Compact store history (default: keep ``history_revisions``) and the cache's window."""
         assert self.store is not None and self.cache is not None
-        target = revision if revision is not None else self.store.revision - self.config.history_revisions
+        target = revision if revision is not None else self.store.revision_before(self.config.history_revisions)
         if target <= self.store.compacted_revision:
             return self.store.compacted_revision
         await self.store.compact(target)

@@ -1,7 +1,8 @@
 """The store contract every backend implements (SQLite and etcd).
 
 - Keys are ``/{group}/{resource}/{namespace}/{name}`` strings; values are JSON objects.
-- Every write gets the next global revision, which becomes the object's
+- Every write gets a global revision of its own, greater than every earlier write's (SQLite counts
+  them one by one; etcd's are not consecutive), which becomes the object's
   ``metadata.resourceVersion``; the value a backend hands back always carries it.
 - Writes are compare-and-swap on the revision the caller last saw.
 - ``watch(prefix, from_revision)`` delivers every change after ``from_revision`` in revision order,
@@ -186,6 +187,11 @@ class Store(Protocol):
 
     @property
     def compacted_revision(self) -> int: ...
+
+    def revision_before(self, writes: int) -> int:
+        """A revision at least ``writes`` writes older than :attr:`revision` (0 at the oldest): what
+        to compact to, to keep that much history. Revisions need not be consecutive (etcd's batched
+        writes share one etcd revision; see :mod:`corral.store.etcd`)."""
 
     def full(self) -> StoreFull | None:
         """What a write would be refused with now for want of space (the alarm on ``/readyz``)."""

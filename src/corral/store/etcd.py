@@ -2,13 +2,26 @@
 
 - Keys live under a root prefix (``/corral`` by default), so one etcd can serve several clusters or
   test runs; the store's revisions are etcd's.
-- Values are stored without ``metadata.resourceVersion``; a record read back gets it from the key's
-  ``mod_revision`` (as Kubernetes' etcd3 storage does), so the contract holds: the value a record
+- Creates and updates waiting at the same moment go to etcd together, as one transaction (up to
+  ``MAX_BATCH`` writes and compares and ``MAX_BATCH_BYTES``, ``MAX_IN_FLIGHT`` transactions at a time;
+  an etcd whose ``--max-txn-ops`` is lower is met by halving the batches until it takes them): one gRPC
+  call, one raft entry and one watch response for many writes instead of one each. The transaction
+  carries every write's own compare (``create_revision`` for a create, ``mod_revision`` for an
+  update); when any of them fails, each write of it goes again alone, so a conflict is reported to
+  its writer only. Deletes go alone.
+- Revisions: the writes of one transaction share its etcd revision, so the store numbers them
+  ``etcd revision × SUB + place in the transaction`` (a write alone: ``× SUB + 0``; the store's own
+  revision and a list's: ``× SUB + SUB - 1``, every write of that etcd revision). Every write still
+  has a revision of its own, greater than every earlier one; they are no longer consecutive.
+- Values are stored without ``metadata.resourceVersion``, except that a write placed after the first
+  in its transaction keeps its place there (``"resourceVersion":"3"``, the first field of
+  ``metadata``); a record read back gets its revision from the key's ``mod_revision`` and that place
+  (as Kubernetes' etcd3 storage does from ``mod_revision``), so the contract holds: the value a record
   carries always names its own revision.
-- Writes are etcd transactions comparing the key's ``create_revision`` (create) or ``mod_revision``
-  (update, delete).
-- Lists at a revision use etcd's range with ``revision`` and ``limit``; watches start at
-  ``from_revision + 1`` with ``prev_kv`` so a DELETED event carries the last state.
+- Lists at a revision use etcd's range with ``revision`` and ``limit`` (a revision inside a
+  transaction's writes reads the earlier versions of the keys it wrote later); watches start at the
+  etcd revision holding ``from_revision`` with ``prev_kv`` so a DELETED event carries the last state,
+  and skip what ``from_revision`` already includes.
 - A revision etcd has compacted away raises :class:`Compacted` (→ HTTP 410).
 - Each endpoint gets its own gRPC channel, and calls go to one member at a time: a call that fails
   in transit (the member gone, hung, or in the middle of a leader election) moves the store on to
@@ -26,6 +39,8 @@
 from __future__ import annotations
 
 import asyncio
+import collections
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
@@ -50,6 +65,7 @@ from corral.store.base import (
 )
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
 
 __all__ = ["EtcdStore", "EtcdTLS", "parse_endpoints"]
 
@@ -60,6 +76,10 @@ RETRY_SECONDS = 10.0  # an etcd leader election takes ~1 s; a member restart a f
 # A single call's deadline. When the etcd leader dies, a request it had taken hangs until etcd's own
 # timeout (7 s); cut short and retried, it reaches the new leader in about a second instead.
 CALL_SECONDS = 3.0
+SUB = 1000  # store revisions per etcd revision (see above); more than etcd's --max-txn-ops (128)
+MAX_BATCH = 128  # writes, and compares, in one transaction: etcd's --max-txn-ops (128 by default)
+MAX_BATCH_BYTES = 1024 * 1024  # their values together (etcd's --max-request-bytes is 1.5 MiB by default)
+MAX_IN_FLIGHT = 4  # transactions of batched writes on their way at once
 
 
 def parse_endpoints(url: str) -> list[tuple[str, int]]:
@@ -143,14 +163,42 @@ def _transient(exc: BaseException) -> bool:
                                                                rpc.StatusCode.DEADLINE_EXCEEDED)
 
 
+def _details(exc: BaseException) -> str:
+    """What a gRPC error says (etcd's own message), else nothing."""
+    return str(exc.details()) if callable(getattr(exc, "details", None)) else ""
+
+
 _METADATA = b'"metadata":{'
+_PLACE = b'"resourceVersion":"'
+
+
+def _top(etcd_revision: int) -> int:
+    """The store revision that includes every write of ``etcd_revision``."""
+    return etcd_revision * SUB + SUB - 1
+
+
+def _stamped(value: bytes, etcd_revision: int, place: int = 0) -> tuple[int, bytes]:
+    """The store revision of a value etcd holds at ``etcd_revision`` (from the place in its transaction
+    the value keeps, else ``place``), and the value carrying it as resourceVersion."""
+    at = value.find(_METADATA)
+    if at >= 0 and value.startswith(_PLACE, at + len(_METADATA)):
+        start = at + len(_METADATA) + len(_PLACE)
+        end = value.find(b'"', start)
+        digits = value[start:end]
+        revision = etcd_revision * SUB + (int(digits) if digits.isdigit() and len(digits) < len(str(SUB)) else place)
+        return revision, value[:start] + b"%d" % revision + value[end:]
+    revision = etcd_revision * SUB + place
+    return revision, _with_revision(value, revision)
+
+
+def _placed(value: bytes, place: int) -> bytes:
+    """``value`` (from :func:`_stored`) keeping its place in a transaction (none kept for the first)."""
+    return _with_revision(value, place) if place else value
 
 
 def _with_revision(value: bytes, revision: int) -> bytes:
-    """The stored JSON with ``metadata.resourceVersion`` set, spliced into the bytes: stored values
-    put ``metadata`` right after ``apiVersion`` and ``kind`` (:func:`_stored`), whose string values
-    cannot contain the pattern, so its first occurrence is the top-level one. No decode, no encode:
-    this runs for every event and every read."""
+    """The stored JSON with ``metadata.resourceVersion`` set (replacing a kept place), spliced into
+    the bytes. No decode, no encode: this runs for every event and every read."""
     at = value.find(_METADATA)
     if at < 0:  # no metadata at all (not written by corral)
         obj = _decode(value) if value else {}
@@ -158,7 +206,18 @@ def _with_revision(value: bytes, revision: int) -> bytes:
         return _encode(obj)
     at += len(_METADATA)
     field = b'"resourceVersion":"%d"' % revision
+    if value.startswith(_PLACE, at):  # a kept place
+        return value[:at] + field + value[value.find(b'"', at + len(_PLACE)) + 1:]
     return value[:at] + field + (b"" if value[at:at + 1] == b"}" else b",") + value[at:]
+
+
+def _put(rpc: Any, k: bytes, value: bytes) -> Any:
+    return rpc.RequestOp(request_put=rpc.PutRequest(key=k, value=value))
+
+
+def _at(rpc: Any, k: bytes, etcd_revision: int) -> Any:
+    """The compare: ``k`` was last written at ``etcd_revision``."""
+    return rpc.Compare(key=k, result=rpc.Compare.EQUAL, target=rpc.Compare.MOD, mod_revision=etcd_revision)
 
 
 def _stored(obj: dict[str, Any]) -> bytes:
@@ -184,6 +243,12 @@ class EtcdStore:
         self._at = 0  # the member calls go to
         self._revision = 0
         self._compacted = 0
+        # Writes waiting to go in a transaction: (key, value, compares, future of _write's answer).
+        self._pending: collections.deque = collections.deque()
+        self.max_batch = MAX_BATCH
+        self._kicked = False
+        self._in_flight: dict[asyncio.Task, set[bytes]] = {}  # transactions on their way, and their keys
+        self._flying: set[bytes] = set()  # every key of those
 
     @classmethod
     async def open(cls, url: str, *, root: str = "/corral", tls: EtcdTLS | None = None) -> "EtcdStore":
@@ -231,7 +296,7 @@ class EtcdStore:
                     raise
                 self._move_on(member)
                 if time.monotonic() + delay > deadline:
-                    detail = exc.details() if callable(getattr(exc, "details", None)) else exc
+                    detail = _details(exc) or exc
                     raise Unavailable(f"etcd at {self.endpoints} did not answer: {detail}") from None
             await asyncio.sleep(delay)
             delay, retried = min(delay * 2, 1.0), True
@@ -242,7 +307,7 @@ class EtcdStore:
 
         request = rpc.RangeRequest(key=self._k("/"), count_only=True)
         response, _ = await self._retrying(lambda c: c.kvstub.Range(request, timeout=CALL_SECONDS))
-        revision = int(response.header.revision)
+        revision = _top(int(response.header.revision))
         self._seen(revision)
         return revision
 
@@ -250,10 +315,12 @@ class EtcdStore:
         got, _ = await self._retrying(lambda c: c.get(k))
         return got
 
-    def _record_of(self, kv: Any) -> Record:
-        """A key-value etcd handed back (a range's, a get's, a watch event's) as a record."""
-        revision = int(kv.mod_revision)
-        return Record(self._unk(kv.key), revision, _with_revision(kv.value, revision))
+    def _record_of(self, kv: Any, place: int = 0) -> Record:
+        """A key-value etcd handed back (a range's, a get's, a watch event's) as a record; ``place``:
+        its place among the writes of its etcd revision when the value keeps none (a value another
+        writer put, several in one transaction: known only from a watch)."""
+        revision, value = _stamped(kv.value, int(kv.mod_revision), place)
+        return Record(self._unk(kv.key), revision, value)
 
     def _k(self, key: str) -> bytes:
         return (self.root + key).encode()
@@ -269,6 +336,10 @@ class EtcdStore:
     def compacted_revision(self) -> int:
         return self._compacted
 
+    def revision_before(self, writes: int) -> int:
+        """Each etcd revision holds one write or more."""
+        return _top(self._revision // SUB - writes) if self._revision // SUB > writes else 0
+
     def full(self) -> StoreFull | None:
         """etcd's NOSPACE alarm as the last write met it (cleared by the next write that goes through,
         once an operator has compacted, defragmented and disarmed it: ``etcdctl alarm disarm``)."""
@@ -281,15 +352,15 @@ class EtcdStore:
     # --- writes --------------------------------------------------------------------------------------
 
     async def _txn(self, compare: list, success: list) -> tuple[bool, int, bool]:
-        """One etcd transaction; (succeeded, the store revision it left: the write's own, retried)."""
+        """One etcd transaction of ``rpc.Compare`` and ``rpc.RequestOp`` messages; (succeeded, the etcd
+        revision it left: the write's own, retried)."""
         from aetcd import rpc
 
-        request = rpc.TxnRequest(compare=[x.build_message() for x in compare],
-                                 success=self._client._ops_to_requests(success), failure=[])
+        request = rpc.TxnRequest(compare=compare, success=success, failure=[])
         try:
             response, retried = await self._retrying(lambda c: c.kvstub.Txn(request, timeout=CALL_SECONDS))
         except Exception as exc:
-            details = exc.details() if callable(getattr(exc, "details", None)) else ""
+            details = _details(exc)
             if "database space exceeded" in str(details):  # etcd's NOSPACE alarm
                 self._full = StoreFull(0, 0)
                 raise self._full from None
@@ -297,8 +368,98 @@ class EtcdStore:
         self._full = None
         revision = int(response.header.revision)
         if response.succeeded:
-            self._seen(revision)
+            self._seen(_top(revision))
         return bool(response.succeeded), revision, retried
+
+    async def _write(self, k: bytes, value: bytes, compare: list) -> tuple[bool, int, bool, bytes]:
+        """A put under ``compare``, sent with the other writes waiting at the same moment; (succeeded,
+        its store revision, whether it was retried, the value as sent: with its kept place)."""
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._pending.append((k, value, compare, future))
+        if not self._kicked:  # every write made before the loop turns joins the same transaction
+            self._kicked = True
+            loop.call_soon(self._kick)
+        return await future
+
+    def _kick(self) -> None:
+        """Send what is waiting, in transactions of distinct keys, while fewer than MAX_IN_FLIGHT are
+        on their way (the next goes when one comes back)."""
+        self._kicked = False
+        while self._pending and len(self._in_flight) < MAX_IN_FLIGHT:
+            batch, keys, size, compares, later = [], set(), 0, 0, []
+            while self._pending and len(batch) < self.max_batch:
+                write = self._pending.popleft()
+                if write[3].done():  # its writer was cancelled before it was sent: not written
+                    continue
+                # etcd refuses one key twice in a transaction; and a key's next write goes once the
+                # one before has landed, not beside it
+                if write[0] in keys or write[0] in self._flying or batch and (
+                        size + len(write[1]) > MAX_BATCH_BYTES or compares + len(write[2]) > self.max_batch):
+                    later.append(write)
+                    if len(later) > self.max_batch:
+                        break
+                    continue
+                batch.append(write)
+                keys.add(write[0])
+                size += len(write[1])
+                compares += len(write[2])
+            self._pending.extendleft(reversed(later))
+            if not batch:
+                return
+            self._flying |= keys
+            task = asyncio.create_task(self._send(batch))
+            self._in_flight[task] = keys
+            task.add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Task) -> None:
+        self._flying -= self._in_flight.pop(task)
+        if self._pending:
+            self._kick()
+
+    async def _send(self, batch: list) -> None:
+        from aetcd import rpc
+
+        values = [_placed(value, place) for place, (_, value, _, _) in enumerate(batch)]
+        answers: list = []
+        try:
+            compares = [c for _, _, compare, _ in batch for c in compare]
+            try:
+                ok, revision, retried = await self._txn(compares, [_put(rpc, k, v) for (k, _, _, _), v in
+                                                                   zip(batch, values)])
+            except Exception as exc:
+                if len(batch) == 1 or "too many operations" not in _details(exc):
+                    raise
+                self.max_batch = max(1, max(len(batch), len(compares)) // 2)
+                log.warning("etcd refused a transaction of %d writes and %d compares (its --max-txn-ops is "
+                            "lower than %d): batches of %d from now on", len(batch), len(compares), MAX_BATCH,
+                            self.max_batch)
+                ok, revision, retried = False, 0, False
+            if ok or len(batch) == 1:
+                answers = [(ok, revision * SUB + place, retried, v) for place, v in enumerate(values)]
+            else:  # a compare failed: each write again alone, so only the one that failed fails
+                alone = await asyncio.gather(*(self._txn(compare, [_put(rpc, k, value)])
+                                               for k, value, compare, _ in batch), return_exceptions=True)
+                for (_, value, _, _), placed, answer in zip(batch, values, alone):
+                    if isinstance(answer, BaseException):
+                        answers.append(answer)
+                        continue
+                    ok, revision, again = answer
+                    # Retried, the transaction may have gone through the first time: the caller then
+                    # finds its value in place, as sent with its place in the transaction.
+                    answers.append((ok, revision * SUB, retried or again, value if ok or not retried else placed))
+        except BaseException as exc:  # every writer of the batch hears of it
+            answers = [exc] * len(batch)
+            if not isinstance(exc, Exception):
+                raise
+        finally:
+            for (_, _, _, future), answer in zip(batch, answers):
+                if future.done():
+                    continue
+                if isinstance(answer, BaseException):
+                    future.set_exception(answer)
+                else:
+                    future.set_result(answer)
 
     async def _already_written(self, k: bytes, value: bytes) -> Record | None:
         """After a retried write was refused: the key holding exactly our value means the first
@@ -306,7 +467,7 @@ class EtcdStore:
         current = await self._get(k)
         if current is None or current.value != value:
             return None
-        self._seen(int(current.mod_revision))
+        self._seen(_top(int(current.mod_revision)))
         return self._record_of(current)
 
     def _record(self, key: str, obj: dict[str, Any], value: bytes, revision: int) -> Record:
@@ -320,9 +481,11 @@ class EtcdStore:
         return value
 
     async def create(self, key: str, obj: dict[str, Any]) -> Record:
-        t, k = self._client.transactions, self._k(key)
-        value = self._value(key, obj)
-        ok, revision, retried = await self._txn([t.create(k) == 0], [t.put(k, value)])
+        from aetcd import rpc
+
+        k = self._k(key)
+        never = rpc.Compare(key=k, result=rpc.Compare.EQUAL, target=rpc.Compare.CREATE, create_revision=0)
+        ok, revision, retried, value = await self._write(k, self._value(key, obj), [never])
         if not ok:
             if retried and (mine := await self._already_written(k, value)) is not None:
                 return mine
@@ -331,28 +494,35 @@ class EtcdStore:
 
     async def update(self, key: str, obj: dict[str, Any], expected_revision: int, *,
                      fence: tuple[str, int] | None = None) -> Record:
-        t, k = self._client.transactions, self._k(key)
-        value = self._value(key, obj)
-        guards = [(t.mod(k) == expected_revision) if expected_revision else (t.version(k) > 0)]
+        from aetcd import rpc
+
+        k = self._k(key)
+        # One key is written once per etcd revision, so its etcd revision names its version (a
+        # revision of another write of the same transaction passes for it: the API compares the
+        # caller's resourceVersion with the object's own before it writes).
+        guards = [_at(rpc, k, expected_revision // SUB) if expected_revision else
+                  rpc.Compare(key=k, result=rpc.Compare.GREATER, target=rpc.Compare.VERSION, version=0)]
         if fence is not None:
-            guards.append(t.mod(self._k(fence[0])) == fence[1])
-        ok, revision, retried = await self._txn(guards, [t.put(k, value)])
+            guards.append(_at(rpc, self._k(fence[0]), fence[1] // SUB))
+        ok, revision, retried, value = await self._write(k, self._value(key, obj), guards)
         if not ok:
             if retried and (mine := await self._already_written(k, value)) is not None:
                 return mine
             if fence is not None:
                 held = await self._get(self._k(fence[0]))
-                actual = int(held.mod_revision) if held is not None else 0
+                actual = self._record_of(held).revision if held is not None else 0
                 if actual != fence[1]:
                     raise Fenced(fence[0], fence[1], actual)
             current = await self._get(k)
             if current is None:
                 raise KeyNotFound(key)
-            raise Conflict(key, expected_revision, int(current.mod_revision))
+            raise Conflict(key, expected_revision, self._record_of(current).revision)
         return self._record(key, obj, value, revision)
 
     async def delete(self, key: str, expected_revision: int | None = None) -> Record:
-        t, k = self._client.transactions, self._k(key)
+        from aetcd import rpc
+
+        k = self._k(key)
         last = None
         for _ in range(8):
             current = await self._get(k)
@@ -361,19 +531,20 @@ class EtcdStore:
                     revision = await self.current_revision()
                     return Record(key, revision, _with_revision(last.value, revision))
                 raise KeyNotFound(key)
-            if expected_revision and int(current.mod_revision) != expected_revision:
-                raise Conflict(key, expected_revision, int(current.mod_revision))
-            ok, revision, retried = await self._txn([t.mod(k) == int(current.mod_revision)], [t.delete(k)])
-            if ok:  # the last state, at the deletion's revision
-                return Record(key, revision, _with_revision(current.value, revision))
+            if expected_revision and int(current.mod_revision) != expected_revision // SUB:
+                raise Conflict(key, expected_revision, self._record_of(current).revision)
+            ok, revision, retried = await self._txn([_at(rpc, k, int(current.mod_revision))],
+                                                    [rpc.RequestOp(request_delete_range=rpc.DeleteRangeRequest(key=k))])
+            if ok:  # the last state, at the deletion's revision (a delete goes alone: its place is 0)
+                return Record(key, revision * SUB, _with_revision(current.value, revision * SUB))
             last = current if retried else None
         raise Conflict(key, expected_revision or 0, -1)
 
     async def compact(self, revision: int) -> None:
         from aetcd.exceptions import RevisionCompactedError
 
-        try:
-            await self._retrying(lambda c: c.compact(revision, physical=True))
+        try:  # etcd keeps the state at the etcd revision holding ``revision``: what comes after it
+            await self._retrying(lambda c: c.compact(revision // SUB, physical=True))
         except RevisionCompactedError:
             pass
         self._compacted = max(self._compacted, revision)
@@ -385,11 +556,15 @@ class EtcdStore:
         return self._record_of(got) if got is not None else None
 
     async def list(self, prefix: str, *, revision: int = 0, limit: int = 0, start_after: str = "") -> ListResult:
+        """A revision inside the writes of one transaction lists as of all of them (the result's
+        revision says so): etcd keeps no state between them."""
         from aetcd import rpc
         from aetcd.exceptions import RevisionCompactedError
 
+        if revision and revision < self._compacted:
+            raise Compacted(revision, self._compacted)
         start = self._k(start_after) + b"\x00" if start_after > prefix else self._k(prefix)
-        request = rpc.RangeRequest(key=start, range_end=self._k(prefix_end(prefix)), revision=revision,
+        request = rpc.RangeRequest(key=start, range_end=self._k(prefix_end(prefix)), revision=revision // SUB,
                                    limit=limit + 1 if limit else 0, sort_order=rpc.RangeRequest.ASCEND,
                                    sort_target=rpc.RangeRequest.KEY)
         try:
@@ -398,7 +573,7 @@ class EtcdStore:
             if isinstance(exc, RevisionCompactedError) or "compacted" in str(exc):
                 raise Compacted(revision, self._compacted) from None
             raise
-        at = revision or int(response.header.revision)
+        at = _top(revision // SUB or int(response.header.revision))
         self._seen(at)
         kvs = list(response.kvs)
         more = bool(limit) and len(kvs) > limit
@@ -418,8 +593,11 @@ class EtcdStore:
         if progress and prefix == "/":  # every key of the etcd: foreign writes show as PROGRESS
             start = end = b"\0"
         mine = self._k(prefix)
+        first, seen = divmod(from_revision, SUB)  # from the etcd revision holding it, after what it includes
+        if seen == SUB - 1:
+            first, seen = first + 1, -1
         create = rpc.WatchRequest(create_request=rpc.WatchCreateRequest(
-            key=start, range_end=end, start_revision=from_revision + 1, prev_kv=True))
+            key=start, range_end=end, start_revision=first, prev_kv=True))
         closing = asyncio.Event()
 
         async def requests():
@@ -431,22 +609,33 @@ class EtcdStore:
         try:
             async for response in call:
                 if response.compact_revision:
-                    raise Compacted(from_revision, int(response.compact_revision))
+                    raise Compacted(from_revision, int(response.compact_revision) * SUB - 1)
                 if response.canceled:
                     raise Unavailable(f"etcd cancelled the watch: {response.cancel_reason}")
-                batch = []
+                # etcd hands every write of one etcd revision over in one response, in their order
+                # in the transaction: a value keeping no place (a write alone, a delete) takes its
+                # position among them.
+                batch, at, place = [], -1, 0
                 for ev in response.events:
                     kv = ev.kv
-                    revision = int(kv.mod_revision)
+                    etcd_revision = int(kv.mod_revision)
+                    at, place = etcd_revision, (place + 1 if etcd_revision == at else 0)
                     if not kv.key.startswith(mine):
-                        batch.append(Event(EventType.PROGRESS, Record("", revision, b"")))
-                    elif ev.type == rpc.Event.DELETE:
+                        batch.append(Event(EventType.PROGRESS, Record("", _top(etcd_revision), b"")))
+                        continue
+                    if ev.type == rpc.Event.DELETE:
+                        revision = etcd_revision * SUB + place
                         last = ev.prev_kv.value if ev.HasField("prev_kv") else b"{}"
-                        batch.append(Event(EventType.DELETED, Record(self._unk(kv.key), revision,
-                                                                     _with_revision(last, revision))))
+                        event = Event(EventType.DELETED, Record(self._unk(kv.key), revision,
+                                                                _with_revision(last, revision)))
                     else:
-                        batch.append(Event(EventType.ADDED if kv.version == 1 else EventType.MODIFIED,
-                                           self._record_of(kv)))
+                        event = Event(EventType.ADDED if kv.version == 1 else EventType.MODIFIED,
+                                      self._record_of(kv, place))
+                    if etcd_revision != first or event.revision % SUB > seen:
+                        batch.append(event)
+                if progress and at >= 0 and (not batch or batch[-1].revision != _top(at)):
+                    # the follower has seen every write of the response's last etcd revision
+                    batch.append(Event(EventType.PROGRESS, Record("", _top(at), b"")))
                 if batch:
                     self._seen(batch[-1].revision)
                     yield batch

@@ -256,6 +256,9 @@ class SQLiteStore:
     def compacted_revision(self) -> int:
         return self._compacted
 
+    def revision_before(self, writes: int) -> int:
+        return max(0, self._revision - writes)
+
     def full(self) -> StoreFull | None:
         if self.quota_bytes and self.used_bytes >= self.quota_bytes:
             return StoreFull(self.used_bytes, self.quota_bytes)

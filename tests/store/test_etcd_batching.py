@@ -1,0 +1,181 @@
+"""etcd's batched writes: writes waiting at the same moment go as one transaction, and each still has
+a revision of its own, the same whether it is read back, listed or watched."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+
+import pytest
+
+from corral.store import Conflict, EventType, KeyExists, KeyNotFound, open_store
+from corral.store import etcd as etcd_backend
+from corral.store.etcd import SUB
+
+
+@pytest.fixture
+async def store(etcd):
+    s = await open_store(etcd.url, root=f"/b-{uuid.uuid4().hex[:12]}")
+    yield s
+    await s.close()
+
+
+def obj(name: str, **extra) -> dict:
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name}, **extra}
+
+
+def count_transactions(store, monkeypatch) -> list[int]:
+    """The number of writes in each transaction the store sends from here on."""
+    sent: list[int] = []
+    real = store._txn
+
+    async def counting(compare, success):
+        sent.append(len(success))
+        return await real(compare, success)
+
+    monkeypatch.setattr(store, "_txn", counting)
+    return sent
+
+
+async def watch_until(store, prefix: str, after: int, count: int) -> list:
+    events = []
+    async with asyncio.timeout(10):
+        async for batch in store.watch(prefix, after):
+            events.extend(batch)
+            if len(events) >= count:
+                return events
+    return events
+
+
+async def test_writes_made_together_go_in_one_transaction_each_with_its_own_revision(store, monkeypatch):
+    start = store.revision
+    sent = count_transactions(store, monkeypatch)
+    written = await asyncio.gather(*(store.create(f"/p/{i:02}", obj(f"p{i}", i=i)) for i in range(40)))
+    assert sent == [40]  # one transaction, one etcd revision
+    revisions = [r.revision for r in written]
+    etcd_revision = revisions[0] // SUB
+    assert revisions == [etcd_revision * SUB + place for place in range(40)]
+    assert start < revisions[0] and revisions[-1] <= store.revision
+    # Each record names its revision; read back, listed and watched it is the same one.
+    for record in written:
+        assert record.obj["metadata"]["resourceVersion"] == str(record.revision)
+    for i in (0, 1, 39):
+        got = await store.get(f"/p/{i:02}")
+        assert (got.revision, got.value, got.obj["i"]) == (written[i].revision, written[i].value, i)
+    listed = await store.list("/p/")
+    assert [(r.key, r.revision, r.value) for r in listed.items] == [(r.key, r.revision, r.value) for r in written]
+    assert listed.revision == etcd_revision * SUB + SUB - 1  # every write of it
+    events = await watch_until(store, "/p/", start, 40)
+    assert [(e.type, e.key, e.revision, e.record.value) for e in events] == [
+        (EventType.ADDED, r.key, r.revision, r.value) for r in written]
+
+
+async def test_a_write_whose_compare_fails_fails_alone_and_the_others_of_its_transaction_land(store, monkeypatch):
+    taken = await store.create("/q/taken", obj("taken"))
+    old = await store.create("/q/moved", obj("moved"))
+    moved = await store.update("/q/moved", obj("moved", v=1), old.revision)
+    sent = count_transactions(store, monkeypatch)
+    answers = await asyncio.gather(
+        store.create("/q/a", obj("a")),
+        store.create("/q/taken", obj("again")),  # exists
+        store.update("/q/moved", obj("moved", v=2), old.revision),  # stale
+        store.update("/q/missing", obj("missing"), 0),  # no such key
+        store.create("/q/b", obj("b")),
+        return_exceptions=True)
+    assert sent[0] == 5 and sent[1:] == [1] * 5  # the transaction, then each write alone
+    a, exists, stale, missing, b = answers
+    assert isinstance(exists, KeyExists) and exists.key == "/q/taken"
+    assert isinstance(stale, Conflict) and (stale.expected, stale.actual) == (old.revision, moved.revision)
+    assert isinstance(missing, KeyNotFound)
+    assert (await store.get("/q/a")).revision == a.revision and (await store.get("/q/b")).revision == b.revision
+    assert (await store.get("/q/taken")).revision == taken.revision
+    assert (await store.get("/q/moved")).obj["v"] == 1
+
+
+async def test_a_watch_from_a_revision_inside_a_transaction_starts_right_after_it(store):
+    written = await asyncio.gather(*(store.create(f"/w/{i}", obj(f"w{i}")) for i in range(5)))
+    assert len({r.revision // SUB for r in written}) == 1
+    events = await watch_until(store, "/w/", written[1].revision, 3)
+    assert [e.revision for e in events] == [r.revision for r in written[2:]]
+    # A list at such a revision holds the whole transaction, and says so.
+    listed = await store.list("/w/", revision=written[1].revision)
+    assert len(listed.items) == 5 and listed.revision == written[0].revision - written[0].revision % SUB + SUB - 1
+
+
+async def test_a_value_written_in_a_later_place_updates_and_deletes_with_its_own_revisions(store):
+    first, second = await asyncio.gather(store.create("/d/a", obj("a")), store.create("/d/b", obj("b", v=1)))
+    assert second.revision == first.revision + 1
+    updated = await store.update("/d/b", obj("b", v=2), second.revision)
+    assert updated.revision // SUB > second.revision // SUB and updated.obj["metadata"]["resourceVersion"] == str(
+        updated.revision)
+    gone = await store.delete("/d/b", updated.revision)
+    assert gone.obj == {**obj("b", v=2), "metadata": {"name": "b", "resourceVersion": str(gone.revision)}}
+    events = await watch_until(store, "/d/", first.revision - 1, 4)
+    assert [(e.type, e.revision, e.record.obj["metadata"]["resourceVersion"]) for e in events] == [
+        (EventType.ADDED, first.revision, str(first.revision)),
+        (EventType.ADDED, second.revision, str(second.revision)),
+        (EventType.MODIFIED, updated.revision, str(updated.revision)),
+        (EventType.DELETED, gone.revision, str(gone.revision))]
+    with pytest.raises(Conflict) as refused:
+        await store.update("/d/a", obj("a", v=1), first.revision - SUB)
+    assert refused.value.actual == first.revision
+
+
+async def test_limits_split_transactions_one_key_at_most_once_each_and_a_cancelled_write_is_not_sent(
+        store, monkeypatch):
+    sent = count_transactions(store, monkeypatch)
+    await asyncio.gather(*(store.create(f"/m/{i:03}", obj(f"m{i}")) for i in range(etcd_backend.MAX_BATCH + 5)))
+    assert sorted(sent) == [5, etcd_backend.MAX_BATCH]
+    sent.clear()
+    lease = await store.create("/l/lease", obj("lease"))
+    pods = await asyncio.gather(*(store.create(f"/f/{i:03}", obj(f"f{i}")) for i in range(70)))
+    sent.clear()
+    await asyncio.gather(*(store.update(p.key, obj(p.key, v=1), p.revision, fence=(lease.key, lease.revision))
+                           for p in pods))
+    assert sorted(sent) == [6, etcd_backend.MAX_BATCH // 2]  # two compares each: etcd counts them too
+    sent.clear()
+    monkeypatch.setattr(etcd_backend, "MAX_BATCH_BYTES", 1000)
+    await asyncio.gather(*(store.create(f"/big/{i}", obj(f"big{i}", blob="x" * 600)) for i in range(3)))
+    assert sent == [1, 1, 1]
+    a = await store.create("/s/a", obj("a"))
+    sent.clear()
+    twice = await asyncio.gather(store.update("/s/a", obj("a", v=1), 0), store.update("/s/a", obj("a", v=2), 0),
+                                 store.create("/s/b", obj("b")))
+    assert sent == [2, 1]  # etcd refuses one key twice in a transaction: the second waits for the first
+    assert a.revision < twice[0].revision < twice[1].revision and (await store.get("/s/a")).obj["v"] == 2
+    sent.clear()
+    cancelled = asyncio.ensure_future(store.create("/s/cancelled", obj("c")))
+    await asyncio.sleep(0)  # waiting to be sent
+    cancelled.cancel()
+    kept = await store.create("/s/kept", obj("k"))
+    assert sent == [1] and kept is not None and await store.get("/s/cancelled") is None
+
+
+async def test_history_kept_is_counted_in_etcd_revisions_each_one_write_or_more(store):
+    for i in range(3):
+        await store.create(f"/h/{i}", obj(f"h{i}"))
+    top = store.revision
+    assert top % SUB == SUB - 1 and store.revision_before(0) == top
+    assert store.revision_before(2) == top - 2 * SUB
+    assert store.revision_before(top) == 0
+
+
+async def test_an_etcd_taking_fewer_operations_per_transaction_gets_smaller_batches_and_every_write_lands(
+        tmp_path, caplog):
+    from corral.testing.etcd import EtcdProcess
+
+    proc = EtcdProcess(str(tmp_path / "etcd"), extra_args=("--max-txn-ops", "16")).start()
+    try:
+        store = await open_store(proc.url)
+        try:
+            written = await asyncio.gather(*(store.create(f"/t/{i:02}", obj(f"t{i}")) for i in range(60)))
+            assert store.max_batch == 30  # the 60 refused together: half of them from now on
+            more = await asyncio.gather(*(store.create(f"/t/more-{i:02}", obj(f"m{i}")) for i in range(40)))
+            assert store.max_batch == 15  # 30 refused too: the next 15 are taken
+            listed = await store.list("/t/")
+            assert sorted(r.revision for r in listed.items) == sorted(r.revision for r in written + more)
+            assert "lower than 128" in caplog.text
+        finally:
+            await store.close()
+    finally:
+        proc.stop()
