@@ -444,6 +444,29 @@ def test_spread_constraints_that_differ_are_remembered_apart():
     assert twin.fwks[0].remembered.hits == 8
 
 
+def test_tolerations_that_differ_in_any_part_the_filter_reads_are_remembered_apart():
+    twin = Twin({}, time.time)
+    for name in ("tainted-a", "tainted-b"):  # a pod lands on one: the other's row is remembered
+        twin.each(lambda c, name=name: c.set_node(make_node(name).capacity(cpu=8, memory="8Gi", pods=10)
+                                                  .taint("dedicated", "x", "NoSchedule").obj))
+    twin.each(lambda c: c.set_node(make_node("plain").capacity(cpu=1, memory="1Gi", pods=10).obj))
+    tolerating = dict(key="dedicated", value="x", effect="NoSchedule")
+    for i, (change, node) in enumerate([({}, "tainted"), ({"effect": "NoExecute"}, "plain"),
+                                        ({}, "tainted"), ({"value": "y"}, "plain"),
+                                        ({"key": "other"}, "plain"), ({}, "tainted"),
+                                        ({"value": "", "operator": "Exists"}, "tainted"),
+                                        ({"value": "", "operator": "Equal"}, "plain")]):
+        pod = make_pod(f"t{i}").requests(cpu="100m").toleration(**{**tolerating, **change}).obj
+        assert twin.schedule(pod).startswith(node), change  # an emptier node, unless the taint bars it
+
+
+def test_a_toleration_validation_would_refuse_still_makes_a_signature():
+    twin = basic_twin(3)  # the scheduler also meets objects no API validated (a plan's, a test's)
+    pod = make_pod("odd").requests(cpu="100m").obj
+    pod["spec"]["tolerations"] = [{"key": ["not", "a", "string"], "operator": "Exists", "extra": {"a": 1}}]
+    assert twin.schedule(pod) is not None
+
+
 def test_without_score_plugins_every_node_ties_at_every_decision():
     twin = Twin({"profiles": [{"schedulerName": "default-scheduler",
                                "plugins": {"score": {"disabled": [{"name": "*"}]}}}]}, time.time)

@@ -85,12 +85,24 @@ def _ceil(value: Fraction) -> int:
 
 def to_milli(value: str | int | float) -> int:
     """Millicores (or milli-units): ``ceil(q * 1000)``, as Kubernetes' ``MilliValue()``."""
-    return _ceil(parse_quantity(value) * 1000)
+    return _milli_str(value) if type(value) is str else _ceil(parse_quantity(value) * 1000)
 
 
 def to_units(value: str | int | float) -> int:
     """Whole units (bytes, pods): ``ceil(q)``, as Kubernetes' ``Value()``."""
-    return _ceil(parse_quantity(value))
+    return _units_str(value) if type(value) is str else _ceil(parse_quantity(value))
+
+
+# Every pod's requests are converted where it is created, admitted and scheduled, mostly the same few
+# strings; the Fraction arithmetic was ~1.5 % of the scheduler's benchmark.
+@lru_cache(maxsize=4096)
+def _milli_str(text: str) -> int:
+    return _ceil(parse_quantity(text) * 1000)
+
+
+@lru_cache(maxsize=4096)
+def _units_str(text: str) -> int:
+    return _ceil(parse_quantity(text))
 
 
 def format_cpu(millis: int) -> str:
