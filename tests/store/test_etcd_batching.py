@@ -179,3 +179,40 @@ async def test_an_etcd_taking_fewer_operations_per_transaction_gets_smaller_batc
             await store.close()
     finally:
         proc.stop()
+
+
+async def test_a_transaction_retried_after_it_went_through_is_recognised_write_by_write(store, monkeypatch):
+    """The first attempt of a batched transaction lands but its answer is lost (a member dies); the
+    retry's compares then fail, and each write alone fails too: each writer finds its own value, as
+    sent with its place in the transaction, and gets its revision."""
+    real = store._txn
+    calls: list[int] = []
+    lose = [True]
+
+    async def lost_answer(compare, success):
+        calls.append(len(success))
+        ok, revision, retried = await real(compare, success)
+        if lose.pop() if lose else False:  # it went through; the caller hears of a retry that found it done
+            assert ok and len(success) > 1
+            return False, revision, True
+        return ok, revision, retried
+
+    monkeypatch.setattr(store, "_txn", lost_answer)
+    written = await asyncio.gather(*(store.create(f"/r/{i}", obj(f"r{i}", i=i)) for i in range(4)))
+    assert calls == [4, 1, 1, 1, 1]
+    etcd_revision = written[0].revision // SUB
+    assert [r.revision for r in written] == [etcd_revision * SUB + place for place in range(4)]
+    for i, record in enumerate(written):
+        got = await store.get(f"/r/{i}")
+        assert (got.revision, got.value, got.obj["i"]) == (record.revision, record.value, i)
+    # A stranger's value under one of those keys is not taken for ours.
+    stranger = await store.update("/r/1", obj("r1", i="stranger"), written[1].revision)
+    async def retried_into_a_stranger(compare, success):  # the batch "retried": its compares fail
+        ok, revision, retried = await real(compare, success)
+        return (ok, revision, True) if len(success) > 1 else (ok, revision, retried)
+
+    monkeypatch.setattr(store, "_txn", retried_into_a_stranger)
+    mine, other = await asyncio.gather(store.create("/r/1", obj("r1", i=1)), store.create("/r/9", obj("r9")),
+                                       return_exceptions=True)
+    assert isinstance(mine, KeyExists) and (await store.get("/r/1")).revision == stranger.revision
+    assert (await store.get("/r/9")).revision == other.revision
