@@ -1,10 +1,14 @@
-"""SQLite or etcd under corral: the same two benchmarks on each store, on this machine.
+"""SQLite or etcd under corral: the same three benchmarks on each store, on this machine.
 
-    .venv/bin/python bench/store_compare.py [--pods 10000] [--clients 32] [--workload NAME] [--repeat 1]
+    .venv/bin/python bench/store_compare.py [--store-writes 20000] [--pods 10000] [--clients 32]
+                                            [--workload NAME] [--repeat 1]
 
 For each store (SQLite with synchronous=FULL; a private one-member etcd started here, on loopback,
 with its own data directory under /tmp — a fresh member for every run):
 
+0. writes/s into the store itself (no API): ``--store-writes`` pod creates from 256 concurrent
+   writers, then a compare-and-swap update of each, as a binding is: how far the store is from
+   being the limit (each scheduled pod costs a create, a binding and an event);
 1. creates/s over HTTP: ``--pods`` pod creates from ``--clients`` connections to a real
    ``corral server --no-scheduler`` process (bench/api_bench.py's create phase);
 2. scheduler throughput: ``corral bench WORKLOAD`` in-process (default
@@ -23,6 +27,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 sys.path.insert(0, os.path.dirname(__file__))
@@ -76,6 +81,44 @@ def scheduling(kind: str, workload: str) -> float:
         store.close()
 
 
+async def store_writes(kind: str, writes: int, writers: int = 256) -> tuple[float, float]:
+    """Writes/s into the store itself, no API: ``writes`` pod creates, then a binding-sized update of
+    each (compare-and-swap on the revision the create returned), from ``writers`` concurrent writers;
+    what the scheduler's bindings, events and the API's creates ask of the store."""
+    from corral.store import open_store
+
+    dir_ = Store(kind)
+    store = await open_store(dir_.url)
+    try:
+        def pod(i: int, **spec) -> dict:
+            return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}", "namespace": "default"},
+                    "spec": {"containers": [{"name": "c", "image": "busybox"}], **spec}}
+
+        made: dict[int, int] = {}
+
+        async def phase(write) -> float:
+            todo = iter(range(writes))
+
+            async def writer() -> None:
+                for i in todo:
+                    await write(i)
+
+            start = time.perf_counter()
+            await asyncio.gather(*(writer() for _ in range(writers)))
+            return writes / (time.perf_counter() - start)
+
+        async def create(i: int) -> None:
+            made[i] = (await store.create(f"/core/pods/default/p{i}", pod(i))).revision
+
+        async def bind(i: int) -> None:
+            await store.update(f"/core/pods/default/p{i}", pod(i, nodeName="n1"), made[i])
+
+        return await phase(create), await phase(bind)
+    finally:
+        await store.close()
+        dir_.close()
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--pods", type=int, default=10_000)
@@ -83,12 +126,20 @@ async def main() -> None:
     parser.add_argument("--workload", default="SchedulingBasic/5000Nodes_10000Pods")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each measurement; medians are reported")
     parser.add_argument("--skip-scheduling", action="store_true", help="creates/s only")
+    parser.add_argument("--store-writes", type=int, default=20_000,
+                        help="creates, then as many updates, straight into the store (0: skip)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    runs: dict[str, dict[str, list[float]]] = {k: {"creates": [], "scheduling": []} for k in ("sqlite", "etcd")}
+    runs: dict[str, dict[str, list[float]]] = {
+        k: {"creates": [], "scheduling": [], "storeCreates": [], "storeUpdates": []} for k in ("sqlite", "etcd")}
     for i in range(args.repeat):
         for kind in ("sqlite", "etcd"):  # alternated, so a noisy minute hurts both alike
+            if args.store_writes:
+                made, bound = await store_writes(kind, args.store_writes)
+                runs[kind]["storeCreates"].append(made)
+                runs[kind]["storeUpdates"].append(bound)
+                print(f"run {i + 1}: {kind:6} store creates/s {made:,.0f}, updates/s {bound:,.0f}", file=sys.stderr)
             value = await creates(kind, args.pods, args.clients)
             runs[kind]["creates"].append(value)
             print(f"run {i + 1}: {kind:6} creates/s {value:,.0f}", file=sys.stderr)
@@ -99,11 +150,14 @@ async def main() -> None:
     if args.json:
         print(json.dumps(runs, indent=2))
         return
-    print(f"\n{'store':8} {'creates/s (HTTP)':>18} {args.workload + ' pods/s':>45}")
+    def median(values: list[float]) -> str:
+        return f"{statistics.median(values):,.0f}" if values else "-"
+
+    print(f"\n{'store':8} {'store creates/s':>16} {'store updates/s':>16} {'creates/s (HTTP)':>18} "
+          f"{args.workload + ' pods/s':>45}")
     for kind, r in runs.items():
-        c = f"{statistics.median(r['creates']):,.0f}"
-        s = f"{statistics.median(r['scheduling']):,.0f}" if r["scheduling"] else "-"
-        print(f"{kind:8} {c:>18} {s:>45}")
+        print(f"{kind:8} {median(r['storeCreates']):>16} {median(r['storeUpdates']):>16} {median(r['creates']):>18} "
+              f"{median(r['scheduling']):>45}")
 
 
 if __name__ == "__main__":
