@@ -27,16 +27,6 @@ def test_a_malformed_endpoint_is_refused_with_the_part_and_the_url_named(url, pa
     assert str(refused.value) == f"etcd endpoint must be HOST:PORT, got {part!r} in {url!r}"
 
 
-@pytest.fixture
-async def pair(etcd):
-    """Two stores sharing one etcd under different roots, as two clusters (or a cluster and etcdctl) would."""
-    a = await open_store(etcd.url, root=f"/a-{uuid.uuid4().hex[:12]}")
-    b = await open_store(etcd.url, root=f"/b-{uuid.uuid4().hex[:12]}")
-    yield a, b
-    await a.close()
-    await b.close()
-
-
 async def test_values_another_writer_put_under_the_root_read_back_with_their_revision(pair):
     store, _ = pair
     put = await store._client.put(store._k("/k/raw"), b'{"a":1}')

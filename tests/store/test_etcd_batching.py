@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from corral.store import Conflict, EventType, KeyExists, KeyNotFound, open_store
+from corral.store import Compacted, Conflict, EventType, KeyExists, KeyNotFound, open_store
 from corral.store import etcd as etcd_backend
 from corral.store.etcd import SUB
 
@@ -157,7 +157,8 @@ async def test_history_kept_is_counted_in_etcd_revisions_each_one_write_or_more(
     top = store.revision
     assert top % SUB == SUB - 1 and store.revision_before(0) == top
     assert store.revision_before(2) == top - 2 * SUB
-    assert store.revision_before(top) == 0
+    assert store.revision_before(top // SUB - 1) == 2 * SUB - 1  # etcd's first revision and its own write kept
+    assert store.revision_before(top // SUB) == 0 and store.revision_before(top) == 0
 
 
 async def test_an_etcd_taking_fewer_operations_per_transaction_gets_smaller_batches_and_every_write_lands(
@@ -216,3 +217,75 @@ async def test_a_transaction_retried_after_it_went_through_is_recognised_write_b
                                        return_exceptions=True)
     assert isinstance(mine, KeyExists) and (await store.get("/r/1")).revision == stranger.revision
     assert (await store.get("/r/9")).revision == other.revision
+
+
+async def test_what_etcd_holds_keeps_a_place_only_after_the_first_and_nested_metadata_is_left_alone(store):
+    def deployment(name: str) -> dict:  # a template's metadata inside: the top-level one is the record's
+        return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": name},
+                "spec": {"template": {"metadata": {"labels": {"app": name}}, "spec": {}}}}
+
+    first, second = await asyncio.gather(store.create("/n/a", deployment("a")), store.create("/n/b", deployment("b")))
+    assert second.revision == first.revision + 1
+    raw_first = (await store._client.get(store._k("/n/a"))).value
+    raw_second = (await store._client.get(store._k("/n/b"))).value
+    assert b"resourceVersion" not in raw_first  # what etcdctl shows: a write alone or first keeps none
+    assert raw_second.startswith(b'{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"resourceVersion":"1",')
+    got = await store.get("/n/b")
+    assert got.revision == second.revision and got.obj["spec"]["template"]["metadata"] == {"labels": {"app": "b"}}
+    assert got.obj["metadata"] == {"name": "b", "resourceVersion": str(second.revision)}
+
+
+async def test_several_writes_of_another_writer_in_one_transaction_are_numbered_by_their_order(store):
+    """etcdctl's ``txn`` or ``del --prefix`` writes several keys at one etcd revision without kept
+    places (and may keep what looks like a resourceVersion): a watch numbers them by their order."""
+    from aetcd import rpc
+
+    start = store.revision
+    values = [b'{"metadata":{"name":"x"}}', b'{"metadata":{"resourceVersion":"1234","name":"y"}}',
+              b'{"metadata":{"resourceVersion":"abc","name":"z"}}']
+    ops = [rpc.RequestOp(request_put=rpc.PutRequest(key=store._k(f"/x/{i}"), value=v)) for i, v in enumerate(values)]
+    put = await store._client.kvstub.Txn(rpc.TxnRequest(compare=[], success=ops, failure=[]))
+    gone = await store._client.delete_prefix(store._k("/x/"))
+    written, deleted = put.header.revision, gone.header.revision
+    events = await watch_until(store, "/x/", start, 6)
+    assert [(e.type, e.key, e.revision) for e in events] == [
+        (EventType.ADDED, "/x/0", written * SUB), (EventType.ADDED, "/x/1", written * SUB + 1),
+        (EventType.ADDED, "/x/2", written * SUB + 2), (EventType.DELETED, "/x/0", deleted * SUB),
+        (EventType.DELETED, "/x/1", deleted * SUB + 1), (EventType.DELETED, "/x/2", deleted * SUB + 2)]
+    assert [e.record.obj["metadata"]["resourceVersion"] for e in events] == [str(e.revision) for e in events]
+    # A watch from inside them starts right after.
+    later = await watch_until(store, "/x/", written * SUB + 1, 4)
+    assert [e.revision for e in later] == [written * SUB + 2, deleted * SUB, deleted * SUB + 1, deleted * SUB + 2]
+
+
+async def test_a_transaction_of_several_roots_shows_the_others_as_progress_and_this_ones_writes(pair):
+    from aetcd import rpc
+
+    store, other = pair
+    start = await store.current_revision()
+    watch = store.watch("/", start, progress=True)
+    first = asyncio.ensure_future(anext(watch))
+    await asyncio.sleep(0.2)
+    ops = [rpc.RequestOp(request_put=rpc.PutRequest(key=k, value=b'{"metadata":{"name":"v"}}'))
+           for k in (other._k("/o/1"), store._k("/o/mine"), other._k("/o/2"))]
+    put = await store._client.kvstub.Txn(rpc.TxnRequest(compare=[], success=ops, failure=[]))
+    batch = await asyncio.wait_for(first, 10)
+    top = put.header.revision * SUB + SUB - 1
+    assert [(e.type, e.key, e.revision) for e in batch] == [
+        (EventType.PROGRESS, "", top), (EventType.ADDED, "/o/mine", put.header.revision * SUB + 1),
+        (EventType.PROGRESS, "", top)]
+    assert batch[0].record.value == batch[2].record.value == b""
+    await watch.aclose()
+
+
+async def test_a_watch_from_before_another_servers_compaction_is_told_where_history_begins(pair):
+    store, other = pair
+    old = await store.create("/c/a", obj("a"))
+    await store.update("/c/a", obj("a", v=1), old.revision)
+    mark = await other.current_revision()  # ``other`` compacts; ``store`` has not heard of it
+    await other.compact(mark)
+    with pytest.raises(Compacted) as refused:
+        async with asyncio.timeout(10):
+            async for _ in store.watch("/c/", old.revision - 1):
+                pass
+    assert (refused.value.requested, refused.value.compacted) == (old.revision - 1, mark - mark % SUB - 1)

@@ -1,7 +1,7 @@
 """The etcd backend of the store contract (see :mod:`corral.store.base`), through aetcd.
 
 - Keys live under a root prefix (``/corral`` by default), so one etcd can serve several clusters or
-  test runs; the store's revisions are etcd's.
+  test runs; the store's revisions are etcd's, numbered as below.
 - Creates and updates waiting at the same moment go to etcd together, as one transaction (up to
   ``MAX_BATCH`` writes and compares and ``MAX_BATCH_BYTES``, ``MAX_IN_FLIGHT`` transactions at a time;
   an etcd whose ``--max-txn-ops`` is lower is met by halving the batches until it takes them): one gRPC
@@ -18,10 +18,10 @@
   ``metadata``); a record read back gets its revision from the key's ``mod_revision`` and that place
   (as Kubernetes' etcd3 storage does from ``mod_revision``), so the contract holds: the value a record
   carries always names its own revision.
-- Lists at a revision use etcd's range with ``revision`` and ``limit`` (a revision inside a
-  transaction's writes reads the earlier versions of the keys it wrote later); watches start at the
-  etcd revision holding ``from_revision`` with ``prev_kv`` so a DELETED event carries the last state,
-  and skip what ``from_revision`` already includes.
+- Lists at a revision use etcd's range with ``revision`` and ``limit`` (at a revision inside a
+  transaction's writes, etcd keeps no state between them: the list holds all of them, and its
+  revision says so); watches start at the etcd revision holding ``from_revision`` with ``prev_kv`` so
+  a DELETED event carries the last state, and skip what ``from_revision`` already includes.
 - A revision etcd has compacted away raises :class:`Compacted` (→ HTTP 410).
 - Each endpoint gets its own gRPC channel, and calls go to one member at a time: a call that fails
   in transit (the member gone, hung, or in the middle of a leader election) moves the store on to
@@ -177,7 +177,7 @@ def _top(etcd_revision: int) -> int:
     return etcd_revision * SUB + SUB - 1
 
 
-def _stamped(value: bytes, etcd_revision: int, place: int = 0) -> tuple[int, bytes]:
+def _stamped(value: bytes, etcd_revision: int, place: int) -> tuple[int, bytes]:
     """The store revision of a value etcd holds at ``etcd_revision`` (from the place in its transaction
     the value keeps, else ``place``), and the value carrying it as resourceVersion."""
     at = value.find(_METADATA)
@@ -615,7 +615,7 @@ class EtcdStore:
                 # etcd hands every write of one etcd revision over in one response, in their order
                 # in the transaction: a value keeping no place (a write alone, a delete) takes its
                 # position among them.
-                batch, at, place = [], -1, 0
+                batch, at, place = [], None, 0
                 for ev in response.events:
                     kv = ev.kv
                     etcd_revision = int(kv.mod_revision)
@@ -633,7 +633,7 @@ class EtcdStore:
                                       self._record_of(kv, place))
                     if etcd_revision != first or event.revision % SUB > seen:
                         batch.append(event)
-                if progress and at >= 0 and (not batch or batch[-1].revision != _top(at)):
+                if progress and at is not None and (not batch or batch[-1].revision != _top(at)):
                     # the follower has seen every write of the response's last etcd revision
                     batch.append(Event(EventType.PROGRESS, Record("", _top(at), b"")))
                 if batch:
