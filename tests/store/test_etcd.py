@@ -56,8 +56,10 @@ async def test_a_watch_of_everything_with_progress_sees_other_roots_writes_as_pr
     assert [(e.type, e.key, e.revision, e.record.value) for e in progress] == [
         (EventType.PROGRESS, "", foreign.revision + SUB - 1, b"")]
     # A write of its own, then the progress to the end of its etcd revision.
-    assert [(e.type, e.key, e.revision) for e in await next_batch(with_progress)] == [
+    mine_then_progress = await next_batch(with_progress)
+    assert [(e.type, e.key, e.revision) for e in mine_then_progress] == [
         (EventType.ADDED, "/core/pods/default/a", mine.revision), (EventType.PROGRESS, "", mine.revision + SUB - 1)]
+    assert mine_then_progress[1].record.value == b""
     # Without progress, the other root's write is not there at all.
     assert [(e.type, e.key, e.revision) for e in await plain] == [
         (EventType.ADDED, "/core/pods/default/a", mine.revision)]
@@ -144,3 +146,34 @@ async def test_etcds_space_quota_is_a_store_full_error_and_an_alarm_until_a_writ
             await store.close()
     finally:
         proc.stop()
+
+
+def test_what_a_grpc_error_says_is_its_details_and_another_error_says_nothing():
+    from corral.store.etcd import _details
+
+    class RpcError(Exception):
+        def details(self):
+            return "etcdserver: too many operations in txn request"
+
+    assert _details(RpcError()) == "etcdserver: too many operations in txn request"
+    assert _details(ValueError("not from gRPC")) == ""
+    assert _details(type("NotCallable", (Exception,), {"details": "a field"})()) == ""
+
+
+async def test_a_delete_that_finds_the_key_written_again_after_it_read_it_deletes_the_newer_version(pair, monkeypatch):
+    store, _ = pair
+    old = await store.create("/k/race", {"metadata": {"name": "race"}, "v": 1})
+    stale = await store._client.get(store._k("/k/race"))
+    real_get = store._get
+    reads = []
+
+    async def read_then_someone_writes(k):
+        reads.append(k)
+        if len(reads) == 1:  # the first read sees v=1; then another writer writes v=2
+            await store.update("/k/race", {"metadata": {"name": "race"}, "v": 2}, old.revision)
+            return stale
+        return await real_get(k)
+
+    monkeypatch.setattr(store, "_get", read_then_someone_writes)
+    gone = await store.delete("/k/race")
+    assert len(reads) == 2 and gone.obj["v"] == 2  # the compare failed on v=1; v=2 is what was deleted

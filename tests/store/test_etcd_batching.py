@@ -119,6 +119,11 @@ async def test_a_value_written_in_a_later_place_updates_and_deletes_with_its_own
     with pytest.raises(Conflict) as refused:
         await store.update("/d/a", obj("a", v=1), first.revision - SUB)
     assert refused.value.actual == first.revision
+    third, fourth = await asyncio.gather(store.create("/d/c", obj("c")), store.create("/d/d", obj("d")))
+    assert fourth.revision % SUB == 1
+    assert (await store.delete("/d/d", fourth.revision)).revision > fourth.revision  # its exact revision holds
+    with pytest.raises(Conflict):
+        await store.delete("/d/c", third.revision - SUB)
 
 
 async def test_limits_split_transactions_one_key_at_most_once_each_and_a_cancelled_write_is_not_sent(
@@ -289,3 +294,26 @@ async def test_a_watch_from_before_another_servers_compaction_is_told_where_hist
             async for _ in store.watch("/c/", old.revision - 1):
                 pass
     assert (refused.value.requested, refused.value.compacted) == (old.revision - 1, mark - mark % SUB - 1)
+    with pytest.raises(Compacted) as refused:  # etcd's own answer: this store did not compact
+        await store.list("/c/", revision=old.revision)
+    assert (refused.value.requested, refused.value.compacted) == (old.revision, 0)
+
+
+async def test_batched_writes_into_a_full_etcd_each_hear_that_it_is_full(tmp_path):
+    from corral.store import StoreFull
+    from corral.testing.etcd import EtcdProcess
+
+    proc = EtcdProcess(str(tmp_path / "etcd"), extra_args=("--quota-backend-bytes", str(2 * 2**20))).start()
+    try:
+        store = await open_store(proc.url)
+        try:
+            with pytest.raises(StoreFull):
+                for i in range(100):
+                    await store.create(f"/big/{i}", obj(f"big{i}", blob="x" * 100_000))
+            refused = await asyncio.gather(*(store.create(f"/more/{i}", obj(f"m{i}")) for i in range(5)),
+                                           return_exceptions=True)
+            assert all(isinstance(r, StoreFull) for r in refused), refused
+        finally:
+            await store.close()
+    finally:
+        proc.stop()

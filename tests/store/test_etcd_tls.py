@@ -94,10 +94,18 @@ async def test_a_tls_etcd_is_not_reached_without_a_client_certificate_over_plain
 
 
 def test_the_tls_settings_are_checked_before_anything_is_dialled(tmp_path, certs):
-    with pytest.raises(ValueError, match="give both or neither"):
+    with pytest.raises(ValueError) as refused:
         EtcdTLS(certs.ca_file, certs.client_cert)
+    assert str(refused.value) == "--etcd-certfile and --etcd-keyfile go together: give both or neither"
     with pytest.raises(ValueError, match=f"cannot read the etcd CA certificate {tmp_path}/missing.crt"):
         EtcdTLS(str(tmp_path / "missing.crt")).credentials()
+    missing = str(tmp_path / "gone.pem")
+    with pytest.raises(ValueError) as refused:
+        EtcdTLS(certs.ca_file, missing, certs.client_key).credentials()
+    assert str(refused.value) == f"cannot read the etcd client certificate {missing}: No such file or directory"
+    with pytest.raises(ValueError) as refused:
+        EtcdTLS(certs.ca_file, certs.client_cert, missing).credentials()
+    assert str(refused.value) == f"cannot read the etcd client key {missing}: No such file or directory"
     not_pem = tmp_path / "ca.txt"
     not_pem.write_text("hello")
     with pytest.raises(ValueError, match="holds no PEM certificate"):
