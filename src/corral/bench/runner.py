@@ -16,7 +16,7 @@ import statistics
 import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 import msgspec
 
@@ -95,22 +95,19 @@ class BenchResult:
     data: dict[str, Any]
 
 
-async def _bounded(coros: Iterable, limit: int = CONCURRENCY, on_done: Callable[[int], None] | None = None) -> None:
-    """Await ``coros`` (made lazily, in order), ``limit`` at a time: a pool of ``limit`` workers, as
-    scheduler_perf's client goroutines, not a task and a semaphore wait for each of 50,000 pods (that
-    was ~5 % of the process the benchmark measures)."""
-    pending = iter(coros)
+async def _bounded(coros: list, limit: int = CONCURRENCY, on_done: Callable[[int], None] | None = None) -> None:
+    sem = asyncio.Semaphore(limit)
     done = 0
 
-    async def worker() -> None:
+    async def run(c) -> None:
         nonlocal done
-        for c in pending:
+        async with sem:
             await c
-            done += 1
-            if on_done is not None and done % 100 == 0:
-                on_done(done)
+        done += 1
+        if on_done is not None and done % 100 == 0:
+            on_done(done)
 
-    await asyncio.gather(*(worker() for _ in range(limit)))
+    await asyncio.gather(*(run(c) for c in coros))
 
 
 async def _create_pods(target, tracker: _Tracker, op: dict[str, Any], progress: Progress, start_index: int = 0
@@ -143,7 +140,7 @@ async def _create_pods(target, tracker: _Tracker, op: dict[str, Any], progress: 
 
     count = int(op.get("count", 0))
     progress.phase(f"creating {count} {prefix} pods" + (" (measured)" if op.get("measure") else ""), count)
-    await _bounded((create(start_index + i) for i in range(count)), on_done=progress.advance)
+    await _bounded([create(start_index + i) for i in range(count)], on_done=progress.advance)
     return keys
 
 
@@ -269,9 +266,9 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
                 heartbeat = now_rfc3339()
                 capacity = {**DEFAULT_CAPACITY, **(op.get("capacity") or {})}
                 progress.phase(f"creating {node_count} nodes", node_count)
-                await _bounded((target.create("Node", node_object(i, labels=op.get("labels") or {}, zones=op.get("zones"),
+                await _bounded([target.create("Node", node_object(i, labels=op.get("labels") or {}, zones=op.get("zones"),
                                                                   capacity=capacity, heartbeat=heartbeat))
-                                for i in range(node_count)), on_done=progress.advance)
+                                for i in range(node_count)], on_done=progress.advance)
             elif kind == "createNamespaces":
                 for name in op.get("names") or ():
                     await target.create("Namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
