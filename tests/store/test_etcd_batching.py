@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from corral.store import Compacted, Conflict, EventType, KeyExists, KeyNotFound, open_store
+from corral.store import Compacted, Conflict, EventType, KeyExists, KeyNotFound, TooLarge, open_store
 from corral.store import etcd as etcd_backend
 from corral.store.etcd import SUB
 
@@ -317,3 +317,24 @@ async def test_batched_writes_into_a_full_etcd_each_hear_that_it_is_full(tmp_pat
             await store.close()
     finally:
         proc.stop()
+
+
+async def test_what_the_writer_sent_as_resource_version_is_not_stored_and_metadata_always_leads(store):
+    sent = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "a", "resourceVersion": "77"},
+            "spec": {"template": {"metadata": {"labels": {"app": "a"}}}}}
+    backwards = {"spec": {"template": {"metadata": {"labels": {"app": "b"}}}}, "kind": "Deployment",
+                 "metadata": {"name": "b", "resourceVersion": "78"}, "apiVersion": "apps/v1"}
+    a, b = await store.create("/o/a", sent), await store.create("/o/b", backwards)
+    raw_a, raw_b = (await store._client.get(store._k("/o/a"))).value, (await store._client.get(store._k("/o/b"))).value
+    assert raw_a == b'{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"a"},' \
+                    b'"spec":{"template":{"metadata":{"labels":{"app":"a"}}}}}'
+    assert raw_b == b'{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"b"},' \
+                    b'"spec":{"template":{"metadata":{"labels":{"app":"b"}}}}}'
+    for record in (a, b, await store.get("/o/a"), await store.get("/o/b")):
+        assert record.obj["metadata"]["resourceVersion"] == str(record.revision)
+        assert "resourceVersion" not in record.obj["spec"]["template"]["metadata"]
+    # A write refused keeps the writer's object as it was.
+    store.max_value_bytes = 100
+    with pytest.raises(TooLarge):
+        await store.update("/o/a", sent, a.revision)
+    assert sent["metadata"]["resourceVersion"] == str(a.revision)

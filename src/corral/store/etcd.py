@@ -223,6 +223,13 @@ def _at(rpc: Any, k: bytes, etcd_revision: int) -> Any:
 def _stored(obj: dict[str, Any]) -> bytes:
     """What etcd holds: the object without ``resourceVersion``, ``metadata`` after apiVersion and kind."""
     meta = obj.get("metadata")
+    if isinstance(meta, dict) and _metadata_leads(obj):  # as the API makes objects: encoded as they are
+        revision = meta.pop("resourceVersion", _NONE)
+        try:
+            return _encode(obj)
+        finally:
+            if revision is not _NONE:
+                meta["resourceVersion"] = revision
     meta = {k: v for k, v in meta.items() if k != "resourceVersion"} if isinstance(meta, dict) else {}
     ordered = {k: obj[k] for k in ("apiVersion", "kind") if k in obj}
     ordered["metadata"] = meta
@@ -230,6 +237,19 @@ def _stored(obj: dict[str, Any]) -> bytes:
         if k not in ordered:
             ordered[k] = v
     return _encode(ordered)
+
+
+_NONE = object()
+
+
+def _metadata_leads(obj: dict[str, Any]) -> bool:
+    """Whether ``metadata`` comes before every key but apiVersion and kind."""
+    for key in obj:
+        if key == "metadata":
+            return True
+        if key != "apiVersion" and key != "kind":
+            return False
+    return False
 
 
 class EtcdStore:
@@ -371,16 +391,16 @@ class EtcdStore:
             self._seen(_top(revision))
         return bool(response.succeeded), revision, retried
 
-    async def _write(self, k: bytes, value: bytes, compare: list) -> tuple[bool, int, bool, bytes]:
-        """A put under ``compare``, sent with the other writes waiting at the same moment; (succeeded,
-        its store revision, whether it was retried, the value as sent: with its kept place)."""
+    def _write(self, k: bytes, value: bytes, compare: list) -> asyncio.Future:
+        """A put under ``compare``, sent with the other writes waiting at the same moment; a future of
+        (succeeded, its store revision, whether it was retried, the value as sent: with its kept place)."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._pending.append((k, value, compare, future))
         if not self._kicked:  # every write made before the loop turns joins the same transaction
             self._kicked = True
             loop.call_soon(self._kick)
-        return await future
+        return future
 
     def _kick(self) -> None:
         """Send what is waiting, in transactions of distinct keys, while fewer than MAX_IN_FLIGHT are
