@@ -142,6 +142,9 @@ async def test_limits_split_transactions_one_key_at_most_once_each_and_a_cancell
     monkeypatch.setattr(etcd_backend, "MAX_BATCH_BYTES", 1000)
     await asyncio.gather(*(store.create(f"/big/{i}", obj(f"big{i}", blob="x" * 600)) for i in range(3)))
     assert sent == [1, 1, 1]
+    sent.clear()
+    await asyncio.gather(*(store.create(f"/mid/{i}", obj(f"mid{i}", blob="x" * 250)) for i in range(4)))
+    assert sent == [3, 1]  # ~300 bytes each: three fit in 1000, the fourth does not
     a = await store.create("/s/a", obj("a"))
     sent.clear()
     twice = await asyncio.gather(store.update("/s/a", obj("a", v=1), 0), store.update("/s/a", obj("a", v=2), 0),
@@ -324,7 +327,12 @@ async def test_what_the_writer_sent_as_resource_version_is_not_stored_and_metada
             "spec": {"template": {"metadata": {"labels": {"app": "a"}}}}}
     backwards = {"spec": {"template": {"metadata": {"labels": {"app": "b"}}}}, "kind": "Deployment",
                  "metadata": {"name": "b", "resourceVersion": "78"}, "apiVersion": "apps/v1"}
+    bare = {"spec": {"template": {"metadata": {"labels": {"app": "c"}}}}, "metadata": {"name": "c"}}
     a, b = await store.create("/o/a", sent), await store.create("/o/b", backwards)
+    c = await store.create("/o/c", bare)
+    assert (await store._client.get(store._k("/o/c"))).value == \
+        b'{"metadata":{"name":"c"},"spec":{"template":{"metadata":{"labels":{"app":"c"}}}}}'
+    assert c.obj["metadata"]["resourceVersion"] == str(c.revision)
     raw_a, raw_b = (await store._client.get(store._k("/o/a"))).value, (await store._client.get(store._k("/o/b"))).value
     assert raw_a == b'{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"a"},' \
                     b'"spec":{"template":{"metadata":{"labels":{"app":"a"}}}}}'
@@ -333,8 +341,61 @@ async def test_what_the_writer_sent_as_resource_version_is_not_stored_and_metada
     for record in (a, b, await store.get("/o/a"), await store.get("/o/b")):
         assert record.obj["metadata"]["resourceVersion"] == str(record.revision)
         assert "resourceVersion" not in record.obj["spec"]["template"]["metadata"]
-    # A write refused keeps the writer's object as it was.
+    # A write refused keeps the writer's object as it was, with or without a resourceVersion.
     store.max_value_bytes = 100
     with pytest.raises(TooLarge):
         await store.update("/o/a", sent, a.revision)
     assert sent["metadata"]["resourceVersion"] == str(a.revision)
+    fresh = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "d"}, "data": {"x": "y" * 200}}
+    with pytest.raises(TooLarge):
+        await store.create("/o/d", fresh)
+    assert fresh["metadata"] == {"name": "d"}
+
+
+async def test_a_keys_next_write_goes_only_once_the_one_before_has_landed_whatever_else_is_on_its_way(
+        store, monkeypatch):
+    real = store._txn
+    log: list[tuple[str, tuple]] = []
+
+    async def slow(compare, success):  # each transaction stays on its way a while
+        keys = tuple(sorted(op.request_put.key.decode().rsplit("/", 1)[-1] for op in success))
+        log.append(("sent", keys))
+        await asyncio.sleep(0.05)
+        try:
+            return await real(compare, success)
+        finally:
+            log.append(("landed", keys))
+
+    monkeypatch.setattr(store, "_txn", slow)
+    first = asyncio.ensure_future(store.create("/k/a", obj("a")))
+    await asyncio.sleep(0.01)  # a's transaction is on its way
+    other = asyncio.ensure_future(store.create("/k/b", obj("b")))
+    await asyncio.sleep(0.01)  # and b's, beside it
+    again = asyncio.ensure_future(store.update("/k/a", obj("a", v=1), 0))
+    await asyncio.gather(first, other, again)
+    assert log.index(("sent", ("a",)), log.index(("landed", ("a",)))) > log.index(("landed", ("a",)))
+    assert log[:2] == [("sent", ("a",)), ("sent", ("b",))]
+    assert (await store.get("/k/a")).obj["v"] == 1
+
+
+async def test_at_most_four_transactions_are_on_their_way_and_many_writes_of_one_key_all_land(store, monkeypatch):
+    real = store._txn
+    flying, most = [0], [0]
+
+    async def counted(compare, success):
+        flying[0] += 1
+        most[0] = max(most[0], flying[0])
+        try:
+            await asyncio.sleep(0.01)
+            return await real(compare, success)
+        finally:
+            flying[0] -= 1
+
+    monkeypatch.setattr(store, "_txn", counted)
+    await asyncio.gather(*(store.create(f"/f/{i:03}", obj(f"f{i}")) for i in range(5 * etcd_backend.MAX_BATCH + 1)))
+    assert most[0] == etcd_backend.MAX_IN_FLIGHT == 4
+    # More writes of one key wait than a transaction holds: each goes after the one before.
+    await store.create("/one/k", obj("k"))
+    written = await asyncio.gather(*(store.update("/one/k", obj("k", i=i), 0) for i in range(etcd_backend.MAX_BATCH + 5)))
+    assert [r.revision for r in written] == sorted(r.revision for r in written)
+    assert (await store.get("/one/k")).obj["i"] == etcd_backend.MAX_BATCH + 4
