@@ -170,6 +170,7 @@ def _details(exc: BaseException) -> str:
 
 _METADATA = b'"metadata":{'
 _PLACE = b'"resourceVersion":"'
+_PLACE_DIGITS = len(str(SUB - 1))  # a kept place is 0 … SUB - 1
 
 
 def _top(etcd_revision: int) -> int:
@@ -181,14 +182,17 @@ def _stamped(value: bytes, etcd_revision: int, place: int) -> tuple[int, bytes]:
     """The store revision of a value etcd holds at ``etcd_revision`` (from the place in its transaction
     the value keeps, else ``place``), and the value carrying it as resourceVersion."""
     at = value.find(_METADATA)
-    if at >= 0 and value.startswith(_PLACE, at + len(_METADATA)):
-        start = at + len(_METADATA) + len(_PLACE)
-        end = value.find(b'"', start)
-        digits = value[start:end]
-        revision = etcd_revision * SUB + (int(digits) if digits.isdigit() and len(digits) < len(str(SUB)) else place)
-        return revision, value[:start] + b"%d" % revision + value[end:]
+    if at < 0:
+        revision = etcd_revision * SUB + place
+        return revision, _with_revision(value, revision)
+    at += len(_METADATA)
+    if value.startswith(_PLACE, at):
+        start = at + len(_PLACE)
+        digits = value[start:value.find(b'"', start)]
+        if digits.isdigit() and len(digits) <= _PLACE_DIGITS:
+            place = int(digits)
     revision = etcd_revision * SUB + place
-    return revision, _with_revision(value, revision)
+    return revision, _splice(value, at, revision)
 
 
 def _placed(value: bytes, place: int) -> bytes:
@@ -204,9 +208,14 @@ def _with_revision(value: bytes, revision: int) -> bytes:
         obj = _decode(value) if value else {}
         obj.setdefault("metadata", {})["resourceVersion"] = str(revision)
         return _encode(obj)
-    at += len(_METADATA)
+    return _splice(value, at + len(_METADATA), revision)
+
+
+def _splice(value: bytes, at: int, revision: int) -> bytes:
+    """``value`` with ``"resourceVersion":"revision"`` at ``at``, just inside its top-level metadata,
+    in place of a kept place if it has one."""
     field = b'"resourceVersion":"%d"' % revision
-    if value.startswith(_PLACE, at):  # a kept place
+    if value.startswith(_PLACE, at):
         return value[:at] + field + value[value.find(b'"', at + len(_PLACE)) + 1:]
     return value[:at] + field + (b"" if value[at:at + 1] == b"}" else b",") + value[at:]
 
