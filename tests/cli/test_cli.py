@@ -15,6 +15,7 @@ import pytest
 
 from corral.pki.kubeconfig import build_kubeconfig
 from corral.testing.process import child_env
+from corral.testing.server import ServerProcess
 
 CORRAL = shutil.which("corral", path=os.path.dirname(sys.executable)) or "corral"
 
@@ -249,6 +250,20 @@ def test_server_size_flags_out_of_range_are_one_line(tmp_path, flag, value, mess
     proc = corral("server", "--data-dir", str(tmp_path / "d"), "--address", "127.0.0.1:0", flag, value, check=False)
     assert proc.returncode == 1 and proc.stderr.startswith(f"error: {message}"), proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_the_server_lengthens_node_leases_past_its_max_node_heartbeats(tmp_path):
+    """`--max-node-heartbeats 0.1` with 10 s heartbeats: past one node, every node Lease is lengthened."""
+    with ServerProcess(str(tmp_path / "s"), "--no-scheduler", "--max-node-heartbeats", "0.1") as server:
+        kc = server.kubeconfig
+        docs = [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"n{i}"}} for i in range(3)]
+        docs.append({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                     "metadata": {"name": "n0", "namespace": "kube-node-lease"},
+                     "spec": {"holderIdentity": "n0", "leaseDurationSeconds": 40}})
+        (tmp_path / "nodes.json").write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": docs}))
+        corral("apply", "-f", str(tmp_path / "nodes.json"), kubeconfig=kc)
+        lease = json.loads(corral("get", "lease", "n0", "-n", "kube-node-lease", "-o", "json", kubeconfig=kc).stdout)
+        assert lease["spec"]["leaseDurationSeconds"] == 120  # 3 nodes: three times the 40 s grace period
 
 
 def test_unknown_resource_types_are_refused():

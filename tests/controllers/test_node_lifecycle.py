@@ -405,3 +405,35 @@ async def test_a_pod_tolerating_an_unreachable_node_for_good_stays_on_a_lost_nod
     assert daemon["spec"]["nodeName"] == "n1" and not daemon["metadata"].get("deletionTimestamp")
     limited = (await api.current(PODS, "default", "limited", consistent=True)).obj
     assert not limited["spec"].get("nodeName")  # evicted: back to Pending
+
+
+@pytest.mark.parametrize("duration, silent_for, tainted", [
+    pytest.param(80, 79, False, id="a lease the server lengthened to 80 s: silent 79 s is still Ready"),
+    pytest.param(80, 81, True, id="silent past the lease's 80 s: NotReady"),
+    pytest.param(20, 39, False, id="a lease shorter than the grace period: the grace period counts"),
+])
+async def test_a_lease_lengthened_while_the_cluster_was_larger_is_honoured(cluster, duration, silent_for, tainted):
+    api, clock, controller = cluster
+    current = (await api.current(LEASES, "kube-node-lease", "n1", consistent=True)).obj
+    await api.patch(LEASES, "kube-node-lease", "n1", {"spec": {"leaseDurationSeconds": duration}}, "merge", OPTS)
+    assert current["spec"]["renewTime"] == lease(clock())["spec"]["renewTime"]
+    clock.advance(silent_for)
+    await controller.reconcile()
+    assert (await state(api))[0] is tainted
+
+
+@pytest.mark.parametrize("silent_for, tainted", [
+    pytest.param(119, False, id="3 nodes at 0.1 renewals/s: factor 3, a 120 s grace period"),
+    pytest.param(121, True, id="silent past the scaled grace period: NotReady"),
+])
+async def test_the_grace_period_grows_with_the_node_count_past_the_heartbeat_rate(cluster, silent_for, tainted):
+    from corral.api.heartbeats import HeartbeatScale
+
+    api, clock, _ = cluster
+    for name in ("n2", "n3"):
+        await api.create(NODES, None, make_node(name).heartbeat_at(rfc3339(clock() + 1000)).obj, OPTS)
+    controller = NodeLifecycleController(api, grace_seconds=GRACE, eviction_seconds=EVICTION, clock=clock,
+                                         heartbeats=HeartbeatScale(interval=10.0, max_per_second=0.1))
+    clock.advance(silent_for)
+    await controller.reconcile()
+    assert (await state(api))[0] is tainted

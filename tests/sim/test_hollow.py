@@ -3,12 +3,20 @@ terminate pods, each writing under its own node identity."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 
 from corral import GIT_VERSION
+from corral.api.heartbeats import HeartbeatScale
+from corral.api.resources import by_kind
+from corral.client import Client
+from corral.server.rest import WriteOptions
+from corral.sim.hollow import HollowConfig, HollowNodes
 from corral.sim.taint import HOLLOW_TAINT, HOLLOW_TOLERATION
+from corral.testing import running_server
+from corral.testing.builders import make_node
 from corral.testing.cluster import wait_for
 from corral.testing.process import child_env
 from tests.cli.test_cli import CORRAL, corral
@@ -86,3 +94,28 @@ def test_hollow_nodes_need_a_join_token_their_credential_may_make_or_one_given(s
         'is forbidden: User "vera" cannot create resource "tokens" in API group "auth.corral.dev" at the cluster '
         'scope; give --join-token (`corral token create --join` prints one)']
     assert corral("get", "nodes", kubeconfig=admin).stdout.strip() in ("", "No resources found")
+
+
+async def test_hollow_nodes_renew_as_much_less_often_as_the_server_lengthened_their_leases(tmp_path):
+    # 8 nodes against a server taking 0.2 renewals/s of 10 s heartbeats: leases 4 × 40 s.
+    slow = HeartbeatScale(interval=10.0, max_per_second=0.2)
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False, heartbeats=slow) as server:
+        async with Client(credentials=server.issue_credentials("admin", ["system:masters"])) as admin:
+            hollow = HollowNodes(admin, HollowConfig(count=8, lease_interval=0.2, status_interval=0.4,
+                                                     node_identities=False))
+            await hollow.start()
+            try:
+                assert hollow.lease_seconds == 160 and hollow.intervals() == (0.8, 1.6)
+                renewals = set()
+                for _ in range(40):  # 2 s: 10 renewals at the configured 0.2 s, 2 or 3 at 0.8 s
+                    lease = server.cache.get(by_kind("Lease").key("kube-node-lease", "hollow-0"))
+                    renewals.add(lease.obj["spec"]["renewTime"])
+                    await asyncio.sleep(0.05)
+                assert 2 <= len(renewals) <= 4, renewals
+                # The cluster doubles: after a round of renewals, the leases and intervals double.
+                for i in range(8):
+                    await server.api.create(by_kind("Node"), None, make_node(f"more-{i}").obj, WriteOptions(warn=False))
+                await asyncio.sleep(2.0)
+                assert hollow.lease_seconds == 320 and hollow.intervals() == (1.6, 3.2)
+            finally:
+                await hollow.stop()

@@ -1,9 +1,10 @@
 """The agent's asyncio shell around the pod state machine.
 
-It registers the Node, renews its Lease and heartbeat every 10 s, measures network throughput
-against the server at start and every 10 minutes, watches the pods bound to it (field selector
-``spec.nodeName``), feeds every change and every runtime outcome to each pod's
-:class:`~corral.agent.machine.PodMachine`, and carries out the actions the machine returns:
+It registers the Node, renews its Lease and heartbeat every 10 s (less often in a cluster past
+10,000 nodes, as the server lengthens the lease), measures network throughput against the server
+at start and every 10 minutes, watches the pods bound to it (field selector ``spec.nodeName``),
+feeds every change and every runtime outcome to each pod's :class:`~corral.agent.machine.PodMachine`,
+and carries out the actions the machine returns:
 starting and stopping containers through the runtime, writing the pod's status, recording events.
 It also serves container logs, exec and port-forward for ``kubectl logs|exec|cp|port-forward``
 (through the server, which alone may call it).
@@ -123,6 +124,7 @@ class Agent:
         self.max_log_streams = MAX_LOG_STREAMS
         self.port = config.port
         self.throughput: dict[str, str] = {}
+        self.lease_seconds = config.lease_duration_seconds  # as the server last wrote it
         self._recovered: dict[tuple[str, str], Any] = {}  # (pod uid, container) → RecoveredContainer
         self.prober = Prober(runtime, self._feed, time.time)
         self.configuration = PodConfiguration(
@@ -204,12 +206,18 @@ class Agent:
                 await self.heartbeat()
             except (ConnectionFailed, ApiError, OSError) as exc:
                 log.warning("heartbeat failed: %s", exc)
-            await asyncio.sleep(self.config.heartbeat_seconds)
+            await asyncio.sleep(self.heartbeat_interval)
+
+    @property
+    def heartbeat_interval(self) -> float:
+        """Seconds to the next heartbeat: ``--heartbeat``, longer by as much as the server lengthened
+        the lease it asked for (a large cluster's heartbeats slow down)."""
+        return self.config.heartbeat_seconds * max(1.0, self.lease_seconds / self.config.lease_duration_seconds)
 
     async def heartbeat(self) -> None:
         """Renew the Lease and the Node's Ready condition."""
         name = self.config.name
-        await renew_lease(self.client, name, duration_seconds=self.config.lease_duration_seconds)
+        self.lease_seconds = await renew_lease(self.client, name, duration_seconds=self.config.lease_duration_seconds)
         try:
             node = await self.client.get("nodes", name, raw=True)
         except NotFound:

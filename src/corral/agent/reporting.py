@@ -16,16 +16,20 @@ log = logging.getLogger(__name__)
 LEASE_NAMESPACE = NODE_LEASE_NAMESPACE
 
 
-async def renew_lease(client: Client, node: str, *, duration_seconds: int = 40) -> None:
-    """Renew ``node``'s Lease (creating it the first time): the heartbeat the control plane watches."""
+async def renew_lease(client: Client, node: str, *, duration_seconds: int = 40) -> int:
+    """Renew ``node``'s Lease (creating it the first time): the heartbeat the control plane watches.
+    Returns the lease's duration as the server wrote it (it sets the duration, longer in a large
+    cluster: :mod:`corral.api.heartbeats`); the next renewal is due within a quarter of it."""
     now = now_micro_rfc3339()
     spec = {"holderIdentity": node, "leaseDurationSeconds": duration_seconds, "renewTime": now}
     try:
-        await client.patch("leases", node, {"spec": spec}, LEASE_NAMESPACE, raw=True)
+        lease = await client.patch("leases", node, {"spec": spec}, LEASE_NAMESPACE, raw=True)
     except NotFound:
-        await client.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
-                             "metadata": {"name": node, "namespace": LEASE_NAMESPACE},
-                             "spec": {**spec, "acquireTime": now}})
+        lease = await client.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                     "metadata": {"name": node, "namespace": LEASE_NAMESPACE},
+                                     "spec": {**spec, "acquireTime": now}}, raw=True)
+    written = ((lease or {}).get("spec") or {}).get("leaseDurationSeconds") if isinstance(lease, dict) else None
+    return written if isinstance(written, int) and written > 0 else duration_seconds
 
 
 class StatusReporter:

@@ -64,6 +64,11 @@ def cli() -> None:
 @click.option("--node-heartbeat", "heartbeat", default=10.0, show_default=True, metavar="SECONDS",
               type=click.FloatRange(min=0, min_open=True),
               help="How often the agents renew their leases (their --heartbeat), for the check above.")
+@click.option("--max-node-heartbeats", "heartbeat_rate", default=1000.0, show_default=True, metavar="PER_SECOND",
+              type=click.FloatRange(min=0, min_open=True),
+              help="Past this many lease renewals a second (10,000 nodes at the defaults), every node's heartbeat "
+                   "slows to keep to it, and the grace period and scheduling's heartbeat freshness grow with it: "
+                   "at 50,000 nodes agents renew every 50 s and a silent node is NotReady after 200 s.")
 @click.option("--pod-eviction-timeout", "eviction", default=300.0, show_default=True, metavar="SECONDS",
               help="Pods of a node NotReady this long are placed elsewhere.")
 @click.option("--local-agent", is_flag=True, help="Also run this machine as a node (process runtime).")
@@ -115,8 +120,8 @@ def cli() -> None:
               type=click.Choice(["debug", "info", "warning", "error"]))
 def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafile: str, etcd_certfile: str,
            etcd_keyfile: str, run_scheduler: bool,
-           scheduler_config: str | None, grace: float, heartbeat: float, eviction: float, local_agent: bool,
-           leader_elect: bool | None, identity: str, advertise_url: str, lease_seconds: float, renew_deadline: float,
+           scheduler_config: str | None, grace: float, heartbeat: float, heartbeat_rate: float, eviction: float,
+           local_agent: bool, leader_elect: bool | None, identity: str, advertise_url: str, lease_seconds: float, renew_deadline: float,
            retry_period: float, tls_sans: tuple[str, ...], write_kubeconfig: bool, audit_log: str, audit_max_mib: int,
            max_reads: int, max_writes: int, encryption_key_file: str, max_object_size: str, quota: str, history: str,
            event_ttl: float,
@@ -129,6 +134,7 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
     (see the README's "Running three servers" for the whole recipe)."""
     import logging
 
+    from corral.api.heartbeats import HeartbeatScale
     from corral.server.app import ServerConfig, serve_forever
     from corral.store.etcd import EtcdTLS
 
@@ -165,6 +171,7 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ServerConfig(data_dir=data_dir or "", store_url=store_url or "", etcd_tls=etcd_tls, address=address,
                           scheduler=run_scheduler, scheduler_config=scheduler_config, node_grace_seconds=grace,
+                          heartbeats=HeartbeatScale(heartbeat, heartbeat_rate),
                           eviction_seconds=eviction, local_agent=local_agent, leader_elect=leader_elect,
                           identity=identity, advertise_url=advertise_url, lease_seconds=lease_seconds, renew_deadline=renew_deadline,
                           retry_period=retry_period, tls_sans=tuple(n for v in tls_sans for n in v.split(",") if n),

@@ -7,6 +7,7 @@ REST layer.
 
 from __future__ import annotations
 
+from corral.api.heartbeats import HeartbeatScale
 from corral.controllers.cronjob import CronJobController
 from corral.controllers.daemonset import DaemonSetController
 from corral.controllers.deployment import DeploymentController
@@ -23,9 +24,11 @@ __all__ = ["ControllerManager"]
 
 
 class ControllerManager:
-    def __init__(self, api: ResourceAPI, *, node_grace_seconds: float, eviction_seconds: float) -> None:
+    def __init__(self, api: ResourceAPI, *, node_grace_seconds: float, eviction_seconds: float,
+                 heartbeats: HeartbeatScale = HeartbeatScale()) -> None:
         self.controllers = [
-            NodeLifecycleController(api, grace_seconds=node_grace_seconds, eviction_seconds=eviction_seconds),
+            NodeLifecycleController(api, grace_seconds=node_grace_seconds, eviction_seconds=eviction_seconds,
+                                    heartbeats=heartbeats),
             PodGarbageCollector(api, quarantine_seconds=node_grace_seconds),
             DisruptionController(api),
             GarbageCollector(api),

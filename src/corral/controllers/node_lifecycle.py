@@ -4,7 +4,9 @@ Every ``interval`` seconds, for every node:
 
 1. its heartbeat is its Lease's ``renewTime`` in ``kube-node-lease`` (or, without a Lease, the
    Ready condition's ``lastHeartbeatTime``), but never earlier than the controller's start;
-2. older than the grace period (default 40 s): the node becomes NotReady — Ready condition
+2. older than the grace period (default 40 s; longer past 10,000 nodes, as the heartbeats slow —
+   :mod:`corral.api.heartbeats` — and never shorter than the duration written on its Lease): the
+   node becomes NotReady — Ready condition
    ``Unknown``, taint ``node.kubernetes.io/unreachable:NoExecute`` (so nothing new lands there) —
    and each of its pods gets a ``NotReadyAt`` condition and an event;
 3. NotReady for longer than the eviction timeout (default 300 s, counted from the taint's
@@ -24,6 +26,7 @@ import time
 from typing import Any
 
 from corral.api.defaults import rfc3339
+from corral.api.heartbeats import HeartbeatScale
 from corral.api.resources import NODE_LEASE_NAMESPACE, by_kind
 from corral.controllers.periodic import PeriodicController
 from corral.scheduler.cache.node_table import parse_timestamp
@@ -50,9 +53,10 @@ class NodeLifecycleController(PeriodicController):
     what = "node lifecycle"
 
     def __init__(self, api: ResourceAPI, *, grace_seconds: float = 40.0, eviction_seconds: float = 300.0,
-                 interval: float = 2.0, clock=time.time) -> None:
+                 interval: float = 2.0, clock=time.time, heartbeats: HeartbeatScale = HeartbeatScale()) -> None:
         self.api = api
         self.grace = grace_seconds
+        self.heartbeats = heartbeats
         self.eviction = eviction_seconds
         self.interval = interval
         self.clock = clock
@@ -65,13 +69,22 @@ class NodeLifecycleController(PeriodicController):
         self._opts = WriteOptions(warn=False)
         self._nodes, self._pods, self._events = by_kind("Node"), by_kind("Pod"), by_kind("Event")
 
-    def _heartbeat(self, node: dict[str, Any]) -> float:
+    def _heartbeat(self, node: dict[str, Any], grace: float) -> tuple[float, float]:
+        """When the node last sent a heartbeat, and how long it may stay silent: ``grace``, or the
+        duration written on its Lease when longer (the server wrote it while the cluster was larger:
+        the agent renews at a quarter of it)."""
         name = node["metadata"]["name"]
         lease = self.api.cache.get(LEASE_PREFIX + name)
         if lease is not None:
-            renew = parse_timestamp((lease.obj.get("spec") or {}).get("renewTime"))
+            spec = lease.obj.get("spec") or {}
+            renew = parse_timestamp(spec.get("renewTime"))
             if renew:
-                return renew
+                duration = spec.get("leaseDurationSeconds")
+                return renew, max(grace, duration) if isinstance(duration, int) else grace
+        return self._ready_beat(node), grace
+
+    @staticmethod
+    def _ready_beat(node: dict[str, Any]) -> float:
         for cond in (node.get("status") or {}).get("conditions") or ():
             if cond.get("type") == "Ready":
                 return parse_timestamp(cond.get("lastHeartbeatTime"))
@@ -81,11 +94,14 @@ class NodeLifecycleController(PeriodicController):
         """One pass over every node (also what tests call, with a fake clock)."""
         await self.api.cache.wait_fresh()
         now = self.clock()
-        for record in list(self.api.cache.items(self._nodes.store_prefix)):
+        records = list(self.api.cache.items(self._nodes.store_prefix))
+        grace = self.grace * self.heartbeats.factor(len(records))
+        for record in records:
             node = record.obj
             taint = next((t for t in (node.get("spec") or {}).get("taints") or () if t.get("key") == UNREACHABLE_TAINT), None)
-            silent_for = now - max(self._heartbeat(node), self.started)
-            if silent_for > self.grace:
+            beat, allowed = self._heartbeat(node, grace)
+            silent_for = now - max(beat, self.started)
+            if silent_for > allowed:
                 if taint is None:
                     await self._mark_not_ready(node, silent_for)
                 elif now - parse_timestamp(taint.get("timeAdded")) > self.eviction:

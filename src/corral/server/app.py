@@ -29,6 +29,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from corral.aio import cancel_and_wait, wait_for_termination
 from corral.api.defaults import apply_create_defaults, rfc3339
+from corral.api.heartbeats import HeartbeatScale
 from corral.api.resources import (NODE_LEASE_NAMESPACE, OLD_NODE_LEASE_NAMESPACE, SYSTEM_NAMESPACES,
                                   SYSTEM_PRIORITY_CLASSES, by_kind)
 from corral.server import errors
@@ -93,7 +94,8 @@ class ServerConfig:
     scheduler: bool = True  # run the scheduler in this process
     scheduler_config: str | None = None  # a SchedulerConfiguration YAML file
     controllers: bool = True  # run the controllers (node lifecycle, workloads, ...) in this process
-    node_grace_seconds: float = 40.0  # lease older than this: node NotReady
+    node_grace_seconds: float = 40.0  # lease older than this: node NotReady (scaled with the node count)
+    heartbeats: HeartbeatScale = HeartbeatScale()  # agents' renewal interval, and the rate past which it grows
     eviction_seconds: float = 300.0  # NotReady longer than this: its pods are placed again
     local_agent: bool = False  # also run an agent (process runtime) for this machine, as `make up` does
     leader_elect: bool | None = None  # None: elect when the store is etcd (several servers may share it)
@@ -190,6 +192,10 @@ class Server:
             from corral.scheduler.profiles import load_config
 
             scheduler_config = load_config(self.config.scheduler_config)  # fail before opening anything
+            for profile in scheduler_config.profiles:  # NodeReady's freshness grows as this server slows heartbeats
+                node_ready = profile.args.setdefault("NodeReady", {})
+                node_ready.setdefault("nodeHeartbeatSeconds", self.config.heartbeats.interval)
+                node_ready.setdefault("maxNodeHeartbeatsPerSecond", self.config.heartbeats.max_per_second)
         election = None
         if self.config.elects_leader():
             from corral.server.leader import ElectionConfig
@@ -237,7 +243,10 @@ class Server:
         # from it hold on every server.
         self.api = ResourceAPI(self.store, self.cache, continue_key=hashlib.sha256(
             b"corral continue tokens\0" + self.pki.ca.key_pem).digest())
-        self.api.admit = Admission(self.cache.get, self.cache.items, self.authorize).admit
+        nodes_prefix = by_kind("Node").store_prefix
+        self.api.admit = Admission(self.cache.get, self.cache.items, self.authorize, node_lease_seconds=lambda asked: (
+            self.config.heartbeats.lease_seconds(asked, self.config.node_grace_seconds,
+                                                 self.cache.count(nodes_prefix)))).admit
         await self._bootstrap()
         app = self.build_app()
         self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
@@ -328,7 +337,8 @@ class Server:
             from corral.controllers.manager import ControllerManager
 
             self.controllers = ControllerManager(self.api, node_grace_seconds=self.config.node_grace_seconds,
-                                                 eviction_seconds=self.config.eviction_seconds)
+                                                 eviction_seconds=self.config.eviction_seconds,
+                                                 heartbeats=self.config.heartbeats)
             self.controllers.start()
         self._leader_tasks = [asyncio.create_task(self._compact_loop(), name="compaction")]
 

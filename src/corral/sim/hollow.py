@@ -14,7 +14,8 @@ with the credential the simulator was given (and revoked once every node has joi
 
 Cheap at 5,000 nodes: one watch of all pods (not one per node; made with the simulator's own
 credential, which must be allowed to watch pods), one heartbeat loop that renews every node's
-lease in bounded-concurrency batches spread over the interval, one status writer, and timers on
+lease in bounded-concurrency batches spread over the interval (longer as the server lengthens the
+leases of a large cluster), one status writer, and timers on
 the event loop instead of a task per container. Each node keeps one connection of its own.
 """
 
@@ -37,6 +38,7 @@ __all__ = ["HollowNodes", "HollowConfig"]
 
 log = logging.getLogger(__name__)
 RUN_SECONDS, EXIT_CODE = "sim.corral.dev/run-seconds", "sim.corral.dev/exit-code"  # finishing containers
+LEASE_SECONDS = 40  # the lease duration hollow nodes ask for (an agent's default)
 JOIN_TOKEN_TTL = dt.timedelta(hours=1)  # revoked once the nodes have joined; expires anyway if sim dies first
 # A hollow node's status.nodeInfo: every field clients' schemas require, none describing a machine.
 HOLLOW_INFO = {"kernelVersion": "", "osImage": "corral hollow node", "containerRuntimeVersion": "hollow://1",
@@ -72,6 +74,8 @@ class HollowNodes:
         self._tasks: list[asyncio.Task] = []
         self._sem = asyncio.Semaphore(config.concurrency)
         self.started_pods = 0
+        self.lease_seconds = 0  # the longest lease duration the server wrote in the last round
+        self._seen_lease_seconds = 0  # ... in this round so far
 
     # --- lifecycle -------------------------------------------------------------------------------------
 
@@ -148,7 +152,8 @@ class HollowNodes:
             except AlreadyExists:
                 pass
         await asyncio.gather(*(self._limited(register(i, n)) for i, n in enumerate(self.names)))
-        await asyncio.gather(*(self._limited(renew_lease(self.client_of(n), n)) for n in self.names))
+        await asyncio.gather(*(self._limited(self._renew(n)) for n in self.names))
+        self.lease_seconds, self._seen_lease_seconds = self._seen_lease_seconds, 0
         listing = await self.client.list("pods", None, raw=True)
         for pod in listing.items:
             self._on_pod("ADDED", pod)
@@ -172,24 +177,38 @@ class HollowNodes:
         await self.client_of(name).patch("nodes", name, {"status": {"conditions": [self._ready(now_rfc3339())]}},
                                          subresource="status", raw=True)
 
+    async def _renew(self, name: str) -> None:
+        seconds = await renew_lease(self.client_of(name), name, duration_seconds=LEASE_SECONDS)
+        self._seen_lease_seconds = max(self._seen_lease_seconds, seconds)
+
+    def intervals(self) -> tuple[float, float]:
+        """Seconds between lease renewals and between Ready heartbeats: as configured, longer by as
+        much as the server lengthened the leases (as agents do) when the cluster is past its
+        heartbeat rate."""
+        factor = max(1.0, self.lease_seconds / LEASE_SECONDS)
+        return self.config.lease_interval * factor, self.config.status_interval * factor
+
     async def _heartbeat_loop(self) -> None:
-        """Renew every lease each ``lease_interval`` (and every Ready heartbeat each ``status_interval``),
+        """Renew every lease each lease interval (and every Ready heartbeat each status interval),
         in slices spread over the interval so the server sees a steady rate, not bursts."""
         slices = 10
         last_status = time.monotonic()
         while True:
             round_start = time.monotonic()
-            status_due = round_start - last_status >= self.config.status_interval
+            lease_interval, status_interval = self.intervals()
+            status_due = round_start - last_status >= status_interval
             for k in range(slices):
                 batch = self.names[k::slices]
-                work = [self._limited(renew_lease(self.client_of(n), n)) for n in batch]
+                work = [self._limited(self._renew(n)) for n in batch]
                 if status_due:
                     work += [self._limited(self._heartbeat_node(n)) for n in batch]
                 await asyncio.gather(*work)
-                target = round_start + (k + 1) * self.config.lease_interval / slices
+                target = round_start + (k + 1) * lease_interval / slices
                 await asyncio.sleep(max(0.0, target - time.monotonic()))
             if status_due:
                 last_status = round_start
+            if self._seen_lease_seconds:  # none if every renewal failed: keep the last round's
+                self.lease_seconds, self._seen_lease_seconds = self._seen_lease_seconds, 0
 
     # --- pods --------------------------------------------------------------------------------------------
 

@@ -64,3 +64,23 @@ def test_when_every_node_is_ready_the_plugin_says_so_at_once():
     result = filter_result("NodeReady", [make_node("n").heartbeat_at(BEAT)], make_pod("p"),
                            clock=lambda: parse_timestamp(BEAT) + 1)
     assert result is ALL_PASS  # the framework skips this plugin's mask entirely
+
+
+@pytest.mark.parametrize("age, rejected", [
+    pytest.param(269, False, id="3 nodes at 0.1 renewals/s of 10 s heartbeats: factor 3, fresh for 270 s"),
+    pytest.param(271, True, id="past the scaled freshness: stale, and the reason says how long"),
+])
+def test_the_freshness_grows_with_the_node_count_past_the_heartbeat_rate(age, rejected):
+    now = parse_timestamp(BEAT) + age
+    nodes = [make_node(n).heartbeat_at(BEAT) for n in ("a", "b", "c")]
+    args = {"nodeHeartbeatSeconds": 10, "maxNodeHeartbeatsPerSecond": 0.1}
+    assert run_filter("NodeReady", nodes, make_pod("p"), args=args, clock=lambda: now)["a"] == (
+        ["node(s) had no heartbeat for more than 270s"] if rejected else [])
+    # The same cluster below the rate (1 renewal/s): the 90 s freshness holds.
+    assert run_filter("NodeReady", nodes, make_pod("p"), clock=lambda: now)["a"] == [
+        "node(s) had no heartbeat for more than 90s"]
+
+
+def test_heartbeat_settings_that_are_not_positive_are_a_configuration_error():
+    with pytest.raises(ValueError, match="must be positive"):
+        run_filter("NodeReady", [make_node("n")], make_pod("p"), args={"maxNodeHeartbeatsPerSecond": 0})

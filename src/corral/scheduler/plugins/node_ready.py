@@ -2,13 +2,16 @@
 
 Why: a node whose agent stopped reporting may be gone; placing pods there strands them until the
 node lifecycle controller notices. corral checks freshness at scheduling time (cara's 90 s rule),
-instead of waiting for a NotReady taint.
+instead of waiting for a NotReady taint. Past 10,000 nodes the agents heartbeat less often
+(:mod:`corral.api.heartbeats`), and the freshness required grows by the same factor; the server
+passes its own heartbeat settings (``nodeHeartbeatSeconds``, ``maxNodeHeartbeatsPerSecond``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from corral.api.heartbeats import DEFAULT_INTERVAL, DEFAULT_MAX_PER_SECOND, HeartbeatScale
 from corral.scheduler.framework.interface import ALL_PASS, CycleState, FilterResult, Plugin, Reason
 
 NAME = "NodeReady"
@@ -23,7 +26,11 @@ class NodeReady(Plugin):
 
     def __init__(self, handle) -> None:
         super().__init__(handle)
-        self.freshness = float(self.handle.args.get("heartbeatFreshnessSeconds", DEFAULT_FRESHNESS_SECONDS))
+        args = self.handle.args
+        self.base_freshness = float(args.get("heartbeatFreshnessSeconds", DEFAULT_FRESHNESS_SECONDS))
+        self.heartbeats = HeartbeatScale(float(args.get("nodeHeartbeatSeconds", DEFAULT_INTERVAL)),
+                                         float(args.get("maxNodeHeartbeatsPerSecond", DEFAULT_MAX_PER_SECOND)))
+        self.freshness = self.base_freshness
         # (table version, size, computed at, valid until, result): the answer stays exact until the
         # first fresh heartbeat ages past the limit, or a node changes.
         self._cached: tuple[int, int, float, float, FilterResult] | None = None
@@ -50,6 +57,7 @@ class NodeReady(Plugin):
             if not in_time:
                 self._aged += 1
         size = table.size
+        self.freshness = self.base_freshness * self.heartbeats.factor(table.node_count)
         ready, valid = table.ready[:size], table.valid[:size]
         not_ready = ~ready
         stale = ready & (table.heartbeat[:size] < now - self.freshness)

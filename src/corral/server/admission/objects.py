@@ -12,6 +12,11 @@ Components inside the server (scheduler, controllers) write without it: they are
   To place one anyway (an administrator's deliberate override) the pod carries the annotation
   ``scheduling.corral.dev/skip-fit-check: "true"`` *and* the caller holds ``create`` on
   ``pods/skip-fit-check`` (``cluster-admin`` does; no other default role).
+- **Node Leases' duration** is the server's to set: a write of a Lease in ``kube-node-lease`` gets
+  ``spec.leaseDurationSeconds`` = what it asked for, at most the grace period before a silent node
+  becomes NotReady, scaled with the node count (:mod:`corral.api.heartbeats`): an agent renews as
+  many times less often as its lease was lengthened. The one change admission makes to an object
+  rather than refusing it.
 - **No escalation through RBAC**, as Kubernetes: a Role or ClusterRole may be written only by someone
   who holds every permission it grants (where it grants them), or holds ``escalate`` on it; a binding
   only by someone who holds every permission of the role it binds, or holds ``bind`` on that role.
@@ -21,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable
 
-from corral.api.resources import ResourceType, by_kind
+from corral.api.resources import NODE_LEASE_NAMESPACE, ResourceType, by_kind
 from corral.pki import NODE_PREFIX
 from corral.scheduler.framework.podinfo import pod_requests
 from corral.scheduler.plugins.node_unschedulable import tolerates_unschedulable
@@ -56,10 +61,12 @@ def _control_plane_taints(obj: dict[str, Any] | None) -> list[Any]:
 
 class Admission:
     def __init__(self, get: Callable[[str], Any], items: Callable[[str], Iterable[Any]],
-                 authorize: Callable[[Attributes], Decision]) -> None:
+                 authorize: Callable[[Attributes], Decision], *,
+                 node_lease_seconds: Callable[[object], int] = lambda asked: 40) -> None:
         self._get = get  # the watch cache's get and items
         self._items = items
         self._authorize = authorize
+        self._node_lease_seconds = node_lease_seconds
         self._pods = by_kind("Pod")
         self._nodes = by_kind("Node")
 
@@ -72,6 +79,10 @@ class Admission:
             self._check_fit(new, user)
         if resource.group == RBAC_GROUP:
             self._check_escalation(resource, new, user)
+        if resource.kind == "Lease" and _meta(new).get("namespace") == NODE_LEASE_NAMESPACE:
+            spec = new.get("spec")
+            if isinstance(spec, dict):
+                new["spec"] = {**spec, "leaseDurationSeconds": self._node_lease_seconds(spec.get("leaseDurationSeconds"))}
 
     # --- RBAC escalation ----------------------------------------------------------------------------------
 
