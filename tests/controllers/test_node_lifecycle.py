@@ -437,3 +437,33 @@ async def test_the_grace_period_grows_with_the_node_count_past_the_heartbeat_rat
     clock.advance(silent_for)
     await controller.reconcile()
     assert (await state(api))[0] is tainted
+
+
+async def test_passes_come_less_often_as_the_heartbeats_slow(cluster):
+    from corral.api.heartbeats import HeartbeatScale
+
+    api, clock, _ = cluster
+    controller = NodeLifecycleController(api, clock=clock, heartbeats=HeartbeatScale(interval=10.0, max_per_second=0.1))
+    assert controller.pause() == 2.0  # one node: the 2 s interval
+    for name in ("n2", "n3"):
+        await api.create(NODES, None, make_node(name).obj, OPTS)
+    assert controller.pause() == 6.0  # three nodes, heartbeats three times slower: passes too
+
+
+async def test_the_loop_waits_the_pause_the_controller_asks_for(server):
+    rounds = []
+
+    class Counted(NodeLifecycleController):
+        async def reconcile(self):
+            rounds.append(1)
+
+        def pause(self):
+            return 3600.0
+
+    controller = Counted(server.api, interval=0.01)
+    controller.start()
+    try:
+        await asyncio.sleep(0.3)  # 30 passes at the 0.01 s interval
+    finally:
+        await controller.stop()
+    assert len(rounds) == 1

@@ -27,10 +27,14 @@ class PeriodicController:
     async def reconcile(self) -> None:  # pragma: no cover - every controller has its own
         raise NotImplementedError
 
+    def pause(self) -> float:
+        """Seconds from the end of one pass to the start of the next."""
+        return self.interval
+
     async def _run(self) -> None:
         while True:
             try:
                 await self.reconcile()
             except Exception:  # keep going whatever one pass met
                 logging.getLogger(type(self).__module__).exception("%s round failed", self.what)
-            await asyncio.sleep(self.interval)
+            await asyncio.sleep(self.pause())
