@@ -427,7 +427,7 @@ async def test_a_lease_lengthened_while_the_cluster_was_larger_is_honoured(clust
     pytest.param(121, True, id="silent past the scaled grace period: NotReady"),
 ])
 async def test_the_grace_period_grows_with_the_node_count_past_the_heartbeat_rate(cluster, silent_for, tainted):
-    from corral.api.heartbeats import HeartbeatScale
+    from corral.api.kinds.coordination import HeartbeatScale
 
     api, clock, _ = cluster
     for name in ("n2", "n3"):
@@ -440,7 +440,7 @@ async def test_the_grace_period_grows_with_the_node_count_past_the_heartbeat_rat
 
 
 async def test_passes_come_less_often_as_the_heartbeats_slow(cluster):
-    from corral.api.heartbeats import HeartbeatScale
+    from corral.api.kinds.coordination import HeartbeatScale
 
     api, clock, _ = cluster
     controller = NodeLifecycleController(api, clock=clock, heartbeats=HeartbeatScale(interval=10.0, max_per_second=0.1))

@@ -9,7 +9,7 @@ import os
 import subprocess
 
 from corral import GIT_VERSION
-from corral.api.heartbeats import HeartbeatScale
+from corral.api.kinds.coordination import HeartbeatScale
 from corral.api.resources import by_kind
 from corral.client import Client
 from corral.server.rest import WriteOptions

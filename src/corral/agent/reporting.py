@@ -19,7 +19,7 @@ LEASE_NAMESPACE = NODE_LEASE_NAMESPACE
 async def renew_lease(client: Client, node: str, *, duration_seconds: int = 40) -> int:
     """Renew ``node``'s Lease (creating it the first time): the heartbeat the control plane watches.
     Returns the lease's duration as the server wrote it (it sets the duration, longer in a large
-    cluster: :mod:`corral.api.heartbeats`); the next renewal is due within a quarter of it."""
+    cluster: :mod:`corral.api.kinds.coordination`); the next renewal is due within a quarter of it."""
     now = now_micro_rfc3339()
     spec = {"holderIdentity": node, "leaseDurationSeconds": duration_seconds, "renewTime": now}
     try:

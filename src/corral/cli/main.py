@@ -134,7 +134,7 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
     (see the README's "Running three servers" for the whole recipe)."""
     import logging
 
-    from corral.api.heartbeats import HeartbeatScale
+    from corral.api.kinds.coordination import HeartbeatScale
     from corral.server.app import ServerConfig, serve_forever
     from corral.store.etcd import EtcdTLS
 

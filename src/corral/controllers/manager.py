@@ -7,7 +7,7 @@ REST layer.
 
 from __future__ import annotations
 
-from corral.api.heartbeats import HeartbeatScale
+from corral.api.kinds.coordination import HeartbeatScale
 from corral.controllers.cronjob import CronJobController
 from corral.controllers.daemonset import DaemonSetController
 from corral.controllers.deployment import DeploymentController

@@ -6,7 +6,7 @@ pass over every node costs no more a second than at 10,000), for every node:
 1. its heartbeat is its Lease's ``renewTime`` in ``kube-node-lease`` (or, without a Lease, the
    Ready condition's ``lastHeartbeatTime``), but never earlier than the controller's start;
 2. older than the grace period (default 40 s; longer past 10,000 nodes, as the heartbeats slow —
-   :mod:`corral.api.heartbeats` — and never shorter than the duration written on its Lease): the
+   :mod:`corral.api.kinds.coordination` — and never shorter than the duration written on its Lease): the
    node becomes NotReady — Ready condition
    ``Unknown``, taint ``node.kubernetes.io/unreachable:NoExecute`` (so nothing new lands there) —
    and each of its pods gets a ``NotReadyAt`` condition and an event;
@@ -27,7 +27,7 @@ import time
 from typing import Any
 
 from corral.api.defaults import rfc3339
-from corral.api.heartbeats import HeartbeatScale
+from corral.api.kinds.coordination import HeartbeatScale
 from corral.api.resources import NODE_LEASE_NAMESPACE, by_kind
 from corral.controllers.periodic import PeriodicController
 from corral.scheduler.cache.node_table import parse_timestamp

@@ -3,7 +3,7 @@
 Why: a node whose agent stopped reporting may be gone; placing pods there strands them until the
 node lifecycle controller notices. corral checks freshness at scheduling time (cara's 90 s rule),
 instead of waiting for a NotReady taint. Past 10,000 nodes the agents heartbeat less often
-(:mod:`corral.api.heartbeats`), and the freshness required grows by the same factor; the server
+(:mod:`corral.api.kinds.coordination`), and the freshness required grows by the same factor; the server
 passes its own heartbeat settings (``nodeHeartbeatSeconds``, ``maxNodeHeartbeatsPerSecond``).
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from corral.api.heartbeats import DEFAULT_INTERVAL, DEFAULT_MAX_PER_SECOND, HeartbeatScale
+from corral.api.kinds.coordination import DEFAULT_INTERVAL, DEFAULT_MAX_PER_SECOND, HeartbeatScale
 from corral.scheduler.framework.interface import ALL_PASS, CycleState, FilterResult, Plugin, Reason
 
 NAME = "NodeReady"

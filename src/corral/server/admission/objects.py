@@ -14,7 +14,7 @@ Components inside the server (scheduler, controllers) write without it: they are
   ``pods/skip-fit-check`` (``cluster-admin`` does; no other default role).
 - **Node Leases' duration** is the server's to set: a write of a Lease in ``kube-node-lease`` gets
   ``spec.leaseDurationSeconds`` = what it asked for, at most the grace period before a silent node
-  becomes NotReady, scaled with the node count (:mod:`corral.api.heartbeats`): an agent renews as
+  becomes NotReady, scaled with the node count (:mod:`corral.api.kinds.coordination`): an agent renews as
   many times less often as its lease was lengthened. The one change admission makes to an object
   rather than refusing it.
 - **No escalation through RBAC**, as Kubernetes: a Role or ClusterRole may be written only by someone

@@ -1,5 +1,6 @@
-"""How often nodes heartbeat as a cluster grows (Nomad's idea: the heartbeat interval scales with
-the node count, so the control plane's heartbeat load stays bounded).
+"""coordination.k8s.io Leases as node heartbeats: how often nodes heartbeat as a cluster grows
+(Nomad's idea: the heartbeat interval scales with the node count, so the control plane's heartbeat
+load stays bounded).
 
 Up to ``interval × max_per_second`` nodes (10,000 with the defaults) nothing changes: agents renew
 their Leases every ``interval`` seconds. Past it, every period that follows from the heartbeat
