@@ -399,3 +399,32 @@ async def test_at_most_four_transactions_are_on_their_way_and_many_writes_of_one
     written = await asyncio.gather(*(store.update("/one/k", obj("k", i=i), 0) for i in range(etcd_backend.MAX_BATCH + 5)))
     assert [r.revision for r in written] == sorted(r.revision for r in written)
     assert (await store.get("/one/k")).obj["i"] == etcd_backend.MAX_BATCH + 4
+
+
+async def test_the_watch_hands_on_the_stores_own_writes_as_written_and_decodes_anothers(store, etcd):
+    after = store.revision
+    mine = await asyncio.gather(*(store.create(f"/h/{i}", obj(f"h{i}", i=i)) for i in range(3)))
+    updated = await store.update("/h/0", {**mine[0].obj, "spec": {"x": 1}}, mine[0].revision)
+    # Another writer (another server, etcdctl) puts a value of its own.
+    other = await open_store(etcd.url, root=store.root)
+    try:
+        theirs = await other.create("/h/9", obj("h9"))
+    finally:
+        await other.close()
+    events = await watch_until(store, "/h/", after, 5)
+    assert [e.record for e in events[:4]] == [*mine, updated]
+    assert all(e.record is r for e, r in zip(events, [*mine, updated]))  # the writer's own, not decoded again
+    assert events[4].record is not theirs and (events[4].record.key, events[4].record.revision, events[4].record.value,
+                                               events[4].record.obj) == (theirs.key, theirs.revision, theirs.value, theirs.obj)
+    assert not store._written  # each handed on once: nothing kept
+    assert store._watched == theirs.revision // SUB  # and what the watch has passed is not kept from now on
+
+
+async def test_own_writes_no_watch_takes_are_kept_up_to_a_bound(store, monkeypatch):
+    monkeypatch.setattr(etcd_backend, "MAX_HANDED_ON", 4)
+    written = [await store.create(f"/k/{i}", obj(f"k{i}")) for i in range(10)]
+    assert list(store._written.values()) == written[-4:]  # the oldest went
+    # A write whose revision a watch delivered already is not kept (the watch will not come back for it).
+    store._watched = store.revision // SUB + 1
+    await store.update("/k/9", written[9].obj, written[9].revision)
+    assert list(store._written.values()) == written[-4:]

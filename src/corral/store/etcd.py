@@ -21,7 +21,9 @@
 - Lists at a revision use etcd's range with ``revision`` and ``limit`` (at a revision inside a
   transaction's writes, etcd keeps no state between them: the list holds all of them, and its
   revision says so); watches start at the etcd revision holding ``from_revision`` with ``prev_kv`` so
-  a DELETED event carries the last state, and skip what ``from_revision`` already includes.
+  a DELETED event carries the last state, and skip what ``from_revision`` already includes. The
+  store's own writes are handed on as their writers got them (the object already decoded), not
+  decoded again from the event.
 - A revision etcd has compacted away raises :class:`Compacted` (→ HTTP 410).
 - Each endpoint gets its own gRPC channel, and calls go to one member at a time: a call that fails
   in transit (the member gone, hung, or in the middle of a leader election) moves the store on to
@@ -80,6 +82,7 @@ SUB = 1000  # store revisions per etcd revision (see above); more than etcd's --
 MAX_BATCH = 128  # writes, and compares, in one transaction: etcd's --max-txn-ops (128 by default)
 MAX_BATCH_BYTES = 1024 * 1024  # their values together (etcd's --max-request-bytes is 1.5 MiB by default)
 MAX_IN_FLIGHT = 4  # transactions of batched writes on their way at once
+MAX_HANDED_ON = 16_384  # own writes kept for the watch to hand on as written, not decoded again
 
 
 def parse_endpoints(url: str) -> list[tuple[str, int]]:
@@ -278,6 +281,10 @@ class EtcdStore:
         self._kicked = False
         self._in_flight: dict[asyncio.Task, set[bytes]] = {}  # transactions on their way, and their keys
         self._flying: set[bytes] = set()  # every key of those
+        # This store's own writes that no watch has delivered yet, by (key, etcd revision): the watch
+        # hands each on as its writer got it (its object decoded already) instead of decoding it again.
+        self._written: dict[tuple[bytes, int], Record] = {}
+        self._watched = 0  # the last etcd revision a watch delivered
 
     @classmethod
     async def open(cls, url: str, *, root: str = "/corral", tls: EtcdTLS | None = None) -> "EtcdStore":
@@ -499,9 +506,17 @@ class EtcdStore:
         self._seen(_top(int(current.mod_revision)))
         return self._record_of(current)
 
-    def _record(self, key: str, obj: dict[str, Any], value: bytes, revision: int) -> Record:
+    def _record(self, k: bytes, key: str, obj: dict[str, Any], value: bytes, revision: int) -> Record:
+        """The record of a write that went through, also kept for the watch to hand on (unless a watch
+        delivered its revision already: the answer may come after the event)."""
         obj.setdefault("metadata", {})["resourceVersion"] = str(revision)
-        return Record(key, revision, _with_revision(value, revision), obj)
+        record = Record(key, revision, _with_revision(value, revision), obj)
+        if revision // SUB > self._watched:
+            written = self._written
+            if len(written) >= MAX_HANDED_ON:  # no watch takes them (a store without one): the oldest go
+                del written[next(iter(written))]
+            written[(k, revision // SUB)] = record
+        return record
 
     def _value(self, key: str, obj: dict[str, Any]) -> bytes:
         value = _stored(obj)
@@ -519,7 +534,7 @@ class EtcdStore:
             if retried and (mine := await self._already_written(k, value)) is not None:
                 return mine
             raise KeyExists(key)
-        return self._record(key, obj, value, revision)
+        return self._record(k, key, obj, value, revision)
 
     async def update(self, key: str, obj: dict[str, Any], expected_revision: int, *,
                      fence: tuple[str, int] | None = None) -> Record:
@@ -546,7 +561,7 @@ class EtcdStore:
             if current is None:
                 raise KeyNotFound(key)
             raise Conflict(key, expected_revision, self._record_of(current).revision)
-        return self._record(key, obj, value, revision)
+        return self._record(k, key, obj, value, revision)
 
     async def delete(self, key: str, expected_revision: int | None = None) -> Record:
         from aetcd import rpc
@@ -658,13 +673,15 @@ class EtcdStore:
                         event = Event(EventType.DELETED, Record(self._unk(kv.key), revision,
                                                                 _with_revision(last, revision)))
                     else:
-                        event = Event(EventType.ADDED if kv.version == 1 else EventType.MODIFIED,
-                                      self._record_of(kv, place))
+                        record = self._written.pop((kv.key, etcd_revision), None) or self._record_of(kv, place)
+                        event = Event(EventType.ADDED if kv.version == 1 else EventType.MODIFIED, record)
                     if etcd_revision != first or event.revision % SUB > seen:
                         batch.append(event)
                 if progress and at is not None and (not batch or batch[-1].revision != _top(at)):
                     # the follower has seen every write of the response's last etcd revision
                     batch.append(Event(EventType.PROGRESS, Record("", _top(at), b"")))
+                if at is not None and at > self._watched:
+                    self._watched = at
                 if batch:
                     self._seen(batch[-1].revision)
                     yield batch
