@@ -414,8 +414,9 @@ async def test_the_watch_hands_on_the_stores_own_writes_as_written_and_decodes_a
     events = await watch_until(store, "/h/", after, 5)
     assert [e.record for e in events[:4]] == [*mine, updated]
     assert all(e.record is r for e, r in zip(events, [*mine, updated]))  # the writer's own, not decoded again
-    assert events[4].record is not theirs and (events[4].record.key, events[4].record.revision, events[4].record.value,
-                                               events[4].record.obj) == (theirs.key, theirs.revision, theirs.value, theirs.obj)
+    decoded = events[4].record
+    assert decoded is not theirs and decoded.obj == theirs.obj  # decoded from the event ...
+    assert decoded == theirs  # ... to the same key, revision, value and object
     assert not store._written  # each handed on once: nothing kept
     assert store._watched == theirs.revision // SUB  # and what the watch has passed is not kept from now on
 

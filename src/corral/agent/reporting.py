@@ -28,7 +28,8 @@ async def renew_lease(client: Client, node: str, *, duration_seconds: int = 40) 
         lease = await client.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
                                      "metadata": {"name": node, "namespace": LEASE_NAMESPACE},
                                      "spec": {**spec, "acquireTime": now}}, raw=True)
-    written = ((lease or {}).get("spec") or {}).get("leaseDurationSeconds") if isinstance(lease, dict) else None
+    spec = lease.get("spec") if isinstance(lease, dict) else None
+    written = spec.get("leaseDurationSeconds") if isinstance(spec, dict) else None
     return written if isinstance(written, int) and written > 0 else duration_seconds
 
 

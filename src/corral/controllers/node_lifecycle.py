@@ -6,10 +6,10 @@ pass over every node costs no more a second than at 10,000), for every node:
 1. its heartbeat is its Lease's ``renewTime`` in ``kube-node-lease`` (or, without a Lease, the
    Ready condition's ``lastHeartbeatTime``), but never earlier than the controller's start;
 2. older than the grace period (default 40 s; longer past 10,000 nodes, as the heartbeats slow —
-   :mod:`corral.api.kinds.coordination` — and never shorter than the duration written on its Lease): the
-   node becomes NotReady — Ready condition
-   ``Unknown``, taint ``node.kubernetes.io/unreachable:NoExecute`` (so nothing new lands there) —
-   and each of its pods gets a ``NotReadyAt`` condition and an event;
+   :mod:`corral.api.kinds.coordination` — and never shorter than the duration written on its
+   Lease): the node becomes NotReady — Ready condition ``Unknown``, taint
+   ``node.kubernetes.io/unreachable:NoExecute`` (so nothing new lands there) — and each of its pods
+   gets a ``NotReadyAt`` condition and an event;
 3. NotReady for longer than the eviction timeout (default 300 s, counted from the taint's
    ``timeAdded``): its pods are evicted — a pod a controller owns (a ReplicaSet's) is deleted, for
    its controller to replace; a bare pod goes back to Pending, for the scheduler to place elsewhere;

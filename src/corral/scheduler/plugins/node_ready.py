@@ -3,8 +3,8 @@
 Why: a node whose agent stopped reporting may be gone; placing pods there strands them until the
 node lifecycle controller notices. corral checks freshness at scheduling time (cara's 90 s rule),
 instead of waiting for a NotReady taint. Past 10,000 nodes the agents heartbeat less often
-(:mod:`corral.api.kinds.coordination`), and the freshness required grows by the same factor; the server
-passes its own heartbeat settings (``nodeHeartbeatSeconds``, ``maxNodeHeartbeatsPerSecond``).
+(:mod:`corral.api.kinds.coordination`), and the freshness required grows by the same factor; the
+server passes its own heartbeat settings (``nodeHeartbeatSeconds``, ``maxNodeHeartbeatsPerSecond``).
 """
 
 from __future__ import annotations

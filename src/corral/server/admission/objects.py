@@ -14,9 +14,9 @@ Components inside the server (scheduler, controllers) write without it: they are
   ``pods/skip-fit-check`` (``cluster-admin`` does; no other default role).
 - **Node Leases' duration** is the server's to set: a write of a Lease in ``kube-node-lease`` gets
   ``spec.leaseDurationSeconds`` = what it asked for, at most the grace period before a silent node
-  becomes NotReady, scaled with the node count (:mod:`corral.api.kinds.coordination`): an agent renews as
-  many times less often as its lease was lengthened. The one change admission makes to an object
-  rather than refusing it.
+  becomes NotReady, scaled with the node count (``node_lease_seconds``, from
+  :mod:`corral.api.kinds.coordination`): an agent renews as many times less often as its lease was
+  lengthened. The one change admission makes to an object rather than refusing it.
 - **No escalation through RBAC**, as Kubernetes: a Role or ClusterRole may be written only by someone
   who holds every permission it grants (where it grants them), or holds ``escalate`` on it; a binding
   only by someone who holds every permission of the role it binds, or holds ``bind`` on that role.
@@ -61,8 +61,7 @@ def _control_plane_taints(obj: dict[str, Any] | None) -> list[Any]:
 
 class Admission:
     def __init__(self, get: Callable[[str], Any], items: Callable[[str], Iterable[Any]],
-                 authorize: Callable[[Attributes], Decision], *,
-                 node_lease_seconds: Callable[[object], int] = lambda asked: 40) -> None:
+                 authorize: Callable[[Attributes], Decision], *, node_lease_seconds: Callable[[object], int]) -> None:
         self._get = get  # the watch cache's get and items
         self._items = items
         self._authorize = authorize
@@ -82,7 +81,8 @@ class Admission:
         if resource.kind == "Lease" and _meta(new).get("namespace") == NODE_LEASE_NAMESPACE:
             spec = new.get("spec")
             if isinstance(spec, dict):
-                new["spec"] = {**spec, "leaseDurationSeconds": self._node_lease_seconds(spec.get("leaseDurationSeconds"))}
+                asked = spec.get("leaseDurationSeconds")
+                new["spec"] = {**spec, "leaseDurationSeconds": self._node_lease_seconds(asked)}
 
     # --- RBAC escalation ----------------------------------------------------------------------------------
 
