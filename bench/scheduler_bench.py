@@ -75,17 +75,17 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--pods", type=int, default=10000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--profile", action="store_true", help="run once under pyinstrument and print the profile")
+    parser.add_argument("--profile", action="store_true",
+                        help="run once (remembered signatures) under cProfile and print the 40 costliest functions")
     parser.add_argument("--full", action="store_true", help="only the full evaluation (remembering switched off)")
     args = parser.parse_args()
     if args.profile:
-        from pyinstrument import Profiler
+        import cProfile
+        import pstats
 
-        profiler = Profiler()
-        profiler.start()
-        run(args.nodes, args.pods)
-        profiler.stop()
-        print(profiler.output_text(unicode=True, color=False))
+        profiler = cProfile.Profile()
+        profiler.runcall(run, args.nodes, args.pods)
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(40)
         return
     modes = [False] if args.full else [True, False]
     runs: dict[bool, list[tuple[float, float]]] = {mode: [] for mode in modes}

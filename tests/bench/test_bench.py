@@ -129,3 +129,21 @@ def test_the_soak_benchmark_runs_its_mixed_load_and_finds_nothing_lost(tmp_path)
     assert result["rssCurve"] and result["rssMiB"]["start"] > 20 and "growthOverLastThird" in result["rssMiB"]
     assert result["eventsAtEnd"] > 0  # the scheduler's and the hollow nodes' Events, listed at the end
     assert set(result["latencyMs"]) >= {"create", "update", "delete", "list"}
+
+
+@pytest.mark.parametrize("script, args, says", [
+    ("scheduler_bench.py", ["--nodes", "50", "--pods", "100", "--repeat", "1"], "decisions/s"),
+    ("scheduler_bench.py", ["--nodes", "50", "--pods", "100", "--profile"], "function calls"),
+    ("plan_bench.py", ["--nodes", "50", "--bound", "100", "--pods", "20", "--repeat", "1"], "decisions"),
+    ("plan_bench.py", ["--nodes", "50", "--bound", "100", "--pods", "20", "--profile"], "function calls"),
+])
+def test_the_decision_benchmarks_and_their_profiles_run_from_a_fresh_install(script, args, says):
+    """At toy size: each runs, and --profile needs nothing the project does not declare."""
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, os.path.join("bench", script), *args], capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert says in proc.stdout
