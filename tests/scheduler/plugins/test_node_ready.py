@@ -67,13 +67,13 @@ def test_when_every_node_is_ready_the_plugin_says_so_at_once():
 
 
 @pytest.mark.parametrize("age, rejected", [
-    pytest.param(269, False, id="3 nodes at 0.1 renewals/s of 10 s heartbeats: factor 3, fresh for 270 s"),
+    pytest.param(269, False, id="3 nodes at 0.2 renewals/s of 5 s heartbeats: factor 3, fresh for 270 s"),
     pytest.param(271, True, id="past the scaled freshness: stale, and the reason says how long"),
 ])
 def test_the_freshness_grows_with_the_node_count_past_the_heartbeat_rate(age, rejected):
     now = parse_timestamp(BEAT) + age
     nodes = [make_node(n).heartbeat_at(BEAT) for n in ("a", "b", "c")]
-    args = {"nodeHeartbeatSeconds": 10, "maxNodeHeartbeatsPerSecond": 0.1}
+    args = {"nodeHeartbeatSeconds": 5, "maxNodeHeartbeatsPerSecond": 0.2}
     assert run_filter("NodeReady", nodes, make_pod("p"), args=args, clock=lambda: now)["a"] == (
         ["node(s) had no heartbeat for more than 270s"] if rejected else [])
     # The same cluster below the rate (1 renewal/s): the 90 s freshness holds.

@@ -30,7 +30,6 @@ class NodeReady(Plugin):
         self.base_freshness = float(args.get("heartbeatFreshnessSeconds", DEFAULT_FRESHNESS_SECONDS))
         self.heartbeats = HeartbeatScale(float(args.get("nodeHeartbeatSeconds", DEFAULT_INTERVAL)),
                                          float(args.get("maxNodeHeartbeatsPerSecond", DEFAULT_MAX_PER_SECOND)))
-        self.freshness = self.base_freshness
         # (table version, size, computed at, valid until, result): the answer stays exact until the
         # first fresh heartbeat ages past the limit, or a node changes.
         self._cached: tuple[int, int, float, float, FilterResult] | None = None
@@ -57,17 +56,17 @@ class NodeReady(Plugin):
             if not in_time:
                 self._aged += 1
         size = table.size
-        self.freshness = self.base_freshness * self.heartbeats.factor(table.node_count)
+        freshness = self.base_freshness * self.heartbeats.factor(table.node_count)
         ready, valid = table.ready[:size], table.valid[:size]
         not_ready = ~ready
-        stale = ready & (table.heartbeat[:size] < now - self.freshness)
+        stale = ready & (table.heartbeat[:size] < now - freshness)
         bad = not_ready | stale
         result = ALL_PASS if not bad[valid].any() else FilterResult(~bad, [
             Reason(NOT_READY, not_ready, unresolvable=True),
-            Reason(STALE.format(seconds=int(self.freshness)), stale, unresolvable=True),
+            Reason(STALE.format(seconds=int(freshness)), stale, unresolvable=True),
         ])
         fresh = ready & ~stale
-        until = float(table.heartbeat[:size][fresh].min()) + self.freshness if fresh.any() else float("inf")
+        until = float(table.heartbeat[:size][fresh].min()) + freshness if fresh.any() else float("inf")
         self._cached = (table.version, size, now, until, result)
         return result
 
