@@ -155,6 +155,25 @@ def test_a_watcher_is_closed_only_once_more_lines_wait_than_it_may_hold(monkeypa
     assert watcher.closed and watcher.last_revision == 4
 
 
+def test_records_and_the_windows_changes_are_left_out_of_the_cyclic_collectors_scans():
+    """Every stored object is held as a Record, and each change in the watch cache's window as a cached
+    event: a few hundred thousand of them at 50,000 pods, which Python's collector would otherwise scan
+    again and again in the middle of a burst (measured: a 0.25 s generation-1 collection). They hold
+    no reference cycles (a key, bytes, the decoded JSON), so they are not tracked; what they hold is."""
+    import gc
+
+    from corral.server.watch import cache as cache_module
+    from corral.store.base import Record
+
+    record = Record("/core/pods/default/p", 1, b'{"metadata":{"labels":[]}}')
+    old = Record("/core/pods/default/p", 0, b'{"metadata":{}}', {"metadata": {}})
+    event = cache_module._CachedEvent(1, "/core/pods/", record, old)
+    event.line("MODIFIED", record)
+    assert record.obj == {"metadata": {"labels": []}}  # decoded, and a list inside is tracked itself
+    assert gc.is_tracked(record.obj)
+    assert not gc.is_tracked(record) and not gc.is_tracked(old) and not gc.is_tracked(event)
+
+
 def test_a_watch_sends_its_initial_objects_then_the_changes_in_order_a_chunk_at_a_time():
     from corral.api.selectors import parse_field_selector, parse_label_selector
     from corral.server.watch import cache as cache_module

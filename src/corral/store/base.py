@@ -16,7 +16,7 @@ The conformance suite in ``tests/store`` holds every backend to this.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, AsyncIterator, Protocol
 
 import msgspec
@@ -50,17 +50,19 @@ class EventType(str, enum.Enum):
     PROGRESS = "PROGRESS"
 
 
-@dataclass(slots=True)
-class Record:
+class Record(msgspec.Struct, gc=False):
     """One object as stored: its key, revision and JSON (with resourceVersion == revision).
 
     ``obj`` is the decoded value, filled in lazily; treat it as read-only, since it may be shared.
+    Not tracked by Python's cyclic collector (``gc=False``: a record refers to no object that refers
+    back to it): the watch cache holds hundreds of thousands of them, which the collector would
+    otherwise scan again and again.
     """
 
     key: str
     revision: int
     value: bytes
-    _obj: dict[str, Any] | None = field(default=None, repr=False)
+    _obj: dict[str, Any] | None = None
 
     @property
     def obj(self) -> dict[str, Any]:

@@ -26,6 +26,8 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
+
+import msgspec
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
@@ -59,13 +61,14 @@ def resource_prefix(key: str) -> str:
     return key[: end + 1]
 
 
-@dataclass(slots=True)
-class _CachedEvent:
+class _CachedEvent(msgspec.Struct, gc=False):
+    """One change in the window; untracked by the cyclic collector, as its records are."""
+
     revision: int
     prefix: str
     new: Record | None  # None for DELETED
     old: Record | None  # None for ADDED
-    _lines: dict[str, bytes] = field(default_factory=dict)
+    _lines: dict[str, bytes] = msgspec.field(default_factory=dict)
 
     @property
     def last(self) -> Record:
