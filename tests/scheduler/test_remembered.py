@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from corral.scheduler.cache.cache import Cache
+from corral.scheduler.framework import remembered
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.profiles import build_frameworks, parse_config
 from corral.scheduler.schedule_one import FitError, schedule_pod
@@ -48,7 +49,7 @@ pod_spec = st.fixed_dictionaries({
     "port": st.sampled_from([None, None, 8080]),
     "app": st.sampled_from(["a", "b"]),
     # anti-host and spread-hard: remembered (a node per hostname; one hard constraint), the rest not
-    "extra": st.sampled_from([None] * 6 + ["anti-host"] * 3 + ["spread-hard"] * 3 + ["spread-min"]
+    "extra": st.sampled_from([None] * 6 + ["anti-host"] * 3 + ["spread-hard"] * 3 + ["spread-min", "spread-host"]
                              + ["anti-zone", "affinity", "prefer", "spread", "spread-two", "node"]),
 })
 op = st.one_of(
@@ -101,6 +102,8 @@ def pod_obj(name: str, spec: dict) -> dict:
         b.spread(1, "topology.kubernetes.io/zone", hard=True, app=spec["app"])
     elif spec["extra"] == "spread-min":  # more domains wanted than there are zones: the minimum counts as 0
         b.spread(2, "topology.kubernetes.io/zone", hard=True, min_domains=4, app=spec["app"])
+    elif spec["extra"] == "spread-host":  # a domain per node (two share "shared"): up to 12 domains
+        b.spread(2, "kubernetes.io/hostname", hard=True, app=spec["app"])
     elif spec["extra"] == "spread-two":
         b.spread(1, "topology.kubernetes.io/zone", hard=True, app="a").spread(2, "kubernetes.io/hostname", hard=True, app="a")
     elif spec["extra"] == "node":
@@ -127,17 +130,19 @@ class Twin:
         for cache in self.caches:
             fn(cache)
 
-    def schedule(self, obj: dict) -> str | None:
+    def schedule(self, obj: dict, explain: bool = True) -> str | None:
+        """Both decisions for ``obj`` (with their scores when ``explain``; the full evaluation has
+        them either way), which must be equal; the pod is assumed where they put it."""
         answers = []
         for cache, fwk in zip(self.caches, self.fwks):
             info = PodInfo.from_object(obj)
             try:
-                result = schedule_pod(fwk, cache, info, scores=True)
+                result = schedule_pod(fwk, cache, info, scores=explain)
             except FitError as fit:
                 answers.append(("pending", fit.diagnosis.message()))
                 continue
             scores = result.scores
-            detail = None if scores is None else (
+            detail = None if scores is None or not explain else (
                 scores.rows.tolist(), scores.total.tolist(),
                 {k: np.asarray(v).tolist() for k, v in sorted(scores.by_plugin.items())})
             answers.append((result.node, result.feasible, result.evaluated, detail))
@@ -149,8 +154,22 @@ class Twin:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(nodes=st.lists(node_spec, min_size=1, max_size=12), templates=st.lists(pod_spec, min_size=1, max_size=6),
        ops=st.lists(op, min_size=10, max_size=120), tie_break=st.sampled_from(["random", "name"]),
-       scoring=st.sampled_from(["LeastAllocated", "MostAllocated"]), prefer=st.integers(0, 4).map(lambda n: n == 0))
-def test_remembered_decisions_equal_the_full_evaluation(nodes, templates, ops, tie_break, scoring, prefer):
+       scoring=st.sampled_from(["LeastAllocated", "MostAllocated"]), prefer=st.integers(0, 4).map(lambda n: n == 0),
+       narrow=st.sampled_from([0, 4, remembered.NARROW_DOMAINS]), scored=st.sampled_from([1, 2, 3]))
+def test_remembered_decisions_equal_the_full_evaluation(nodes, templates, ops, tie_break, scoring, prefer, narrow,
+                                                        scored):
+    """``narrow``: the most domains a domain filter's rows are ranked per domain for (fewer zones and
+    hostnames than that; more: every row's feasibility worked out again when a verdict changes);
+    ``scored``: every so many decisions are asked for their scores (explain), the others not."""
+    default = remembered.NARROW_DOMAINS
+    remembered.NARROW_DOMAINS = narrow
+    try:
+        run_twin(nodes, templates, ops, tie_break, scoring, prefer, scored)
+    finally:
+        remembered.NARROW_DOMAINS = default
+
+
+def run_twin(nodes, templates, ops, tie_break, scoring, prefer, scored) -> None:
     now = [START]
     twin = Twin({"tieBreak": tie_break, "seed": 7, "profiles": [{"schedulerName": "default-scheduler", "pluginConfig": [
         {"name": "NodeResourcesFit", "args": {"scoringStrategy": {"type": scoring}}}]}]}, lambda: now[0])
@@ -164,7 +183,7 @@ def test_remembered_decisions_equal_the_full_evaluation(nodes, templates, ops, t
         kind = step[0]
         if kind == "pod":
             obj = pod_obj(f"p{n}", templates[step[1] % len(templates)])
-            if twin.schedule(obj) is not None:
+            if twin.schedule(obj, explain=n % scored == 0) is not None:
                 placed.append(f"default/p{n}")
         elif kind == "delete" and placed:
             key = placed.pop(step[1] % len(placed))
@@ -281,6 +300,58 @@ def test_tied_nodes_tie_again_when_a_pod_leaves():
         twin.each(lambda c: c.remove_pod(key))
         assert twin.schedule(make_pod(f"p{i}").requests(cpu="1").obj) is not None
         placed.append(f"default/p{i}")
+
+
+def test_tied_nodes_tie_again_within_their_zone_when_a_pod_leaves():
+    """As above, for pods a spread constraint judges by zone: their best nodes are kept zone by zone,
+    and a node a pod leaves joins its zone's best again (the seeded draw is over all of them)."""
+    twin = Twin({}, time.time)
+    for i, zone in enumerate(["z1", "z1", "z1", "z2", "z2", "z3"]):
+        twin.each(lambda c, i=i, zone=zone: c.set_node(
+            make_node(f"n{i}").capacity(cpu=4, memory="8Gi", pods=10).zone(zone).obj))
+    pod = lambda name: make_pod(name).labels(app="a").requests(cpu="1").spread(  # noqa: E731
+        5, "topology.kubernetes.io/zone", app="a").obj
+    placed = [f"default/p{i}" for i in range(5) if twin.schedule(pod(f"p{i}"), explain=False)]
+    for i in range(5, 35):
+        key = placed.pop(0)
+        twin.each(lambda c: c.remove_pod(key))
+        assert twin.schedule(pod(f"p{i}"), explain=False) is not None
+        placed.append(f"default/p{i}")
+    assert twin.fwks[0].remembered.hits == 35
+
+
+def test_a_pre_score_that_reads_its_rows_is_given_the_feasible_ones():
+    """A PreScore plugin that says it reads its rows gets the feasible rows from the remembered path
+    too, not every row: here a scorer that takes part only when some node is infeasible, and then
+    prefers the last node."""
+    from corral.scheduler.framework.interface import Plugin, count_rows
+    from corral.scheduler.framework.status import SKIP, SUCCESS
+    from corral.scheduler.plugins import REGISTRY
+
+    class LastWhenSomeAreOut(Plugin):
+        NAME = "LastWhenSomeAreOutForTest"
+
+        def pre_score_reads_rows(self, pod) -> bool:
+            return True
+
+        def pre_score(self, state, pod, rows):
+            return SKIP if count_rows(rows) == self.handle.cache.table.size else SUCCESS
+
+        def score(self, state, pod, rows):
+            return np.arange(self.handle.cache.table.size, dtype=np.float64)[rows] * 10
+
+    REGISTRY[LastWhenSomeAreOut.NAME] = LastWhenSomeAreOut
+    try:
+        twin = Twin({"tieBreak": "name", "profiles": [{"schedulerName": "default-scheduler", "plugins": {
+            "preScore": {"enabled": [{"name": LastWhenSomeAreOut.NAME}]},
+            "score": {"enabled": [{"name": LastWhenSomeAreOut.NAME, "weight": 1}]}}}]}, time.time)
+        for i, zone in enumerate(["z1", "z1", "z2", "z3"]):
+            twin.each(lambda c, i=i, zone=zone: c.set_node(
+                make_node(f"n{i}").capacity(cpu=8, memory="8Gi", pods=20).zone(zone).obj))
+        assert twin.schedule(spread("s0", 1), explain=False) == "n0"  # every node feasible: skipped
+        assert twin.schedule(spread("s1", 1), explain=False) == "n3"  # z1 barred: n2 and n3, the last
+    finally:
+        del REGISTRY[LastWhenSomeAreOut.NAME]
 
 
 def test_anti_affinity_on_hostname_is_remembered_and_holds_both_ways():

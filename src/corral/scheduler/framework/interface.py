@@ -31,7 +31,8 @@ depends only on that row's columns, on the pod through ``signature(pod)`` (hasha
 signature get the same answers), on what a filter's ``memo_key()`` returns (NodeReady's: how often
 ageing heartbeats changed its answer) and on table-wide facts that change only with
 ``NodeTable.epoch``; its ``pre_score`` must not depend on the rows, and a row-local scorer has no
-``normalize``. A row-local filter also answers ``filter_rows(state, pod, rows) -> ndarray`` (bool
+``normalize``. A plugin whose ``pre_score`` reads its rows (the feasible ones) says when it does in
+``pre_score_reads_rows(pod)``: remembered decisions then list them, which they otherwise skip. A row-local filter also answers ``filter_rows(state, pod, rows) -> ndarray`` (bool
 per given row); ``filter_one(state, pod, row) -> bool`` and ``score_one(state, pod, row) -> float``
 (None: only the columns answer) are optional, in plain Python with the same float operations, for
 the one or few rows that changed. A filter row-local for some pods only also answers
@@ -131,6 +132,10 @@ class Plugin:
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
+
+    def pre_score_reads_rows(self, pod: Any) -> bool:
+        """Whether ``pre_score`` for ``pod`` reads which rows it is given (see the module's docstring)."""
+        return False
 
     def signature(self, pod: Any) -> Any:
         """What of ``pod`` a row-local plugin's answers depend on (hashable)."""

@@ -10,9 +10,11 @@ answer is the full evaluation's: the same feasible rows, the same totals bit for
 plugin calls on fewer rows, summed in the same order), the same tie-break draw; a property test
 compares the two paths. One filter may instead be a domain filter (PodTopologySpread with one hard
 constraint): a node's verdict follows its domain, so the domains' sums are kept from the changed
-rows and every row's feasibility is worked out again only when a domain's verdict changes. A pod
-with a plugin that is neither, sampling (``percentageOfNodesToScore`` below 100) and a pod no node
-fits (its diagnosis names every node) take the full evaluation.
+rows. Over a few domains (zones) the rows are also counted and ranked per domain, and a domain's
+verdict that changes costs a pass over the domains; over many (hostnames) every row's feasibility is
+worked out again when a domain's verdict changes. A pod with a plugin that is neither, sampling
+(``percentageOfNodesToScore`` below 100) and a pod no node fits (its diagnosis names every node)
+take the full evaluation.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ __all__ = ["Remembered", "MAX_SIGNATURES"]
 MAX_SIGNATURES = 64  # remembered per profile; the oldest is dropped first
 SCALAR_ROWS = 4  # up to this many changed rows are evaluated in plain Python (numpy's per-call cost is higher)
 FULL_SHARE = 8  # more changed rows than that and size / FULL_SHARE: every row is evaluated afresh instead
+NARROW_DOMAINS = 32  # up to this many domain codes: the best row kept per domain (see DomainBests)
 _NONE = np.zeros(0, dtype=np.int64)
 _NO_ROWS = np.zeros(0, dtype=bool)
 
@@ -64,6 +67,7 @@ class Entry:
     best: list[int] | None = None  # the rows whose total is the highest, ascending (None: to be found)
     best_total: float = -np.inf
     domains: "Domains | None" = None
+    bests: "DomainBests | None" = None  # with few domains: the best rows per domain, instead of total/best
 
 
 @dataclass(slots=True)
@@ -91,6 +95,93 @@ class Domains:
         self.code[rows], self.eligible[rows], self.pods[rows] = code, eligible, pods
         np.add.at(self.totals, code, pods)
         np.add.at(self.present, code, eligible.astype(np.int64))
+
+
+@dataclass(slots=True)
+class DomainBests:
+    """With a domain filter over few domains (zones, not hostnames): the rows every row-local filter
+    passes, counted and ranked per domain, so that a change in the domains' verdict (a zone reaching
+    its skew) costs a pass over the domains, not over every row. A row is feasible when it passes
+    (``code`` is its domain then, else -1) and its domain is allowed; the best feasible rows are the
+    best of the allowed domains' bests, merged in ascending order, as the full evaluation lists them."""
+
+    code: np.ndarray  # int64 per row: its domain code where the row-local filters pass it, else -1
+    passing: np.ndarray  # int64 per domain code: rows passing there
+    top: list[float]  # per domain code: the highest total there (when ``best`` is known)
+    best: list[list[int] | None]  # per domain code: the rows at ``top``, ascending; None or []: to be found
+    members: list[np.ndarray | None]  # per domain code: its passing rows (None: to be found)
+
+    @classmethod
+    def build(cls, local: np.ndarray, code: np.ndarray, width: int) -> "DomainBests":
+        counted = np.where(local, code, -1)
+        passing = np.bincount(counted[counted >= 0], minlength=width).astype(np.int64)
+        return cls(counted, passing, [-np.inf] * width, [None] * width, [None] * width)
+
+    def widen(self, width: int) -> None:
+        extra = width - len(self.passing)
+        if extra > 0:
+            self.passing = np.concatenate([self.passing, np.zeros(extra, dtype=np.int64)])
+            self.top += [-np.inf] * extra
+            self.best += [None] * extra
+            self.members += [None] * extra
+
+    def recount(self, row: int, code: int) -> int:
+        """Row ``row`` now counts under ``code`` (-1: nowhere); returns where it counted before."""
+        old = int(self.code[row])
+        if old != code:
+            self.code[row] = code
+            for c in (old, code):
+                if c >= 0:
+                    self.members[c] = None
+            if old >= 0:
+                self.passing[old] -= 1
+                best = self.best[old]
+                if best:
+                    i = bisect.bisect_left(best, row)
+                    if i < len(best) and best[i] == row:
+                        del best[i]  # emptied: found again when its domain is next selected
+            if code >= 0:
+                self.passing[code] += 1
+        return old
+
+    def rank(self, code: int, row: int, total: float) -> None:
+        """Keep ``code``'s best rows (when known) current after ``row``'s total became ``total``."""
+        best = self.best[code]
+        if not best:
+            return
+        top = self.top[code]
+        if total > top:
+            self.best[code], self.top[code] = [row], total
+            return
+        i = bisect.bisect_left(best, row)
+        present = i < len(best) and best[i] == row
+        if total == top:
+            if not present:
+                best.insert(i, row)
+        elif present:
+            del best[i]
+
+    def count(self, allowed: np.ndarray) -> int:
+        return int(self.passing[allowed].sum())
+
+    def feasible(self, allowed: np.ndarray) -> np.ndarray:
+        return (self.code >= 0) & np.append(allowed, False)[self.code]  # code -1: the False appended
+
+    def select(self, allowed: np.ndarray, score: np.ndarray) -> list[list[int]]:
+        """The feasible rows with the highest total: the best rows of each allowed domain at that
+        total (each list ascending; together, in ascending order, what the full evaluation lists)."""
+        tops: list[tuple[float, int]] = []
+        for c in np.flatnonzero(allowed & (self.passing > 0)).tolist():
+            if not self.best[c]:
+                rows = self.members[c]
+                if rows is None:
+                    rows = self.members[c] = np.flatnonzero(self.code == c)
+                totals = score[rows]
+                self.top[c] = top = float(totals.max())
+                self.best[c] = rows[totals == top].tolist()
+            tops.append((self.top[c], c))
+        top = max(tops)[0]
+        return [self.best[c] for t, c in tops if t == top]  # type: ignore[misc]
 
 
 def _rank(entry: Entry, row: int, total: float) -> None:
@@ -172,7 +263,13 @@ class Remembered:
         if dirty is None:
             self._refilter_all(entry, state, pod, table, filters)
         if domain is not None:
-            if not self._redomain(entry, pod, domain, constraint, table, dirty) or dirty is None:
+            same = self._redomain(entry, pod, domain, constraint, table, dirty)
+            narrow = len(entry.domains.totals) <= NARROW_DOMAINS  # type: ignore[union-attr]
+            if narrow != (entry.bests is not None):  # the other way's state was kept: build this one's
+                dirty, entry.bests = None, None
+            if narrow:
+                return self._decide_by_domain(entry, state, pod, table, dirty, scores)
+            if not same or dirty is None:
                 dirty = self._reconcile_all(entry, dirty)
             elif len(dirty):
                 self._reconcile(entry, dirty)
@@ -213,6 +310,60 @@ class Remembered:
             self._rescore(entry, state, pod, scorers, dirty)
         self.hits += 1
         return self._select(entry, table), count, self._scores(entry, rows, size) if scores else None
+
+    def _decide_by_domain(self, entry: Entry, state: CycleState, pod: PodInfo, table: Any,
+                          dirty: list[int] | np.ndarray | None, scores: bool) -> tuple[int, int, Any] | None:
+        """:meth:`decide` from the domains' reductions being current: with few domains, the rows are
+        counted and ranked per domain (:class:`DomainBests`)."""
+        fwk, size, d = self.fwk, table.size, entry.domains
+        assert d is not None
+        bests = entry.bests
+        if dirty is None or bests is None:
+            bests = entry.bests = DomainBests.build(entry.local, d.code, len(d.totals))
+            dirty = None
+        else:
+            bests.widen(len(d.totals))
+            local, code = entry.local, d.code
+            if isinstance(dirty, list):
+                for row in dirty:
+                    bests.recount(row, int(code[row]) if local[row] else -1)
+            else:
+                now = np.where(local[dirty], code[dirty], -1)
+                moved = now != bests.code[dirty]
+                for row, c in zip(dirty[moved].tolist(), now[moved].tolist()):
+                    bests.recount(row, c)
+        allowed = d.allowed
+        count = entry.count = bests.count(allowed)
+        if count == 0 or count == 1:
+            entry.scorers = None  # the totals missed the changed rows: summed afresh next time
+            if count == 0:
+                return None  # the full evaluation says why, node by node
+            self.hits += 1
+            return int(np.flatnonzero(bests.feasible(allowed))[0]), 1, None
+        sel: slice | np.ndarray = slice(0, size)
+        if count < size and fwk.pre_scores_read_rows(pod):
+            sel = np.flatnonzero(bests.feasible(allowed))
+        scorers = fwk.active_scorers(state, pod, sel)
+        for p in scorers:
+            if not p.ROW_LOCAL_SCORE:
+                entry.scorers = None
+                return None
+        scorer_names = tuple(p.NAME for p in scorers)
+        if dirty is None or entry.scorers != scorer_names:
+            total, by_plugin = fwk.sum_scores(state, pod, scorers, slice(0, size), size)
+            entry.score = np.array(total, dtype=np.float64)
+            entry.by_plugin = {name: np.array(v, dtype=np.float64) for name, v in by_plugin.items()}
+            entry.scorers = scorer_names
+            bests.best = [None] * len(bests.best)
+        elif len(dirty):
+            self._rescore(entry, state, pod, scorers, dirty, bests)
+        self.hits += 1
+        assert entry.score is not None
+        row = self._pick_among(bests.select(allowed, entry.score), table)
+        if not scores:
+            return row, count, None
+        rows = np.flatnonzero(bests.feasible(allowed))
+        return row, count, Scores(rows, entry.score[rows], {name: v[rows] for name, v in (entry.by_plugin or {}).items()})
 
     def _plan(self, skipped: set[str]) -> tuple:
         """For the filters PreFilter left on: (the row-local ones, every one's name, whether the others
@@ -304,9 +455,11 @@ class Remembered:
         return same
 
     def _rescore(self, entry: Entry, state: CycleState, pod: PodInfo, scorers: list[Plugin],
-                 dirty: list[int] | np.ndarray) -> None:
-        """Score the changed rows again, summed as Framework.sum_scores sums them."""
-        assert entry.score is not None and entry.total is not None and entry.by_plugin is not None
+                 dirty: list[int] | np.ndarray, bests: DomainBests | None = None) -> None:
+        """Score the changed rows again, summed as Framework.sum_scores sums them, and rank them: among
+        every row, or with ``bests`` within their domains."""
+        assert entry.score is not None and entry.by_plugin is not None
+        assert bests is not None or entry.total is not None
         weights = self.fwk.weights
         if len(dirty) <= SCALAR_ROWS and all(hasattr(p, "score_one") for p in scorers):
             for row in (dirty if isinstance(dirty, list) else dirty.tolist()):
@@ -322,9 +475,13 @@ class Remembered:
                     for part in parts[1:]:
                         total += part
                     entry.score[row] = total
-                    total = total if entry.feasible[row] else -np.inf
-                    entry.total[row] = total
-                    _rank(entry, row, total)
+                    if bests is not None:
+                        if bests.code[row] >= 0:
+                            bests.rank(int(bests.code[row]), row, total)
+                    else:
+                        total = total if entry.feasible[row] else -np.inf
+                        entry.total[row] = total  # type: ignore[index]
+                        _rank(entry, row, total)
                     for p, part in zip(scorers, parts):
                         entry.by_plugin[p.NAME][row] = part
                     continue
@@ -334,10 +491,15 @@ class Remembered:
         dirty = np.asarray(dirty, dtype=np.int64)
         total, by_plugin = self.fwk.sum_scores(state, pod, scorers, dirty, len(dirty))
         entry.score[dirty] = total
-        entry.total[dirty] = np.where(entry.feasible[dirty], total, -np.inf)
-        entry.best = None
         for name, v in by_plugin.items():
             entry.by_plugin[name][dirty] = v
+        if bests is None:
+            entry.total[dirty] = np.where(entry.feasible[dirty], total, -np.inf)  # type: ignore[index]
+            entry.best = None
+            return
+        for c in np.unique(bests.code[dirty]).tolist():  # their domains' best rows found again
+            if c >= 0:
+                bests.best[c] = None
 
     def _remember(self, key: tuple, entry: Entry) -> Entry:
         if key not in self.entries and len(self.entries) >= MAX_SIGNATURES:
@@ -352,6 +514,33 @@ class Remembered:
             total = entry.total
             entry.best_total = float(total.max())
             best = entry.best = np.flatnonzero(total == entry.best_total).tolist()
+        return self._pick(best, table)
+
+    def _pick_among(self, bests: list[list[int]], table: Any) -> int:
+        """As :meth:`_pick` over the rows of ``bests`` (ascending lists of disjoint rows) in ascending
+        order, without merging them (thousands of tied rows, at every decision): the draw's index is
+        found by bisecting on the row."""
+        if len(bests) == 1:
+            return self._pick(bests[0], table)
+        tied = sum(len(best) for best in bests)
+        if tied == 1 or self.fwk.tie_break == "name":
+            return self._pick(sorted(row for best in bests for row in best), table)
+        i = int(self.fwk.rng.integers(tied))
+        low, high = min(best[0] for best in bests), max(best[-1] for best in bests)
+        right = bisect.bisect_right
+        while low < high:  # the lowest row with more than i tied rows at or below it
+            mid = (low + high) >> 1
+            at_or_below = 0
+            for best in bests:
+                at_or_below += right(best, mid)
+            if at_or_below > i:
+                high = mid
+            else:
+                low = mid + 1
+        return low
+
+    def _pick(self, best: list[int], table: Any) -> int:
+        """One of the rows tied at the best total (ascending), as Framework.select_host draws it."""
         if len(best) == 1:
             return best[0]
         fwk = self.fwk

@@ -125,6 +125,8 @@ class Framework:
         self.next_start = 0
         self._filter_names = [p.NAME for p in self.filters]
         self._weighted_scorers = [p for p in self.scorers if weights.get(p.NAME, 1) != 0]
+        self._row_readers = [p for p in self.pre_scores
+                             if type(p).pre_score_reads_rows is not Plugin.pre_score_reads_rows]
         from corral.scheduler.framework.remembered import Remembered  # it reads this module's Scores
 
         self.remembered = Remembered(self)
@@ -215,6 +217,10 @@ class Framework:
         sel = slice(0, size) if len(rows) == size else rows
         total, by_plugin = self.sum_scores(state, pod, self.active_scorers(state, pod, sel), sel, len(rows))
         return Scores(rows, total, by_plugin)
+
+    def pre_scores_read_rows(self, pod: PodInfo) -> bool:
+        """Whether a PreScore plugin would read which rows ``active_scorers`` is given, for ``pod``."""
+        return any(p.pre_score_reads_rows(pod) for p in self._row_readers)
 
     def active_scorers(self, state: CycleState, pod: PodInfo, sel: np.ndarray | slice) -> list[Plugin]:
         """The PreScore step: the Score plugins that will score ``pod`` on the rows ``sel``."""
