@@ -448,6 +448,67 @@ def test_only_nodes_the_pod_may_use_count_toward_its_spread():
     assert twin.fwks[0].remembered.hits == 1
 
 
+def test_a_zone_barred_by_one_of_two_rows_that_changed_is_barred():
+    """Two rows changed between two decisions, the first moving its zone's count (a selected pod on
+    n0) and the second not (another app's pod on n2): the verdict follows the first."""
+    twin = zoned_twin("z1", "z1", "z2", "z3")
+    assert probe(twin, spread("s0", 1)) == ("n0", 4)
+    place(twin, "a0", "n0", "a")
+    place(twin, "b0", "n2", "b")
+    assert probe(twin, spread("s1", 1)) == ("n3", 2)  # z1 holds one more than z2 and z3: barred
+    assert twin.fwks[0].remembered.hits == 2
+
+
+@pytest.mark.parametrize("rule", ["affinity", "taint", "removed"])
+def test_pods_on_a_node_the_spread_does_not_count_stay_uncounted_as_it_changes(rule):
+    """z1 of n0 and n1, z2 of n2, z3 of n3; n1 is a node the spread pod may not count: its node
+    affinity leaves n1 out, n1 has a taint it does not tolerate (nodeTaintsPolicy Honor), or n1 is
+    removed. A selected pod on n1 (placed before n1 goes, when removed) must not bar z1."""
+    twin = Twin({"tieBreak": "name"}, time.time)
+    for i, zone in enumerate(["z1", "z1", "z2", "z3"]):
+        b = make_node(f"n{i}").capacity(cpu=8, memory="8Gi", pods=20).zone(zone)
+        if i != 1:
+            b.label("disk", "ssd")
+        elif rule == "taint":
+            b.taint("dedicated", "x")
+        twin.each(lambda c, obj=b.obj: c.set_node(obj))
+    pod = lambda name: spread(name, 1)  # noqa: E731
+    if rule == "affinity":
+        pod = lambda name: {**spread(name, 1), "spec": {**spread(name, 1)["spec"], "nodeSelector": {"disk": "ssd"}}}  # noqa: E731
+    elif rule == "taint":
+        def pod(name):
+            obj = spread(name, 1)
+            obj["spec"]["topologySpreadConstraints"][0]["nodeTaintsPolicy"] = "Honor"
+            return obj
+    assert probe(twin, pod("s0"))[0] == "n0"
+    place(twin, "a0", "n1", "a")  # n1 changes; z1's count must not
+    if rule == "removed":
+        assert probe(twin, pod("s1")) == ("n2", 2)  # counted while n1 is there: z1 barred
+        twin.each(lambda c: c.remove_node("n1"))
+    assert probe(twin, pod("s2")) == ("n0", 3)
+    assert twin.fwks[0].remembered.hits == (3 if rule == "removed" else 2)
+
+
+def test_a_zone_whose_only_node_becomes_countable_holds_the_lowest_count():
+    """z3's one node lacks the label the pod's node selector asks for, so z3 does not count and z1
+    and z2 (one pod each) are level; once n3 has the label, z3's 0 is the lowest and bars them."""
+    twin = Twin({"tieBreak": "name"}, time.time)
+    nodes = {f"n{i}": make_node(f"n{i}").capacity(cpu=8, memory="8Gi", pods=20).zone(zone)
+             for i, zone in enumerate(["z1", "z1", "z2", "z3"])}
+    for name, b in nodes.items():
+        if name != "n3":
+            b.label("disk", "ssd")
+        twin.each(lambda c, obj=b.obj: c.set_node(obj))
+    pod = lambda name: {**spread(name, 1), "spec": {**spread(name, 1)["spec"], "nodeSelector": {"disk": "ssd"}}}  # noqa: E731
+    place(twin, "a0", "n0", "a")
+    place(twin, "a1", "n2", "a")
+    assert probe(twin, pod("s0")) == ("n1", 3)
+    nodes["n3"].label("disk", "ssd")
+    twin.each(lambda c: c.set_node(nodes["n3"].obj))
+    assert probe(twin, pod("s1")) == ("n3", 1)
+    assert twin.fwks[0].remembered.hits == 2
+
+
 @pytest.mark.parametrize("strategy", ["LeastAllocated", "MostAllocated", "RequestedToCapacityRatio"])
 def test_weighted_scores_several_changed_rows_and_nodes_filling_up(strategy):
     """Between two pods of one signature several nodes change (more than are judged one at a

@@ -96,6 +96,22 @@ class Domains:
         np.add.at(self.totals, code, pods)
         np.add.at(self.present, code, eligible.astype(np.int64))
 
+    def update_one(self, row: int, code: int, eligible: bool, pods: int) -> bool:
+        """:meth:`update` for one row, in plain Python; False when its part did not change."""
+        pods = pods if eligible else 0
+        was = int(self.code[row])
+        if code == was and eligible == bool(self.eligible[row]) and pods == int(self.pods[row]):
+            return False
+        self.totals[was] -= self.pods[row]
+        self.present[was] -= self.eligible[row]
+        if code >= len(self.totals):
+            extra = np.zeros(code + 1 - len(self.totals), dtype=np.int64)
+            self.totals, self.present = np.concatenate([self.totals, extra]), np.concatenate([self.present, extra])
+        self.code[row], self.eligible[row], self.pods[row] = code, eligible, pods
+        self.totals[code] += pods
+        self.present[code] += eligible
+        return True
+
 
 @dataclass(slots=True)
 class DomainBests:
@@ -445,10 +461,18 @@ class Remembered:
             present = np.bincount(code[eligible], minlength=width).astype(np.int64)
             d = entry.domains = Domains(code.astype(np.int64), eligible, pods.astype(np.int64), totals, present,
                                         np.zeros(0, dtype=bool))
+        elif isinstance(dirty, list) and hasattr(domain, "domain_one"):
+            changed = False
+            for row in dirty:
+                changed |= d.update_one(row, *domain.domain_one(pod, constraint, row))
+            if not changed and len(d.allowed) == len(d.totals):
+                return True  # the sums are as they were: so is the verdict
         elif len(dirty):
             rows = np.asarray(dirty, dtype=np.int64)
             code, eligible, pods = domain.domain_rows(pod, constraint, rows)
             d.update(rows, code.astype(np.int64), eligible, pods.astype(np.int64))
+        elif len(d.allowed) == len(d.totals):
+            return True  # no row changed
         allowed = domain.domain_allowed(pod, constraint, d.totals, d.present > 0)
         same = np.array_equal(allowed, d.allowed)
         d.allowed = allowed
