@@ -141,8 +141,8 @@ class DomainBests:
             self.best += [None] * extra
             self.members += [None] * extra
 
-    def recount(self, row: int, code: int) -> int:
-        """Row ``row`` now counts under ``code`` (-1: nowhere); returns where it counted before."""
+    def recount(self, row: int, code: int) -> None:
+        """Row ``row`` now counts under ``code`` (-1: nowhere)."""
         old = int(self.code[row])
         if old != code:
             self.code[row] = code
@@ -158,7 +158,6 @@ class DomainBests:
                         del best[i]  # emptied: found again when its domain is next selected
             if code >= 0:
                 self.passing[code] += 1
-        return old
 
     def rank(self, code: int, row: int, total: float) -> None:
         """Keep ``code``'s best rows (when known) current after ``row``'s total became ``total``."""
