@@ -303,19 +303,13 @@ class Remembered:
             entry.scorers = None
             self.hits += 1
             return (0 if rows is None else int(rows[0])), 1, None  # rows is None: the one row there is
-        sel = slice(0, size) if rows is None else rows
-        scorers = fwk.active_scorers(state, pod, sel)
-        for p in scorers:
-            if not p.ROW_LOCAL_SCORE:
-                entry.scorers = None
-                return None
-        scorer_names = tuple(p.NAME for p in scorers)
+        found = self._scorers(entry, state, pod, slice(0, size) if rows is None else rows)
+        if found is None:
+            return None
+        scorers, scorer_names = found
         if dirty is None or entry.scorers != scorer_names:
-            total, by_plugin = fwk.sum_scores(state, pod, scorers, slice(0, size), size)
-            entry.score = np.array(total, dtype=np.float64)
+            self._score_all(entry, state, pod, scorers, scorer_names, size)
             entry.total = np.where(entry.feasible, entry.score, -np.inf)
-            entry.by_plugin = {name: np.array(v, dtype=np.float64) for name, v in by_plugin.items()}
-            entry.scorers = scorer_names
             entry.best = None
         elif isinstance(dirty, _Bulk):
             self._rescore(entry, state, pod, scorers, dirty.rows)
@@ -358,17 +352,12 @@ class Remembered:
         sel: slice | np.ndarray = slice(0, size)
         if count < size and fwk.pre_scores_read_rows(pod):
             sel = np.flatnonzero(bests.feasible(allowed))
-        scorers = fwk.active_scorers(state, pod, sel)
-        for p in scorers:
-            if not p.ROW_LOCAL_SCORE:
-                entry.scorers = None
-                return None
-        scorer_names = tuple(p.NAME for p in scorers)
+        found = self._scorers(entry, state, pod, sel)
+        if found is None:
+            return None
+        scorers, scorer_names = found
         if dirty is None or entry.scorers != scorer_names:
-            total, by_plugin = fwk.sum_scores(state, pod, scorers, slice(0, size), size)
-            entry.score = np.array(total, dtype=np.float64)
-            entry.by_plugin = {name: np.array(v, dtype=np.float64) for name, v in by_plugin.items()}
-            entry.scorers = scorer_names
+            self._score_all(entry, state, pod, scorers, scorer_names, size)
             bests.best = [None] * len(bests.best)
         elif len(dirty):
             self._rescore(entry, state, pod, scorers, dirty, bests)
@@ -379,6 +368,25 @@ class Remembered:
             return row, count, None
         rows = np.flatnonzero(bests.feasible(allowed))
         return row, count, Scores(rows, entry.score[rows], {name: v[rows] for name, v in (entry.by_plugin or {}).items()})
+
+    def _scorers(self, entry: Entry, state: CycleState, pod: PodInfo,
+                 sel: slice | np.ndarray) -> tuple[list[Plugin], tuple[str, ...]] | None:
+        """The PreScore step over ``sel`` (the feasible rows): the scorers and their names, or None when
+        one of them is not row-local (the full evaluation decides; the totals are summed afresh next
+        time)."""
+        scorers = self.fwk.active_scorers(state, pod, sel)
+        for p in scorers:
+            if not p.ROW_LOCAL_SCORE:
+                entry.scorers = None
+                return None
+        return scorers, tuple(p.NAME for p in scorers)
+
+    def _score_all(self, entry: Entry, state: CycleState, pod: PodInfo, scorers: list[Plugin],
+                   names: tuple[str, ...], size: int) -> None:
+        total, by_plugin = self.fwk.sum_scores(state, pod, scorers, slice(0, size), size)
+        entry.score = np.array(total, dtype=np.float64)
+        entry.by_plugin = {name: np.array(v, dtype=np.float64) for name, v in by_plugin.items()}
+        entry.scorers = names
 
     def _plan(self, skipped: set[str]) -> tuple:
         """For the filters PreFilter left on: (the row-local ones, every one's name, whether the others
