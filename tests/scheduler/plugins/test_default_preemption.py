@@ -108,6 +108,26 @@ async def test_victim_selection(nodes, pods, cpu, expected):
         assert deleted == [] and "default/hi" not in h.placements()
 
 
+async def test_pods_this_scheduler_placed_rank_by_the_start_time_they_report_later():
+    """Victims the scheduler placed itself (assumed, then bound) get their start time from the
+    status their agents write afterwards: as for the running pods it found, the node whose victim
+    started last is chosen, and its pod is the one to go."""
+    h = Harness()
+    for name in ("n0", "n1"):
+        h.add_node(node(name).heartbeat_age(0))
+    for name, where in (("a", "n0"), ("b", "n1")):
+        h.add_pod(make_pod(name).requests(cpu="4").node_selector(**{HOST: where}))
+    await h.run()
+    assert h.placements() == {"default/a": "n0", "default/b": "n1"}
+    for key, minute in (("default/a", 10), ("default/b", 40)):  # b started last
+        running = {**h.pods[key], "status": {**h.pods[key]["status"], "phase": "Running",
+                                             "startTime": f"2026-11-25T10:{minute}:00Z"}}
+        h.add_pod(running)
+    h.add_pod(make_pod("hi").requests(cpu="4").priority(10))
+    await h.run()
+    assert h.writer.deleted == ["default/b"] and h.placements()["default/hi"] == "n1"
+
+
 # --- PodDisruptionBudgets ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("allowed, victim", [

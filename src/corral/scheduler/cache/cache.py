@@ -327,8 +327,12 @@ class Cache:
                 # The same pod on the same node with the same labels: what the cache counts is
                 # unchanged (a pod's requests, ports and affinity are fixed once it is created; a pod
                 # recreated under its name, as a relist can show it, has another uid). A binding we
-                # assumed is now confirmed.
+                # assumed is now confirmed. What may have changed is its status: its start time
+                # (preemption ranks victims by it), and the object kept is this one (the one it was
+                # assumed with would otherwise be held as long as the pod runs).
                 cached.assumed = False
+                cached.info.obj = pod
+                self.columns.start[cached.slot] = start_time(pod)
                 if meta.get("deletionTimestamp") and not cached.terminating:
                     self.mark_terminating(key)
                 return
