@@ -32,13 +32,15 @@ signature get the same answers), on what a filter's ``memo_key()`` returns (Node
 ageing heartbeats changed its answer) and on table-wide facts that change only with
 ``NodeTable.epoch``; its ``pre_score`` must not depend on the rows, and a row-local scorer has no
 ``normalize``. A plugin whose ``pre_score`` reads its rows (the feasible ones) says when it does in
-``pre_score_reads_rows(pod)``: remembered decisions then list them, which they otherwise skip. A row-local filter also answers ``filter_rows(state, pod, rows) -> ndarray`` (bool
-per given row); ``filter_one(state, pod, row) -> bool`` and ``score_one(state, pod, row) -> float``
+``pre_score_reads_rows(pod)``: remembered decisions then list them, which they otherwise skip. A
+row-local filter also answers ``filter_rows(state, pod, rows) -> ndarray`` (bool per given row);
+``filter_one(state, pod, row) -> bool`` and ``score_one(state, pod, row) -> float``
 (None: only the columns answer) are optional, in plain Python with the same float operations, for
 the one or few rows that changed. A filter row-local for some pods only also answers
 ``row_local(pod) -> bool`` (InterPodAffinity: anti-affinity over hostnames). A domain filter
 (PodTopologySpread) answers ``domain_constraint(pod)`` (the one constraint it judges, or None),
-``domain_rows(pod, c, rows)`` (each row's domain code, eligibility and counted pods) and
+``domain_rows(pod, c, rows)`` (each row's domain code, eligibility and counted pods; optionally
+``domain_one(pod, c, row)``, the same for one row in plain Python) and
 ``domain_allowed(pod, c, totals, present)`` (the verdict per domain from their sums).
 
 Plugins get what they may read through :class:`Handle` (the cache, the clock, the profile's

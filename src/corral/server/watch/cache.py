@@ -26,10 +26,10 @@ from __future__ import annotations
 import asyncio
 import bisect
 import logging
-
-import msgspec
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
+
+import msgspec
 
 from corral.aio import cancel_and_wait
 from corral.api.selectors import FieldSelector, LabelSelector
