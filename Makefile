@@ -57,7 +57,7 @@ bench: $(STAMP)
 # keeps its results in mutants/ (a second run re-checks only what changed); the report prints the
 # score per module and writes mutants/report.md. MUTMUT_ARGS adds to `mutmut run`, e.g. a name glob.
 # A mutant that makes a test hang fails that test after 45 s (the slowest test takes ~25 s), not
-# after the suite's 120 s (which the first, traced pass keeps: tests/conftest.py); servers and agents
+# after the suite's 120 s (which the two whole-suite passes keep: tests/conftest.py); servers and agents
 # the tests start import the mutated copy too.
 mutation: $(STAMP) system-deps
 	PYTEST_TIMEOUT=45 $(BIN)/mutmut run --max-children $$(nproc) $(MUTMUT_ARGS)

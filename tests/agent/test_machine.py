@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from corral.agent.machine import (
     BackoffPolicy, Emit, Exited, Forget, PodMachine, Removed, Report, StartFailed, Started, Stop,
     Stopped, Sync, Tick,
@@ -275,3 +277,115 @@ def test_a_startup_probe_holds_started_and_ready_back_and_without_probes_run_the
     hollow = PodMachine(_probed_pod(**spec), probes=False)  # the simulator runs no probes
     hollow.handle(Sync(hollow.pod, 0))
     assert _ready(hollow.handle(Started("c0", "id1", 1))) == ("True", True, True)
+
+
+def emits(actions) -> list[tuple[str, str, str]]:
+    return [(a.type, a.reason, a.message) for a in actions if isinstance(a, Emit)]
+
+
+def test_a_container_whose_config_is_missing_waits_and_is_tried_again_after_the_first_back_off():
+    from corral.agent.runtimes.base import CONFIG_ERROR
+
+    m = PodMachine(pod(restart="Never"), backoff=BackoffPolicy(initial=10, maximum=40))
+    m.handle(Sync(m.pod, 0))
+    actions = m.handle(StartFailed("c0", CONFIG_ERROR, 'configmap "settings" not found', 5))
+    assert emits(actions) == [("Warning", "Failed", 'Error: configmap "settings" not found')]
+    status = last_report(actions)
+    assert status["containerStatuses"][0]["state"] == {
+        "waiting": {"reason": CONFIG_ERROR, "message": 'configmap "settings" not found'}}
+    assert status["containerStatuses"][0]["restartCount"] == 0 and m.phase == "Scheduled"
+    assert m.handle(Tick(14.9)) == []
+    assert started_names(m.handle(Tick(15))) == ["c0"]  # not a restart, even under Never
+
+
+@pytest.mark.parametrize("reason, waiting", [("ErrImagePull", "ImagePullBackOff"), ("StartError", "CrashLoopBackOff")])
+@pytest.mark.parametrize("restart", ["Always", "OnFailure"])
+def test_a_container_that_cannot_start_backs_off_as_its_restart_policy_says(reason, waiting, restart):
+    m = PodMachine(pod(restart=restart), backoff=BackoffPolicy(initial=10, maximum=40))
+    m.handle(Sync(m.pod, 0))
+    actions = m.handle(StartFailed("c0", reason, "no such image", 5))
+    assert emits(actions) == [("Warning", "Failed", "Error: no such image"),
+                              ("Warning", "BackOff", "Back-off restarting failed container c0")]
+    status = last_report(actions)["containerStatuses"][0]
+    assert status["state"] == {"waiting": {"reason": waiting, "message": "no such image"}}
+    assert status["restartCount"] == 1 and status["lastState"] == {"terminated": {
+        "exitCode": 128, "reason": reason, "message": "no such image", "finishedAt": "1970-01-01T00:00:05Z"}}
+    assert m.handle(Tick(14.9)) == [] and started_names(m.handle(Tick(15))) == ["c0"]
+
+
+def test_an_init_container_that_cannot_start_under_never_fails_the_pod():
+    m = PodMachine(with_init("Never", inits=1))
+    m.handle(Sync(m.pod, 0))
+    status = last_report(m.handle(StartFailed("init0", "StartError", "exec: not found", 1)))
+    assert (status["phase"], status["reason"], status["message"]) == (
+        "Failed", "StartError", "init container init0 failed: exec: not found")
+
+
+def test_a_succeeded_pod_says_no_reason_and_a_crash_loop_waits():
+    m = PodMachine(pod(restart="Never"))
+    m.handle(Sync(m.pod, 0))
+    m.handle(Started("c0", "id", 1))
+    status = last_report(m.handle(Exited("c0", 0, False, 2)))
+    assert "reason" not in status and "message" not in status
+    m = PodMachine(pod(), backoff=BackoffPolicy(initial=10, maximum=40))
+    m.handle(Sync(m.pod, 0))
+    m.handle(Started("c0", "id", 1))
+    status = last_report(m.handle(Exited("c0", 2, False, 3)))["containerStatuses"][0]
+    assert status["state"] == {"waiting": {"reason": "CrashLoopBackOff",
+                                           "message": "back-off 10s restarting failed container"}}
+    assert status["ready"] is False and status["started"] is False
+
+
+def test_containers_due_to_restart_at_the_same_tick_all_start():
+    m = PodMachine(pod(containers=2), backoff=BackoffPolicy(initial=10, maximum=40))
+    m.handle(Sync(m.pod, 0))
+    for name in ("c0", "c1"):
+        m.handle(Started(name, name, 1))
+        m.handle(Exited(name, 1, False, 2))
+    assert started_names(m.handle(Tick(12))) == ["c0", "c1"]
+
+
+def test_stopping_a_pod_names_the_containers_it_stops_and_keeps_how_finished_ones_ended():
+    m = PodMachine(with_init(inits=1))
+    m.handle(Sync(m.pod, 0))
+    m.handle(Started("init0", "i0", 1))
+    assert emits(m.handle(Removed(2))) == [("Normal", "Killing", "Stopping container init0")]  # still initialising
+    m = PodMachine(pod(restart="Never", containers=2))
+    m.handle(Sync(m.pod, 0))
+    m.handle(Started("c0", "a", 1))
+    m.handle(Started("c1", "b", 1))
+    m.handle(Exited("c0", 3, False, 2))
+    deleting = pod(restart="Never", containers=2, deletionTimestamp="2026-01-01T00:00:30Z",
+                   deletionGracePeriodSeconds=5)
+    deleting["spec"]["containers"] = m.pod["spec"]["containers"]
+    assert emits(m.handle(Sync(deleting, 3))) == [("Normal", "Killing", "Stopping container c0, c1")]
+    states = [c["state"]["terminated"] for c in last_report(m.handle(Stopped(4)))["containerStatuses"]]
+    assert [(s["exitCode"], s["reason"]) for s in states] == [(3, "Error"), (137, "Killed")]
+
+
+def test_probe_failures_are_said_and_a_liveness_kill_uses_the_probes_own_grace_period():
+    from corral.agent.machine import Probed
+
+    m = PodMachine(_probed_pod(readinessProbe={"exec": {"command": ["ready"]}},
+                               livenessProbe={"exec": {"command": ["alive"]}, "terminationGracePeriodSeconds": 3}))
+    m.handle(Sync(m.pod, 0))
+    m.handle(Started("c0", "id1", 1))
+    m.handle(Probed("c0", "id1", "readiness", True, "", 2))
+    assert emits(m.handle(Probed("c0", "id1", "readiness", False, "HTTP 503", 3))) == [
+        ("Warning", "Unhealthy", "Readiness probe failed: HTTP 503")]
+    m.handle(Probed("c0", "id1", "readiness", True, "", 4))
+    actions = m.handle(Probed("c0", "id1", "liveness", False, "exit 1", 5))
+    assert emits(actions) == [("Warning", "Unhealthy", "Liveness probe failed: exit 1"),
+                              ("Normal", "Killing", "Container c0 failed liveness probe, will be restarted")]
+    assert Stop(3.0, "c0") in actions and _ready(actions) == ("False", False, True)  # not ready while it is killed
+
+
+def test_probe_results_that_come_while_the_pod_stops_change_nothing():
+    from corral.agent.machine import Probed
+
+    m = PodMachine(_probed_pod(livenessProbe={"exec": {"command": ["alive"]}}))
+    m.handle(Sync(m.pod, 0))
+    m.handle(Started("c0", "id1", 1))
+    m.handle(Removed(2))
+    assert m.handle(Probed("c0", "id1", "liveness", False, "exit 1", 3)) == []
+    assert m.handle(Probed("c0", "id1", "readiness", False, "exit 1", 3)) == []

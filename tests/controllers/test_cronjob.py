@@ -47,6 +47,18 @@ class Harness:
         return sorted((r.obj for r in self.api.cache.items(JOBS.store_prefix)
                        if not r.obj["metadata"].get("deletionTimestamp")), key=lambda j: j["metadata"]["name"])
 
+    async def events(self) -> list[tuple[str, str, str]]:
+        """(type, reason, message) of the events the controller recorded, oldest first."""
+        await self.controller.events.drain()
+        await self.api.cache.wait_consistent()
+        events = sorted((r.obj for r in self.api.cache.items(by_kind("Event").store_prefix)),
+                        key=lambda e: int(e["metadata"]["resourceVersion"]))
+        return [(e["type"], e["reason"], e["message"]) for e in events]
+
+    async def change(self, name: str = "tick", **spec) -> None:
+        current = (await self.api.current(CRONJOBS, "default", name)).obj
+        await self.api.update(CRONJOBS, "default", name, {**current, "spec": {**current["spec"], **spec}}, OPTS)
+
     async def status(self, name: str = "tick") -> dict:
         await self.api.cache.wait_consistent()
         return (await self.api.current(CRONJOBS, "default", name)).obj.get("status") or {}
@@ -63,7 +75,13 @@ async def harness(tmp_path):
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
         created = await server.api.create(CRONJOBS, "default", cronjob(), OPTS)
         made = msgspec.json.decode(created.body)["metadata"]["creationTimestamp"]
-        yield Harness(server.api, parse_timestamp(made))
+        harness = Harness(server.api, parse_timestamp(made))
+        harness.store = server.store
+        harness.controller.events.start()
+        try:
+            yield harness
+        finally:
+            await harness.controller.events.stop()
 
 
 def _next_five(t: float) -> float:
@@ -81,9 +99,15 @@ async def test_a_job_is_made_at_each_scheduled_time_once_named_by_it(harness):
     assert job["metadata"]["labels"] == {"app": "tick"} and job["metadata"]["ownerReferences"][0]["kind"] == "CronJob"
     assert job["metadata"]["annotations"][SCHEDULED_TIMESTAMP] == datetime.fromtimestamp(first, timezone.utc).isoformat()
     status = await harness.status()
-    assert status["lastScheduleTime"] == rfc3339(first) and [a["name"] for a in status["active"]] == [job["metadata"]["name"]]
+    meta = job["metadata"]
+    assert status == {"lastScheduleTime": rfc3339(first), "active": [{
+        "apiVersion": "batch/v1", "kind": "Job", "name": meta["name"], "namespace": "default", "uid": meta["uid"],
+        "resourceVersion": meta["resourceVersion"]}]}
+    assert await harness.events() == [("Normal", "SuccessfulCreate", f"Created job {meta['name']}")]
+    written = (await harness.api.current(CRONJOBS, "default", "tick")).obj["metadata"]["resourceVersion"]
     await harness.sync()
     assert len(await harness.jobs()) == 1  # the same time never makes a second Job
+    assert (await harness.api.current(CRONJOBS, "default", "tick")).obj["metadata"]["resourceVersion"] == written
     await harness.finish(job, "Complete")
     await harness.sync()
     status = await harness.status()
@@ -111,6 +135,133 @@ async def test_forbid_skips_a_time_while_one_runs_and_replace_replaces_it(harnes
     await harness.sync()
     names = [j["metadata"]["name"] for j in await harness.jobs()]
     assert names == [f"tick-{int((first + 600) // 60)}"]  # the running one deleted, the new one made
+    assert (await harness.events())[-2:] == [("Normal", "SuccessfulDelete", f"Deleted job tick-{int(first // 60)}"),
+                                             ("Normal", "SuccessfulCreate", f"Created job {names[0]}")]
+
+
+async def test_allow_runs_a_new_job_beside_the_one_still_running(harness):
+    first = _next_five(harness.clock())
+    harness.clock.now = first + 1
+    await harness.sync()
+    harness.clock.now = first + 301
+    await harness.sync()
+    names = [j["metadata"]["name"] for j in await harness.jobs()]
+    assert names == [f"tick-{int(first // 60)}", f"tick-{int((first + 300) // 60)}"]
+    assert [a["name"] for a in (await harness.status())["active"]] == names
+
+
+async def test_a_job_being_deleted_is_not_counted_as_running(harness):
+    await harness.change(concurrencyPolicy="Forbid")
+    first = _next_five(harness.clock())
+    harness.clock.now = first + 1
+    await harness.sync()
+    (job,) = await harness.jobs()
+    current = (await harness.api.current(JOBS, "default", job["metadata"]["name"])).obj
+    current["metadata"]["finalizers"] = ["example.com/hold"]
+    await harness.api.update(JOBS, "default", job["metadata"]["name"], current, OPTS)
+    await harness.api.delete(JOBS, "default", job["metadata"]["name"], None, None, None)
+    harness.clock.now = first + 301
+    await harness.sync()
+    status = await harness.status()
+    assert [a["name"] for a in status["active"]] == [f"tick-{int((first + 300) // 60)}"]  # Forbid did not skip it
+
+
+async def test_a_job_another_server_made_for_the_same_time_is_not_made_again(harness):
+    first = _next_five(harness.clock())
+    cj = (await harness.api.current(CRONJOBS, "default", "tick")).obj
+    other = {"apiVersion": "batch/v1", "kind": "Job", "metadata": {
+        "name": f"tick-{int(first // 60)}", "ownerReferences": [{
+            "apiVersion": "batch/v1", "kind": "CronJob", "name": "tick", "uid": cj["metadata"]["uid"],
+            "controller": True}]}, "spec": cj["spec"]["jobTemplate"]["spec"]}
+    await harness.api.create(JOBS, "default", other, OPTS)
+    harness.clock.now = first + 1
+    await harness.sync()
+    assert [j["metadata"]["name"] for j in await harness.jobs()] == [other["metadata"]["name"]]
+    assert (await harness.status())["lastScheduleTime"] == rfc3339(first) and await harness.events() == []
+
+
+async def test_the_next_look_is_at_the_next_scheduled_time_however_close(harness):
+    first = _next_five(harness.clock())
+    harness.clock.now = first - 0.5
+    assert await harness.sync() == pytest.approx(0.5)
+    harness.clock.now = first - 0.01
+    assert await harness.sync() == pytest.approx(0.1)  # not sooner than 0.1 s
+
+
+async def test_a_schedule_is_read_in_its_time_zone(harness):
+    obj = cronjob("ny", "0 9 * * *", timeZone="America/New_York")
+    created = msgspec.json.decode((await harness.api.create(CRONJOBS, "default", obj, OPTS)).body)
+    since = datetime.fromtimestamp(parse_timestamp(created["metadata"]["creationTimestamp"]), timezone.utc)
+    nine = cron.parse("0 9 * * *").next_after(since, ZoneInfo("America/New_York")).timestamp()
+    harness.clock.now = nine - 1
+    assert await harness.sync("ny") == pytest.approx(1)
+    assert await harness.jobs() == []
+    harness.clock.now = nine + 1
+    await harness.sync("ny")
+    (job,) = await harness.jobs()
+    assert job["metadata"]["name"] == f"ny-{int(nine // 60)}"
+
+
+@pytest.fixture
+def host_in_another_zone():
+    """The host's local time zone is not UTC: the controller must not read times in it."""
+    import os
+    import time
+
+    before = os.environ.get("TZ")
+    os.environ["TZ"] = "Asia/Kolkata"
+    time.tzset()
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["TZ"]
+        else:
+            os.environ["TZ"] = before
+        time.tzset()
+
+
+async def test_times_do_not_depend_on_the_hosts_time_zone(harness, host_in_another_zone):
+    first = _next_five(harness.clock())
+    harness.clock.now = first + 1
+    assert await harness.sync() == pytest.approx(299, abs=0.2)
+    (job,) = await harness.jobs()
+    assert job["metadata"]["name"] == f"tick-{int(first // 60)}"
+    assert (await harness.status())["lastScheduleTime"] == rfc3339(first)
+
+
+async def test_more_than_a_hundred_missed_times_run_the_latest_and_say_so(harness):
+    first = _next_five(harness.clock())
+    harness.clock.now = first + 99 * 300  # exactly on the 100th time: it is due, and 100 are not too many
+    await harness.sync()
+    assert [j["metadata"]["name"] for j in await harness.jobs()] == [f"tick-{int((first + 99 * 300) // 60)}"]
+    assert [e[1] for e in await harness.events()] == ["SuccessfulCreate"]
+    last = first + 99 * 300 + 101 * 300
+    harness.clock.now = last + 7
+    assert await harness.sync() == pytest.approx(293, abs=0.2)
+    assert [j["metadata"]["name"] for j in await harness.jobs()][-1] == f"tick-{int(last // 60)}"
+    assert (await harness.events())[1] == (
+        "Warning", "TooManyMissedTimes", "too many missed start times (> 100): the most recent one is run")
+
+
+async def test_after_years_away_a_weekly_job_runs_for_the_latest_sunday(harness):
+    created = msgspec.json.decode((await harness.api.create(CRONJOBS, "default", cronjob("weekly", "0 0 * * 0"),
+                                                            OPTS)).body)
+    since = datetime.fromtimestamp(parse_timestamp(created["metadata"]["creationTimestamp"]), timezone.utc)
+    sunday = cron.parse("0 0 * * 0").next_after(since.replace(year=since.year + 3), timezone.utc)
+    harness.clock.now = sunday.timestamp() + 3 * 86_400  # 156 Sundays missed; none in the last day
+    await harness.sync("weekly")
+    assert [j["metadata"]["name"] for j in await harness.jobs()] == [f"weekly-{int(sunday.timestamp() // 60)}"]
+
+
+async def test_a_schedule_stored_before_a_rule_tightened_is_said_and_not_retried(harness):
+    obj = cronjob("old", "61 * * * *")
+    obj["metadata"].update(namespace="default", uid="old-uid", creationTimestamp=rfc3339(harness.clock()))
+    await harness.store.create(CRONJOBS.key("default", "old"), obj)
+    assert await harness.sync("old") is None
+    events = await harness.events()
+    assert len(events) == 1 and events[0][:2] == ("Warning", "UnparseableSchedule")
+    assert events[0][2].startswith("unparseable schedule: ") and "minute" in events[0][2]
 
 
 async def test_a_time_past_its_starting_deadline_is_missed_and_suspend_makes_none(harness):
@@ -121,6 +272,8 @@ async def test_a_time_past_its_starting_deadline_is_missed_and_suspend_makes_non
     harness.clock.now = first + 60  # the controller was away a minute: too late for this one
     await harness.sync()
     assert await harness.jobs() == [] and (await harness.status())["lastScheduleTime"] == rfc3339(first)
+    assert await harness.events() == [("Warning", "MissSchedule", "Missed scheduled time to start a job: "
+                                       + datetime.fromtimestamp(first, timezone.utc).isoformat())]
     current = (await harness.api.current(CRONJOBS, "default", "tick")).obj
     await harness.api.update(CRONJOBS, "default", "tick", {**current, "spec": {**current["spec"], "suspend": True}}, OPTS)
     harness.clock.now = first + 301

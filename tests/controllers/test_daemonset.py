@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from corral.api.resources import by_kind
-from corral.controllers.daemonset import HASH_LABEL, DaemonSetController
+from corral.controllers.daemonset import HASH_LABEL, DaemonSetController, eligible
 from corral.server.rest import WriteOptions
 from corral.testing.builders import NodeBuilder
 from corral.testing.server import running_server
@@ -203,3 +203,41 @@ async def bind_ready_all(harness) -> None:
             status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True",
                                                           "lastTransitionTime": "2030-01-01T00:00:00Z"}]}
             await api.update(PODS, "default", name, {**current, "status": status}, OPTS, subresource="status")
+
+
+def _affinity(*terms: dict) -> dict:
+    return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": list(terms)}}}}
+
+
+def _expr(key: str, op: str, *values: str) -> dict:
+    return {"key": key, "operator": op, **({"values": list(values)} if values else {})}
+
+
+NODE = NodeBuilder("n7").labels(zone="a", cores="8", kind="big").obj
+
+
+@pytest.mark.parametrize("expression, fits", [
+    (_expr("zone", "In", "a", "b"), True), (_expr("zone", "In", "b"), False), (_expr("absent", "In", "a"), False),
+    (_expr("zone", "NotIn", "b"), True), (_expr("zone", "NotIn", "a"), False), (_expr("absent", "NotIn", "a"), True),
+    (_expr("zone", "Exists"), True), (_expr("absent", "Exists"), False),
+    (_expr("zone", "DoesNotExist"), False), (_expr("absent", "DoesNotExist"), True),
+    (_expr("cores", "Gt", "7"), True), (_expr("cores", "Gt", "8"), False), (_expr("cores", "Gt", "9"), False),
+    (_expr("cores", "Lt", "9"), True), (_expr("cores", "Lt", "8"), False), (_expr("cores", "Lt", "7"), False),
+    (_expr("kind", "Gt", "1"), False), (_expr("kind", "Lt", "1"), False),  # not a number: no match
+    (_expr("absent", "Gt", "1"), False), (_expr("absent", "Lt", "1"), False), (_expr("cores", "Gt"), False),
+    (_expr("zone", "Unknown", "a"), False),
+])
+def test_a_daemon_runs_where_its_required_node_affinity_matches_as_kubernetes_reads_it(expression, fits):
+    assert eligible(_affinity({"matchExpressions": [expression]}), NODE) is fits
+
+
+def test_node_affinity_terms_are_ored_their_expressions_anded_and_fields_match_the_node_name():
+    zone_a, big, small = _expr("zone", "In", "a"), _expr("kind", "In", "big"), _expr("kind", "In", "small")
+    assert eligible(_affinity({"matchExpressions": [zone_a, big]}), NODE)
+    assert not eligible(_affinity({"matchExpressions": [zone_a, small]}), NODE)
+    assert eligible(_affinity({"matchExpressions": [small]}, {"matchExpressions": [zone_a]}), NODE)
+    assert eligible(_affinity({"matchFields": [_expr("metadata.name", "In", "n7")]}), NODE)
+    assert not eligible(_affinity({"matchFields": [_expr("metadata.name", "NotIn", "n7")]}), NODE)
+    assert not eligible(_affinity({"matchExpressions": [zone_a], "matchFields": [_expr("metadata.name", "In", "n8")]}),
+                        NODE)

@@ -251,12 +251,33 @@ def check(cache: Cache, model: Model) -> None:
     assert cache.pods_with_affinity == sum(1 for obj, _, _ in model.pods.values()
                                            if PodInfo.from_object(obj).affinity)
 
+    # preemption's pod columns: one valid slot per counted pod, holding its node row, priority,
+    # requests and host ports; freed slots hold nothing
+    columns = cache.columns
+    slots = {key: cached.slot for key, cached in cache.pods.items()}
+    assert sorted(slots.values()) == np.flatnonzero(columns.valid[:columns.size]).tolist()
+    for key, slot in slots.items():
+        obj, node, _ = model.pods[key]
+        info = PodInfo.from_object(obj)
+        assert columns.keys[slot] == key and columns.row[slot] == table.row_of[node]
+        assert columns.priority[slot] == info.priority and columns.has_ports[slot] == bool(info.host_ports)
+        assert (columns.requests["cpu"][slot], columns.requests["memory"][slot]) == (
+            info.requests.cpu, info.requests.memory)
+        gpu = columns.requests.get("example.com/gpu")
+        assert (0 if gpu is None else gpu[slot]) == dict(info.requests.extended).get("example.com/gpu", 0)
+        assert columns.label_sets[columns.label_set[slot]] == (info.namespace, info.labels)
+    for slot in range(columns.size):
+        if not columns.valid[slot]:
+            assert columns.keys[slot] is None and columns.row[slot] == -1
+            assert not any(col[slot] for col in columns.requests.values())
+    assert sum(columns.priorities.values()) == len(slots)
+
 
 @settings(max_examples=150, deadline=None)
 @given(ops_st)
 def test_any_sequence_of_changes_leaves_the_cache_equal_to_a_recount(ops):
     cache, model = Cache(capacity=2), Model()
-    assert cache.table.capacity == 2  # so that the columns grow within a few nodes
+    assert cache.table.capacity == cache.columns.capacity == 2  # so that the columns grow within a few nodes and pods
     for op in ops:
         apply(cache, model, op)
         check(cache, model)

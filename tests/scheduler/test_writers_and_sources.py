@@ -94,6 +94,53 @@ async def test_the_condition_patch_changes_only_the_pods_status(writer, namespac
         assert "conditions" not in ((await c.get("pods", "p", "default", raw=True)).get("status") or {})
 
 
+async def test_a_strategic_status_patch_merges_conditions_by_type_and_a_merge_patch_replaces_them(writer):
+    w, c = writer
+    info = await created_info(c, "p")
+    ready = {"type": "Ready", "status": "False"}
+    await w.patch_status(info, {"status": {"conditions": [ready]}})
+    scheduled = {"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}
+    await w.patch_status(info, {"status": {"conditions": [scheduled]}}, strategic=True)
+    got = await c.get("pods", "p", "default", raw=True)
+    assert sorted(x["type"] for x in got["status"]["conditions"]) == ["PodScheduled", "Ready"]
+    await w.patch_status(info, {"status": {"conditions": [ready]}})
+    assert (await c.get("pods", "p", "default", raw=True))["status"]["conditions"] == [ready]
+
+
+@pytest.mark.parametrize("namespace", ["default", "team"])
+async def test_deleting_a_victim_deletes_that_pod_and_never_its_successor_under_the_same_name(writer, namespace):
+    w, c = writer
+    if namespace != "default":
+        await create_namespace(c, namespace)
+        await created_info(c, "victim")  # a pod of the same name elsewhere is left alone
+        await c.bind("default", "victim", "n1")
+    info = await created_info(c, "victim", namespace)
+    await c.bind(namespace, "victim", "n1")  # running on a node: its agent stops it
+    assert await w.delete_pod(info) is False
+    gone = await c.get("pods", "victim", namespace, raw=True)
+    assert gone["metadata"].get("deletionTimestamp")  # gracefully
+    if namespace != "default":
+        assert not (await c.get("pods", "victim", "default", raw=True))["metadata"].get("deletionTimestamp")
+    await c.delete("pods", "victim", namespace, grace_period_seconds=0)
+    successor = await created_info(c, "victim", namespace)
+    await c.bind(namespace, "victim", "n1")
+    assert await w.delete_pod(info) is True  # the victim is gone; the new pod of its name stays
+    assert not (await c.get("pods", "victim", namespace, raw=True))["metadata"].get("deletionTimestamp")
+    await c.delete("pods", "victim", namespace, grace_period_seconds=0)
+    assert await w.delete_pod(successor) is True
+
+
+async def test_the_status_of_an_object_the_scheduler_reports_on_is_patched(writer):
+    w, c = writer
+    await create_namespace(c, "team")
+    group = {"apiVersion": "scheduling.corral.dev/v1alpha1", "kind": "PodGroup",
+             "metadata": {"name": "train"}, "spec": {"minMember": 2}}
+    await c.create(group, "team")
+    await w.patch_object_status("PodGroup", "team", "train", {"status": {"phase": "Scheduling", "scheduled": 1}})
+    got = await c.get("podgroups", "train", "team", raw=True)
+    assert got["status"] == {"phase": "Scheduling", "scheduled": 1} and got["spec"]["minMember"] == 2
+
+
 @pytest.mark.parametrize("namespace", ["default", "team"])
 async def test_events_are_created_with_defaults_and_their_count_patched(writer, namespace):
     w, c = writer

@@ -75,21 +75,51 @@ async def test_the_eviction_api_refuses_with_429_then_deletes_or_moves(http):
             assert r.status == 200
     await create(http, "/apis/policy/v1/namespaces/default/poddisruptionbudgets", pdb(minAvailable=2))
     code, status = await evict(http, "a")
-    assert code == 429 and status["reason"] == "TooManyRequests"
-    assert status["details"]["causes"][0]["reason"] == "DisruptionBudget" and "needs 2 healthy pods" in status["message"]
+    assert code == 429 and status["reason"] == "TooManyRequests" and "needs 2 healthy pods" in status["message"]
+    assert status["details"] == {"name": "a", "kind": "pods", "causes": [
+        {"reason": "DisruptionBudget", "message": status["message"]}]}
     async with http.delete("/apis/policy/v1/namespaces/default/poddisruptionbudgets/b") as r:
         assert r.status == 200
     assert (await evict(http, "a", dryRun="All"))[0] == 201
     async with http.get("/api/v1/namespaces/default/pods/a") as r:
         assert "deletionTimestamp" not in (await r.json())["metadata"]  # a dry run changed nothing
     code, status = await evict(http, "a")
-    assert code == 201 and status["status"] == "Success"
+    assert code == 201 and (status["kind"], status["status"], status["code"]) == ("Status", "Success", 201)
     async with http.get("/api/v1/namespaces/default/pods/a") as r:
         assert (await r.json())["metadata"]["deletionTimestamp"]  # deleted gracefully: its agent stops it
     assert (await evict(http, "b", move="true"))[0] == 201
     async with http.get("/api/v1/namespaces/default/pods/b") as r:
         moved = await r.json()
     assert "nodeName" not in moved["spec"] and moved["status"]["phase"] == "Pending"  # corral drain's way
+    assert (moved["status"]["reason"], moved["status"]["message"]) == ("Evicted",
+                                                                       "evicted through the API (was on node n1)")
+
+
+async def test_an_eviction_with_a_grace_period_of_zero_removes_the_pod_at_once(http):
+    await create(http, "/api/v1/namespaces/default/pods", pod("a"))
+    async with http.post("/api/v1/namespaces/default/pods/a/eviction", json={
+            "apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": "a"},
+            "deleteOptions": {"gracePeriodSeconds": 0}}) as r:
+        assert r.status == 201
+    async with http.get("/api/v1/namespaces/default/pods/a") as r:
+        assert r.status == 404
+
+
+async def test_a_budget_guards_only_the_pods_of_its_own_namespace(http):
+    await create(http, "/api/v1/namespaces", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}})
+    for namespace, names in (("default", ("a", "b")), ("team", ("c", "d", "e"))):
+        for name in names:
+            await create(http, f"/api/v1/namespaces/{namespace}/pods", pod(name))
+            async with http.patch(f"/api/v1/namespaces/{namespace}/pods/{name}/status",
+                                  data=json.dumps({"status": pod(name)["status"]}),
+                                  headers={"Content-Type": "application/merge-patch+json"}) as r:
+                assert r.status == 200
+    await create(http, "/apis/policy/v1/namespaces/team/poddisruptionbudgets", pdb(minAvailable=2))
+    code, _ = await evict(http, "a")  # the budget in "team" does not guard "default"'s web pods
+    assert code == 201
+    await create(http, "/apis/policy/v1/namespaces/default/poddisruptionbudgets", pdb(minAvailable=1))
+    code, status = await evict(http, "b")  # "b" is the last healthy one here; team's three do not count
+    assert code == 429 and "needs 1 healthy pods" in status["message"]
 
 
 @pytest.mark.parametrize("spec, field", [

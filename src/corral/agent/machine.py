@@ -166,8 +166,9 @@ class _Container:
     image_id: str = ""
     restart_at: float | None = None  # when a backed-off restart is due
     starting: bool = False
-    ready: bool = False  # running, started, and its readiness probe (if any) passing
-    started_ok: bool = False  # running and its startup probe (if any) has passed
+    # Of the current run, set when it starts; read only while the container runs (state "running").
+    ready: bool = False  # started, and its readiness probe (if any) passing
+    started_ok: bool = False  # its startup probe (if any) has passed
     last: dict[str, Any] | None = None  # lastState, as reported
 
     @property
@@ -283,7 +284,7 @@ class PodMachine:
         meta = event.pod.get("metadata") or {}
         if meta.get("deletionTimestamp") and not self.deleting:
             self.deleting = True
-            return self._begin_stop(event.now, terminating=True)
+            return self._begin_stop(terminating=True)
         if self.start_time is None and not self.deleting:
             self.start_time = event.now
             return self._start_next() + [self._report(event.now)]
@@ -342,7 +343,7 @@ class PodMachine:
                     self._report(event.now)]
         c.state, c.reason, c.message, c.exit_code = "terminated", event.reason, event.message, 128
         c.finished_at = event.now
-        self._settle(event.now, init_failed=c if c.name in self.init else None)
+        self._settle(init_failed=c if c.name in self.init else None)
         return [emit, self._report(event.now)]
 
     def _exited(self, event: Exited) -> list[Action]:
@@ -351,13 +352,12 @@ class PodMachine:
             return []
         reason = "OOMKilled" if event.oom_killed else ("Completed" if event.exit_code == 0 else "Error")
         c.state, c.reason, c.exit_code, c.finished_at = "terminated", reason, event.exit_code, event.now
-        c.ready = c.started_ok = False
         c.message = "the container used more memory than its limit" if event.oom_killed else ""
         if c.name in self.init:
             if event.exit_code == 0:  # this one is done: the next, or the containers
                 return self._start_next() + [self._report(event.now)]
             if self.restart_policy == "Never":  # as Kubernetes: a failed init container fails the pod
-                self._settle(event.now, init_failed=c)
+                self._settle(init_failed=c)
                 return [self._report(event.now)]
         if self._restarts(failed=event.exit_code != 0):  # (a succeeded init container returned above)
             c.last = {"terminated": {"exitCode": event.exit_code, "reason": reason,
@@ -370,7 +370,7 @@ class PodMachine:
             # The phase stays as it is: Kubernetes keeps a crash-looping pod Running.
             return [Emit("Warning", "BackOff", f"Back-off restarting failed container {c.name}"),
                     self._report(event.now)]
-        self._settle(event.now)
+        self._settle()
         return [self._report(event.now)]
 
     def started(self, name: str) -> bool:
@@ -409,7 +409,7 @@ class PodMachine:
         policy = self.restart_policy
         return policy == "Always" or (policy == "OnFailure" and failed)
 
-    def _settle(self, now: float, init_failed: _Container | None = None) -> None:
+    def _settle(self, init_failed: _Container | None = None) -> None:
         """Every container is done for good: Succeeded or Failed (or an init container failed for good)."""
         if init_failed is not None:
             c = init_failed
@@ -437,7 +437,7 @@ class PodMachine:
                 actions += self._start(c)
         return actions
 
-    def _begin_stop(self, now: float, *, terminating: bool) -> list[Action]:
+    def _begin_stop(self, *, terminating: bool) -> list[Action]:
         self.stopping = True
         for c in self._all():
             c.restart_at = None
@@ -471,7 +471,7 @@ class PodMachine:
         if self.stopping:
             return []
         self.deleting = False
-        return self._begin_stop(event.now, terminating=False)
+        return self._begin_stop(terminating=False)
 
     # --- status ---------------------------------------------------------------------------------------
 

@@ -203,7 +203,8 @@ class TermGroups:
 
 class Cache:
     def __init__(self, capacity: int | None = None) -> None:
-        """``capacity``: rows allocated at first (the columns double as nodes arrive)."""
+        """``capacity``: node rows and pod slots allocated at first (the columns double as nodes
+        and pods arrive)."""
         self.table = NodeTable() if capacity is None else NodeTable(capacity)
         self.pods: dict[str, CachedPod] = {}
         self.namespace_labels: dict[str, dict[str, str]] = {}
@@ -215,7 +216,7 @@ class Cache:
         self.table.grow_listeners += [self.pod_groups.grow, self.anti_affinity.grow, self.preferred_terms.grow]
         # Pods that have a required affinity term: InterPodAffinity's "first pod of a group" rule.
         self.pods_with_affinity = 0
-        self.columns = PodColumns()
+        self.columns = PodColumns() if capacity is None else PodColumns(capacity)
         self.on_row: dict[int, set[str]] = {}  # row → keys of the pods counted there
         self.nominator = Nominator(self.table)
         self.budgets: dict[str, Budget] = {}  # PodDisruptionBudgets, for preemption's victim choice
