@@ -10,6 +10,7 @@ import logging
 import pytest
 from prometheus_client import generate_latest
 
+from corral.scheduler.framework.podinfo import PodInfo
 from corral.testing.builders import make_node, make_pod
 from corral.testing.scheduler_harness import Harness
 
@@ -493,6 +494,95 @@ async def test_explain_a_bound_pod_as_if_it_were_still_pending():
     assert int(table.requested["cpu"][table.row_of["a"]]) == before  # and it is counted again afterwards
     with pytest.raises(LookupError, match="no profile for schedulerName 'other'"):
         h.scheduler.explain(make_pod("x").scheduler("other").obj)
+
+
+GPU = "example.com/gpu"
+
+
+def _wide_pod(name: str = "wide"):
+    return make_pod(name).requests(cpu="1500m", ephemeral_storage="2Gi", **{GPU: 1})
+
+
+def _node(name: str, cpu: int = 4, storage: str = "10Gi", gpu: int | None = 1, pods: int = 110):
+    return make_node(name).capacity(cpu=cpu, memory="8Gi", ephemeral_storage=storage, pods=pods,
+                                    **({GPU: gpu} if gpu is not None else {}))
+
+
+async def test_the_nearest_misses_are_those_lacking_least_of_their_allocatable_then_by_name():
+    h = Harness()
+    for node in (_node("n9", cpu=1), _node("n1", cpu=1), _node("n3", gpu=None), _node("n4", cpu=8)):
+        h.add_node(node)
+    h.add_pod(make_pod("filler").node("n4").requests(cpu="7500m"))
+    report = h.scheduler.explain(_wide_pod().obj)
+    # n4 lacks 1 of its 8 cpu; n1 and n9 500m of 1 (by name, whatever their order); n3 1 gpu of none.
+    assert report["nearestMisses"] == ["n4 lacks 1 cpu", "n1 lacks 500m cpu", "n9 lacks 500m cpu"]
+
+
+async def test_the_nearest_misses_say_what_each_resource_lacks_in_its_own_units():
+    h = Harness()
+    for node in (_node("n5", storage="1Gi"), _node("n7", pods=1), _node("n8", cpu=1)):
+        h.add_node(node)
+    h.add_pod(make_pod("filler").node("n7"))
+    h.add_pod(make_pod("busy").node("n8").requests(cpu="1"))
+    report = h.scheduler.explain(_wide_pod().obj)
+    assert report["nearestMisses"] == ["n5 lacks 1Gi ephemeral-storage", "n7 lacks 1 pods", "n8 lacks 1.5 cpu"]
+    h = Harness()
+    h.add_node(_node("plain", gpu=None))  # no node offers the resource at all
+    assert h.scheduler.explain(_wide_pod().obj)["nearestMisses"] == ["plain lacks 1 example.com/gpu"]
+
+
+async def test_without_node_resources_fit_a_pending_pod_has_no_nearest_misses():
+    h = Harness({"profiles": [{"plugins": {"filter": {"disabled": [{"name": "NodeResourcesFit"}]},
+                                           "preFilter": {"disabled": [{"name": "NodeResourcesFit"}]}}}]})
+    h.add_node(make_node("a").taint("dedicated", "gpu"))
+    report = h.scheduler.explain(make_pod("p").obj)
+    assert report["chosen"] is None and report["nearestMisses"] == []
+
+
+async def test_explain_chooses_the_best_of_two_feasible_nodes_and_says_by_how_much():
+    h = Harness()
+    h.add_node(make_node("a").capacity(cpu=3, memory="8Gi", pods=110))
+    h.add_node(make_node("b").capacity(cpu=7, memory="8Gi", pods=110))
+    report = h.scheduler.explain(make_pod("p").requests(cpu="1", memory="1Gi").obj)
+    best, other = report["nodes"]
+    assert report["chosen"] == best["node"] == "b" and best["total"] > other["total"]
+    assert report["runnerUp"] == {"node": "a", "total": other["total"], "by": best["total"] - other["total"]}
+    assert isinstance(report["runnerUp"]["by"], float)  # a score, as the totals are
+
+
+async def test_a_pod_that_may_not_preempt_is_explained_as_such():
+    h = Harness()
+    h.add_node(make_node("a").capacity(cpu=1, memory="8Gi", pods=110))
+    pod = make_pod("p").requests(cpu="2").obj
+    pod["spec"]["preemptionPolicy"] = "Never"
+    report = h.scheduler.explain(pod)
+    assert report["preemption"] == {"message": "preemption: not eligible due to preemptionPolicy=Never.",
+                                    "node": None, "victims": []}
+    assert all("preemption" not in n for n in report["nodes"])
+
+
+async def test_explaining_a_pod_whose_binding_is_in_flight_counts_it_where_it_is_going():
+    h = Harness()
+    h.add_node(make_node("a").capacity(cpu=2, memory="8Gi", pods=110))
+    h.add_node(make_node("b").capacity(cpu=2, memory="8Gi", pods=110))
+    pod = make_pod("p").requests(cpu="2").obj
+    h.scheduler.cache.assume(PodInfo.from_object(pod), "a")  # its binding to "a" on its way
+    report = h.scheduler.explain({**pod, "spec": {**pod["spec"], "nodeName": "a"}})
+    assert (report["feasible"], report["chosen"]) == (1, "b")  # "a" holds it until the binding is done
+    assert h.scheduler.cache.is_assumed("default/p")
+
+
+async def test_a_bound_pod_is_explained_with_its_own_requests():
+    h = Harness()
+    h.add_node(make_node("a").capacity(cpu=4, memory="8Gi", pods=110))
+    h.add_node(make_node("b").capacity(cpu=8, memory="8Gi", pods=110))
+    bound = make_pod("p").requests(cpu="3", memory="1Gi").node("a")
+    h.add_pod(bound)
+    empty = Harness()
+    empty.add_node(make_node("a").capacity(cpu=4, memory="8Gi", pods=110))
+    empty.add_node(make_node("b").capacity(cpu=8, memory="8Gi", pods=110))
+    pending = make_pod("p").requests(cpu="3", memory="1Gi")
+    assert h.scheduler.explain(bound.obj)["nodes"] == empty.scheduler.explain(pending.obj)["nodes"]
 
 
 # --- what plugins remember between cycles must follow the nodes --------------------------------------
