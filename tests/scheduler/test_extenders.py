@@ -448,6 +448,36 @@ async def test_explain_shows_the_extenders_rejections_and_scores(extender, pki):
                                  "1 node(s) not allowed by the test extender.")
 
 
+async def test_explain_asks_the_extender_about_the_nodes_the_filters_passed_only(extender, pki):
+    h = Harness(config(extender, pki))
+    nodes(h)
+    await h.scheduler.explain_with_extenders(make_pod("asked").requests(cpu="3").obj)
+    async with h.scheduler.extenders.clients[0]._http().get(f"{extender}/filters") as resp:
+        asked = [f["nodes"] for f in await resp.json() if f["pod"] == "asked"]
+    await h.scheduler.extenders.close()
+    assert [sorted(n) for n in asked] == [["low-score", "never", "refused"]]  # high-score has 2 cpu: not asked
+
+
+async def test_explain_says_when_the_extender_failed_and_keeps_the_built_in_report(pki):
+    down = "https://127.0.0.1:9/scheduler"
+    h = Harness(config(down, pki))
+    nodes(h)
+    pod = make_pod("web").requests(cpu="500m").obj
+    report = await h.scheduler.explain_with_extenders(pod)
+    await h.scheduler.extenders.close()
+    assert report.pop("extenderError").startswith(f"extender {down} failed: filter: ")
+    assert report == h.scheduler.explain(pod)
+
+
+async def test_explain_leaves_out_an_extender_not_interested_in_the_pod(extender, pki):
+    h = Harness(config(extender, pki, managedResources=[{"name": "example.com/gpu"}]))
+    nodes(h)
+    pod = make_pod("web").requests(cpu="500m").obj
+    report = await h.scheduler.explain_with_extenders(pod)
+    await h.scheduler.extenders.close()
+    assert report == h.scheduler.explain(pod) and report["feasible"] == 4
+
+
 async def test_an_extenders_score_beyond_ten_counts_as_ten(extender, pki):
     h = Harness(config(extender, pki))
     for name, score in (("boastful", "99"), ("honest", "10")):

@@ -335,6 +335,7 @@ async def test_an_object_over_the_size_limit_is_refused_and_nothing_is_written(s
     with pytest.raises(TooLarge) as refused:
         await store.create("/k/b", obj("b", data="x" * 5000))
     assert refused.value.limit == 4096 and refused.value.size > 4096
+    assert str(refused.value) == f"the object /k/b would take {refused.value.size} bytes; the store takes at most 4096"
     with pytest.raises(TooLarge) as refused:
         await store.update("/k/a", obj("a", data="x" * 5000), small.revision)
     assert refused.value.key == "/k/a"

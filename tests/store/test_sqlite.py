@@ -115,7 +115,10 @@ async def test_one_database_file_serves_one_process_at_a_time(tmp_path):
     try:
         with pytest.raises(StoreLocked) as refused:
             await SQLiteStore.open(path)
-        assert f"another corral server (pid {os.getpid()}) is using {path}" in str(refused.value)
+        assert str(refused.value) == (
+            f"another corral server (pid {os.getpid()}) is using {path}: one SQLite store serves one server (two "
+            "would each number revisions on their own); stop that one first, or run several servers on etcd (see "
+            "the README's \"Running three servers\")")
         await first.create("/core/pods/default/a", {"metadata": {"name": "a"}})
     finally:
         await first.close()

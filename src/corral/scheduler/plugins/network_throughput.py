@@ -36,10 +36,8 @@ class NetworkThroughput(Plugin):
     def score(self, state: CycleState, pod, rows: np.ndarray) -> np.ndarray:
         table = self.cache.table
         missing_bits = np.zeros(count_rows(rows), dtype=np.float64)
-        for image in state[NAME]:
-            have = node_columns(table, image)
-            lacks = np.ones(count_rows(rows), dtype=bool) if have is None else ~have[rows]
-            missing_bits += lacks * image_size(table, image) * 8.0
+        for image in state[NAME]:  # each has a size, so some node listed it: the table has its column
+            missing_bits += ~node_columns(table, image)[rows] * image_size(table, image) * 8.0
         with np.errstate(divide="ignore", invalid="ignore"):
             return missing_bits / table.download_bps[rows]  # seconds; NaN where unmeasured
 
