@@ -291,6 +291,29 @@ async def test_finished_jobs_beyond_the_history_limits_are_deleted_oldest_first(
     names = [j["metadata"]["name"] for j in await harness.jobs()]
     minutes = [int((first + 300 * i) // 60) for i in range(5)]
     assert names == [f"tick-{m}" for m in (minutes[1], minutes[2], minutes[3], minutes[4])]  # 3 complete, 1 failed
+    assert "active" not in await harness.status()  # finished, failed or not
+    harness.clock.now = first + 300 * 5 + 1
+    await harness.sync()
+    await harness.finish((await harness.jobs())[-1], "Failed")
+    await harness.sync()
+    names = [j["metadata"]["name"] for j in await harness.jobs()]
+    assert f"tick-{minutes[2]}" not in names and f"tick-{int((first + 1500) // 60)}" in names  # the older failure goes
+
+
+async def test_a_suspended_job_still_counts_as_running(harness):
+    await harness.change(concurrencyPolicy="Forbid")
+    first = _next_five(harness.clock())
+    harness.clock.now = first + 1
+    await harness.sync()
+    (job,) = await harness.jobs()
+    current = (await harness.api.current(JOBS, "default", job["metadata"]["name"])).obj
+    status = {"conditions": [{"type": "Suspended", "status": "True"}]}
+    await harness.api.update(JOBS, "default", job["metadata"]["name"], {**current, "status": status}, OPTS,
+                             subresource="status")
+    harness.clock.now = first + 301
+    await harness.sync()
+    assert len(await harness.jobs()) == 1  # Forbid: the next time is skipped while it has not finished
+    assert [a["name"] for a in (await harness.status())["active"]] == [job["metadata"]["name"]]
 
 
 async def test_the_api_refuses_a_schedule_or_time_zone_it_cannot_read(harness):
@@ -315,3 +338,13 @@ async def test_the_api_refuses_a_schedule_or_time_zone_it_cannot_read(harness):
 def test_schedules_are_read_as_cron_reads_them(schedule, after, tz, expected):
     got = cron.parse(schedule).next_after(datetime.fromisoformat(after), ZoneInfo(tz) if tz else timezone.utc)
     assert got.isoformat() == expected
+
+
+async def test_a_cronjob_being_deleted_or_gone_makes_nothing(harness):
+    obj = cronjob("going")
+    obj["metadata"]["finalizers"] = ["example.com/hold"]
+    await harness.api.create(CRONJOBS, "default", obj, OPTS)
+    await harness.api.delete(CRONJOBS, "default", "going", None, None, None)
+    harness.clock.now = _next_five(harness.clock()) + 1
+    assert await harness.sync("going") is None and await harness.jobs() == []
+    assert await harness.sync("never-made") is None

@@ -856,3 +856,30 @@ def test_deciding_leaves_the_placement_as_it_was():
     decision_pod(obj)
     decision_pod(obj)
     assert obj == before  # the scheduler's copy of the Placement is not grown by each decision
+
+
+def test_a_property_is_read_per_node_in_the_units_of_its_columns():
+    import math
+
+    from corral.scheduler.batch.decide import property_column
+    from corral.scheduler.cache.cache import Cache
+
+    odd = make_node("odd").obj
+    odd["status"]["capacity"] = {"cpu": "lots"}  # not a quantity: no capacity
+    cache = Cache.from_objects([make_node("a").capacity(cpu="1500m", memory="1Ki", pods=10).obj,
+                                make_node("b").capacity(memory="2Ki").obj, odd], [], [])
+    table = cache.table
+    order = [table.row_of[n] for n in ("a", "b", "odd")]
+
+    def read(name: str) -> list[float] | None:
+        column = property_column(table, name)
+        return None if column is None else [float(column[r]) for r in order]
+
+    assert read("capacity/cpu") == [1500.0, 0.0, 0.0]  # millicores; none reported, or unreadable: 0
+    assert read("capacity/memory") == [1024.0, 2048.0, 0.0]  # units
+    assert read("allocatable/cpu") == [1500.0, 0.0, float(table.allocatable["cpu"][table.row_of["odd"]])]
+    assert read("available/example.com/gpu") == [0.0, 0.0, 0.0]  # no node has it: no column, all 0
+    assert read("allocatable/") is None and read("bogus/cpu") is None and read("capacity/") is None
+    assert all(math.isnan(v) for v in read("network/download"))  # nobody measured it
+    cache.remove_node("b")
+    assert math.isnan(float(property_column(table, "capacity/memory")[table.row_of.get("b", order[1])]))

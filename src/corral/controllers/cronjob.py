@@ -132,7 +132,7 @@ class CronJobController(QueuedController):
                                f"{due.isoformat()}")
             status["lastScheduleTime"] = rfc3339(due.timestamp())
             return active
-        policy = spec.get("concurrencyPolicy") or "Allow"
+        policy = spec.get("concurrencyPolicy")  # Allow (the default) runs Jobs side by side
         if active and policy == "Forbid":
             return active  # the time is skipped; lastScheduleTime stays, so it is not run later
         if active and policy == "Replace":
