@@ -9,6 +9,7 @@ The score is killed / (mutants checked − equivalent): survivors and mutants no
 both count against it; mutants a partial run has not checked yet are counted apart ("unchecked").
 
     .venv/bin/python tools/mutation_report.py [--survivors]   # --survivors: list each one
+    make mutation MUTMUT_ARGS="$(.venv/bin/python tools/mutation_report.py --names)"  # check them again
 """
 
 from __future__ import annotations
@@ -109,15 +110,27 @@ def rule_for(old: str, new: str) -> str | None:
     return next((reason for reason, applies in RULES if applies(old, new)), None)
 
 
+def function_of(name: str) -> str:
+    """The mutated function's part of a mutant name: mutmut numbers mutants within it."""
+    return name.rsplit("__mutmut_", 1)[0]
+
+
 def reviewed(entries: dict[str, dict[str, str]], name: str, changed: tuple[str, str] | None) -> str | None:
     """The reason a hand-reviewed entry gives for mutant ``name`` (whose ``changed`` line is as
-    :func:`changed_line` reads it), or None when there is no entry or the entry is stale: mutmut
-    numbers mutants within a function, so once the function changes, a name can stand for another
-    mutation; the entry's ``mutant`` line must still be what the name mutates."""
-    entry = entries.get(name)
-    if entry is None:
+    :func:`changed_line` reads it), or None. An entry names a mutant and the line it mutates to;
+    mutmut numbers mutants within a function, so once an earlier line of the function changes the
+    same mutation has another number: an entry of the same function with the same mutated line
+    still applies (its reason is about that line). An entry whose line the function no longer
+    mutates to applies to nothing."""
+    if changed is None:
         return None
-    return entry["reason"] if changed is not None and changed[1].strip() == entry["mutant"] else None
+    line = changed[1].strip()
+    entry = entries.get(name)
+    if entry is not None and entry["mutant"] == line:
+        return entry["reason"]
+    function = function_of(name)
+    return next((e["reason"] for n, e in entries.items() if e["mutant"] == line and function_of(n) == function),
+                None)
 
 
 def status(exit_code: int | None) -> str:
@@ -176,6 +189,8 @@ def rows_json(key: str, rows: list[tuple]) -> list[dict]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--survivors", action="store_true", help="list every surviving mutant")
+    parser.add_argument("--names", action="store_true",
+                        help="print only the survivors' names (to check them again: make mutation MUTMUT_ARGS=...)")
     args = parser.parse_args()
     mutants = ROOT / "mutants"
     results = load(mutants)
@@ -186,7 +201,7 @@ def main() -> int:
     os.chdir(ROOT)  # mutmut reads its mutated sources from ./mutants
     # Each mutated module is read once, not once per mutant.
     diff_apply.read_mutants_module = functools.lru_cache(maxsize=None)(diff_apply.read_mutants_module)
-    equivalents, by_rule, stale = {}, {}, []
+    equivalents, by_rule, applied = {}, {}, set()
     for statuses in results.values():
         for name, s in statuses.items():
             if s not in ("survived", "no tests"):
@@ -194,11 +209,14 @@ def main() -> int:
             changed = changed_line(name)
             if (reason := reviewed(entries, name, changed)) is not None:
                 equivalents[name] = reason
+                applied.add((function_of(name), changed[1].strip()))
                 continue
-            if name in entries:
-                stale.append(name)
             if changed is not None and (reason := rule_for(*changed)) is not None:
                 equivalents[name] = by_rule[name] = reason
+    # Entries of checked modules that applied to no surviving mutant: a test kills it now, or its
+    # function no longer mutates to that line.
+    checked = {name for statuses in results.values() for name, s in statuses.items() if s != "not checked"}
+    stale = [n for n, e in entries.items() if n in checked and (function_of(n), e["mutant"]) not in applied]
     source_paths = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mutmut"]["source_paths"]
     rows, survivors, total, by_area = [], [], Counter(), {}
     for module, statuses in results.items():
@@ -220,11 +238,15 @@ def main() -> int:
     (mutants / "report.json").write_text(json.dumps({
         "date": day, "score": round(score, 1), "sourcePaths": rows_json("sourcePath", areas),
         "modules": rows_json("module", rows), "survivors": survivors}, indent=1))
+    if args.names:
+        print("\n".join(survivors))
+        return 0
     print(report)
     for reason, count in Counter(by_rule.values()).most_common():
         print(f"equivalent by rule ({count}): {reason}")
     for name in stale:
-        print(f"stale entry in tools/mutation_equivalents.toml (its function changed; review it again): {name}")
+        print(f"entry in tools/mutation_equivalents.toml that applies to no survivor (killed now, or its "
+              f"function changed): {name}")
     if args.survivors:
         print("\n".join(survivors))
     print(f"{len(survivors)} survivors; `.venv/bin/mutmut show NAME` shows one; report in mutants/report.md")

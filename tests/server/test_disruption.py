@@ -133,3 +133,4 @@ async def test_a_malformed_budget_is_invalid_naming_its_field(http, spec, field)
                          json={**pdb(), "spec": {"selector": {"matchLabels": {"app": "web"}}, **spec}}) as r:
         assert r.status == 422
         assert field in [c["field"] for c in (await r.json())["details"]["causes"]]
+

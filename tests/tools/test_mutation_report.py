@@ -53,12 +53,14 @@ def test_the_rules_leave_every_other_mutation_counted(old, new):
     assert mutation_report.rule_for(old, new) is None
 
 
-def test_a_reviewed_entry_counts_only_while_its_name_stands_for_the_mutation_reviewed():
+def test_a_reviewed_entry_counts_for_the_mutation_reviewed_whatever_its_number_in_its_function():
     entries = {"m.x_f__mutmut_3": {"reason": "a memo", "mutant": "hit = None"}}
     reviewed_line = ("    hit = self.memo.get(key)", "    hit = None")
     assert mutation_report.reviewed(entries, "m.x_f__mutmut_3", reviewed_line) == "a memo"
-    assert mutation_report.reviewed(entries, "m.x_f__mutmut_4", reviewed_line) is None  # not reviewed
-    another = ("    n = self.size", "    n = None")  # the function changed: the name is another mutant
+    # an earlier line of f changed: the same mutation is number 4 now
+    assert mutation_report.reviewed(entries, "m.x_f__mutmut_4", reviewed_line) == "a memo"
+    assert mutation_report.reviewed(entries, "m.x_g__mutmut_3", reviewed_line) is None  # another function
+    another = ("    n = self.size", "    n = None")  # the name is another mutant now: not reviewed
     assert mutation_report.reviewed(entries, "m.x_f__mutmut_3", another) is None
     assert mutation_report.reviewed(entries, "m.x_f__mutmut_3", None) is None  # no longer one line
 

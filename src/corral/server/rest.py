@@ -698,8 +698,8 @@ class ResourceAPI:
 
     # --- eviction ----------------------------------------------------------------------------------------
 
-    async def evict_through_api(self, namespace: str, name: str, *, move: bool = False, grace: int | None = None,
-                                dry_run: bool = False) -> Reply:
+    async def evict_through_api(self, namespace: str, name: str, *, move: bool, grace: int | None,
+                                dry_run: bool) -> Reply:
         """``POST pods/NAME/eviction`` (kubectl drain): refused with 429 while a PodDisruptionBudget
         that selects the pod allows no more disruptions (:mod:`corral.server.disruption`); then, as
         Kubernetes does, the pod is deleted gracefully. With ``move`` (corral drain) it is instead
