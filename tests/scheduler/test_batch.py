@@ -129,6 +129,34 @@ def test_a_soft_spread_constraint_prefers_spreading_but_still_fills_the_count():
     assert result.selected[:2] == ["a-1", "b-1"] and sorted(result.selected) == ["a-1", "a-2", "b-1"]
 
 
+def test_a_soft_spread_constraint_is_never_the_reason_a_node_is_left_out():
+    nodes = [node(f"a-{i}", cpu=16, **{ZONE: "a"}) for i in (1, 2, 3)] + [node("b-1", cpu=4, **{ZONE: "b"})]
+    policy = {"placementType": "PickN", "numberOfNodes": 3,
+              "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway"}]}
+    result = run(nodes, policy)
+    assert sorted(result.selected) == ["a-1", "a-2", "b-1"]
+    assert "topology spread" not in reasons(result)["a-3"]  # a third copy in zone a only lowers its score
+
+
+def test_a_node_left_out_by_spreading_names_the_constraint_it_would_break():
+    region = "topology.kubernetes.io/region"
+    nodes = [node(f"a-{i}", cpu=32, **{ZONE: "a", region: "r"}) for i in (1, 2, 3)] + [
+        node("b-1", cpu=4, **{ZONE: "b", region: "r"})]
+    policy = {"placementType": "PickN", "numberOfNodes": 4, "topologySpreadConstraints": [
+        {"maxSkew": 1, "topologyKey": "rack", "whenUnsatisfiable": "ScheduleAnyway"},  # soft: no node has it
+        {"maxSkew": 1, "topologyKey": region},  # one region: never broken
+        {"maxSkew": 1, "topologyKey": ZONE}]}
+    result = run(nodes, policy)
+    assert reasons(result)["a-3"] == f"topology spread: another copy in its {ZONE} would exceed maxSkew 1"
+
+
+def test_a_spread_over_a_key_no_node_has_selects_none_and_says_why():
+    policy = {"placementType": "PickN", "numberOfNodes": 2,
+              "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE}]}
+    result = run([node("a"), node("b")], policy)
+    assert result.selected == [] and set(reasons(result).values()) == {f"topology spread: the node has no {ZONE} label"}
+
+
 def test_scaling_out_keeps_the_nodes_that_hold_copies_and_adds_the_best_others():
     nodes = [node("n4", cpu=4), node("n8", cpu=8), node("n16", cpu=16), node("n32", cpu=32), node("n64", cpu=64)]
     result = run(nodes, {"placementType": "PickN", "numberOfNodes": 5}, keep=("n4", "n8", "n16"))
