@@ -205,6 +205,140 @@ async def bind_ready_all(harness) -> None:
             await api.update(PODS, "default", name, {**current, "status": status}, OPTS, subresource="status")
 
 
+NOW = 2_000_000_000.0  # the harness's clock
+
+
+async def ready_since(harness, seconds_ago: float) -> None:
+    """Bind every daemon pod to its node and report it ready since ``seconds_ago``."""
+    from corral.api.defaults import rfc3339
+
+    await harness.bind_ready()
+    for pod in (await harness.pods()).values():
+        current = (await harness.api.current(PODS, "default", pod["metadata"]["name"])).obj
+        status = {"phase": "Running", "conditions": [{"type": "Ready", "status": "True",
+                                                      "lastTransitionTime": rfc3339(NOW - seconds_ago)}]}
+        await harness.api.update(PODS, "default", pod["metadata"]["name"], {**current, "status": status}, OPTS,
+                                 subresource="status")
+
+
+async def change_image(harness, image: str = "busybox:1.37", **spec) -> None:
+    current = (await harness.api.current(SETS, "default", "agent")).obj
+    current["spec"]["template"]["spec"]["containers"][0]["image"] = image
+    current["spec"].update(spec)
+    await harness.api.update(SETS, "default", "agent", current, OPTS)
+
+
+def hashes(pods: dict[str, dict]) -> dict[str, str]:
+    return {n: p["metadata"]["labels"][HASH_LABEL] for n, p in pods.items()}
+
+
+async def test_the_status_says_what_kubectl_rollout_status_reads_and_keeps_what_others_wrote(harness):
+    await harness.api.create(SETS, "default", daemon_set(), OPTS)
+    await harness.sync()
+    current = (await harness.api.current(SETS, "default", "agent")).obj
+    noted = [{"type": "example.com/Audited", "status": "True"}]
+    await harness.api.update(SETS, "default", "agent", {**current, "status": {**current["status"], "conditions": noted}},
+                             OPTS, subresource="status")
+    await ready_since(harness, 3600)
+    await harness.sync()
+    assert await harness.status() == {
+        "desiredNumberScheduled": 3, "currentNumberScheduled": 3, "numberMisscheduled": 0, "numberReady": 3,
+        "updatedNumberScheduled": 3, "numberAvailable": 3, "numberUnavailable": 0, "observedGeneration": 1,
+        "conditions": noted}
+
+
+async def test_a_daemon_counts_as_available_once_ready_for_min_ready_seconds(harness):
+    await harness.api.create(SETS, "default", daemon_set(), OPTS)
+    current = (await harness.api.current(SETS, "default", "agent")).obj
+    await harness.api.update(SETS, "default", "agent", {**current, "spec": {**current["spec"], "minReadySeconds": 10}},
+                             OPTS)
+    await harness.sync()
+    await ready_since(harness, 4)
+    assert await harness.sync() == 10.0  # looked at again: they become available meanwhile
+    status = await harness.status()
+    assert (status["numberReady"], status["numberAvailable"], status["numberUnavailable"]) == (3, 0, 3)
+    await ready_since(harness, 11)
+    assert await harness.sync() is None
+    assert (await harness.status())["numberAvailable"] == 3
+
+
+async def test_each_template_is_kept_as_a_numbered_revision_within_the_history_limit(harness):
+    from corral.api.resources import by_kind
+
+    revisions = by_kind("ControllerRevision")
+    obj = daemon_set()
+    obj["metadata"]["annotations"] = {"kubernetes.io/change-cause": "first"}
+    await harness.api.create(SETS, "default", obj, OPTS)
+    await harness.sync()
+    await harness.api.cache.wait_consistent()
+    ds = (await harness.api.current(SETS, "default", "agent")).obj
+    (first,) = [r.obj for r in harness.api.cache.items(revisions.store_prefix)]
+    digest = hashes(await harness.pods())["n1"]
+    template = {**ds["spec"]["template"], "$patch": "replace"}
+    assert first["metadata"]["name"] == f"agent-{digest}" and first["revision"] == 1
+    assert first["metadata"]["labels"] == {"app": "agent", HASH_LABEL: digest}
+    assert first["metadata"]["annotations"] == {"kubernetes.io/change-cause": "first"}
+    assert [(o["kind"], o["uid"]) for o in first["metadata"]["ownerReferences"]] == [("DaemonSet", ds["metadata"]["uid"])]
+    assert first["data"] == {"spec": {"template": template}}
+    for image, limit in (("busybox:1.37", 10), ("busybox:1.38", 1)):
+        await change_image(harness, image, revisionHistoryLimit=limit)
+        await harness.sync()
+    await harness.api.cache.wait_consistent()
+    kept = sorted((r.obj["revision"], r.obj["data"]["spec"]["template"]["spec"]["containers"][0]["image"])
+                  for r in harness.api.cache.items(revisions.store_prefix) if not r.obj["metadata"].get("deletionTimestamp"))
+    assert kept == [(2, "busybox:1.37"), (3, "busybox:1.38")]  # the newest, and one before it
+
+
+async def test_on_delete_replaces_a_daemon_only_when_someone_deletes_it(harness):
+    obj = daemon_set()
+    obj["spec"]["updateStrategy"] = {"type": "OnDelete", "rollingUpdate": {"maxSurge": 1}}
+    await harness.api.create(SETS, "default", obj, OPTS)
+    await harness.sync()
+    await ready_since(harness, 3600)
+    before = hashes(await harness.pods())
+    await change_image(harness)
+    for _ in range(3):
+        await harness.sync()
+    assert hashes(await harness.pods()) == before  # nothing replaced, no surge either
+    assert (await harness.status())["updatedNumberScheduled"] == 0
+    gone = (await harness.pods())["n2"]["metadata"]["name"]
+    await harness.api.delete(PODS, "default", gone, 0, None, None)
+    await harness.sync()
+    after = hashes(await harness.pods())
+    assert after["n1"] == before["n1"] and after["n2"] != before["n2"]
+
+
+@pytest.mark.parametrize("surge", [False, True])
+async def test_percentages_of_the_nodes_round_up(harness, surge):
+    replaced_at_once = 2  # 50 % of 3 nodes: 1.5, up
+    rolling = {"maxUnavailable": 0, "maxSurge": "50%"} if surge else {"maxUnavailable": "50%"}
+    obj = daemon_set()
+    obj["spec"]["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": rolling}
+    await harness.api.create(SETS, "default", obj, OPTS)
+    await harness.sync()
+    await ready_since(harness, 3600)
+    before = hashes(await harness.pods())
+    await change_image(harness)
+    await harness.sync()
+    await harness.api.cache.wait_consistent()
+    live = [r.obj for r in harness.api.cache.items(PODS.store_prefix) if not r.obj["metadata"].get("deletionTimestamp")]
+    new = [p for p in live if p["metadata"]["labels"][HASH_LABEL] not in before.values()]
+    old = [p for p in live if p["metadata"]["labels"][HASH_LABEL] in before.values()]
+    if surge:  # started beside the old ones
+        assert (len(new), len(old)) == (replaced_at_once, 3)
+    else:  # deleted first; the next sync makes their successors
+        assert (len(new), len(old)) == (0, 3 - replaced_at_once)
+
+
+async def test_a_daemon_set_being_deleted_or_gone_is_left_alone(harness):
+    obj = daemon_set("going")
+    obj["metadata"]["finalizers"] = ["example.com/hold"]
+    await harness.api.create(SETS, "default", obj, OPTS)
+    await harness.api.delete(SETS, "default", "going", None, None, None)
+    assert await harness.sync("going") is None and await harness.pods() == {}
+    assert await harness.sync("never-made") is None
+
+
 def _affinity(*terms: dict) -> dict:
     return {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
         "nodeSelectorTerms": list(terms)}}}}

@@ -435,3 +435,58 @@ async def test_a_job_being_deleted_or_gone_is_left_alone(harness):
 def test_completed_indexes_read_and_write_as_kubernetes_writes_them():
     assert parse_indexes("0-2,5,7-8") == {0, 1, 2, 5, 7, 8}
     assert indexes_text({0, 1, 2, 5, 7, 8}) == "0-2,5,7-8" and indexes_text(set()) == ""
+
+
+async def test_a_pod_the_api_refuses_is_said_in_an_event_and_the_sync_fails_to_be_retried(harness):
+    obj = job()
+    obj["spec"]["template"]["spec"]["priorityClassName"] = "missing"  # no such PriorityClass
+    await harness.api.create(JOBS, "default", obj, OPTS)
+    with pytest.raises(errors.ApiError) as refused:
+        await harness.sync()
+    assert await harness.pods() == []
+    assert await harness.events() == [("Warning", "FailedCreate", f"Error creating: {refused.value.message}")]
+
+
+async def test_a_jobs_pods_are_made_in_its_namespace(harness):
+    await harness.api.create(by_kind("Namespace"), None, {"metadata": {"name": "team"}}, OPTS)
+    await harness.api.create(JOBS, "team", job(), OPTS)
+    await harness.api.cache.wait_consistent()
+    harness.controller.reset()
+    harness.controller.initial_keys()
+    await harness.controller.sync(JOBS.key("team", "work"))
+    await harness.api.cache.wait_consistent()
+    pods = [r.obj for r in harness.api.cache.items(PODS.store_prefix)]
+    assert [p["metadata"]["namespace"] for p in pods] == ["team"]
+
+
+async def test_a_failed_job_goes_after_its_ttl_counted_from_when_it_failed(harness):
+    await harness.create(job(backoffLimit=0, ttlSecondsAfterFinished=30))
+    (pod,) = await harness.pods()
+    await harness.finish(pod, "Failed")
+    assert await harness.sync() == pytest.approx(30)
+    harness.clock.advance(29.5)
+    assert await harness.sync() == pytest.approx(0.5)  # not yet, however close
+    harness.clock.advance(0.5)
+    assert await harness.sync() is None
+    await harness.api.cache.wait_consistent()
+    with pytest.raises(errors.ApiError) as gone:
+        await harness.api.current(JOBS, "default", "work")
+    assert gone.value.code == 404
+
+
+async def test_a_ttl_that_runs_out_for_a_job_replaced_or_gone_meanwhile_deletes_nothing(harness):
+    await harness.create(job(ttlSecondsAfterFinished=0))
+    (pod,) = await harness.pods()
+    await harness.finish(pod, "Succeeded")
+    harness.controller.reset()  # the controller's view, a moment before what follows
+    await harness.api.cache.wait_consistent()
+    seen = (await harness.api.current(JOBS, "default", "work")).obj
+    seen = {**seen, "status": {"conditions": [{"type": "Complete", "status": "True",
+                                                "lastTransitionTime": rfc3339(START)}]}}
+    await harness.api.delete(JOBS, "default", "work", None, None, None)
+    await harness.api.create(JOBS, "default", job(), OPTS)  # another Job of the same name
+    assert await harness.controller._expire(seen) is None  # 409: not the Job it saw
+    await harness.api.cache.wait_consistent()
+    assert (await harness.api.current(JOBS, "default", "work")).obj["metadata"]["uid"] != seen["metadata"]["uid"]
+    await harness.api.delete(JOBS, "default", "work", None, None, None)
+    assert await harness.controller._expire(seen) is None  # 404: gone already

@@ -85,3 +85,12 @@ def test_a_packages_mutants_are_read_from_its_init_and_a_modules_from_its_file()
     assert mutation_report.source_of("corral.scheduler.plugins.default_preemption", root) == Path(
         "src/corral/scheduler/plugins/default_preemption/__init__.py")
     assert mutation_report.source_of("corral.scheduler.preemptor", root) == Path("src/corral/scheduler/preemptor.py")
+
+
+def test_the_reviewed_list_reads_and_every_entry_gives_its_reason_and_mutated_line():
+    import tomllib
+
+    root = Path(__file__).resolve().parents[2]
+    entries = tomllib.loads((root / "tools" / "mutation_equivalents.toml").read_text())["equivalent"]
+    assert entries and all(set(e) == {"reason", "mutant"} and e["reason"] and e["mutant"] for e in entries.values())
+    assert all(name.startswith("corral.") and "__mutmut_" in name for name in entries)
