@@ -4,6 +4,8 @@ ttlSecondsAfterFinished; and the API's rules for Jobs."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from corral.api.defaults import rfc3339
@@ -490,3 +492,13 @@ async def test_a_ttl_that_runs_out_for_a_job_replaced_or_gone_meanwhile_deletes_
     assert (await harness.api.current(JOBS, "default", "work")).obj["metadata"]["uid"] != seen["metadata"]["uid"]
     await harness.api.delete(JOBS, "default", "work", None, None, None)
     assert await harness.controller._expire(seen) is None  # 404: gone already
+
+
+async def test_a_status_write_that_finds_the_job_changed_or_gone_is_dropped(harness):
+    await harness.create(job())
+    stale = copy.deepcopy((await harness.api.current(JOBS, "default", "work")).obj)  # the controller's view
+    await harness.change(parallelism=1, activeDeadlineSeconds=100)  # someone changed it meanwhile: 409
+    await harness.controller._write_status(stale, {"active": 7})
+    assert (await harness.status())["active"] == 1  # not written; the change queues the Job again
+    await harness.api.delete(JOBS, "default", "work", None, None, None)
+    await harness.controller._write_status(stale, {"active": 7})  # 404: nothing to write
