@@ -280,6 +280,8 @@ async def test_each_template_is_kept_as_a_numbered_revision_within_the_history_l
     assert first["metadata"]["annotations"] == {"kubernetes.io/change-cause": "first"}
     assert [(o["kind"], o["uid"]) for o in first["metadata"]["ownerReferences"]] == [("DaemonSet", ds["metadata"]["uid"])]
     assert first["data"] == {"spec": {"template": template}}
+    assert (set(first), first["apiVersion"], first["kind"]) == (
+        {"apiVersion", "kind", "metadata", "data", "revision"}, "apps/v1", "ControllerRevision")
     for image, limit in (("busybox:1.37", 10), ("busybox:1.38", 1)):
         await change_image(harness, image, revisionHistoryLimit=limit)
         await harness.sync()
