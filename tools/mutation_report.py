@@ -35,7 +35,7 @@ CAUGHT = {"killed": "killed", "caught by type check": "killed", "timeout": "time
 UNCHECKED = {"not checked", "skipped", "suspicious", "segfault", "check was interrupted by user"}
 
 
-_LOG_CALL = re.compile(r"^\s*log\.(debug|info|warning|error|exception)\(")
+_LOG_CALL = re.compile(r"^\s*(self\._)?log\.(debug|info|warning|error|exception)\(")
 
 _OUT = re.compile(r"out=(\w+)")
 _ASSIGNED = re.compile(r"^\s*(\w+) = ")
@@ -67,7 +67,7 @@ def _sql_case_only(old: str, new: str) -> bool:
 # original line and the mutant's line).
 RULES: list[tuple[str, Callable[[str, str], bool]]] = [
     ("a log line's text or arguments: for operators, not a contract (PIT skips logging calls too)",
-     lambda old, new: bool(_LOG_CALL.match(old)) and new.lstrip().startswith("log.")),
+     lambda old, new: bool(_LOG_CALL.match(old)) and bool(_LOG_CALL.match(new))),
     ("numpy's default dtype is float64",
      lambda old, new: ("dtype=np.float64" in old
                        and new in (old.replace("dtype=np.float64", "dtype=None"), old.replace(", dtype=np.float64", ", ")))
@@ -103,6 +103,30 @@ def changed_line(name: str) -> tuple[str, str] | None:
     old = [line[1:] for line in lines if line.startswith("-") and not line.startswith("---")]
     new = [line[1:] for line in lines if line.startswith("+") and not line.startswith("+++")]
     return (old[0], new[0]) if len(old) == 1 and len(new) == 1 else None
+
+
+def continues_log_call(name: str) -> bool:
+    """Whether the one line mutant ``name`` changes holds arguments of a logging call begun on a
+    line before it (the diff's context: up to three lines)."""
+    try:
+        lines = diff_apply.get_diff_for_mutant(name, path=source_of(name.split(".x", 1)[0])).splitlines()
+    except (FileNotFoundError, ValueError):
+        return False
+    return log_call_before(lines)
+
+
+def log_call_before(diff_lines: list[str]) -> bool:
+    """Whether the first removed line of a unified diff lies inside a logging call's parentheses
+    opened on a context line before it."""
+    first = next((i for i, line in enumerate(diff_lines) if line.startswith("-") and not line.startswith("---")), 0)
+    depth = 0
+    for line in reversed(diff_lines[:first]):
+        if not line.startswith(" "):
+            return False
+        depth += line.count("(") - line.count(")")
+        if _LOG_CALL.match(line[1:]):
+            return depth > 0
+    return False
 
 
 def rule_for(old: str, new: str) -> str | None:
@@ -213,6 +237,8 @@ def main() -> int:
                 continue
             if changed is not None and (reason := rule_for(*changed)) is not None:
                 equivalents[name] = by_rule[name] = reason
+            elif changed is not None and continues_log_call(name):
+                equivalents[name] = by_rule[name] = RULES[0][0]
     # Entries of checked modules that applied to no surviving mutant: a test kills it now, or its
     # function no longer mutates to that line.
     checked = {name for statuses in results.values() for name, s in statuses.items() if s != "not checked"}

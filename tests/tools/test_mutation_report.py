@@ -94,3 +94,18 @@ def test_the_reviewed_list_reads_and_every_entry_gives_its_reason_and_mutated_li
     entries = tomllib.loads((root / "tools" / "mutation_equivalents.toml").read_text())["equivalent"]
     assert entries and all(set(e) == {"reason", "mutant"} and e["reason"] and e["mutant"] for e in entries.values())
     assert all(name.startswith("corral.") and "__mutmut_" in name for name in entries)
+
+
+def test_a_mutated_argument_of_a_logging_call_spread_over_lines_is_recognised():
+    diff = ["--- a.py", "+++ a.py", "@@ -1,4 +1,4 @@",
+            '             log.warning("deleted %s of %s from %s", meta["name"],',
+            '-                        owner.get("kind"), node)',
+            '+                        None, node)',
+            "             continue"]
+    assert mutation_report.log_call_before(diff)
+    closed = ["--- a.py", "+++ a.py", "@@ -1,4 +1,4 @@", '         log.info("done %s", name)',
+              "-        total = count + 1", "+        total = count - 1"]
+    assert not mutation_report.log_call_before(closed)  # the call ended before the changed line
+    assert mutation_report.rule_for('        self._log.debug("pod %s skipped", name)',
+                                    '        self._log.debug(None, name)') is not None
+    assert mutation_report.rule_for('        log.info("x %s", n)', '        total = None') is None
