@@ -159,13 +159,21 @@ async def test_a_finished_pod_on_a_lost_node_stays_as_it_ended(cluster):
     done["spec"]["restartPolicy"] = "Never"
     await api.create(PODS, "default", done, OPTS)
     await api.patch(PODS, "default", "done", {"status": {"phase": "Succeeded"}}, "merge", OPTS, "status")
+    broke = {**done, "metadata": {**done["metadata"], "name": "broke"}}
+    await api.create(PODS, "default", broke, OPTS)
+    await api.patch(PODS, "default", "broke", {"status": {"phase": "Failed"}}, "merge", OPTS, "status")
+    await api.create(PODS, "default", {**done, "metadata": {**done["metadata"], "name": "late"}}, OPTS)  # runs
     clock.advance(GRACE + 1)
     await controller.reconcile()
     clock.advance(EVICTION + 1)
     await controller.reconcile()
     pod = (await api.current(PODS, "default", "done", consistent=True)).obj
     assert (pod["spec"]["nodeName"], pod["status"]["phase"]) == ("n1", "Succeeded")
-    assert [e["involvedObject"]["name"] for e in await events_of(api) if e["reason"] == "NodeLost"] == ["web"]
+    pod = (await api.current(PODS, "default", "broke", consistent=True)).obj
+    assert (pod["spec"]["nodeName"], pod["status"]["phase"]) == ("n1", "Failed")
+    # the pods after them on the node are moved all the same
+    assert sorted(e["involvedObject"]["name"] for e in await events_of(api) if e["reason"] == "NodeLost") == [
+        "late", "web"]
 
 
 @pytest.mark.parametrize("lease_renewed, ready_beat, created, silent", [
@@ -355,15 +363,21 @@ async def test_a_lost_nodes_pod_that_a_controller_owns_is_deleted_and_its_contro
                 if (r.obj["metadata"].get("ownerReferences") or [{}])[0].get("name") == "replicated"]
 
     await until(lambda: pods_of_the_replica_set(), lambda pods: [p["metadata"]["name"] for p in pods] == ["web-x1"])
+    after = make_pod("after").node("n1").obj  # a bare pod met after the owned one
+    after["metadata"].pop("uid")
+    await api.create(PODS, "default", after, OPTS)
     clock.advance(GRACE + 1)
     await controller.reconcile()
     clock.advance(EVICTION + 1)
     await controller.reconcile()
     with pytest.raises(Exception):
         await api.current(PODS, "default", "web-x1", consistent=True)
+    assert not (await api.current(PODS, "default", "after", consistent=True)).obj["spec"].get("nodeName")
     assert await state(api) == (True, None, "Pending")  # the bare pod goes back to Pending, as before
-    lost = {e["involvedObject"]["name"]: e["message"] for e in await events_of(api) if e["reason"] == "NodeLost"}
-    assert lost["web-x1"] == "Deleted: node n1 was unreachable for more than 300s; its ReplicaSet replicated replaces it"
+    lost = {e["involvedObject"]["name"]: (e["type"], e["message"]) for e in await events_of(api)
+            if e["reason"] == "NodeLost"}
+    assert lost["web-x1"] == ("Warning",
+                              "Deleted: node n1 was unreachable for more than 300s; its ReplicaSet replicated replaces it")
     await until(lambda: pods_of_the_replica_set(),
                 lambda pods: len(pods) == 1 and pods[0]["metadata"]["name"].startswith("replicated-"))
 
@@ -390,7 +404,8 @@ async def test_a_pod_tolerating_an_unreachable_node_for_good_stays_on_a_lost_nod
     """A DaemonSet's pod tolerates node.kubernetes.io/unreachable:NoExecute without a time limit:
     Kubernetes never evicts it; a limited toleration does not save a pod."""
     api, clock, controller = cluster
-    for name, toleration in (("daemon", {}), ("limited", {"tolerationSeconds": 60})):
+    for name, toleration in (("daemon", {}), ("limited", {"tolerationSeconds": 60}),
+                             ("equal", {"operator": "Equal"})):  # Equal to the taint's empty value
         pod = make_pod(name).node("n1").obj
         pod["metadata"].pop("uid")
         pod["spec"]["tolerations"] = [{"key": "node.kubernetes.io/unreachable", "operator": "Exists",
@@ -401,8 +416,9 @@ async def test_a_pod_tolerating_an_unreachable_node_for_good_stays_on_a_lost_nod
     clock.advance(EVICTION + 1)
     await controller.reconcile()
     await api.cache.wait_consistent()
-    daemon = (await api.current(PODS, "default", "daemon", consistent=True)).obj
-    assert daemon["spec"]["nodeName"] == "n1" and not daemon["metadata"].get("deletionTimestamp")
+    for name in ("daemon", "equal"):
+        daemon = (await api.current(PODS, "default", name, consistent=True)).obj
+        assert daemon["spec"]["nodeName"] == "n1" and not daemon["metadata"].get("deletionTimestamp")
     limited = (await api.current(PODS, "default", "limited", consistent=True)).obj
     assert not limited["spec"].get("nodeName")  # evicted: back to Pending
 

@@ -127,6 +127,11 @@ def test_a_soft_spread_constraint_prefers_spreading_but_still_fills_the_count():
               "topologySpreadConstraints": [{"maxSkew": 1, "topologyKey": ZONE, "whenUnsatisfiable": "ScheduleAnyway"}]}
     result = run(nodes, policy)
     assert result.selected[:2] == ["a-1", "b-1"] and sorted(result.selected) == ["a-1", "a-2", "b-1"]
+    region = "topology.kubernetes.io/region"
+    nodes = [n.labels(**{region: "r"}) for n in nodes]
+    policy["topologySpreadConstraints"].append(  # one region: always kept; the zone one still counts
+        {"maxSkew": 1, "topologyKey": region, "whenUnsatisfiable": "ScheduleAnyway"})
+    assert run(nodes, policy).selected[:2] == ["a-1", "b-1"]
 
 
 def test_a_soft_spread_constraint_is_never_the_reason_a_node_is_left_out():
@@ -148,6 +153,15 @@ def test_a_node_left_out_by_spreading_names_the_constraint_it_would_break():
         {"maxSkew": 1, "topologyKey": ZONE}]}
     result = run(nodes, policy)
     assert reasons(result)["a-3"] == f"topology spread: another copy in its {ZONE} would exceed maxSkew 1"
+    policy["topologySpreadConstraints"].reverse()  # the broken one first: every hard constraint counts
+    assert sorted(run(nodes, policy).selected) == ["a-1", "a-2", "b-1"]
+
+
+def test_a_spread_over_no_nodes_selects_none():
+    policy = {"placementType": "PickN", "numberOfNodes": 2, "topologySpreadConstraints": [
+        {"maxSkew": 1, "topologyKey": ZONE}]}
+    result = run([], policy)
+    assert result.selected == [] and result.decisions == []
 
 
 def test_a_spread_over_a_key_no_node_has_selects_none_and_says_why():

@@ -379,8 +379,12 @@ def test_a_term_selecting_namespaces_by_label_sees_a_namespace_labelled_later():
     assert cache.count_matching(affinity)[row] == 0
     cache.set_namespace({"metadata": {"name": "team", "labels": {"env": "prod"}}})
     assert cache.count_matching(affinity)[row] == 1
+    epoch = cache.table.epoch
     cache.remove_namespace("team")
     assert cache.count_matching(affinity)[row] == 0
+    assert cache.table.epoch == epoch + 1  # answers remembered per row start over: a namespace's labels went
+    cache.remove_namespace("never-seen")  # nothing to forget: nothing starts over
+    assert cache.table.epoch == epoch + 1
 
 
 def test_a_pod_relabelled_thousands_of_times_leaves_no_empty_label_groups_behind():

@@ -114,3 +114,26 @@ def test_pods_on_nodes_the_pod_may_not_use_do_not_count_towards_the_skew():
     soft = make_pod("p").labels(app="web").spread(1, ZONE, hard=False, app="web").node_selector(gpu="no")
     scores = run_score("PodTopologySpread", nodes, soft, existing, raw=True)
     assert scores["a"] < scores["b"] == scores["c"]  # z1 looks emptiest to the soft spread too
+
+
+async def test_system_default_spreading_moves_a_controlled_pod_away_from_its_siblings_and_never_holds_it():
+    from corral.testing.scheduler_harness import Harness
+
+    def cluster(small_cpu: int = 4) -> Harness:
+        h = Harness({"tieBreak": "name"})
+        h.add_node(make_node("big").capacity(cpu=16, memory="32Gi", pods=110))
+        h.add_node(make_node("small").capacity(cpu=small_cpu, memory="8Gi", pods=110))
+        for i in range(5):
+            h.add_pod(make_pod(f"old{i}").labels(app="web").controlled().node("big").requests(cpu="100m"))
+        return h
+
+    h = cluster()
+    h.add_pod(make_pod("sibling").labels(app="web").controlled().requests(cpu="100m"))
+    h.add_pod(make_pod("stranger").labels(app="db").controlled().requests(cpu="100m"))  # other labels: not counted
+    h.add_pod(make_pod("plain").labels(app="web").requests(cpu="100m"))  # no controller: no default spreading
+    await h.run()
+    assert h.placements() == {"default/sibling": "small", "default/stranger": "big", "default/plain": "big"}
+    h = cluster(small_cpu=1)  # too small for it: a skew of 6 on hostnames (past maxSkew 3), only a preference
+    h.add_pod(make_pod("sibling").labels(app="web").controlled().requests(cpu="2"))
+    await h.run()
+    assert h.placements() == {"default/sibling": "big"}
