@@ -435,6 +435,18 @@ def test_a_zone_left_without_nodes_no_longer_holds_the_lowest_count():
     assert twin.fwks[0].remembered.hits == 2
 
 
+@pytest.mark.parametrize("new_node", [False, True])
+def test_a_zone_first_seen_after_decisions_were_remembered_counts_from_zero(new_node):
+    twin = zoned_twin("z1", "z1", "z2", *(() if new_node else ("z2",)))
+    for name, node in (("a0", "n0"), ("a1", "n2")):
+        place(twin, name, node, "a")
+    assert probe(twin, spread("s0", 1))[1] == 3 + (not new_node)  # z1 and z2 level: every node
+    # n3 joins, or moves, into a zone no node had before: its 0 bars the others
+    twin.each(lambda c: c.set_node(make_node("n3").capacity(cpu=8, memory="8Gi", pods=20).zone("z9").obj))
+    assert probe(twin, spread("s1", 1)) == ("n3", 1)
+    assert twin.fwks[0].remembered.hits == 2
+
+
 def test_only_nodes_the_pod_may_use_count_toward_its_spread():
     twin = zoned_twin("z1", "z1", "z2", "z3")
     for name, node in (("a0", "n0"), ("a1", "n0"), ("a2", "n2")):

@@ -89,11 +89,25 @@ async def test_values_from_before_encryption_read_as_written_and_a_moved_ciphert
         before = await inner.create("/core/secrets/default/old", {"metadata": {"name": "old"}, "data": {"a": "Yg=="}})
         store = await open_encrypted(inner, str(tmp_path / "k"))
         assert (await store.get(before.key)).obj["data"] == {"a": "Yg=="}
-        sealed = await store.create("/core/secrets/default/new", {"metadata": {"name": "new"}, "data": {"a": "Yw=="}})
+        sealed = await store.create("/core/secrets/default/new", {"apiVersion": "v1", "kind": "Secret", "metadata": {
+            "name": "new", "namespace": "default", "labels": {"a": "b"}}, "data": {"a": "Yw=="}})
         envelope = (await inner.get(sealed.key)).obj
+        # all the store file shows of it: what it is and its name, for tools that read the store
+        assert set(envelope) == {"apiVersion", "kind", "metadata", "sealed"}
+        assert (envelope["apiVersion"], envelope["kind"]) == ("v1", "Secret")
+        assert {k: v for k, v in envelope["metadata"].items() if k != "resourceVersion"} == {
+            "name": "new", "namespace": "default"}  # not its labels: they may tell too much
+        opened = await store.get(sealed.key)
+        assert opened.obj["data"] == {"a": "Yw=="} and opened.obj["metadata"]["resourceVersion"] == str(opened.revision)
         moved = await inner.create("/core/secrets/default/moved", envelope)  # the ciphertext under another key
         with pytest.raises(SealError, match="cannot be opened"):
             await store.get(moved.key)
+        foreign = {**envelope, "sealed": envelope["sealed"].replace(":key1:", ":gone:")}
+        await inner.create("/core/secrets/default/foreign", foreign)
+        with pytest.raises(SealError) as refused:
+            await store.get("/core/secrets/default/foreign")
+        assert str(refused.value) == ("/core/secrets/default/foreign is sealed with key 'gone', which is not in the "
+                                      "encryption key file")
     finally:
         await inner.close()
 
