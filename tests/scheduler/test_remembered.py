@@ -435,15 +435,30 @@ def test_a_zone_left_without_nodes_no_longer_holds_the_lowest_count():
     assert twin.fwks[0].remembered.hits == 2
 
 
-@pytest.mark.parametrize("new_node", [False, True])
-def test_a_zone_first_seen_after_decisions_were_remembered_counts_from_zero(new_node):
-    twin = zoned_twin("z1", "z1", "z2", *(() if new_node else ("z2",)))
+@pytest.mark.parametrize("joining", [0, 1, 6])  # n3 moves; n3 joins; n3 to n8 join (more rows than one by one)
+def test_a_zone_first_seen_after_decisions_were_remembered_counts_from_zero(joining):
+    twin = zoned_twin("z1", "z1", "z2", *(() if joining else ("z2",)))
     for name, node in (("a0", "n0"), ("a1", "n2")):
         place(twin, name, node, "a")
-    assert probe(twin, spread("s0", 1))[1] == 3 + (not new_node)  # z1 and z2 level: every node
-    # n3 joins, or moves, into a zone no node had before: its 0 bars the others
-    twin.each(lambda c: c.set_node(make_node("n3").capacity(cpu=8, memory="8Gi", pods=20).zone("z9").obj))
-    assert probe(twin, spread("s1", 1)) == ("n3", 1)
+    assert probe(twin, spread("s0", 1))[1] == 3 + (not joining)  # z1 and z2 level: every node
+    # nodes join, or move, into a zone no node had before: its 0 bars the others
+    for i in range(3, 3 + max(joining, 1)):
+        twin.each(lambda c, i=i: c.set_node(make_node(f"n{i}").capacity(cpu=8, memory="8Gi", pods=20).zone("z9").obj))
+    assert probe(twin, spread("s1", 1)) == ("n3", max(joining, 1))
+    assert twin.fwks[0].remembered.hits == 2
+
+
+@pytest.mark.parametrize("count", [1, 5])  # one by one, or more rows than that at once
+def test_nodes_taking_freed_rows_in_a_zone_no_node_had_count_from_zero(count):
+    twin = zoned_twin(*(["z1"] * count), "z2", *(["z3"] * count))
+    place(twin, "a0", "n0", "a")
+    place(twin, "a1", f"n{count}", "a")
+    for i in range(count + 1, 2 * count + 1):  # z3 goes: its rows are freed
+        twin.each(lambda c, i=i: c.remove_node(f"n{i}"))
+    assert probe(twin, spread("s0", 1))[1] == count + 1  # z1 and z2 level: every node
+    for i in range(count):  # new nodes, in those rows, in a zone no node had: its 0 bars the others
+        twin.each(lambda c, i=i: c.set_node(make_node(f"m{i}").capacity(cpu=8, memory="8Gi", pods=20).zone("z9").obj))
+    assert probe(twin, spread("s1", 1)) == ("m0", count)
     assert twin.fwks[0].remembered.hits == 2
 
 
