@@ -389,3 +389,35 @@ def test_probe_results_that_come_while_the_pod_stops_change_nothing():
     m.handle(Removed(2))
     assert m.handle(Probed("c0", "id1", "liveness", False, "exit 1", 3)) == []
     assert m.handle(Probed("c0", "id1", "readiness", False, "exit 1", 3)) == []
+
+
+def test_the_first_report_of_a_pod_with_init_containers_says_what_kubectl_shows():
+    m = PodMachine(with_init(inits=2))
+    status = last_report(m.handle(Sync(m.pod, 100)))
+    ts = "1970-01-01T00:01:40Z"
+    assert status["conditions"] == [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": ts},
+        {"type": "Initialized", "status": "False", "lastTransitionTime": ts, "reason": "ContainersNotInitialized",
+         "message": "containers with incomplete status: [init0 init1]"},
+        {"type": "ContainersReady", "status": "False", "lastTransitionTime": ts},
+        {"type": "Ready", "status": "False", "lastTransitionTime": ts}]
+    assert status["qosClass"] == "BestEffort"  # until the API server's class reaches the agent
+    assert [s["state"] for s in status["initContainerStatuses"]] == [{"waiting": {"reason": "PodInitializing"}}] * 2
+    m.handle(Started("init0", "i0", 101))
+    status = last_report(m.handle(Exited("init0", 0, False, 102)))
+    (cond,) = [c for c in status["conditions"] if c["type"] == "Initialized"]
+    assert cond["message"] == "containers with incomplete status: [init1]"  # init0 is done
+
+
+def test_an_agent_restarted_during_initialisation_goes_on_counting_its_init_containers_restarts():
+    before = with_init(inits=1)
+    last = {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": "2026-11-24T10:00:00Z"}}
+    before["status"] = {"phase": "Pending", "initContainerStatuses": [
+        {"name": "init0", "restartCount": 2, "lastState": last, "state": {"running": {}}}],
+        "containerStatuses": [{"name": "c0", "restartCount": 0, "lastState": {}, "state": {"waiting": {}}},
+                              "not a status"]}
+    m = PodMachine(before)
+    status = last_report(m.handle(Sync(m.pod, 0)))
+    assert (status["initContainerStatuses"][0]["restartCount"], status["initContainerStatuses"][0]["lastState"]) == (
+        2, last)
+    assert status["containerStatuses"][0]["restartCount"] == 0 and "lastState" not in status["containerStatuses"][0]
