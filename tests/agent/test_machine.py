@@ -210,6 +210,8 @@ def test_a_failed_init_container_fails_the_pod_with_restart_never_and_nothing_el
     actions = m.handle(Exited("init0", 3, False, 2))
     assert started_names(actions) == [] and m.phase == "Failed"
     assert last_report(actions)["message"] == "init container init0 failed: exit code 3"
+    (cond,) = [c for c in last_report(actions)["conditions"] if c["type"] == "Initialized"]
+    assert cond["message"] == "containers with incomplete status: [init0 init1]"  # a failed one is not done
 
 
 def test_a_failed_init_container_is_restarted_with_back_off_and_the_containers_wait():
@@ -413,11 +415,15 @@ def test_an_agent_restarted_during_initialisation_goes_on_counting_its_init_cont
     before = with_init(inits=1)
     last = {"terminated": {"exitCode": 1, "reason": "Error", "finishedAt": "2026-11-24T10:00:00Z"}}
     before["status"] = {"phase": "Pending", "initContainerStatuses": [
-        {"name": "init0", "restartCount": 2, "lastState": last, "state": {"running": {}}}],
-        "containerStatuses": [{"name": "c0", "restartCount": 0, "lastState": {}, "state": {"waiting": {}}},
-                              "not a status"]}
+        {"name": "init0", "restartCount": 1, "lastState": last, "state": {"running": {}}}],
+        "containerStatuses": [{"name": "c0", "restartCount": "3", "lastState": "junk", "state": {"waiting": {}}},
+                              "not a status"]}  # what a hand-edited status may hold: not taken
     m = PodMachine(before)
     status = last_report(m.handle(Sync(m.pod, 0)))
     assert (status["initContainerStatuses"][0]["restartCount"], status["initContainerStatuses"][0]["lastState"]) == (
-        2, last)
+        1, last)
     assert status["containerStatuses"][0]["restartCount"] == 0 and "lastState" not in status["containerStatuses"][0]
+    m.handle(Started("init0", "i0", 1))
+    status = last_report(m.handle(Exited("init0", 1, False, 2)))  # failed: backing off, still not done
+    (cond,) = [c for c in status["conditions"] if c["type"] == "Initialized"]
+    assert cond["message"] == "containers with incomplete status: [init0]"
