@@ -18,7 +18,7 @@ from corral.scheduler.cache.node_table import parse_timestamp
 from corral.server import errors
 from corral.server.rest import WriteOptions
 from corral.testing.clock import FakeClock
-from corral.testing.server import running_server
+from corral.testing.server import recorded_events, running_server
 
 CRONJOBS, JOBS = by_kind("CronJob"), by_kind("Job")
 OPTS = WriteOptions(warn=False)
@@ -48,12 +48,7 @@ class Harness:
                        if not r.obj["metadata"].get("deletionTimestamp")), key=lambda j: j["metadata"]["name"])
 
     async def events(self) -> list[tuple[str, str, str]]:
-        """(type, reason, message) of the events the controller recorded, oldest first."""
-        await self.controller.events.drain()
-        await self.api.cache.wait_consistent()
-        events = sorted((r.obj for r in self.api.cache.items(by_kind("Event").store_prefix)),
-                        key=lambda e: int(e["metadata"]["resourceVersion"]))
-        return [(e["type"], e["reason"], e["message"]) for e in events]
+        return await recorded_events(self.controller)
 
     async def change(self, name: str = "tick", **spec) -> None:
         current = (await self.api.current(CRONJOBS, "default", name)).obj
@@ -150,13 +145,19 @@ async def test_allow_runs_a_new_job_beside_the_one_still_running(harness):
     assert [a["name"] for a in (await harness.status())["active"]] == names
 
 
-async def test_a_job_being_deleted_is_not_counted_as_running(harness):
+async def first_job_under_forbid(harness) -> tuple[float, dict, dict]:
+    """With concurrencyPolicy Forbid, the first scheduled time's Job: (that time, the Job, its
+    current object)."""
     await harness.change(concurrencyPolicy="Forbid")
     first = _next_five(harness.clock())
     harness.clock.now = first + 1
     await harness.sync()
     (job,) = await harness.jobs()
-    current = (await harness.api.current(JOBS, "default", job["metadata"]["name"])).obj
+    return first, job, (await harness.api.current(JOBS, "default", job["metadata"]["name"])).obj
+
+
+async def test_a_job_being_deleted_is_not_counted_as_running(harness):
+    first, job, current = await first_job_under_forbid(harness)
     current["metadata"]["finalizers"] = ["example.com/hold"]
     await harness.api.update(JOBS, "default", job["metadata"]["name"], current, OPTS)
     await harness.api.delete(JOBS, "default", job["metadata"]["name"], None, None, None)
@@ -301,12 +302,7 @@ async def test_finished_jobs_beyond_the_history_limits_are_deleted_oldest_first(
 
 
 async def test_a_suspended_job_still_counts_as_running(harness):
-    await harness.change(concurrencyPolicy="Forbid")
-    first = _next_five(harness.clock())
-    harness.clock.now = first + 1
-    await harness.sync()
-    (job,) = await harness.jobs()
-    current = (await harness.api.current(JOBS, "default", job["metadata"]["name"])).obj
+    first, job, current = await first_job_under_forbid(harness)
     status = {"conditions": [{"type": "Suspended", "status": "True"}]}
     await harness.api.update(JOBS, "default", job["metadata"]["name"], {**current, "status": status}, OPTS,
                              subresource="status")

@@ -15,7 +15,7 @@ from corral.controllers.job import JobController, indexes_text, parse_indexes
 from corral.server import errors
 from corral.server.rest import WriteOptions
 from corral.testing.clock import FakeClock
-from corral.testing.server import running_server
+from corral.testing.server import recorded_events, running_server
 
 JOBS, PODS = by_kind("Job"), by_kind("Pod")
 OPTS = WriteOptions(warn=False)
@@ -73,12 +73,7 @@ class Harness:
         return (await self.api.current(JOBS, "default", name)).obj.get("status") or {}
 
     async def events(self) -> list[tuple[str, str, str]]:
-        """(type, reason, message) of the events the controller recorded, oldest first."""
-        await self.controller.events.drain()
-        await self.api.cache.wait_consistent()
-        events = sorted((r.obj for r in self.api.cache.items(by_kind("Event").store_prefix)),
-                        key=lambda e: int(e["metadata"]["resourceVersion"]))
-        return [(e["type"], e["reason"], e["message"]) for e in events]
+        return await recorded_events(self.controller)
 
     async def condition(self, name: str = "work") -> tuple[str, str] | None:
         conds = [c for c in (await self.status(name)).get("conditions") or () if c["status"] == "True"]

@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from typing import AsyncIterator
+from typing import Any, AsyncIterator
 
 from corral.client.rest import Client
 from corral.pki.ca import ca_pin
@@ -19,7 +19,7 @@ from corral.pki.kubeconfig import Credentials, load_credentials
 from corral.server.app import Server, ServerConfig
 from corral.testing.process import child_env
 
-__all__ = ["ServerProcess", "running_server"]
+__all__ = ["ServerProcess", "running_server", "recorded_events"]
 
 
 class ServerProcess:
@@ -124,3 +124,15 @@ async def running_server(data_dir: str, **config: object) -> AsyncIterator[Serve
         yield server
     finally:
         await server.stop()
+
+
+async def recorded_events(controller: Any) -> list[tuple[str, str, str]]:
+    """(type, reason, message) of every Event in the store of ``controller``'s API, oldest first,
+    once the events it recorded are written."""
+    from corral.api.resources import by_kind
+
+    await controller.events.drain()
+    await controller.api.cache.wait_consistent()
+    events = sorted((r.obj for r in controller.api.cache.items(by_kind("Event").store_prefix)),
+                    key=lambda e: int(e["metadata"]["resourceVersion"]))
+    return [(e["type"], e["reason"], e["message"]) for e in events]
