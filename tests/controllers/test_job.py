@@ -38,11 +38,11 @@ class Harness:
         await self.api.create(JOBS, "default", obj, OPTS)
         return await self.sync(obj["metadata"]["name"])
 
-    async def sync(self, name: str = "work"):
+    async def sync(self, name: str = "work", namespace: str = "default"):
         await self.api.cache.wait_consistent()
         self.controller.reset()
         self.controller.initial_keys()
-        return await self.controller.sync(JOBS.key("default", name))
+        return await self.controller.sync(JOBS.key(namespace, name))
 
     async def pods(self, *, active: bool = True) -> list[dict]:
         await self.api.cache.wait_consistent()
@@ -447,10 +447,7 @@ async def test_a_pod_the_api_refuses_is_said_in_an_event_and_the_sync_fails_to_b
 async def test_a_jobs_pods_are_made_in_its_namespace(harness):
     await harness.api.create(by_kind("Namespace"), None, {"metadata": {"name": "team"}}, OPTS)
     await harness.api.create(JOBS, "team", job(), OPTS)
-    await harness.api.cache.wait_consistent()
-    harness.controller.reset()
-    harness.controller.initial_keys()
-    await harness.controller.sync(JOBS.key("team", "work"))
+    await harness.sync(namespace="team")
     await harness.api.cache.wait_consistent()
     pods = [r.obj for r in harness.api.cache.items(PODS.store_prefix)]
     assert [p["metadata"]["namespace"] for p in pods] == ["team"]
