@@ -368,6 +368,26 @@ def test_a_daemon_runs_where_its_required_node_affinity_matches_as_kubernetes_re
     assert eligible(_affinity({"matchExpressions": [expression]}), NODE) is fits
 
 
+GPU = {"key": "dedicated", "operator": "Equal", "value": "gpu"}
+
+
+@pytest.mark.parametrize("taint, tolerations, fits", [
+    (("dedicated", "gpu", "NoSchedule"), [], False),
+    (("dedicated", "gpu", "NoSchedule"), [GPU], True),  # the template's own toleration
+    (("dedicated", "gpu", "NoSchedule"), [{**GPU, "value": "cpu"}], False),  # another value
+    (("dedicated", "gpu", "NoSchedule"), [{"key": "dedicated", "operator": "Exists"}], True),
+    (("dedicated", "", "NoSchedule"), [{**GPU, "value": ""}], True),
+    (("dedicated", "gpu", "NoSchedule"), [{**GPU, "effect": "NoExecute"}], False),  # another effect
+    (("evict", "now", "NoExecute"), [], False),  # NoExecute keeps daemons off too
+    (("evict", "now", "NoExecute"), [{"key": "evict", "operator": "Exists", "effect": "NoExecute"}], True),
+    (("busy", "yes", "PreferNoSchedule"), [], True),  # a preference only
+    (("node.kubernetes.io/not-ready", "", "NoExecute"), [], True),  # the daemon tolerations
+])
+def test_a_daemon_runs_where_its_tolerations_and_the_daemon_ones_cover_every_hard_taint(taint, tolerations, fits):
+    node = NodeBuilder("n7").taint(*taint).obj
+    assert eligible({"tolerations": tolerations}, node) is fits
+
+
 def test_node_affinity_terms_are_ored_their_expressions_anded_and_fields_match_the_node_name():
     zone_a, big, small = _expr("zone", "In", "a"), _expr("kind", "In", "big"), _expr("kind", "In", "small")
     assert eligible(_affinity({"matchExpressions": [zone_a, big]}), NODE)

@@ -4,11 +4,13 @@ Applied and Available said in the status, the scheduler's condition left alone."
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from corral.api.resources import by_kind
 from corral.controllers.node_rollout import HASH_LABEL
-from corral.controllers.placement import PlacementController
+from corral.controllers.placement import SNAPSHOT_LIMIT, PlacementController
 from corral.server.rest import WriteOptions
 from corral.testing.builders import NodeBuilder
 from corral.testing.server import running_server
@@ -78,6 +80,10 @@ class Harness:
                                                               "lastTransitionTime": since}]}
                 await self.api.update(PODS, "default", name, {**current, "status": status}, OPTS, subresource="status")
 
+    async def stored(self) -> dict:
+        """A copy of the stored Placement to change (the cache's own object must stay as stored)."""
+        return copy.deepcopy((await self.api.current(PLACEMENTS, "default", "web")).obj)
+
     async def status(self) -> dict:
         await self.api.cache.wait_consistent()
         return (await self.api.current(PLACEMENTS, "default", "web")).obj.get("status") or {}
@@ -142,6 +148,7 @@ async def test_applied_and_available_follow_the_copies_and_the_schedulers_condit
     pytest.param({"maxUnavailable": "50%", "maxSurge": 0}, 1, 3, id="a percentage of unavailable copies rounds down"),
     pytest.param({"maxUnavailable": "10%", "maxSurge": "0%"}, 1, 3,
                  id="budgets that both round to 0 still let one copy at a time be replaced"),
+    pytest.param({"maxUnavailable": 0, "maxSurge": "10%"}, 0, 4, id="a percentage of surge rounds up"),
 ])
 async def test_a_template_change_rolls_out_within_the_budgets(harness, rolling, at_most_down, at_most_pods):
     await harness.api.create(PLACEMENTS, "default", placement(unavailablePeriodSeconds=0, **rolling), OPTS)
@@ -149,7 +156,7 @@ async def test_a_template_change_rolls_out_within_the_budgets(harness, rolling, 
     await harness.sync()
     await harness.ready()
     await harness.sync()
-    current = (await harness.api.current(PLACEMENTS, "default", "web")).obj
+    current = await harness.stored()
     current["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"
     await harness.api.update(PLACEMENTS, "default", "web", current, OPTS)
     for _ in range(12):
@@ -194,7 +201,7 @@ async def snapshots(harness) -> dict[int, dict]:
 
 
 async def change_policy(harness, **changes) -> dict:
-    current = (await harness.api.current(PLACEMENTS, "default", "web")).obj
+    current = await harness.stored()
     current["spec"]["policy"].update(changes)
     await harness.api.update(PLACEMENTS, "default", "web", current, OPTS)
     return (await harness.api.current(PLACEMENTS, "default", "web")).obj
@@ -236,3 +243,222 @@ async def test_each_policy_is_kept_as_a_snapshot_and_a_count_change_updates_the_
         await harness.sync()
     kept = await snapshots(harness)
     assert len(kept) == SNAPSHOT_LIMIT + 1 and max(kept) == 3 + SNAPSHOT_LIMIT + 2  # the oldest went
+
+
+SENTINEL = "2001-01-01T00:00:00Z"
+
+
+async def test_the_status_in_full_each_condition_dated_when_its_status_changed(harness):
+    await harness.api.create(PLACEMENTS, "default", placement(), OPTS)
+    await harness.decide("n1", "n2")
+    assert await harness.sync() is None  # copies not ready yet: nothing to wait for
+    status = await harness.status()
+    assert status["available"] == 0 and status["decisions"][0] == {"nodeName": "n1", "selected": True}
+    applied, available = status["conditions"][1:]
+    assert status["conditions"][0] == SCHEDULED  # the scheduler's, first as it was
+    assert {k: v for k, v in applied.items() if k != "lastTransitionTime"} == {
+        "type": "Applied", "status": "False", "reason": "Applying", "observedGeneration": 1,
+        "message": "0 of 2 selected node(s) have a copy of the current template"}
+    assert {k: v for k, v in available.items() if k != "lastTransitionTime"} == {
+        "type": "Available", "status": "False", "reason": "NotAvailableYet", "observedGeneration": 1,
+        "message": "0 of 2 cop(ies) available"}
+    assert applied["lastTransitionTime"].endswith("Z") and available["lastTransitionTime"].endswith("Z")
+    current = (await harness.api.current(PLACEMENTS, "default", "web")).obj  # both dated long ago
+    dated = [{**c, "lastTransitionTime": SENTINEL} if c["type"] != "Scheduled" else c for c in status["conditions"]]
+    await harness.api.update(PLACEMENTS, "default", "web", {**current, "status": {**status, "conditions": dated}},
+                             OPTS, subresource="status")
+    await harness.sync()  # both copies there now: Applied changes, Available does not
+    status = await harness.status()
+    applied, available = status["conditions"][1:]
+    assert (applied["status"], applied["reason"], applied["message"]) == (
+        "True", "Applied", "2 of 2 selected node(s) have a copy of the current template")
+    assert applied["lastTransitionTime"] != SENTINEL and available["lastTransitionTime"] == SENTINEL
+    assert [c["type"] for c in status["conditions"]] == ["Scheduled", "Applied", "Available"]  # one of each
+    current = await harness.stored()
+    current["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"
+    await harness.api.update(PLACEMENTS, "default", "web", current, OPTS)
+    await harness.sync()
+    status = await harness.status()
+    assert [(c["type"], c["status"], c.get("observedGeneration")) for c in status["conditions"][1:]] == [
+        ("Applied", "False", 2), ("Available", "False", 2)]  # of the changed spec
+    assert status["conditions"][1]["message"] == "0 of 2 selected node(s) have a copy of the current template"
+
+
+async def test_a_copy_is_available_after_the_placements_own_unavailable_period(harness):
+    await harness.api.create(PLACEMENTS, "default", placement(unavailablePeriodSeconds=120), OPTS)
+    await harness.decide("n1")
+    await harness.sync()
+    await harness.ready(since="2033-05-18T03:33:00Z")  # ready 20 s before the fake clock's now
+    assert await harness.sync() == 120.0 and (await harness.status())["available"] == 0
+    harness.now += 99  # 119 s ready
+    await harness.sync()
+    assert (await harness.status())["available"] == 0
+    harness.now += 1
+    await harness.sync()
+    assert (await harness.status())["available"] == 1
+
+
+async def test_a_status_write_that_finds_the_placement_changed_or_gone_is_dropped(harness):
+    await harness.api.create(PLACEMENTS, "default", placement(), OPTS)
+    stale = (await harness.api.current(PLACEMENTS, "default", "web")).obj  # the controller's view
+    await harness.decide("n1")  # someone wrote meanwhile: 409
+    assert await harness.controller._write_status(stale, {"n1"}, {}, "r", 60, NOW) is None
+    assert "available" not in await harness.status()  # not written; the change queues it again
+    await harness.api.delete(PLACEMENTS, "default", "web", None, None, None)
+    assert await harness.controller._write_status(stale, {"n1"}, {}, "r", 60, NOW) is None  # 404
+
+
+async def test_a_placement_being_deleted_gets_no_copies(harness):
+    obj = placement()
+    obj["metadata"]["finalizers"] = ["example.com/hold"]
+    await harness.api.create(PLACEMENTS, "default", obj, OPTS)
+    await harness.decide("n1")
+    await harness.api.delete(PLACEMENTS, "default", "web", None, None, None)
+    assert (await harness.api.current(PLACEMENTS, "default", "web")).obj["metadata"]["deletionTimestamp"]
+    assert await harness.sync() is None
+    assert await harness.pods() == {} and await snapshots(harness) == {}
+
+
+async def test_a_pick_all_placement_keeps_a_snapshot_without_a_count(harness):
+    obj = placement()
+    obj["spec"]["policy"] = {"placementType": "PickAll"}
+    await harness.api.create(PLACEMENTS, "default", obj, OPTS)
+    await harness.decide("n1", "n2", "n3", "n4")
+    await harness.sync()
+    (one,) = (await snapshots(harness)).values()
+    assert one["data"] == {"policy": {"placementType": "PickAll"}} and not one["metadata"].get("annotations")
+    assert sorted(await harness.pods()) == ["n1", "n2", "n3", "n4"]
+
+
+async def test_a_settled_placement_is_synced_without_a_single_write(harness, monkeypatch):
+    await harness.api.create(PLACEMENTS, "default", placement(unavailablePeriodSeconds=0), OPTS)
+    await harness.decide("n1", "n2")
+    await harness.sync()
+    await harness.ready()
+    await harness.sync()
+    await change_policy(harness, tolerations=[])  # a second snapshot, then the first policy back
+    await harness.sync()
+    await change_policy(harness, tolerations=[{"key": "dedicated", "operator": "Exists"}])
+    await harness.sync()
+    assert (await harness.status())["available"] == 2
+    writes = []
+    for verb in ("create", "update", "patch", "delete"):
+        monkeypatch.setattr(harness.api, verb, lambda *a, _verb=verb, **k: writes.append((_verb, a[:3])))
+    assert await harness.sync() is None
+    assert writes == []  # every copy, snapshot and condition as it should be: nothing to send
+
+
+async def test_copies_on_nodes_let_go_leave_while_enough_others_stay_available(harness):
+    for name in ("n5", "n6"):
+        await harness.api.create(NODES, None, NodeBuilder(name).obj, OPTS)
+    await harness.api.create(PLACEMENTS, "default", placement(maxUnavailable=1, maxSurge=0,
+                                                              unavailablePeriodSeconds=30), OPTS)
+    await harness.decide("n1", "n2", "n3", "n4")
+    await harness.sync()
+    await harness.ready()  # ready since long before the clock's now: available
+    await harness.sync()
+    await harness.decide("n5", "n6")  # 2 wanted, 1 may be unavailable: one old copy must keep serving
+    await harness.sync()
+    pods = await harness.pods()
+    assert len([n for n in pods if n in ("n1", "n2", "n3", "n4")]) == 1  # three of the four went at once
+    assert sorted(n for n in pods if n in ("n5", "n6")) == ["n5"]  # maxSurge 0: one new copy for the one gone
+
+
+async def test_a_duplicate_copy_on_a_selected_node_does_not_count_as_serving(harness):
+    await harness.api.create(PLACEMENTS, "default", placement(maxUnavailable=0, maxSurge=1,
+                                                              unavailablePeriodSeconds=0), OPTS)
+    await harness.decide("n1", "n2", "n3")
+    await harness.sync()
+    await harness.ready()
+    await harness.sync()
+    dup = copy.deepcopy((await harness.pods())["n1"][0])
+    dup["metadata"] = {"name": "web-dup", "labels": dup["metadata"]["labels"],
+                       "ownerReferences": dup["metadata"]["ownerReferences"]}
+    dup.pop("status", None)
+    dup["spec"].pop("nodeName", None)
+    await harness.api.create(PODS, "default", dup, OPTS)
+    await harness.ready()
+    await harness.decide("n1", "n4")  # n1's duplicate goes; of n2 and n3 only one may go while n4 has none
+    await harness.sync()
+    pods = await harness.pods()
+    assert len(pods["n1"]) == 1 and len([n for n in pods if n in ("n2", "n3")]) == 1 and len(pods["n4"]) == 1
+
+
+async def test_a_move_never_makes_more_than_max_surge_extra_copies(harness):
+    await harness.api.create(PLACEMENTS, "default", placement(maxUnavailable=0, maxSurge=1,
+                                                              unavailablePeriodSeconds=0), OPTS)
+    await harness.decide("n1", "n2")
+    await harness.sync()
+    await harness.ready()
+    await harness.sync()
+    await harness.decide("n3", "n4")
+    await harness.sync()
+    await harness.sync()  # the new copy not ready yet: nothing more may start
+    pods = await harness.pods()
+    assert sorted(pods) == ["n1", "n2", "n3"] and sum(len(ps) for ps in pods.values()) == 3
+
+
+def revision(name: str, owner_uid: str, number: int, namespace: str = "default", **meta) -> dict:
+    """A ControllerRevision someone else wrote, claiming ``owner_uid`` as its controller."""
+    return {"apiVersion": "apps/v1", "kind": "ControllerRevision", "revision": number, "data": {},
+            "metadata": {"name": name, "namespace": namespace, "labels": {HASH_LABEL: "elsewhere"}, **meta,
+                         "ownerReferences": [{"apiVersion": "placement.corral.dev/v1", "kind": "Placement",
+                                              "name": "web", "uid": owner_uid, "controller": True}]}}
+
+
+async def test_revisions_of_other_owners_or_namespaces_are_neither_counted_nor_touched(harness):
+    await harness.api.create(PLACEMENTS, "default", placement(), OPTS)
+    uid = (await harness.api.current(PLACEMENTS, "default", "web")).obj["metadata"]["uid"]
+    await harness.api.create(by_kind("Namespace"), None, {"metadata": {"name": "team"}}, OPTS)
+    await harness.api.create(REVISIONS, "team", revision("forged", uid, 70, "team"), OPTS)  # an owner in another namespace
+    await harness.api.create(REVISIONS, "default", revision("other", "another-uid", 50), OPTS)
+    for i in range(SNAPSHOT_LIMIT + 2):  # enough policies for the oldest to be pruned
+        await change_policy(harness, tolerations=[{"key": f"k{i}", "operator": "Exists"}])
+        await harness.sync()
+    kept = await snapshots(harness)
+    assert kept[70]["metadata"]["name"] == "forged" and kept[50]["metadata"]["name"] == "other"  # untouched
+    assert sorted(n for n in kept if n not in (50, 70)) == list(range(2, SNAPSHOT_LIMIT + 3))  # its own numbering
+
+
+async def test_a_revision_being_deleted_is_not_counted(harness):
+    await harness.api.create(PLACEMENTS, "default", placement(), OPTS)
+    uid = (await harness.api.current(PLACEMENTS, "default", "web")).obj["metadata"]["uid"]
+    await harness.api.create(REVISIONS, "default", revision("going", uid, 7, finalizers=["example.com/hold"]), OPTS)
+    await harness.api.delete(REVISIONS, "default", "going", None, None, None)
+    await harness.sync()
+    await harness.api.cache.wait_consistent()
+    numbers = {r.obj["metadata"]["name"]: r.obj["revision"] for r in harness.api.cache.items(REVISIONS.store_prefix)}
+    assert numbers.pop("going") == 7 and list(numbers.values()) == [1]  # numbered as if it were gone already
+
+
+async def test_a_snapshot_name_taken_by_someone_else_stops_nothing(harness):
+    from corral.api.kinds.placement import snapshot_name
+
+    await harness.api.create(PLACEMENTS, "default", placement(), OPTS)
+    name = snapshot_name((await harness.api.current(PLACEMENTS, "default", "web")).obj)
+    await harness.api.create(REVISIONS, "default", {"metadata": {"name": name}, "data": {}, "revision": 3}, OPTS)
+    await harness.decide("n1")
+    await harness.sync()  # the snapshot's create finds the name taken (409): the copies are made all the same
+    assert sorted(await harness.pods()) == ["n1"]
+    assert (await harness.api.current(REVISIONS, "default", name)).obj["revision"] == 3  # not its to change
+
+
+async def test_a_snapshot_deleted_while_it_is_renumbered_is_left_gone(harness, monkeypatch):
+    await harness.api.create(PLACEMENTS, "default", placement(), OPTS)
+    await harness.sync()
+    await change_policy(harness, tolerations=[])
+    await harness.sync()
+    await change_policy(harness, tolerations=[{"key": "dedicated", "operator": "Exists"}])  # the first one back
+    patch = harness.api.patch
+
+    async def deleted_first(resource, namespace, name, *args):
+        if resource is REVISIONS:  # someone deletes it between the controller's read and its patch: 404
+            await harness.api.delete(REVISIONS, namespace, name, None, None, None)
+        return await patch(resource, namespace, name, *args)
+
+    monkeypatch.setattr(harness.api, "patch", deleted_first)
+    await harness.sync()  # no error: the next sync finds it gone and makes it again
+    monkeypatch.setattr(harness.api, "patch", patch)
+    await harness.sync()
+    kept = await snapshots(harness)
+    assert sorted(kept) == [2, 3] and kept[3]["data"]["policy"]["tolerations"] == [{"key": "dedicated", "operator": "Exists"}]

@@ -79,12 +79,12 @@ def eligible(spec: Obj, node: Obj) -> bool:
     required = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
                 .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")
     if required and not any(
-            all(_requirement(r, labels.get(r.get("key", ""))) for r in term.get("matchExpressions") or ())
+            all(_requirement(r, labels.get(r["key"])) for r in term.get("matchExpressions") or ())
             and all(_requirement(r, node["metadata"]["name"]) for r in term.get("matchFields") or ())
             for term in required):
         return False
     tolerations = [*(spec.get("tolerations") or ()), *DAEMON_TOLERATIONS]
-    return all(tolerates(tolerations, t.get("key", ""), t.get("value", ""), t.get("effect", ""))
+    return all(tolerates(tolerations, t["key"], t.get("value", ""), t["effect"])
                for t in (node.get("spec") or {}).get("taints") or () if t.get("effect") in ("NoSchedule", "NoExecute"))
 
 

@@ -41,8 +41,8 @@ def node_of(pod: Obj) -> str:
     terms = (((spec.get("affinity") or {}).get("nodeAffinity") or {})
              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or ()
     for term in terms:
-        for field in term.get("matchFields") or ():
-            if field.get("key") == "metadata.name" and field.get("operator") == "In" and len(field.get("values") or ()) == 1:
+        for field in term.get("matchFields") or ():  # whose only key is metadata.name (validation)
+            if field["operator"] == "In" and len(field["values"]) == 1:
                 return field["values"][0]
     return ""
 

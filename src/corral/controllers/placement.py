@@ -38,8 +38,8 @@ from typing import Any
 
 from corral.api.defaults import now_rfc3339
 from corral.api.kinds.apps import percent_or_count
-from corral.api.kinds.placement import DEFAULT_BUDGET, DEFAULT_UNAVAILABLE_PERIOD, NUMBER_OF_NODES_ANNOTATION, \
-    PLACEMENT_LABEL, POLICY_INDEX_LABEL, policy_hash, snapshot_name
+from corral.api.kinds.placement import NUMBER_OF_NODES_ANNOTATION, PLACEMENT_LABEL, POLICY_INDEX_LABEL, policy_hash, \
+    snapshot_name
 from corral.api.resources import by_kind
 from corral.controllers.deployment import template_hash
 from corral.controllers.node_rollout import HASH_LABEL, carry_out, node_of, plan, pods_by_node, revision_of
@@ -82,10 +82,10 @@ class PlacementController(QueuedController):
         revision = template_hash(template)
         wanted = selected_nodes(placement)
         by_node = pods_by_node(self.index.objects_of(placement))
-        rolling = (spec.get("strategy") or {}).get("rollingUpdate") or {}
-        min_ready = int(rolling.get("unavailablePeriodSeconds", DEFAULT_UNAVAILABLE_PERIOD))
-        budget = percent_or_count(rolling.get("maxUnavailable", DEFAULT_BUDGET), len(wanted), round_up=False)
-        surge = percent_or_count(rolling.get("maxSurge", DEFAULT_BUDGET), len(wanted), round_up=True)
+        rolling = spec["strategy"]["rollingUpdate"]  # the API's defaults fill all three in
+        min_ready = int(rolling["unavailablePeriodSeconds"])
+        budget = percent_or_count(rolling["maxUnavailable"], len(wanted), round_up=False)
+        surge = percent_or_count(rolling["maxSurge"], len(wanted), round_up=True)
         if budget == 0 and surge == 0:
             budget = 1
         now = self.clock()
@@ -166,7 +166,7 @@ class PlacementController(QueuedController):
             conditions.append({"type": kind, "status": value, "reason": reason, "message": message,
                                "observedGeneration": generation, "lastTransitionTime": since})
         new = {**status, "available": available, "conditions": conditions}
-        if _without_times(new) != _without_times(status):
+        if new != status:  # a condition's time changes only with its status
             try:
                 await self.api.update(self._placements, meta["namespace"], meta["name"], {**placement, "status": new},
                                       self.opts, subresource="status")
@@ -176,7 +176,3 @@ class PlacementController(QueuedController):
         waiting = [p for pods in current.values() for p in pods if is_ready(p) and not is_available(p, min_ready, now)]
         return float(min_ready) if waiting else None
 
-
-def _without_times(status: Obj) -> Obj:
-    return {**status, "conditions": [{k: v for k, v in c.items() if k != "lastTransitionTime"}
-                                     for c in status.get("conditions") or ()]}

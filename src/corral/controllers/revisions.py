@@ -29,7 +29,7 @@ def revisions_of(cache: Any, owner: Obj) -> list[Obj]:
     prefix = REVISIONS.store_prefix
     mine = [r.obj for r in cache.items(prefix, f"{prefix}{meta['namespace']}/")
             if (controller_of(r.obj) or {}).get("uid") == meta["uid"] and not r.obj["metadata"].get("deletionTimestamp")]
-    return sorted(mine, key=lambda r: int(r.get("revision") or 0))
+    return sorted(mine, key=lambda r: r["revision"])
 
 
 async def record_revision(controller: Any, owner: Obj, digest: str, make: Callable[[int], Obj], *, limit: int,
@@ -41,7 +41,7 @@ async def record_revision(controller: Any, owner: Obj, digest: str, make: Callab
     mine = revisions_of(controller.api.cache, owner)
     namespace = owner["metadata"]["namespace"]
     current = next((r for r in mine if (r["metadata"].get("labels") or {}).get(HASH_LABEL) == digest), None)
-    highest = max((int(r.get("revision") or 0) for r in mine), default=0)
+    highest = max((r["revision"] for r in mine), default=0)
     if current is None:
         try:
             await controller.api.create(REVISIONS, namespace, make(highest + 1), controller.opts)
@@ -49,7 +49,7 @@ async def record_revision(controller: Any, owner: Obj, digest: str, make: Callab
             if exc.code != 409:  # made a moment ago: the next sync sees it
                 raise
     else:
-        number = int(current.get("revision") or 0)
+        number = current["revision"]
         renumbered = highest + 1 if number < highest else number
         patch = {**refresh(current, renumbered), **({"revision": renumbered} if renumbered != number else {})}
         if patch:

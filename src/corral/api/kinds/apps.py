@@ -176,6 +176,11 @@ def _daemon_set_defaults(obj: dict[str, Any]) -> None:
                 rolling.setdefault("maxSurge", 0)
 
 
+def _controller_revision_defaults(obj: dict[str, Any]) -> None:
+    if obj.get("revision") is None:  # Kubernetes' revision is a plain int64: 0 when omitted
+        obj["revision"] = 0
+
+
 def _replica_set_defaults(obj: dict[str, Any]) -> None:
     spec = obj.setdefault("spec", {})
     if isinstance(spec, dict):
@@ -204,4 +209,4 @@ def _deployment_defaults(obj: dict[str, Any]) -> None:
 # Applied on create and on every write of the main resource (so re-applying a manifest that omits
 # them is not a change), by corral.api.defaults, which defaults the pod template as it does a pod.
 WORKLOAD_DEFAULTS = {"ReplicaSet": _replica_set_defaults, "Deployment": _deployment_defaults,
-                     "DaemonSet": _daemon_set_defaults}
+                     "DaemonSet": _daemon_set_defaults, "ControllerRevision": _controller_revision_defaults}
