@@ -448,6 +448,18 @@ def test_a_zone_first_seen_after_decisions_were_remembered_counts_from_zero(join
     assert twin.fwks[0].remembered.hits == 2
 
 
+def test_a_node_moved_into_a_new_zone_among_many_changed_rows_counts_from_zero():
+    twin = zoned_twin(*["z1"] * 6, *["z2"] * 5, *["z3"] * 5)  # 16 nodes: up to 6 changed rows are re-evaluated
+    place(twin, "a0", "n0", "a")
+    assert probe(twin, spread("s0", 1))[1] == 10  # z1 holds one more than the others: its six nodes barred
+    for i in range(1, 6):  # more rows change than are evaluated one by one ...
+        place(twin, f"b{i}", f"n{i}", "b")
+    # ... and one of them moves to a zone no node had (z1 keeps five nodes: no other row's domain changes)
+    twin.each(lambda c: c.set_node(make_node("n2").capacity(cpu=8, memory="8Gi", pods=20).zone("z9").obj))
+    assert probe(twin, spread("s1", 1))[1] == 11  # n2 in z9 with z2 and z3; z1's five nodes still barred
+    assert twin.fwks[0].remembered.hits == 2
+
+
 @pytest.mark.parametrize("count", [1, 5])  # one by one, or more rows than that at once
 def test_nodes_taking_freed_rows_in_a_zone_no_node_had_count_from_zero(count):
     twin = zoned_twin(*(["z1"] * count), "z2", *(["z3"] * count))
