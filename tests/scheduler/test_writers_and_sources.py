@@ -276,6 +276,50 @@ async def seed(c: Client) -> None:
     await c.create(node("n1"))
     await c.create(pod("bound") | {"spec": {**pod("bound")["spec"], "nodeName": "n1"}}, raw=True)
     await c.create(pod("waiting"))
+    for name in ("b1", "b2"):
+        await c.create(budget(name))
+    for name, count in (("g1", 2), ("g2", 3)):
+        await c.create(group(name, count))
+    for name in ("p1", "p2"):
+        await c.create(placement(name))
+
+
+def budget(name: str) -> dict:
+    return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget", "metadata": {"name": name},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": name}}}}
+
+
+def group(name: str, count: int) -> dict:
+    return {"apiVersion": "scheduling.corral.dev/v1alpha1", "kind": "PodGroup", "metadata": {"name": name},
+            "spec": {"minMember": count}}
+
+
+def placement(name: str) -> dict:
+    return {"apiVersion": "placement.corral.dev/v1", "kind": "Placement", "metadata": {"name": name},
+            "spec": {"policy": {"placementType": "PickAll"},
+                     "template": {"metadata": {"labels": {"app": name}},
+                                  "spec": {"containers": [{"name": "c", "image": "busybox:1.36"}]}}}}
+
+
+def by_key(scheduler) -> tuple:
+    """What the scheduler holds of each kind beside nodes and pods, by key."""
+    gangs = {k: g.min_member for k, g in scheduler.cache.gangs.gangs.items() if g.min_member}
+    return set(scheduler.cache.budgets), gangs, set(scheduler.placements.objects)
+
+
+SEEDED = ({"default/b1", "default/b2"}, {"default/g1": 2, "default/g2": 3}, {"default/p1", "default/p2"})
+CHANGED = ({"default/b2", "default/b3"}, {"default/g1": 5, "default/g2": 3, "default/g3": 1},
+           {"default/p2", "default/p3"})
+
+
+async def change_the_rest(c: Client) -> None:
+    """A budget, a PodGroup and a Placement each deleted, added or changed."""
+    await c.delete("poddisruptionbudgets", "b1", "default")
+    await c.create(budget("b3"))
+    await c.patch("podgroups", "g1", {"spec": {"minMember": 5}}, "default")
+    await c.create(group("g3", 1))
+    await c.delete("placements", "p1", "default")
+    await c.create(placement("p3"))
 
 
 async def change(c: Client) -> None:
@@ -296,9 +340,12 @@ async def test_the_in_process_source_loads_what_the_server_has_then_follows_it_u
         assert set(cache.pods) == {"default/bound"}
         assert "default/waiting" in h.scheduler.queue
         assert cache.namespace_labels["team"] == {"tier": "a"}
+        assert by_key(h.scheduler) == SEEDED
 
         await change(c)
+        await change_the_rest(c)
         await asyncio.sleep(0)
+        assert by_key(h.scheduler) == CHANGED
         assert set(cache.table.row_of) == {"n2"}
         assert "default/bound" not in cache.pods and "default/later" in h.scheduler.queue
         assert cache.namespace_labels["team"] == {"tier": "b"}
@@ -311,7 +358,7 @@ async def test_the_in_process_source_loads_what_the_server_has_then_follows_it_u
         assert "n3" not in cache.table.row_of and "default/unseen" not in h.scheduler.queue
 
 
-async def test_the_informer_source_lists_then_watches_nodes_pods_and_namespaces(server):
+async def test_the_informer_source_lists_then_watches_every_kind_the_scheduler_reads(server):
     async with server.client() as c:
         await seed(c)
         h = Harness()
@@ -321,12 +368,15 @@ async def test_the_informer_source_lists_then_watches_nodes_pods_and_namespaces(
             cache = h.scheduler.cache
             assert set(cache.table.row_of) == {"n1"} and set(cache.pods) == {"default/bound"}
             assert "default/waiting" in h.scheduler.queue and cache.namespace_labels["team"] == {"tier": "a"}
+            assert by_key(h.scheduler) == SEEDED
 
             await change(c)
+            await change_the_rest(c)
 
             async def caught_up() -> bool:
                 return (set(cache.table.row_of) == {"n2"} and "default/bound" not in cache.pods
-                        and "default/later" in h.scheduler.queue and cache.namespace_labels.get("team") == {"tier": "b"})
+                        and by_key(h.scheduler) == CHANGED and "default/later" in h.scheduler.queue
+                        and cache.namespace_labels.get("team") == {"tier": "b"})
 
             async with asyncio.timeout(10):
                 while not await caught_up():
