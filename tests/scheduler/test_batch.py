@@ -3,24 +3,31 @@ spread) or PickFixed; nodes holding a copy are kept; every node left out has its
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import pytest
 
+from corral.api.defaults import apply_create_defaults
+from corral.api.resources import by_kind
 from corral.scheduler.batch import decide, decision_pod
 from corral.scheduler.batch.decide import KEPT, NOT_FOUND
 from corral.testing.builders import make_node, make_pod
 from corral.testing.scheduler_harness import Harness
 
 ZONE = "topology.kubernetes.io/zone"
+PLACEMENTS = by_kind("Placement")
 
 
 def placement(policy: dict[str, Any], cpu: str = "1", **template_spec: Any) -> dict[str, Any]:
+    """A Placement as the server stores it (with the API's defaults), whose uid the tests know."""
     pod = make_pod("t").requests(cpu=cpu).obj
-    return {"apiVersion": "placement.corral.dev/v1", "kind": "Placement",
-            "metadata": {"name": "web", "namespace": "default", "uid": "uid-web"},
-            "spec": {"policy": policy, "template": {"metadata": {"labels": {"app": "web"}},
-                                                      "spec": {**pod["spec"], **template_spec}}}}
+    obj = {"apiVersion": "placement.corral.dev/v1", "kind": "Placement", "metadata": {"name": "web"},
+           "spec": {"policy": copy.deepcopy(policy), "template": {"metadata": {"labels": {"app": "web"}},
+                                                                  "spec": {**pod["spec"], **template_spec}}}}
+    apply_create_defaults(PLACEMENTS, obj, "default")
+    obj["metadata"]["uid"] = "uid-web"
+    return obj
 
 
 def node(name: str, cpu: int = 4, **labels: str):

@@ -72,17 +72,16 @@ def read_policy(placement: dict[str, Any]) -> Policy:
     policy = (placement.get("spec") or {}).get("policy") or {}
     preferences = []
     for entry in _node_affinity(policy).get("preferredDuringSchedulingIgnoredDuringExecution") or ():
-        weight = int(entry.get("weight") or 0)
+        weight = entry["weight"]
         sorter = entry.get("propertySorter")
         if sorter:
-            preferences.append(Preference(weight, sorter=PropertySorter(
-                sorter.get("name", ""), sorter.get("sortOrder", "Descending") == "Descending")))
+            preferences.append(Preference(weight, sorter=PropertySorter(sorter["name"],
+                                                                        sorter["sortOrder"] == "Descending")))
         else:
             preferences.append(Preference(weight, term=_node_term(entry.get("preference") or {})))
-    spread = tuple(Spread(int(c.get("maxSkew") or 1), c.get("topologyKey", ""),
-                          c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule")
+    spread = tuple(Spread(c["maxSkew"], c["topologyKey"], c["whenUnsatisfiable"] == "DoNotSchedule")
                    for c in policy.get("topologySpreadConstraints") or ())
-    return Policy(policy.get("placementType") or PICK_ALL, int(policy.get("numberOfNodes") or 0),
+    return Policy(policy["placementType"], policy.get("numberOfNodes", 0),  # a count only PickN has
                   tuple(policy.get("nodeNames") or ()), tuple(preferences), spread)
 
 
@@ -103,10 +102,9 @@ def decision_pod(placement: dict[str, Any]) -> dict[str, Any]:
         node_affinity["requiredDuringSchedulingIgnoredDuringExecution"] = {"nodeSelectorTerms": terms}
     if policy.get("tolerations"):
         pod_spec["tolerations"] = [*(pod_spec.get("tolerations") or ()), *policy["tolerations"]]
-    return {"apiVersion": "v1", "kind": "Pod",
-            "metadata": {**(template.get("metadata") or {}), "name": meta.get("name", ""),
-                         "namespace": meta.get("namespace") or "default", "uid": meta.get("uid", "")},
-            "spec": pod_spec, "status": {}}
+    return {"metadata": {**(template.get("metadata") or {}), "name": meta["name"], "namespace": meta["namespace"],
+                         "uid": meta["uid"]},
+            "spec": pod_spec}
 
 
 def _and(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
