@@ -89,11 +89,11 @@ def eligible(spec: Obj, node: Obj) -> bool:
 
 
 def _surge(spec: Obj, nodes: int) -> int:
-    """maxSurge as a count of nodes (0: none), for a RollingUpdate."""
-    strategy = spec.get("updateStrategy") or {}
-    if strategy.get("type", "RollingUpdate") != "RollingUpdate":
+    """maxSurge as a count of nodes (0: none), for a RollingUpdate (the API defaults every field read here)."""
+    strategy = spec["updateStrategy"]
+    if strategy["type"] != "RollingUpdate":
         return 0
-    return percent_or_count((strategy.get("rollingUpdate") or {}).get("maxSurge") or 0, nodes, round_up=True)
+    return percent_or_count(strategy["rollingUpdate"]["maxSurge"], nodes, round_up=True)
 
 
 class DaemonSetController(QueuedController):
@@ -137,11 +137,11 @@ class DaemonSetController(QueuedController):
         wanted = {r.obj["metadata"]["name"] for r in self.api.cache.items(self._nodes.store_prefix)
                   if eligible(template.get("spec") or {}, r.obj)}
         by_node = pods_by_node(self.index.objects_of(ds))
-        min_ready = int(spec.get("minReadySeconds") or 0)
+        min_ready = spec["minReadySeconds"]
         now = self.clock()
-        strategy = spec.get("updateStrategy") or {}
-        rolling = strategy.get("type", "RollingUpdate") == "RollingUpdate"
-        budget = percent_or_count((strategy.get("rollingUpdate") or {}).get("maxUnavailable", 1), len(wanted),
+        strategy = spec["updateStrategy"]
+        rolling = strategy["type"] == "RollingUpdate"
+        budget = percent_or_count(strategy["rollingUpdate"]["maxUnavailable"], len(wanted),
                                   round_up=True) if rolling else None
         todo = plan(by_node, wanted, revision, min_ready=min_ready, now=now, surge=_surge(spec, len(wanted)),
                     max_unavailable=budget)
@@ -164,7 +164,7 @@ class DaemonSetController(QueuedController):
                     "data": {"spec": {"template": {**copy.deepcopy(template), "$patch": "replace"}}},
                     "revision": number}
 
-        await record_revision(self, ds, digest, make, limit=int((ds.get("spec") or {}).get("revisionHistoryLimit", 10)))
+        await record_revision(self, ds, digest, make, limit=ds["spec"]["revisionHistoryLimit"])
 
     async def _write_status(self, ds: Obj, wanted: set[str], live: dict[str, list[Obj]], revision: str,
                             min_ready: int, now: float) -> float | None:
@@ -184,7 +184,7 @@ class DaemonSetController(QueuedController):
             "updatedNumberScheduled": sum(1 for p in bound if revision_of(p) == revision),
             "numberAvailable": available,
             "numberUnavailable": len(wanted) - available,
-            "observedGeneration": int(meta.get("generation") or 1),
+            "observedGeneration": meta["generation"],
         }
         if status != {k: v for k, v in (ds.get("status") or {}).items() if k in status}:
             try:
