@@ -63,6 +63,28 @@ async def test_a_dry_run_create_answers_the_object_and_stores_nothing(c):
     assert await names(c) == []
 
 
+async def test_a_null_field_is_a_field_left_out_and_gets_its_default(c):
+    """As Kubernetes reads a JSON null (a manifest template rendered with nothing): never stored,
+    defaulted where a default exists, on create and on update alike."""
+    deployment = {"apiVersion": "apps/v1", "kind": "Deployment",
+                  "metadata": {"name": "web", "labels": None},
+                  "spec": {"replicas": None, "minReadySeconds": None, "selector": {"matchLabels": {"app": "web"}},
+                           "strategy": None,
+                           "template": {"metadata": {"labels": {"app": "web"}},
+                                        "spec": {"nodeSelector": None, "containers": [{"name": "c", "image": "busybox",
+                                                                                        "args": None}]}}}}
+    created = await c.create(deployment, "default", raw=True)
+    assert "null" not in json.dumps(created)
+    assert created["spec"]["replicas"] == 1 and created["spec"]["minReadySeconds"] == 0
+    assert created["spec"]["strategy"]["type"] == "RollingUpdate" and "labels" not in created["metadata"]
+    created["spec"]["replicas"] = None
+    created["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"
+    updated = await c.update(created, raw=True)
+    assert updated["spec"]["replicas"] == 1 and "null" not in json.dumps(updated)
+    stored = await c.get("deployments", "web", "default", raw=True)
+    assert stored["spec"]["replicas"] == 1 and "args" not in stored["spec"]["template"]["spec"]["containers"][0]
+
+
 async def test_the_global_default_priority_class_applies_to_pods_that_name_none(c):
     await c.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "low"},
                     "value": 5})

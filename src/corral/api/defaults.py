@@ -14,6 +14,8 @@ import time
 from datetime import datetime, timezone
 from typing import Any
 
+import msgspec
+
 from corral.api.resources import ResourceType
 from corral.api.kinds.apps import WORKLOAD_DEFAULTS
 from corral.api.kinds.batch import BATCH_CREATE_DEFAULTS, BATCH_DEFAULTS
@@ -154,9 +156,33 @@ _SPEC_DEFAULTS = {"Pod": _pod_spec_defaults, **_WORKLOAD_DEFAULTS, **CONFIG_DEFA
                   **{kind: _with_template(d) for kind, d in PLACEMENT_DEFAULTS.items()}}
 
 
+def drop_nulls(obj: Any) -> None:
+    """Remove every field whose value is a JSON null from ``obj``: Kubernetes reads a null as a field
+    left out, so a ``replicas: null`` (a template rendered with nothing) is defaulted as if it were
+    absent rather than stored for every reader to trip over. The encoded check costs well under a
+    microsecond; the walk runs only when it finds one."""
+    if b"null" in msgspec.json.encode(obj):
+        _drop_nulls(obj)
+
+
+def _drop_nulls(obj: Any) -> None:
+    if isinstance(obj, dict):
+        for key in [k for k, v in obj.items() if v is None]:
+            del obj[key]
+        children = obj.values()
+    elif isinstance(obj, list):  # its null items stay: the type check refuses them where they matter
+        children = obj
+    else:
+        return
+    for child in children:
+        if isinstance(child, (dict, list)):
+            _drop_nulls(child)
+
+
 def apply_update_defaults(resource: ResourceType, obj: dict[str, Any]) -> None:
     """Defaults that every write of the main resource gets (so re-applying a manifest that omits
     them is not a change). Mutates ``obj``."""
+    drop_nulls(obj)
     spec_defaults = _SPEC_DEFAULTS.get(resource.kind)
     if spec_defaults is not None:
         spec_defaults(obj)
@@ -164,6 +190,7 @@ def apply_update_defaults(resource: ResourceType, obj: dict[str, Any]) -> None:
 
 def apply_create_defaults(resource: ResourceType, obj: dict[str, Any], namespace: str | None) -> None:
     """Fill in what the server sets on create. Mutates ``obj``, which the caller owns."""
+    drop_nulls(obj)
     obj["apiVersion"] = resource.api_version
     obj["kind"] = resource.kind
     meta = obj.setdefault("metadata", {})
