@@ -121,7 +121,7 @@ def _proportional(sets: list[Obj], wanted: int) -> list[tuple[Obj, int]]:
 
 
 def _replicas(rs: Obj) -> int:
-    return int((rs.get("spec") or {}).get("replicas", 1))
+    return rs["spec"]["replicas"]
 
 
 def _status_count(rs: Obj, field: str) -> int:
@@ -222,7 +222,7 @@ class DeploymentController(QueuedController):
                 await self._roll(deploy, new, old)
         elif spec.get("paused"):  # scaling only (no rollout meanwhile): shared out among the ReplicaSets that run
             running = [rs for rs in sets if _replicas(rs)] or sorted(sets, key=_revision)[-1:]
-            for rs, replicas in _proportional(running, int(spec.get("replicas", 1))):
+            for rs, replicas in _proportional(running, spec["replicas"]):
                 await self._set_replicas(deploy, rs, replicas)
         await self._trim_history(deploy, old)
         return await self._write_status(deploy, new, old, created)
@@ -260,7 +260,7 @@ class DeploymentController(QueuedController):
         selector["matchLabels"] = {**(selector.get("matchLabels") or {}), HASH_LABEL: digest}
         annotations = _inherited(deploy)
         annotations[REVISION] = str(max((_revision(rs) for rs in old), default=0) + 1)
-        wanted = int(spec.get("replicas", 1))
+        wanted = spec["replicas"]
         annotations[DESIRED] = str(wanted)
         if any(_replicas(rs) for rs in old):
             # Rolling: start within the surge; Recreate: start at none, once the old pods are gone.
@@ -272,7 +272,7 @@ class DeploymentController(QueuedController):
         rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
               "metadata": {"name": f"{meta['name']}-{digest}", "namespace": meta["namespace"], "labels": labels,
                            "annotations": annotations, "ownerReferences": [owner_reference(deploy)]},
-              "spec": {"replicas": initial, "minReadySeconds": int(spec.get("minReadySeconds") or 0),
+              "spec": {"replicas": initial, "minReadySeconds": spec["minReadySeconds"],
                        "selector": selector,
                        "template": {**template, "metadata": {**(template.get("metadata") or {}), "labels": labels}}}}
         try:
@@ -303,8 +303,8 @@ class DeploymentController(QueuedController):
             annotations[REVISION] = str(highest + 1)
         if annotations:
             patch["metadata"] = {"annotations": annotations}
-        min_ready = int(spec.get("minReadySeconds") or 0)
-        if int((new.get("spec") or {}).get("minReadySeconds") or 0) != min_ready:
+        min_ready = spec["minReadySeconds"]
+        if new["spec"]["minReadySeconds"] != min_ready:
             patch["spec"] = {"minReadySeconds": min_ready}
         if patch:
             new = await self._patch_rs(new, patch)
@@ -324,7 +324,7 @@ class DeploymentController(QueuedController):
     def _limits(self, deploy: Obj) -> tuple[int, int]:
         """(maxSurge, maxUnavailable) as pod counts, as Kubernetes resolves them: never both 0."""
         spec = deploy["spec"]
-        wanted = int(spec.get("replicas", 1))
+        wanted = spec["replicas"]
         rolling = ((spec.get("strategy") or {}).get("rollingUpdate")) or {}
         surge = percent_or_count(rolling.get("maxSurge", "25%"), wanted, round_up=True)
         unavailable = percent_or_count(rolling.get("maxUnavailable", "25%"), wanted, round_up=False)
@@ -333,7 +333,7 @@ class DeploymentController(QueuedController):
         return surge, min(unavailable, wanted)
 
     async def _roll(self, deploy: Obj, new: Obj, old: list[Obj]) -> None:
-        wanted = int(deploy["spec"].get("replicas", 1))
+        wanted = deploy["spec"]["replicas"]
         surge, unavailable = self._limits(deploy)
         everyone = [new, *old]
         # Grow the new ReplicaSet within the surge (or shrink it to the wanted count).
@@ -371,11 +371,11 @@ class DeploymentController(QueuedController):
                 await self._set_replicas(deploy, rs, 0)
         if any(_replicas(rs) or _status_count(rs, "replicas") for rs in old):
             return  # old pods still there: the new ones wait
-        await self._set_replicas(deploy, new, int(deploy["spec"].get("replicas", 1)))
+        await self._set_replicas(deploy, new, deploy["spec"]["replicas"])
 
     async def _set_replicas(self, deploy: Obj, rs: Obj, replicas: int) -> None:
         before = _replicas(rs)
-        desired = str(int(deploy["spec"].get("replicas", 1)))
+        desired = str(deploy["spec"]["replicas"])
         if before != replicas or ((rs["metadata"].get("annotations") or {}).get(DESIRED) != desired and before):
             await self._patch_rs(rs, {"metadata": {"annotations": {DESIRED: desired}}, "spec": {"replicas": replicas}})
         if before != replicas:
@@ -389,7 +389,7 @@ class DeploymentController(QueuedController):
         return msgspec.json.decode(reply.body)
 
     async def _trim_history(self, deploy: Obj, old: list[Obj]) -> None:
-        limit = int(deploy["spec"].get("revisionHistoryLimit", 10))
+        limit = deploy["spec"]["revisionHistoryLimit"]
         idle = [rs for rs in old if not _replicas(rs) and not _status_count(rs, "replicas")]
         for rs in idle[:max(0, len(idle) - limit)]:  # oldest first
             await self.delete_if_unchanged(self._rs, rs)
@@ -399,7 +399,7 @@ class DeploymentController(QueuedController):
     async def _write_status(self, deploy: Obj, new: Obj | None, old: list[Obj], created: bool) -> float | None:
         meta, spec = deploy["metadata"], deploy["spec"]
         previous = deploy.get("status") or {}
-        wanted = int(spec.get("replicas", 1))
+        wanted = spec["replicas"]
         everyone = [rs for rs in (new, *old) if rs is not None]
         _, unavailable = self._limits(deploy)
         counts = {
@@ -430,7 +430,7 @@ class DeploymentController(QueuedController):
         complete = new is not None and counts["updatedReplicas"] == wanted and counts["replicas"] == wanted \
             and counts["availableReplicas"] == wanted and _replicas(new) == wanted
         again: float | None = None
-        deadline = int(spec.get("progressDeadlineSeconds", 600))
+        deadline = spec["progressDeadlineSeconds"]
         old_progress = conditions.get("Progressing") or {}
         moved = created or any(previous.get(k, 0) != v for k, v in counts.items())
         if spec.get("paused"):
@@ -452,7 +452,7 @@ class DeploymentController(QueuedController):
             else:
                 out.append(old_progress)
                 again = max(0.1, deadline - (now - since))
-        status = {"observedGeneration": int(meta.get("generation") or 1), **counts, "conditions": out}
+        status = {"observedGeneration": meta["generation"], **counts, "conditions": out}
         if "collisionCount" in previous:
             status["collisionCount"] = previous["collisionCount"]
         if status != previous:

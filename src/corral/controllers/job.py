@@ -130,7 +130,7 @@ class JobController(QueuedController):
         conditions = [c for c in status.get("conditions") or () if c.get("type") != "Suspended"]
         finished: tuple[str, str, str] | None = None
         deadline = spec.get("activeDeadlineSeconds")
-        if failed + restarts > int(spec.get("backoffLimit", 6)):
+        if failed + restarts > spec["backoffLimit"]:
             finished = ("Failed", "BackoffLimitExceeded", "Job has reached the specified backoff limit")
         elif deadline and started and now - started >= deadline and not spec.get("suspend"):
             finished = ("Failed", "DeadlineExceeded", "Job was active longer than specified deadline")
@@ -174,7 +174,7 @@ class JobController(QueuedController):
         """Create the pods still wanted, or delete the surplus; the active pods after it, and when to
         look again (a back-off running out)."""
         spec = job.get("spec") or {}
-        parallelism, completions = int(spec.get("parallelism", 1)), spec.get("completions")
+        parallelism, completions = spec["parallelism"], spec.get("completions")
         indexed = spec.get("completionMode") == "Indexed"
         if indexed:
             running = {i for p in active if (i := _index(p)) is not None}

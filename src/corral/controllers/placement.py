@@ -150,7 +150,7 @@ class PlacementController(QueuedController):
         current = {node: [p for p in live.get(node, ()) if revision_of(p) == revision] for node in wanted}
         applied = all(current.values())
         available = sum(1 for pods in current.values() if any(is_available(p, min_ready, now) for p in pods))
-        generation = int(meta.get("generation") or 1)
+        generation = meta["generation"]
         status = dict(placement.get("status") or {})
         conditions = [c for c in status.get("conditions") or () if c.get("type") not in (APPLIED, AVAILABLE)]
         for kind, ok, reason, message in (

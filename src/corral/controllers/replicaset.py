@@ -174,7 +174,7 @@ class ReplicaSetController(QueuedController):
         selector = self._selector_of.get(meta["uid"])
         if not meta.get("deletionTimestamp"):
             changed = await self._claim(rs, selector)
-            changed = await self._scale(rs, int(spec.get("replicas", 1))) or changed
+            changed = await self._scale(rs, spec["replicas"]) or changed
             if changed:
                 await self.api.cache.wait_fresh()
         return await self._write_status(rs, selector)
@@ -248,7 +248,7 @@ class ReplicaSetController(QueuedController):
     async def _write_status(self, rs: Obj, selector: LabelSelector | None) -> float | None:
         spec, meta = rs.get("spec") or {}, rs["metadata"]
         tally = self._tallies.get(meta["uid"], _NO_PODS)
-        min_ready = int(spec.get("minReadySeconds") or 0)
+        min_ready = spec["minReadySeconds"]
         now = self.clock()
         template_labels = ((spec.get("template") or {}).get("metadata") or {}).get("labels") or {}
         waiting: list[float] = []
@@ -266,7 +266,7 @@ class ReplicaSetController(QueuedController):
             "fullyLabeledReplicas": labelled,
             "readyReplicas": tally.ready,
             "availableReplicas": available,
-            "observedGeneration": int(meta.get("generation") or 1),
+            "observedGeneration": meta["generation"],
         }
         if (rs.get("status") or {}) != status:
             try:
