@@ -140,9 +140,12 @@ async def test_allow_runs_a_new_job_beside_the_one_still_running(harness):
     await harness.sync()
     harness.clock.now = first + 301
     await harness.sync()
-    names = [j["metadata"]["name"] for j in await harness.jobs()]
+    jobs = await harness.jobs()
+    names = [j["metadata"]["name"] for j in jobs]
     assert names == [f"tick-{int(first // 60)}", f"tick-{int((first + 300) // 60)}"]
-    assert [a["name"] for a in (await harness.status())["active"]] == names
+    assert (await harness.status())["active"] == [  # what kubectl describe lists: references to each Job
+        {"apiVersion": "batch/v1", "kind": "Job", "name": j["metadata"]["name"], "namespace": "default",
+         "uid": j["metadata"]["uid"], "resourceVersion": j["metadata"]["resourceVersion"]} for j in jobs]
 
 
 async def first_job_under_forbid(harness) -> tuple[float, dict, dict]:
