@@ -125,12 +125,12 @@ class NodeLifecycleController(PeriodicController):
         taints = [*((node.get("spec") or {}).get("taints") or ()),
                   {"key": UNREACHABLE_TAINT, "effect": "NoExecute", "timeAdded": now}]
         await self._patch(self._nodes, None, name, {"spec": {"taints": taints}})
-        # Strategic merge patches of the one condition (merged by type): the agent may be writing the
-        # others at this moment, and a whole list written back from what was read would undo that.
+        # Strategic merge patches of the one condition (merged by type, its other fields kept: the
+        # node's own lastHeartbeatTime stays): the agent may be writing the others at this moment, and
+        # a whole list written back from what was read would undo that.
         ready = {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown", "message": message,
-                 "lastHeartbeatTime": self._last_beat(node), "lastTransitionTime": now}
-        await self._patch(self._nodes, None, name,
-                          {"status": {"conditions": [{k: v for k, v in ready.items() if v is not None}]}}, "status")
+                 "lastTransitionTime": now}
+        await self._patch(self._nodes, None, name, {"status": {"conditions": [ready]}}, "status")
         for pod in self._pods_on(name):
             meta = pod["metadata"]
             condition = {"type": "NotReadyAt", "status": "True", "reason": "NodeNotReady",
@@ -138,14 +138,6 @@ class NodeLifecycleController(PeriodicController):
             await self._patch(self._pods, meta["namespace"], meta["name"], {"status": {"conditions": [condition]}},
                               "status")
             await self._event(pod, "Warning", "NodeNotReady", f"Node {name} is not ready: {message}")
-
-    @staticmethod
-    def _last_beat(node: dict[str, Any]) -> str | None:
-        """The last heartbeat the node itself reported, None if it never reported one."""
-        for cond in (node.get("status") or {}).get("conditions") or ():
-            if cond.get("type") == "Ready":
-                return cond.get("lastHeartbeatTime")
-        return None
 
     async def _evict_pods(self, node: str) -> None:
         for pod in self._pods_on(node):
