@@ -289,3 +289,32 @@ async def test_a_deployment_applied_again_adopts_the_replica_sets_an_orphaning_d
     assert sets[0]["metadata"]["uid"] == first["metadata"]["uid"]  # the same ReplicaSet, not a new one
     assert sets[0]["metadata"]["ownerReferences"][0]["uid"] == deploy["metadata"]["uid"]
     assert {p["metadata"]["name"] for p in live_pods(api)} == pods  # and the same pods
+
+
+def _set(name: str, revision: int, replicas: int, desired: str | None = None) -> dict:
+    from corral.controllers.deployment import DESIRED
+
+    annotations = {REVISION: str(revision), **({DESIRED: desired} if desired is not None else {})}
+    return {"metadata": {"name": name, "annotations": annotations}, "spec": {"replicas": replicas}}
+
+
+@pytest.mark.parametrize("sets, wanted, counts", [
+    pytest.param([("a", 1, 2, "4"), ("b", 2, 2, "4")], 8, [4, 4], id="2:2 of 4 to 8 stays 1:1"),
+    pytest.param([("a", 1, 2, "4"), ("b", 2, 2, "4")], 3, [1, 2], id="what rounding leaves goes to the newest of equals"),
+    pytest.param([("a", 1, 3, "4"), ("b", 2, 1, "4")], 5, [4, 1], id="and first to the largest"),
+    pytest.param([("a", 1, 1, "4"), ("b", 2, 3, "4")], 2, [0, 2], id="a set rounded down to 0 gets nothing left over"),
+    pytest.param([("a", 1, 4, "8"), ("b", 2, 1, "2")], 8, [4, 4],
+                 id="a scaling cut short: the set already scaled for 8 keeps its size, the other catches up"),
+    pytest.param([("a", 1, 5, "8"), ("b", 2, 1, "4")], 8, [5, 3],
+                 id="a set already scaled for 8 takes nothing of what rounding leaves"),
+    pytest.param([("a", 1, 1, None), ("b", 2, 3, "x")], 8, [2, 6],
+                 id="without a readable annotation a set was scaled for the current total"),
+    pytest.param([("a", 1, 0, "4"), ("b", 2, 0, "4")], 3, [0, 3], id="all at 0: the newest takes them all"),
+    pytest.param([], 3, [], id="no sets"),
+])
+def test_a_paused_deployment_shares_its_replicas_among_its_sets_in_proportion(sets, wanted, counts):
+    from corral.controllers.deployment import _proportional
+
+    objs = [_set(*s) for s in sets]
+    shared = _proportional(objs, wanted)
+    assert [rs for rs, _ in shared] == objs and [n for _, n in shared] == counts
