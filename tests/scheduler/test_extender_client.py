@@ -24,12 +24,14 @@ class Recorder:
 
     def __init__(self) -> None:
         self.seen: list[tuple[str, object]] = []
+        self.content_types: list[str | None] = []
         self.answer: object = {}
         self.status = 200
         self.raw: bytes | None = None
         self.delay = 0.0
 
     async def handle(self, request: web.Request) -> web.Response:
+        self.content_types.append(request.headers.get("Content-Type"))
         self.seen.append((request.path, await request.json()))
         if self.delay:
             await asyncio.sleep(self.delay)
@@ -196,3 +198,85 @@ async def test_transport_failures_name_the_extender_the_verb_and_what_went_wrong
     gone = ExtenderClient(ExtenderConfig(url_prefix="http://127.0.0.1:9/sched", filter_verb="filter", name="ext-1"))
     assert (await failure(gone.filter(POD, NODES))).startswith("extender ext-1 failed: filter: Cannot connect")
     await gone.close()
+
+
+# --- over TLS ----------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def pki():
+    from corral.pki.ca import CertificateAuthority
+
+    ca = CertificateAuthority.generate("extender-test-ca")
+    return ca, ca.issue_serving("extender", ["extender.example"]), ca.issue_client("system:kube-scheduler")
+
+
+@pytest.fixture
+async def tls_ext(pki):
+    """An HTTPS extender whose certificate names only extender.example, reached at 127.0.0.1; it asks
+    for a client certificate of the same CA and answers only callers that present one."""
+    import ssl
+
+    ca, serving, _ = pki
+    rec = Recorder()
+    rec.answer = {"nodenames": ["a"]}
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH, cadata=ca.cert_pem.decode())
+    from corral.pki.kubeconfig import load_cert_pair
+
+    load_cert_pair(ctx, serving.cert_pem, serving.key_pem)
+    ctx.verify_mode = ssl.CERT_OPTIONAL
+
+    async def handle(request: web.Request) -> web.Response:
+        if not request.transport.get_extra_info("peercert"):
+            return web.Response(status=403, text="a client certificate is required")
+        return await rec.handle(request)
+
+    app = web.Application()
+    app.router.add_post("/sched/{verb}", handle)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ctx)
+    await site.start()
+    rec.url = f"https://127.0.0.1:{site._server.sockets[0].getsockname()[1]}/sched"
+    yield rec
+    await runner.cleanup()
+
+
+def tls_client(rec: Recorder, pki, **tls) -> ExtenderClient:
+    from corral.scheduler.extenders.config import TLSConfig
+
+    _, _, client = pki
+    return client_for(rec, node_cache_capable=True, tls=TLSConfig(**{"cert": client.cert_pem, "key": client.key_pem,
+                                                                     **tls}))
+
+
+async def test_an_https_extender_is_verified_against_its_ca_under_its_server_name(tls_ext, pki):
+    ca = pki[0].cert_pem
+    c = tls_client(tls_ext, pki, ca=ca, server_name="extender.example")
+    try:
+        assert (await c.filter(POD, NODES)).passed == {"a"}
+        assert tls_ext.content_types == ["application/json"]
+    finally:
+        await c.close()
+    for settings, why in (({"ca": ca}, "127.0.0.1"),  # the certificate does not name the address
+                          ({"server_name": "extender.example"}, "certificate verify failed"),  # not its CA
+                          ({"ca": ca, "server_name": "other.example"}, "other.example")):
+        c = tls_client(tls_ext, pki, **settings)
+        try:
+            message = await failure(c.filter(POD, NODES))
+        finally:
+            await c.close()
+        assert message.startswith("extender ext-1 failed: filter: ") and why in message
+    assert len(tls_ext.seen) == 1  # none of them reached it
+
+
+async def test_an_insecure_extender_is_not_verified_and_a_missing_client_certificate_is_refused(tls_ext, pki):
+    c = tls_client(tls_ext, pki, insecure=True)  # no CA, no server name: anything it presents is taken
+    try:
+        assert (await c.filter(POD, NODES)).passed == {"a"}
+    finally:
+        await c.close()
+    c = tls_client(tls_ext, pki, insecure=True, cert=b"", key=b"")
+    try:
+        assert "HTTP 403" in await failure(c.filter(POD, NODES))
+    finally:
+        await c.close()
