@@ -66,6 +66,8 @@ async def test_binding_a_pod_that_is_bound_elsewhere_or_gone_is_unresolvable(wri
     await c.delete("pods", "p", "default")
     assert await w.bind(PodInfo.from_object(pod("p") | {"metadata": {"name": "p", "namespace": "default"}}),
                         "n1") == GONE
+    assert await w.bind(PodInfo.from_object(pod("never-made") | {"metadata": {"name": "never-made",
+                                                                           "namespace": "default"}}), "n1") == GONE
 
 
 async def test_a_binding_in_another_namespace_binds_that_pod(writer):
@@ -169,6 +171,28 @@ async def test_a_server_that_lost_the_leader_lease_binds_nothing(server):
         assert status.code is Code.ERROR and status.plugin == "DefaultBinder"
         assert status.message().startswith("not bound: this server is no longer the leader")
         assert "nodeName" not in (await c.get("pods", "p", "default", raw=True))["spec"]
+        lease = await c.create({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+                                "metadata": {"name": "corral-leader", "namespace": "kube-system"},
+                                "spec": {"holderIdentity": "this-server"}}, raw=True)
+        fence.grant("/coordination.k8s.io/leases/kube-system/corral-leader", int(lease["metadata"]["resourceVersion"]))
+        assert await InProcessWriter(server.api, fence).bind(info, "n1") == SUCCESS  # holding it: bound
+        assert (await c.get("pods", "p", "default", raw=True))["spec"]["nodeName"] == "n1"
+
+
+async def test_a_binding_the_store_or_the_api_refuses_otherwise_is_an_error_worth_a_retry(server, monkeypatch):
+    from corral.server.errors import ApiError
+    from corral.store import StoreError
+
+    async with server.client() as c:
+        info = await created_info(c, "p")
+    writer = InProcessWriter(server.api)
+    for raised, message in ((ApiError(500, "InternalError", "the store is unwell"), "the store is unwell"),
+                            (StoreError("database is locked"), "database is locked")):
+        async def refuse(*args, _raised=raised, **kwargs):
+            raise _raised
+
+        monkeypatch.setattr(server.api, "assign_node", refuse)
+        assert await writer.bind(info, "n1") == Status.error(message, "DefaultBinder")
 
 
 async def test_a_binding_through_a_server_that_cannot_be_reached_is_an_error_worth_a_retry(unused_tcp_port):
