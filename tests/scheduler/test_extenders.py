@@ -180,10 +180,10 @@ def victim(name: str, node: str, priority: int) -> dict:
     return make_pod(name).requests(cpu="4").priority(priority).node(node).obj
 
 
-def preempting(url: str, pki: dict, verb: str = "preempt", **overrides) -> Harness:
+def preempting(url: str, pki: dict, verb: str = "preempt", *, extenders: dict | None = None, **overrides) -> Harness:
     """Two full nodes: the cheaper victim on ``no-cheap`` (which the extender drops), a dearer one
-    on ``ok-dear``; the preemptor needs a whole node."""
-    h = Harness(config(url, pki, filterVerb="", prioritizeVerb="", preemptVerb=verb, **overrides))
+    on ``ok-dear``; the preemptor needs a whole node. ``extenders``: a configuration of several."""
+    h = Harness(extenders or config(url, pki, filterVerb="", prioritizeVerb="", preemptVerb=verb, **overrides))
     for name in ("no-cheap", "ok-dear"):
         h.add_node(make_node(name).capacity(cpu=4, memory="8Gi", pods=20))
     h.add_pod(victim("cheap", "no-cheap", 0))
@@ -265,6 +265,32 @@ async def test_when_the_extender_keeps_no_candidate_nothing_is_preempted_and_the
     assert h.writer.conditions["default/hi"]["message"] == (
         "0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: "
         f"2 candidate node(s) refused by extender {extender}.")
+
+
+def two_preempting(url: str, pki: dict, first: dict) -> Harness:
+    """preempting()'s cluster with two extenders: ``first`` (settings of the first), then one that
+    keeps only the ok- nodes."""
+    entries = [config(url, pki, filterVerb="", prioritizeVerb="", **first)["extenders"][0],
+               config(url, pki, filterVerb="", prioritizeVerb="", preemptVerb="preempt")["extenders"][0]]
+    return preempting(url, pki, extenders={"extenders": entries})
+
+
+async def test_an_ignorable_extender_that_fails_leaves_the_candidates_to_the_next_one(extender, pki):
+    h = two_preempting(extender, pki, {"preemptVerb": "no-such-verb", "ignorable": True})
+    await _rounds(h, 1)
+    assert h.writer.deleted == ["default/dear"]  # the second extender dropped no-cheap
+    await h.scheduler.extenders.close()
+
+
+async def test_once_an_extender_keeps_no_candidate_the_next_one_is_not_asked(extender, pki):
+    h = two_preempting(extender, pki, {"preemptVerb": "preempt"})
+    h.delete_pod("default/dear")
+    h.add_pod(victim("full", "ok-dear", 20))  # ok-dear has no victim to offer: the first keeps nothing
+    before = len(await _sent(extender, h))  # the extender serves the whole module
+    await _rounds(h, 1)
+    assert h.writer.deleted == [] and not h.scheduler.cache.nominator.node_of("default/hi")
+    assert len(await _sent(extender, h)) == before + 1
+    await h.scheduler.extenders.close()
 
 
 @pytest.mark.parametrize("keeper", [
