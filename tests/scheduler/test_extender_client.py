@@ -155,9 +155,9 @@ async def test_preemption_sends_each_candidate_with_its_victims(ext, capable, se
 
 async def test_a_preemption_answer_keeps_proposed_nodes_only_in_either_case_of_keys(ext):
     c = client_for(ext, node_cache_capable=True)
-    ext.answer = {"nodeNameToMetaVictims": {"a": {"pods": [{"uid": "u-x"}, "junk"], "numPDBViolations": 2},
-                                            "b": {"pods": "not a list", "numPDBViolations": True},
-                                            "zz": {"pods": [{"uid": "u-q"}]}}}
+    ext.answer = {"nodeNameToMetaVictims": {"zz": {"pods": [{"uid": "u-q"}]},  # not proposed: skipped
+                                            "a": {"pods": [{"uid": "u-x"}, "junk"], "numPDBViolations": 2},
+                                            "b": {"pods": 7, "numPDBViolations": True}}}
     assert await c.process_preemption(POD, PROPOSALS) == {"a": Proposal(("u-x",), 2), "b": Proposal((), 0)}
     ext.answer = {"NodeNameToMetaVictims": {"b": {"Pods": [{"UID": "u-z"}], "NumPDBViolations": 1}}}
     assert await c.process_preemption(POD, PROPOSALS) == {"b": Proposal(("u-z",), 1)}
