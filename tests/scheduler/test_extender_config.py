@@ -93,6 +93,8 @@ def test_tls_over_https_defaults_to_verifying_and_reads_inline_pems(tmp_path):
     pytest.param({"urlPrefix": "https://x", "tlsConfig": {"keyFile": "/nonexistent/key.pem"}},
                  "s.yaml: extenders[0].tlsConfig.keyFile: cannot read /nonexistent/key.pem: No such file or directory",
                  id="a key file that cannot be read"),
+    pytest.param({"urlPrefix": "https://x", "tlsConfig": {"certData": "not base64!"}},
+                 "s.yaml: extenders[0].tlsConfig.certData: not valid base64", id="certificate data that is not base64"),
 ])
 def test_each_mistake_is_one_message_naming_the_setting(entry, message):
     refused([entry], message)
@@ -113,3 +115,8 @@ def test_an_extender_managing_a_resource_is_asked_only_about_pods_that_request_i
     asking["spec"]["containers"][0]["resources"] = {"requests": {resource: "1"}}
     assert ext.interested(PodInfo.from_object(asking), "filter_verb")
     assert not ext.interested(PodInfo.from_object(make_pod("plain").obj), "filter_verb")
+
+
+def test_verbs_may_hold_capitals_and_the_url_loses_only_its_trailing_slash():
+    e = one(urlPrefix="http://ext/SchedX/", filterVerb="Filter.v1", bindVerb="bind/Now")
+    assert (e.url_prefix, e.filter_verb, e.bind_verb) == ("http://ext/SchedX", "Filter.v1", "bind/Now")
