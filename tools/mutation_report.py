@@ -176,6 +176,18 @@ def load(mutants: Path) -> dict[str, dict[str, str]]:
     return out
 
 
+def test_time(mutants: Path) -> tuple[float, int]:
+    """(seconds, mutants): the time mutmut spent in the tests of each mutant it checked, summed (the
+    run's cost whatever its interruptions; on N cores the wall clock is roughly this over N, plus
+    mutmut's own start of each mutant)."""
+    seconds, count = 0.0, 0
+    for meta in mutants.glob("src/**/*.py.meta"):
+        for duration in (json.loads(meta.read_text()).get("durations_by_key") or {}).values():
+            if duration:
+                seconds, count = seconds + duration, count + 1
+    return seconds, count
+
+
 def area_of(module: str, source_paths: list[str]) -> str:
     """The configured source path (``[tool.mutmut] source_paths``: a package or a file) holding ``module``."""
     path = "src/" + module.replace(".", "/")
@@ -258,11 +270,15 @@ def main() -> int:
     day = datetime.date.today().isoformat()
     head = f"# Mutation score {score:.1f}% ({day})" + (f", {unchecked} mutants not checked yet" if unchecked else "")
     areas = [score_row(area, by_area[area]) for area in source_paths if area in by_area]
-    lines = [head, "", *table("source path", areas), "", *table("module", rows), row_line(total_row, bold=True)]
+    seconds, timed = test_time(mutants)
+    spent = f"Time in the tests: {seconds / 3600:.1f} h over {timed} mutants (the sum of each mutant's test run)."
+    lines = [head, "", spent, "", *table("source path", areas), "", *table("module", rows),
+             row_line(total_row, bold=True)]
     report = "\n".join(lines) + "\n"
     (mutants / "report.md").write_text(report + "\n## Survivors\n\n" + "".join(f"- {n}\n" for n in survivors))
     (mutants / "report.json").write_text(json.dumps({
-        "date": day, "score": round(score, 1), "sourcePaths": rows_json("sourcePath", areas),
+        "date": day, "score": round(score, 1), "testHours": round(seconds / 3600, 2),
+        "sourcePaths": rows_json("sourcePath", areas),
         "modules": rows_json("module", rows), "survivors": survivors}, indent=1))
     if args.names:
         print("\n".join(survivors))

@@ -109,3 +109,13 @@ def test_a_mutated_argument_of_a_logging_call_spread_over_lines_is_recognised():
     assert mutation_report.rule_for('        self._log.debug("pod %s skipped", name)',
                                     '        self._log.debug(None, name)') is not None
     assert mutation_report.rule_for('        log.info("x %s", n)', '        total = None') is None
+
+
+def test_the_time_in_the_tests_sums_each_checked_mutants_run(tmp_path):
+    import json
+
+    (tmp_path / "src" / "pkg").mkdir(parents=True)
+    (tmp_path / "src" / "pkg" / "a.py.meta").write_text(json.dumps({"durations_by_key": {"m1": 1.5, "m2": None}}))
+    (tmp_path / "src" / "b.py.meta").write_text(json.dumps({"durations_by_key": {"m3": 2.25}, "exit_code_by_key": {}}))
+    (tmp_path / "src" / "c.py.meta").write_text(json.dumps({"exit_code_by_key": {}}))  # none recorded
+    assert mutation_report.test_time(tmp_path) == (3.75, 2)  # m2 not run yet
