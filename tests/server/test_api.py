@@ -102,6 +102,31 @@ async def test_update_is_compare_and_swap_and_a_no_op_update_writes_nothing(serv
             await c.update(created)
 
 
+async def test_an_in_process_update_that_is_refused_leaves_the_cached_object_as_it_was(server):
+    """Controllers write {**cached, "spec": ...}: the metadata they pass is the cache's own. A refused
+    write (here a negative replica count) must not have bumped its generation meanwhile."""
+    from corral.api.resources import by_kind
+    from corral.server.errors import ApiError
+    from corral.server.rest import WriteOptions
+
+    deployments, opts = by_kind("Deployment"), WriteOptions(warn=False)
+    await server.api.create(deployments, "default", {"metadata": {"name": "d"}, "spec": {
+        "selector": {"matchLabels": {"a": "b"}},
+        "template": {"metadata": {"labels": {"a": "b"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}},
+        opts)
+    await server.api.cache.wait_consistent()
+    cached = server.api.cache.get(deployments.key("default", "d")).obj
+    before = json.dumps(cached, sort_keys=True)
+    with pytest.raises(ApiError):
+        await server.api.update(deployments, "default", "d", {**cached, "spec": {**cached["spec"], "replicas": -5}},
+                                opts)
+    assert json.dumps(cached, sort_keys=True) == before and cached["metadata"]["generation"] == 1
+    await server.api.update(deployments, "default", "d", {**cached, "spec": {**cached["spec"], "replicas": 3}}, opts)
+    await server.api.cache.wait_consistent()
+    assert json.dumps(cached, sort_keys=True) == before  # the written one is a new object; this one stays as read
+    assert server.api.cache.get(deployments.key("default", "d")).obj["metadata"]["generation"] == 2
+
+
 async def test_pod_spec_is_immutable_except_images(server):
     async with server.client() as c:
         await c.create(pod("imm"))

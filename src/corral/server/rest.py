@@ -343,8 +343,10 @@ class ResourceAPI:
             else:
                 merged.pop("status", None)
             return merged
-        merged = new
-        cur_meta, meta = current["metadata"], merged.setdefault("metadata", {})
+        # A copy of what this changes: an in-process caller's object often shares its metadata with
+        # the cached one ({**cached, "spec": ...}), which a refused write must leave as it was.
+        merged = {**new, "metadata": dict(new.get("metadata") or {})}
+        cur_meta, meta = current["metadata"], merged["metadata"]
         for key in ("uid", "creationTimestamp", "namespace", "name", "deletionTimestamp",
                     "deletionGracePeriodSeconds", "generation"):
             if key in cur_meta:
