@@ -318,3 +318,65 @@ def test_a_paused_deployment_shares_its_replicas_among_its_sets_in_proportion(se
     objs = [_set(*s) for s in sets]
     shared = _proportional(objs, wanted)
     assert [rs for rs, _ in shared] == objs and [n for _, n in shared] == counts
+
+
+async def test_scaling_a_rolled_out_deployment_resizes_its_one_replica_set(server):
+    api = server.api
+    async with kubelet(api):
+        await api.create(DEPLOYS, "default", deployment(replicas=3), OPTS)
+        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 3))
+        await write_scale(api, DEPLOYS, "default", "web", {"spec": {"replicas": 1}}, OPTS, "merge")
+        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 1))
+        (rs,) = await replica_sets(api)
+        assert rs["spec"]["replicas"] == 1 and rs["metadata"]["annotations"][REVISION] == "1"
+        await until(lambda: asyncio.sleep(0, live_pods(api)), lambda pods: len(pods) == 1)
+
+
+async def test_a_changed_min_ready_seconds_is_passed_to_the_replica_set_without_a_new_revision(server):
+    api = server.api
+    async with kubelet(api):
+        await api.create(DEPLOYS, "default", deployment(replicas=1), OPTS)
+        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 1))
+        await api.patch(DEPLOYS, "default", "web", {"spec": {"minReadySeconds": 7}}, "merge", OPTS)
+        sets = await until(lambda: replica_sets(api), lambda s: s[0]["spec"]["minReadySeconds"] == 7)
+    assert len(sets) == 1 and sets[0]["metadata"]["annotations"][REVISION] == "1"
+
+
+async def test_a_replica_set_name_another_template_holds_counts_a_collision_and_the_template_is_hashed_again(server):
+    from corral.controllers.deployment import template_hash
+
+    api = server.api
+    async with kubelet(api):
+        await api.create(DEPLOYS, "default", deployment(replicas=1, paused=True), OPTS)  # paused: no ReplicaSet yet
+        template = (await the_deployment(api))["spec"]["template"]
+        taken = f"web-{template_hash(template)}"
+        other = {"metadata": {"labels": {"app": "other"}}, "spec": {"containers": [{"name": "c", "image": "other"}]}}
+        await api.create(RS, "default", {"metadata": {"name": taken}, "spec": {
+            "replicas": 0, "selector": {"matchLabels": {"app": "other"}}, "template": other}}, OPTS)
+        await api.patch(DEPLOYS, "default", "web", {"spec": {"paused": False}}, "merge", OPTS)
+        deploy = await until(lambda: the_deployment(api), lambda d: rolled_out(d, 1))
+        await api.cache.wait_consistent()
+        names = sorted(r.obj["metadata"]["name"] for r in api.cache.items(RS.store_prefix))
+    assert deploy["status"]["collisionCount"] == 1
+    assert names == sorted([taken, f"web-{template_hash(template, 1)}"])
+
+
+@pytest.mark.parametrize("strategy, available", [
+    pytest.param({"type": "Recreate"}, "False", id="Recreate: every replica must be available"),
+    pytest.param({}, "True", id="RollingUpdate: maxUnavailable (25 % of 4) may be missing"),
+])
+async def test_a_deployment_is_available_with_at_most_max_unavailable_replicas_missing(server, strategy, available):
+    api = server.api
+    async with kubelet(api):
+        await api.create(DEPLOYS, "default", deployment(replicas=4, **({"strategy": strategy} if strategy else {})),
+                         OPTS)
+        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 4))
+        pod = live_pods(api)[0]
+        await api.update(PODS, "default", pod["metadata"]["name"], {**pod, "status": {
+            "phase": "Running", "conditions": [{"type": "Ready", "status": "False",
+                                                "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}, OPTS,
+                         subresource="status")
+        deploy = await until(lambda: the_deployment(api),
+                             lambda d: (d.get("status") or {}).get("availableReplicas") == 3)
+    (condition,) = [c for c in deploy["status"]["conditions"] if c["type"] == "Available"]
+    assert condition["status"] == available

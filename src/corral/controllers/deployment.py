@@ -216,7 +216,7 @@ class DeploymentController(QueuedController):
             else:
                 new = await self._keep_new_current(deploy, new, old)
         if new is not None and not spec.get("paused"):
-            if (spec.get("strategy") or {}).get("type") == "Recreate":
+            if spec["strategy"]["type"] == "Recreate":
                 await self._recreate(deploy, new, old)
             else:
                 await self._roll(deploy, new, old)
@@ -264,9 +264,11 @@ class DeploymentController(QueuedController):
         annotations[DESIRED] = str(wanted)
         if any(_replicas(rs) for rs in old):
             # Rolling: start within the surge; Recreate: start at none, once the old pods are gone.
-            rolling = (spec.get("strategy") or {}).get("type") != "Recreate"
-            surge, _ = self._limits(deploy)
-            initial = max(0, min(wanted, wanted + surge - sum(_replicas(rs) for rs in old))) if rolling else 0
+            if spec["strategy"]["type"] == "Recreate":
+                initial = 0
+            else:
+                surge, _ = self._limits(deploy)
+                initial = max(0, min(wanted, wanted + surge - sum(_replicas(rs) for rs in old)))
         else:
             initial = wanted
         rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
@@ -325,9 +327,9 @@ class DeploymentController(QueuedController):
         """(maxSurge, maxUnavailable) as pod counts, as Kubernetes resolves them: never both 0."""
         spec = deploy["spec"]
         wanted = spec["replicas"]
-        rolling = ((spec.get("strategy") or {}).get("rollingUpdate")) or {}
-        surge = percent_or_count(rolling.get("maxSurge", "25%"), wanted, round_up=True)
-        unavailable = percent_or_count(rolling.get("maxUnavailable", "25%"), wanted, round_up=False)
+        rolling = spec["strategy"]["rollingUpdate"]  # a RollingUpdate's: the API defaults both
+        surge = percent_or_count(rolling["maxSurge"], wanted, round_up=True)
+        unavailable = percent_or_count(rolling["maxUnavailable"], wanted, round_up=False)
         if surge == 0 and unavailable == 0:
             unavailable = 1
         return surge, min(unavailable, wanted)
@@ -401,7 +403,8 @@ class DeploymentController(QueuedController):
         previous = deploy.get("status") or {}
         wanted = spec["replicas"]
         everyone = [rs for rs in (new, *old) if rs is not None]
-        _, unavailable = self._limits(deploy)
+        # Available with at most maxUnavailable missing; Recreate has none to spare (as Kubernetes).
+        unavailable = 0 if spec["strategy"]["type"] == "Recreate" else self._limits(deploy)[1]
         counts = {
             "replicas": sum(_status_count(rs, "replicas") for rs in everyone),
             "updatedReplicas": _status_count(new, "replicas") if new is not None else 0,
