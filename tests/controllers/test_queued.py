@@ -143,3 +143,89 @@ async def test_changes_during_a_long_syncs_hold_are_gathered_into_one_later_sync
         assert len(controller.synced) <= 6
     else:  # a cheap sync is never held: changes 10 ms apart are synced (nearly) one by one
         assert len(controller.synced) >= 10
+
+
+class Recording(QueuedController):
+    """Routes each ConfigMap change to its own key (but refuses to route one named ``odd``); its
+    sync of a key fails as many times as ``failures`` says, then asks to look again after ``again``."""
+
+    name = "recording"
+    workers = 1
+
+    def __init__(self, api, failures: dict[str, int] | None = None, again: dict[str, float] | None = None) -> None:
+        super().__init__(api)
+        self.failures, self.again = dict(failures or {}), dict(again or {})
+        self.synced: list[tuple[str, float]] = []
+        self.loaded = 0
+
+    def keys_for(self, event):
+        if not event.key.startswith(by_kind("ConfigMap").store_prefix):
+            return []
+        if event.key.endswith("/odd"):
+            raise ValueError("an object this controller cannot read")
+        return [event.key.rsplit("/", 1)[1]]
+
+    def initial_keys(self):
+        self.loaded += 1
+        return ["start"]
+
+    async def sync(self, key: str) -> float | None:
+        self.synced.append((key, time.monotonic()))
+        if self.failures.get(key, 0) > 0:
+            self.failures[key] -= 1
+            raise RuntimeError(f"{key} failed")
+        return self.again.pop(key, None)
+
+
+async def configmap(server, name: str) -> None:
+    await server.api.create(by_kind("ConfigMap"), "default", {"metadata": {"name": name}}, WriteOptions(warn=False))
+
+
+async def synced(controller: Recording, key: str, times: int) -> list[float]:
+    async with asyncio.timeout(10):
+        while len(at := [t for k, t in controller.synced if k == key]) < times:
+            await asyncio.sleep(0.005)
+    return at
+
+
+async def test_a_change_that_cannot_be_routed_is_logged_and_the_ones_after_it_still_arrive(tmp_path, caplog):
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        controller = Recording(server.api)
+        controller.start()
+        try:
+            await synced(controller, "start", 1)  # what initial_keys gave
+            await configmap(server, "odd")
+            await configmap(server, "fine")
+            await synced(controller, "fine", 1)
+        finally:
+            await controller.stop()
+    assert "recording: could not route the change of /core/configmaps/default/odd" in caplog.text
+    assert "odd" not in {k for k, _ in controller.synced}
+
+
+async def test_a_failed_sync_is_tried_again_after_a_growing_backoff_and_a_delay_it_asks_for_brings_it_back(tmp_path):
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        controller = Recording(server.api, failures={"flaky": 2}, again={"flaky": 0.2})
+        controller.start()
+        try:
+            await configmap(server, "flaky")
+            first, second, third, fourth = await synced(controller, "flaky", 4)
+        finally:
+            await controller.stop()
+    base = controller.queue._base
+    assert second - first >= base * 0.9 and third - second >= 2 * base * 0.9  # 5 ms, then 10 ms
+    assert fourth - third >= 0.2 * 0.9  # the third succeeded and asked to look again in 0.2 s
+
+
+async def test_a_reloaded_cache_starts_the_controller_over_from_its_initial_keys(tmp_path):
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        controller = Recording(server.api)
+        controller.start()
+        try:
+            await synced(controller, "start", 1)
+            for callback in list(server.api.cache.on_reload):  # what the cache calls after a reload
+                callback()
+            await synced(controller, "start", 2)
+        finally:
+            await controller.stop()
+        assert controller.loaded == 2 and controller._on_reload not in server.api.cache.on_reload
