@@ -347,3 +347,39 @@ async def test_a_cronjob_being_deleted_or_gone_makes_nothing(harness):
     harness.clock.now = _next_five(harness.clock()) + 1
     assert await harness.sync("going") is None and await harness.jobs() == []
     assert await harness.sync("never-made") is None
+
+
+async def test_a_job_the_api_refuses_is_an_event_and_a_failed_sync(harness, monkeypatch):
+    create = harness.api.create
+
+    async def refuse_jobs(resource, *args):
+        if resource is JOBS:
+            raise errors.ApiError(403, "Forbidden", 'namespace "default" is being terminated')
+        return await create(resource, *args)
+
+    monkeypatch.setattr(harness.api, "create", refuse_jobs)
+    harness.clock.now = _next_five(harness.clock()) + 1
+    with pytest.raises(errors.ApiError):
+        await harness.sync()  # retried with backoff by the queue
+    assert (await harness.events())[-1] == (
+        "Warning", "FailedCreate", 'Error creating job: namespace "default" is being terminated')
+    assert await harness.jobs() == []
+
+
+async def test_a_status_write_that_finds_the_cronjob_changed_or_gone_is_dropped(harness, monkeypatch):
+    update = harness.api.update
+
+    async def changed_meanwhile(resource, namespace, name, obj, opts, subresource=None):
+        if resource is CRONJOBS and subresource == "status":  # someone writes first: this one is a 409
+            current = (await harness.api.current(CRONJOBS, namespace, name)).obj
+            await update(resource, namespace, name, {**current, "metadata": {
+                **current["metadata"], "labels": {"touched": "yes"}}}, opts)
+        return await update(resource, namespace, name, obj, opts, subresource=subresource)
+
+    monkeypatch.setattr(harness.api, "update", changed_meanwhile)
+    harness.clock.now = _next_five(harness.clock()) + 1
+    await harness.sync()  # no error: the change that made it stale queues it again
+    assert len(await harness.jobs()) == 1 and "lastScheduleTime" not in await harness.status()
+    monkeypatch.setattr(harness.api, "update", update)
+    await harness.sync()
+    assert (await harness.status())["lastScheduleTime"]  # written on the next sync
