@@ -1,0 +1,32 @@
+"""What every workload controller makes its pods from: the template's metadata and spec, a name
+from the owner's, the owner as controller."""
+
+from __future__ import annotations
+
+from corral.controllers.pods import pod_from_template
+
+OWNER = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web-abc", "namespace": "team",
+                                                                      "uid": "u-1"}}
+
+
+def test_a_pod_from_a_template_carries_its_labels_annotations_finalizers_and_spec_as_copies():
+    template = {"metadata": {"labels": {"app": "web"}, "annotations": {"note": "n"}, "finalizers": ["example.com/f"],
+                             "name": "ignored", "namespace": "ignored"},
+                "spec": {"containers": [{"name": "c", "image": "web:1"}]}}
+    pod = pod_from_template(OWNER, template)
+    assert pod == {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "generateName": "web-abc-", "namespace": "team", "labels": {"app": "web"}, "annotations": {"note": "n"},
+        "finalizers": ["example.com/f"], "ownerReferences": [{
+            "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web-abc", "uid": "u-1", "controller": True,
+            "blockOwnerDeletion": True}]}, "spec": {"containers": [{"name": "c", "image": "web:1"}]}}
+    pod["metadata"]["labels"]["x"] = "y"
+    pod["metadata"]["finalizers"].append("z")
+    pod["spec"]["containers"][0]["image"] = "changed"
+    assert template["metadata"]["labels"] == {"app": "web"} and template["metadata"]["finalizers"] == ["example.com/f"]
+    assert template["spec"]["containers"][0]["image"] == "web:1"  # the owner's template is never changed
+
+
+def test_a_template_without_metadata_gives_a_pod_with_only_its_name_namespace_and_owner():
+    pod = pod_from_template(OWNER, {"spec": {"containers": []}})
+    assert sorted(pod["metadata"]) == ["generateName", "namespace", "ownerReferences"]
+    assert pod_from_template(OWNER, {})["spec"] == {}
