@@ -10,6 +10,15 @@ NODES = [
 ]
 
 
+def _terms(*terms: dict) -> dict:
+    """A pod requiring these node selector terms as written (the API would refuse the malformed ones;
+    the filter must still not match on them)."""
+    obj = make_pod("p").obj
+    obj["spec"]["affinity"] = {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+        "nodeSelectorTerms": list(terms)}}}
+    return obj
+
+
 def passing(pod) -> set[str]:
     return {n for n, reasons in run_filter("NodeAffinity", NODES, pod).items() if not reasons}
 
@@ -51,6 +60,15 @@ def passing(pod) -> set[str]:
                      id="matchFields and matchExpressions of one term must both hold"),
         pytest.param(make_pod("p").node_selector(disk="ssd").require_node("topology.kubernetes.io/zone", "In", "z2"),
                      set(), id="nodeSelector and affinity must both hold"),
+        pytest.param(_terms({}), set(), id="an empty term matches no node (Kubernetes)"),
+        pytest.param(_terms({}, {"matchExpressions": [{"key": "disk", "operator": "Exists"}]}), {"a", "b"},
+                     id="an empty term beside another: the other decides"),
+        pytest.param(_terms({"matchExpressions": [{"key": "cores", "operator": "Gt", "values": ["many"]}]}), set(),
+                     id="a Gt bound that is not a number matches nothing"),
+        pytest.param(_terms({"matchExpressions": [{"key": "cores", "operator": "Lt"}]}), set(),
+                     id="a Lt without a bound matches nothing"),
+        pytest.param(_terms({"matchExpressions": [{"key": "disk", "operator": "Near", "values": ["ssd"]}]}), set(),
+                     id="an operator it does not know matches nothing"),
     ],
 )
 def test_filter(pod, expected):
@@ -60,3 +78,18 @@ def test_filter(pod, expected):
 def test_preferred_terms_add_their_weight():
     pod = make_pod("p").prefer_node(80, "disk", "In", "ssd").prefer_node(20, "topology.kubernetes.io/zone", "In", "z2")
     assert run_score("NodeAffinity", NODES, pod) == {"a": 100.0, "b": 25.0, "c": 0.0}
+
+
+def test_the_affinity_masks_kept_for_reuse_are_bounded():
+    from corral.scheduler.framework.podinfo import PodInfo
+    from corral.scheduler.plugins.node_affinity import required_mask
+    from corral.testing.scheduler_harness import Harness
+
+    h = Harness()
+    for node in NODES:
+        h.add_node(node)
+    table = h.scheduler.cache.table
+    for i in range(300):  # as many different requirements: each mask kept, the memo cleared past 256
+        pod = PodInfo.from_object(make_pod(f"p{i}").require_node("cores", "NotIn", str(i)).obj)
+        assert required_mask(table, pod).tolist() == [i != 8, i != 4, True]
+        assert len(table.memo) <= 257
