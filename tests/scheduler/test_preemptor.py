@@ -82,3 +82,21 @@ async def test_a_delete_that_fails_undoes_the_claim_so_the_next_attempt_may_pree
     assert not s.cache.pods["default/victim"].terminating
     assert (s.preemptor.victims, s.preemptor.failures) == (0, 1)
     assert not [e for e in h.writer.event_objects if e["reason"] == "Preempted"]
+
+
+async def test_status_patches_that_fail_stop_nothing_the_delete_decides():
+    """The preemptor's claim, a victim's DisruptionTarget and a displaced claim's clearing are each a
+    best effort (the pod may be gone): each refused, the victim is still deleted and told."""
+    h, hi, victim = setup()
+    s, w = h.scheduler, h.writer
+
+    async def refuse(pod, patch, *, strategic=False):
+        raise RuntimeError(f"{pod.key} is gone")
+
+    w.patch_status = refuse
+    s.events.start()
+    s.preemptor.nominate(hi, "n1", (victim,), "default-scheduler")
+    await settle(h)
+    assert w.deleted == ["default/victim"] and (s.preemptor.victims, s.preemptor.failures) == (1, 0)
+    assert s.cache.nominator.node_of("default/hi") == "n1" and s.cache.nominator.node_of("default/low") == ""
+    assert [e["involvedObject"]["name"] for e in w.event_objects if e["reason"] == "Preempted"] == ["victim"]
