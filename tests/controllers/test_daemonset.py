@@ -282,6 +282,8 @@ async def test_each_template_is_kept_as_a_numbered_revision_within_the_history_l
     assert first["data"] == {"spec": {"template": template}}
     assert (set(first), first["apiVersion"], first["kind"]) == (
         {"apiVersion", "kind", "metadata", "data", "revision"}, "apps/v1", "ControllerRevision")
+    assert set(first["metadata"]) == {"name", "namespace", "labels", "annotations", "ownerReferences", "uid",
+                                      "creationTimestamp", "generation", "resourceVersion"}
     for image, limit in (("busybox:1.37", 10), ("busybox:1.38", 1)):
         await change_image(harness, image, revisionHistoryLimit=limit)
         await harness.sync()

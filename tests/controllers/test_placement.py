@@ -216,6 +216,9 @@ async def test_each_policy_is_kept_as_a_snapshot_and_a_count_change_updates_the_
     await harness.sync()
     (one,) = (await snapshots(harness)).values()
     meta = one["metadata"]
+    assert sorted(one) == ["apiVersion", "data", "kind", "metadata", "revision"]  # nothing else written
+    assert sorted(meta) == ["annotations", "creationTimestamp", "generation", "labels", "name", "namespace",
+                            "ownerReferences", "resourceVersion", "uid"]
     assert meta["name"] == snapshot_name(first) and one["revision"] == 1
     assert meta["labels"]["placement.corral.dev/name"] == "web" and meta["labels"]["placement.corral.dev/policy-index"] == "1"
     assert meta["annotations"] == {"placement.corral.dev/number-of-nodes": "3"}
