@@ -259,8 +259,11 @@ async def test_after_years_away_a_weekly_job_runs_for_the_latest_sunday(harness)
 
 
 async def test_a_schedule_stored_before_a_rule_tightened_is_said_and_not_retried(harness):
+    from corral.api.defaults import apply_create_defaults
+
     obj = cronjob("old", "61 * * * *")
-    obj["metadata"].update(namespace="default", uid="old-uid", creationTimestamp=rfc3339(harness.clock()))
+    apply_create_defaults(CRONJOBS, obj, "default")  # as the server that accepted it stored it
+    obj["metadata"].update(uid="old-uid", creationTimestamp=rfc3339(harness.clock()))
     await harness.store.create(CRONJOBS.key("default", "old"), obj)
     assert await harness.sync("old") is None
     events = await harness.events()
@@ -383,3 +386,23 @@ async def test_a_status_write_that_finds_the_cronjob_changed_or_gone_is_dropped(
     monkeypatch.setattr(harness.api, "update", update)
     await harness.sync()
     assert (await harness.status())["lastScheduleTime"]  # written on the next sync
+
+
+async def test_its_own_history_limits_keep_the_newest_finished_jobs_by_creation(harness):
+    import asyncio
+
+    await harness.change(successfulJobsHistoryLimit=1, failedJobsHistoryLimit=0)
+    harness.clock.now = _next_five(harness.clock()) + 1
+    await harness.sync()
+    (scheduled,) = await harness.jobs()
+    await harness.finish(scheduled, "Complete")
+    await asyncio.sleep(1.1)  # creation times have whole seconds: the manual Job is made a second later
+    uid = (await harness.api.current(CRONJOBS, "default", "tick")).obj["metadata"]["uid"]
+    for name, outcome in (("a-manual", "Complete"), ("a-failed", "Failed")):  # kubectl create job --from=cronjob/tick
+        await harness.api.create(JOBS, "default", {"metadata": {"name": name, "ownerReferences": [{
+            "apiVersion": "batch/v1", "kind": "CronJob", "name": "tick", "uid": uid, "controller": True}]},
+            "spec": {"template": {"spec": {"restartPolicy": "Never",
+                                           "containers": [{"name": "c", "image": "busybox"}]}}}}, OPTS)
+        await harness.finish((await harness.api.current(JOBS, "default", name)).obj, outcome)
+    await harness.sync()
+    assert [j["metadata"]["name"] for j in await harness.jobs()] == ["a-manual"]  # newest complete; no failed one

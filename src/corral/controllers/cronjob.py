@@ -162,12 +162,11 @@ class CronJobController(QueuedController):
         return active
 
     async def _trim_history(self, cj: Obj, jobs: list[Obj]) -> None:
-        spec = cj.get("spec") or {}
-        for outcome, field, default in (("Complete", "successfulJobsHistoryLimit", 3),
-                                        ("Failed", "failedJobsHistoryLimit", 1)):
+        """The oldest finished Jobs beyond the history limits (which the API defaults) go."""
+        for outcome, field in (("Complete", "successfulJobsHistoryLimit"), ("Failed", "failedJobsHistoryLimit")):
             ended = sorted((j for j in jobs if _finished(j) == outcome),
-                           key=lambda j: parse_timestamp(j["metadata"].get("creationTimestamp")))
-            keep = int(spec.get(field, default))
+                           key=lambda j: (parse_timestamp(j["metadata"]["creationTimestamp"]), j["metadata"]["name"]))
+            keep = cj["spec"][field]
             for job in ended[:max(len(ended) - keep, 0)]:
                 await self._delete(job)
 
