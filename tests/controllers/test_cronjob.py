@@ -406,3 +406,28 @@ async def test_its_own_history_limits_keep_the_newest_finished_jobs_by_creation(
         await harness.finish((await harness.api.current(JOBS, "default", name)).obj, outcome)
     await harness.sync()
     assert [j["metadata"]["name"] for j in await harness.jobs()] == ["a-manual"]  # newest complete; no failed one
+
+
+async def test_a_job_exactly_at_its_starting_deadline_still_starts(harness):
+    await harness.change(startingDeadlineSeconds=10)
+    first = _next_five(harness.clock())
+    harness.clock.now = first + 10  # as Kubernetes: too late only once the deadline has passed
+    await harness.sync()
+    assert len(await harness.jobs()) == 1
+
+
+async def test_a_job_is_its_template_with_the_scheduled_time_and_the_cronjob_as_controller(harness):
+    current = (await harness.api.current(CRONJOBS, "default", "tick")).obj
+    template = {**current["spec"]["jobTemplate"], "metadata": {"labels": {"app": "tick"}, "annotations": {"team": "a"}}}
+    await harness.change(jobTemplate=template)
+    first = _next_five(harness.clock())
+    harness.clock.now = first + 1
+    await harness.sync()
+    (job,) = await harness.jobs()
+    assert set(job) == {"apiVersion", "kind", "metadata", "spec"}  # nothing else written
+    meta = job["metadata"]
+    assert set(meta) == {"name", "namespace", "labels", "annotations", "ownerReferences", "uid", "creationTimestamp",
+                         "generation", "resourceVersion"}
+    assert meta["labels"]["app"] == "tick" and meta["annotations"] == {
+        "team": "a", SCHEDULED_TIMESTAMP: datetime.fromtimestamp(first, timezone.utc).isoformat()}
+    assert [(r["kind"], r["name"], r["controller"]) for r in meta["ownerReferences"]] == [("CronJob", "tick", True)]
