@@ -248,14 +248,18 @@ async def test_more_than_a_hundred_missed_times_run_the_latest_and_say_so(harnes
         "Warning", "TooManyMissedTimes", "too many missed start times (> 100): the most recent one is run")
 
 
-async def test_after_years_away_a_weekly_job_runs_for_the_latest_sunday(harness):
-    created = msgspec.json.decode((await harness.api.create(CRONJOBS, "default", cronjob("weekly", "0 0 * * 0"),
+@pytest.mark.parametrize("zone", [None, "Pacific/Auckland"])
+async def test_after_years_away_a_weekly_job_runs_for_the_latest_sunday_of_its_time_zone(harness, zone):
+    spec = {"timeZone": zone} if zone else {}
+    created = msgspec.json.decode((await harness.api.create(CRONJOBS, "default", cronjob("weekly", "0 0 * * 0", **spec),
                                                             OPTS)).body)
+    tz = ZoneInfo(zone) if zone else timezone.utc
     since = datetime.fromtimestamp(parse_timestamp(created["metadata"]["creationTimestamp"]), timezone.utc)
-    sunday = cron.parse("0 0 * * 0").next_after(since.replace(year=since.year + 3), timezone.utc)
+    sunday = cron.parse("0 0 * * 0").next_after(since.replace(year=since.year + 3), tz)
     harness.clock.now = sunday.timestamp() + 3 * 86_400  # 156 Sundays missed; none in the last day
-    await harness.sync("weekly")
+    again = await harness.sync("weekly")
     assert [j["metadata"]["name"] for j in await harness.jobs()] == [f"weekly-{int(sunday.timestamp() // 60)}"]
+    assert again == pytest.approx(4 * 86_400)  # the next Sunday midnight there, four days on
 
 
 async def test_a_schedule_stored_before_a_rule_tightened_is_said_and_not_retried(harness):
@@ -431,3 +435,41 @@ async def test_a_job_is_its_template_with_the_scheduled_time_and_the_cronjob_as_
     assert meta["labels"]["app"] == "tick" and meta["annotations"] == {
         "team": "a", SCHEDULED_TIMESTAMP: datetime.fromtimestamp(first, timezone.utc).isoformat()}
     assert [(r["kind"], r["name"], r["controller"]) for r in meta["ownerReferences"]] == [("CronJob", "tick", True)]
+
+
+async def test_missed_times_are_counted_from_the_last_scheduled_time_not_from_creation(harness):
+    await harness.api.create(CRONJOBS, "default", cronjob("minutely", "* * * * *"), OPTS)
+    start = harness.clock()
+    harness.clock.now = start + 150 * 60  # 150 minutes away: more than a hundred missed
+    await harness.sync("minutely")
+    harness.clock.now += 60  # one more minute: one time missed since the last one run
+    await harness.sync("minutely")
+    reasons = [reason for _, reason, _ in await harness.events()]
+    assert reasons.count("TooManyMissedTimes") == 1 and len(await harness.jobs()) == 2
+
+
+@pytest.mark.parametrize("meanwhile", ["deleted", "made again"])
+async def test_a_finished_job_deleted_or_made_again_meanwhile_is_left_as_it_is(harness, monkeypatch, meanwhile):
+    """History trimming deletes the Job it read, by uid: gone already (404) or replaced by a new Job of
+    the same name (409), nothing is deleted and the sync goes on."""
+    await harness.change(successfulJobsHistoryLimit=0)
+    harness.clock.now = _next_five(harness.clock()) + 1
+    await harness.sync()
+    (job,) = await harness.jobs()
+    await harness.finish(job, "Complete")
+    name, delete = job["metadata"]["name"], harness.api.delete
+
+    async def raced(resource, namespace, obj_name, *args, **kwargs):
+        if resource is JOBS and obj_name == name and args[2] == job["metadata"]["uid"]:
+            current = (await harness.api.current(JOBS, namespace, obj_name)).obj
+            await delete(JOBS, namespace, obj_name, 0, None, None)
+            if meanwhile == "made again":
+                await harness.api.create(JOBS, namespace, {"metadata": {
+                    "name": obj_name, "ownerReferences": current["metadata"]["ownerReferences"]},
+                    "spec": {"template": current["spec"]["template"]}}, OPTS)
+        return await delete(resource, namespace, obj_name, *args, **kwargs)
+
+    monkeypatch.setattr(harness.api, "delete", raced)
+    await harness.sync()
+    names = [j["metadata"]["name"] for j in await harness.jobs()]
+    assert names == ([name] if meanwhile == "made again" else [])  # the new one is not the one it read
