@@ -198,6 +198,8 @@ def test_init_containers_run_one_at_a_time_in_order_before_the_containers():
     actions = m.handle(Exited("init1", 0, False, 4))
     assert started_names(actions) == ["c0"]
     assert initialized(last_report(actions)) == "True"
+    # initialised: the container is being created now, no longer waiting for the init containers
+    assert last_report(actions)["containerStatuses"][0]["state"] == {"waiting": {"reason": "ContainerCreating"}}
     actions = m.handle(Started("c0", "c", 5))
     status = last_report(actions)
     assert m.phase == "Running" and status["initContainerStatuses"][1]["state"]["terminated"]["reason"] == "Completed"
