@@ -4,6 +4,8 @@ nodes as they change, rolled out within maxUnavailable, and its status."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 
 from corral.api.resources import by_kind
@@ -399,3 +401,56 @@ def test_node_affinity_terms_are_ored_their_expressions_anded_and_fields_match_t
     assert not eligible(_affinity({"matchFields": [_expr("metadata.name", "NotIn", "n7")]}), NODE)
     assert not eligible(_affinity({"matchExpressions": [zone_a], "matchFields": [_expr("metadata.name", "In", "n8")]}),
                         NODE)
+
+
+async def test_a_node_running_a_daemon_it_should_not_is_counted_misscheduled_until_it_is_gone(harness):
+    await harness.api.create(SETS, "default", daemon_set(nodeSelector={"disk": "ssd"}), OPTS)
+    await harness.sync()
+    await harness.bind_ready()
+    await harness.sync()
+    assert (await harness.status())["numberMisscheduled"] == 0
+    node = (await harness.api.current(NODES, None, "n1")).obj
+    await harness.api.update(NODES, None, "n1", {**node, "metadata": {**node["metadata"], "labels": {}}}, OPTS)
+    await harness.sync()  # n1 no longer matches: its daemon is deleted, and counted until then
+    status = await harness.status()
+    assert (status["desiredNumberScheduled"], status["numberMisscheduled"]) == (0, 1)
+    assert await harness.pods() == {}
+    await harness.sync()
+    assert (await harness.status())["numberMisscheduled"] == 0  # being deleted: no longer running it
+
+
+async def test_during_a_surge_a_node_counts_its_old_daemon_until_it_is_gone(harness):
+    obj = daemon_set()
+    obj["spec"]["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    await harness.api.create(SETS, "default", obj, OPTS)
+    await harness.sync()
+    await harness.bind_ready()
+    await harness.sync()
+    current = copy.deepcopy((await harness.api.current(SETS, "default", "agent")).obj)
+    current["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"
+    await harness.api.update(SETS, "default", "agent", current, OPTS)
+    await harness.sync()  # new daemons beside the old ones
+    await harness.api.cache.wait_consistent()
+    for r in list(harness.api.cache.items(PODS.store_prefix)):  # bind the new ones, not ready yet
+        pod = r.obj
+        if not pod["spec"].get("nodeName"):
+            term = pod["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+            node = term["nodeSelectorTerms"][0]["matchFields"][0]["values"][0]
+            await harness.api.bind("default", pod["metadata"]["name"], {
+                "apiVersion": "v1", "kind": "Binding", "metadata": {"name": pod["metadata"]["name"]},
+                "target": {"kind": "Node", "name": node}}, OPTS)
+    await harness.sync()
+    status = await harness.status()
+    assert (status["currentNumberScheduled"], status["updatedNumberScheduled"], status["numberReady"]) == (3, 0, 3)
+
+
+async def test_a_settled_daemon_set_is_synced_without_a_single_write(harness, monkeypatch):
+    await harness.api.create(SETS, "default", daemon_set(), OPTS)
+    await harness.sync()
+    await harness.bind_ready()
+    await harness.sync()
+    writes = []
+    for verb in ("create", "update", "patch", "delete"):
+        monkeypatch.setattr(harness.api, verb, lambda *a, _verb=verb, **k: writes.append((_verb, a[:3])))
+    await harness.sync()
+    assert writes == []

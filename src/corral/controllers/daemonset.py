@@ -134,9 +134,13 @@ class DaemonSetController(QueuedController):
         template = spec.get("template") or {}
         revision = template_hash(template)
         await self._record_revision(ds, template, revision)
-        wanted = {r.obj["metadata"]["name"] for r in self.api.cache.items(self._nodes.store_prefix)
-                  if eligible(template.get("spec") or {}, r.obj)}
+        nodes = [r.obj for r in self.api.cache.items(self._nodes.store_prefix)]
+        wanted = {n["metadata"]["name"] for n in nodes if eligible(template.get("spec") or {}, n)}
         by_node = pods_by_node(self.index.objects_of(ds))
+        # Nodes running a daemon they should not (this sync deletes it), counted as Kubernetes does:
+        # existing nodes only.
+        misscheduled = sum(1 for n in nodes
+                           if n["metadata"]["name"] not in wanted and by_node.get(n["metadata"]["name"]))
         min_ready = spec["minReadySeconds"]
         now = self.clock()
         strategy = spec["updateStrategy"]
@@ -147,7 +151,7 @@ class DaemonSetController(QueuedController):
                     max_unavailable=budget)
         await carry_out(self, ds, template, revision, todo.doomed, todo.missing, DAEMON_TOLERATIONS)
         live = todo.live
-        return await self._write_status(ds, wanted, live, revision, min_ready, now)
+        return await self._write_status(ds, wanted, live, misscheduled, revision, min_ready, now)
 
     async def _record_revision(self, ds: Obj, template: Obj, digest: str) -> None:
         """The template as a ControllerRevision (``kubectl rollout history`` lists them, ``undo``
@@ -166,8 +170,8 @@ class DaemonSetController(QueuedController):
 
         await record_revision(self, ds, digest, make, limit=ds["spec"]["revisionHistoryLimit"])
 
-    async def _write_status(self, ds: Obj, wanted: set[str], live: dict[str, list[Obj]], revision: str,
-                            min_ready: int, now: float) -> float | None:
+    async def _write_status(self, ds: Obj, wanted: set[str], live: dict[str, list[Obj]], misscheduled: int,
+                            revision: str, min_ready: int, now: float) -> float | None:
         meta = ds["metadata"]
         # Each node counted by its oldest bound daemon, as Kubernetes counts (during a surge, the old
         # one: a node is updated once its old pod is gone).
@@ -179,7 +183,7 @@ class DaemonSetController(QueuedController):
         status = {
             "desiredNumberScheduled": len(wanted),
             "currentNumberScheduled": len(bound),
-            "numberMisscheduled": sum(1 for node, ps in live.items() if node not in wanted and ps),
+            "numberMisscheduled": misscheduled,
             "numberReady": sum(1 for p in bound if is_ready(p)),
             "updatedNumberScheduled": sum(1 for p in bound if revision_of(p) == revision),
             "numberAvailable": available,
