@@ -460,6 +460,24 @@ def test_a_node_moved_into_a_new_zone_among_many_changed_rows_counts_from_zero()
     assert twin.fwks[0].remembered.hits == 2
 
 
+def test_pods_on_a_node_the_pod_may_not_use_stay_uncounted_among_many_changed_rows():
+    twin = Twin({"tieBreak": "name"}, time.time)
+    for i, zone in enumerate(["z1"] * 6 + ["z2"] * 5 + ["z3"] * 5):  # 16 nodes; n6 (z2) in another pool
+        twin.each(lambda c, i=i, zone=zone: c.set_node(make_node(f"n{i}").capacity(cpu=8, memory="8Gi", pods=20)
+                                                     .zone(zone).labels(pool="b" if i == 6 else "a").obj))
+    place(twin, "a0", "n0", "a")
+    obj = spread("s0", 1)
+    obj["spec"]["nodeSelector"] = {"pool": "a"}
+    assert probe(twin, obj)[1] == 9  # z1 barred; z2 without n6 (4) and z3 (5)
+    place(twin, "a1", "n6", "a")  # a selected pod where this pod may not go: not counted in z2 ...
+    for i in range(7, 11):  # ... among more changed rows than are evaluated one by one
+        place(twin, f"b{i}", f"n{i}", "b")
+    obj = spread("s1", 1)
+    obj["spec"]["nodeSelector"] = {"pool": "a"}
+    assert probe(twin, obj)[1] == 9  # were n6 counted, z2 would be barred too
+    assert twin.fwks[0].remembered.hits == 2
+
+
 @pytest.mark.parametrize("count", [1, 5])  # one by one, or more rows than that at once
 def test_nodes_taking_freed_rows_in_a_zone_no_node_had_count_from_zero(count):
     twin = zoned_twin(*(["z1"] * count), "z2", *(["z3"] * count))
