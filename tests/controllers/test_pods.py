@@ -30,3 +30,15 @@ def test_a_template_without_metadata_gives_a_pod_with_only_its_name_namespace_an
     pod = pod_from_template(OWNER, {"spec": {"containers": []}})
     assert sorted(pod["metadata"]) == ["generateName", "namespace", "ownerReferences"]
     assert pod_from_template(OWNER, {})["spec"] == {}
+
+
+def test_a_pod_for_a_node_adds_its_revision_the_node_affinity_and_only_the_tolerations_it_lacks():
+    from corral.controllers.node_rollout import HASH_LABEL, node_of, pod_for_node
+
+    own, extra = {"key": "gpu", "operator": "Exists"}, {"key": "node.kubernetes.io/unreachable", "operator": "Exists"}
+    template = {"spec": {"containers": [], "tolerations": [own]}}  # no labels at all
+    pod = pod_for_node(OWNER, template, "n7", "rev-1", [own, extra])
+    assert pod["metadata"]["labels"] == {HASH_LABEL: "rev-1"}
+    assert pod["spec"]["tolerations"] == [own, extra]  # its own first, each once
+    assert node_of(pod) == "n7" and template["spec"]["tolerations"] == [own]
+    assert pod_for_node(OWNER, template, "n7", "rev-1")["spec"]["tolerations"] == [own]  # none to add

@@ -60,8 +60,8 @@ async def create(http, path: str, body: dict) -> None:
         assert r.status == 201, await r.text()
 
 
-async def evict(http, name: str, **params) -> tuple[int, dict]:
-    async with http.post(f"/api/v1/namespaces/default/pods/{name}/eviction", params=params,
+async def evict(http, name: str, namespace: str = "default", **params) -> tuple[int, dict]:
+    async with http.post(f"/api/v1/namespaces/{namespace}/pods/{name}/eviction", params=params,
                          json={"apiVersion": "policy/v1", "kind": "Eviction", "metadata": {"name": name}}) as r:
         return r.status, await r.json()
 
@@ -117,6 +117,11 @@ async def test_a_budget_guards_only_the_pods_of_its_own_namespace(http):
     await create(http, "/apis/policy/v1/namespaces/team/poddisruptionbudgets", pdb(minAvailable=2))
     code, _ = await evict(http, "a")  # the budget in "team" does not guard "default"'s web pods
     assert code == 201
+    code, status = await evict(http, "c", "team")  # team's three healthy pods: one may go
+    assert code == 201 and status == {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                                      "message": "", "reason": "", "code": 201}
+    code, _ = await evict(http, "d", "team")  # two left, two needed
+    assert code == 429
     await create(http, "/apis/policy/v1/namespaces/default/poddisruptionbudgets", pdb(minAvailable=1))
     code, status = await evict(http, "b")  # "b" is the last healthy one here; team's three do not count
     assert code == 429 and "needs 1 healthy pods" in status["message"]

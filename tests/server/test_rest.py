@@ -910,3 +910,19 @@ async def test_an_unknown_patch_type_is_a_callers_mistake(server, c):
     await c.create(pod("typed-patch"), "default")
     with pytest.raises(ValueError, match="unknown patch type 'apply'"):
         await server.api.patch(by_kind("Pod"), "default", "typed-patch", {}, "apply", WriteOptions())
+
+
+async def test_an_exact_list_without_a_limit_is_every_object_at_that_version_in_one_reply(server):
+    """resourceVersionMatch=Exact reads the store at that version: with no limit, the whole list
+    (kube-apiserver pages only when asked), past the 500 a plain paged list would stop at."""
+    from corral.server.rest import ListOptions, WriteOptions
+
+    configmaps, opts = by_kind("ConfigMap"), WriteOptions(warn=False)
+    for i in range(510):
+        await server.api.create(configmaps, "default", {"metadata": {"name": f"cm-{i:03d}"}}, opts)
+    then = await server.store.current_revision()
+    await server.api.create(configmaps, "default", {"metadata": {"name": "later"}}, opts)
+    reply = await server.api.list(configmaps, "default", ListOptions(resource_version=then, exact=True))
+    body = json.loads(reply.body)
+    assert len(body["items"]) == 510 and not body["metadata"].get("continue")
+    assert body["metadata"]["resourceVersion"] == str(then)
