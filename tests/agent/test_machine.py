@@ -429,3 +429,13 @@ def test_an_agent_restarted_during_initialisation_goes_on_counting_its_init_cont
     status = last_report(m.handle(Exited("init0", 1, False, 2)))  # failed: backing off, still not done
     (cond,) = [c for c in status["conditions"] if c["type"] == "Initialized"]
     assert cond["message"] == "containers with incomplete status: [init0]"
+
+
+def test_a_container_being_started_is_not_started_again_and_is_named_when_the_pod_stops():
+    m = PodMachine(pod(), backoff=BackoffPolicy(initial=10, maximum=40))
+    m.handle(Sync(m.pod, 0))
+    m.handle(Started("c0", "a", 1))
+    m.handle(Exited("c0", 1, False, 2))  # crashed: restarted once its back-off ends
+    assert started_names(m.handle(Tick(12))) == ["c0"]  # starting now, not yet Started
+    assert started_names(m.handle(Tick(13))) == []  # a tick meanwhile does not start it twice
+    assert emits(m.handle(Removed(14))) == [("Normal", "Killing", "Stopping container c0")]  # what may be running

@@ -276,7 +276,7 @@ class PodMachine:
         elif isinstance(event, Probed):
             actions = self._probed(event)
         note = ", ".join(type(a).__name__ + (f"({a.reason})" if isinstance(a, Emit) else "") for a in actions)
-        self.history.append(Transition(getattr(event, "now", 0.0), type(event).__name__, before, self.phase, note))
+        self.history.append(Transition(event.now, type(event).__name__, before, self.phase, note))
         return actions
 
     def _sync(self, event: Sync) -> list[Action]:
@@ -503,9 +503,9 @@ class PodMachine:
         }
         if init_statuses:
             status["initContainerStatuses"] = init_statuses
-        return self._report_rest(status, now)
+        return self._report_rest(status)
 
-    def _report_rest(self, status: dict[str, Any], now: float) -> Report:
+    def _report_rest(self, status: dict[str, Any]) -> Report:
         if self.host_ip:
             status["hostIP"] = status["podIP"] = self.host_ip
             status["podIPs"] = [{"ip": self.host_ip}]
