@@ -926,3 +926,29 @@ async def test_an_exact_list_without_a_limit_is_every_object_at_that_version_in_
     body = json.loads(reply.body)
     assert len(body["items"]) == 510 and not body["metadata"].get("continue")
     assert body["metadata"]["resourceVersion"] == str(then)
+
+
+async def test_deleting_an_object_with_finalizers_marks_it_and_keeps_its_finalizers(http):
+    """As kube-apiserver: 200 with the object now carrying its deletion time (grace 0) and every
+    finalizer it had, plus the propagation policy's own; asked again, nothing changes."""
+    from corral.api.resources import ORPHAN_FINALIZER
+
+    path = "/api/v1/namespaces/default/configmaps"
+    async with http.post(path, json={"apiVersion": "v1", "kind": "ConfigMap", "metadata": {
+            "name": "kept", "finalizers": ["example.com/keep"]}}) as r:
+        assert r.status == 201
+    async with http.delete(f"{path}/kept") as r:
+        assert r.status == 200
+        marked = await r.json()
+    meta = marked["metadata"]
+    assert meta["deletionTimestamp"] and meta["deletionGracePeriodSeconds"] == 0
+    assert meta["finalizers"] == ["example.com/keep"]
+    async with http.get(f"{path}/kept") as r:
+        assert (await r.json())["metadata"]["resourceVersion"] == meta["resourceVersion"]  # still there, as answered
+    async with http.delete(f"{path}/kept", params={"propagationPolicy": "Orphan"}) as r:
+        assert r.status == 200
+        orphaning = (await r.json())["metadata"]
+    assert orphaning["finalizers"] == ["example.com/keep", ORPHAN_FINALIZER]
+    assert orphaning["deletionTimestamp"] == meta["deletionTimestamp"]
+    async with http.delete(f"{path}/kept", params={"propagationPolicy": "Orphan"}) as r:
+        assert r.status == 200 and (await r.json())["metadata"] == orphaning  # already on its way
