@@ -63,6 +63,19 @@ async def test_orphan_deletion_leaves_the_pods_running_owned_by_nobody(server):
     assert [p["metadata"].get("ownerReferences") for p in left] == [None, None]
 
 
+async def test_orphaning_removes_only_its_own_finalizer_and_another_keeps_the_owner(server):
+    api = server.api
+    obj = replica_set()
+    obj["metadata"]["finalizers"] = ["example.com/keep"]
+    await api.create(RS, "default", obj, OPTS)
+    await until(lambda: pods(api), lambda ps: len(ps) == 2)
+    await api.delete(RS, "default", "web", None, None, None, propagation="Orphan")
+    owner = await until(lambda: the_replica_set(api),
+                        lambda rs: rs["metadata"].get("finalizers") == ["example.com/keep"])
+    assert owner["metadata"]["deletionTimestamp"]  # still held by the other finalizer
+    assert [p["metadata"].get("ownerReferences") for p in await pods(api)] == [None, None]
+
+
 async def test_foreground_deletion_keeps_the_owner_until_its_dependents_are_gone(server):
     api = server.api
     made = await started(api, node="n1")
