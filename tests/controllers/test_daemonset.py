@@ -454,3 +454,25 @@ async def test_a_settled_daemon_set_is_synced_without_a_single_write(harness, mo
         monkeypatch.setattr(harness.api, verb, lambda *a, _verb=verb, **k: writes.append((_verb, a[:3])))
     await harness.sync()
     assert writes == []
+
+
+async def test_each_daemon_made_or_replaced_is_an_event_on_the_daemon_set(harness):
+    from corral.testing.server import recorded_events
+
+    harness.controller.events.start()
+    try:
+        await harness.api.create(SETS, "default", daemon_set(), OPTS)
+        await harness.sync()
+        made = await harness.pods()
+        await harness.bind_ready()
+        current = copy.deepcopy((await harness.api.current(SETS, "default", "agent")).obj)
+        current["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"
+        await harness.api.update(SETS, "default", "agent", current, OPTS)
+        await harness.sync()  # maxUnavailable 1: one old daemon goes
+        events = await recorded_events(harness.controller)
+    finally:
+        await harness.controller.events.stop()
+    created = sorted(m for t, r, m in events if (t, r) == ("Normal", "SuccessfulCreate"))
+    assert created == [f"Created pod on node {n}" for n in sorted(made)]
+    deleted = [m for t, r, m in events if (t, r) == ("Normal", "SuccessfulDelete")]
+    assert len(deleted) == 1 and deleted[0] in {f"Deleted pod: {p['metadata']['name']}" for p in made.values()}

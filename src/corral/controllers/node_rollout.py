@@ -21,8 +21,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterable
 
-import copy
-
 from corral.api.resources import by_kind
 from corral.controllers.batches import record_creates, slow_start
 from corral.controllers.pods import deletion_order, is_active, is_available, pod_from_template
@@ -144,7 +142,7 @@ async def carry_out(controller: Any, owner: Obj, template: Obj, revision: str, d
 
     def create(node: str) -> Callable[[], Awaitable[Any]]:
         return lambda: controller.api.create(pods_resource, namespace,
-                                             pod_for_node(owner, copy.deepcopy(template), node, revision, tolerations),
+                                             pod_for_node(owner, template, node, revision, tolerations),
                                              controller.opts)
 
     results = await slow_start([create(node) for node in nodes])  # batches that double while creates succeed
