@@ -264,3 +264,25 @@ async def test_a_member_that_finished_no_longer_counts_as_one():
     await h.scheduler.write_gang_statuses()
     assert h.writer.group_statuses["default/train"]["members"] == 2
     assert "default/w2" not in h.scheduler.cache.gangs.member_of
+
+
+async def test_each_groups_status_is_written_once_per_change_and_a_deleted_groups_never(monkeypatch):
+    h = cluster(0)
+    for name in ("a-gone", "b-train", "c-eval"):
+        h.add_group(name, 2, timeout=60)
+        h.add_pod(member(f"{name}-0", group=name))
+    await one_round(h)
+    h.scheduler.group_changed("default/a-gone", None)  # deleted: nothing to write to
+    writes: list[str] = []
+    patch = h.writer.patch_object_status
+
+    async def counted(kind, namespace, name, body):
+        writes.append(name)
+        await patch(kind, namespace, name, body)
+
+    monkeypatch.setattr(h.writer, "patch_object_status", counted)
+    await h.scheduler.write_gang_statuses()
+    assert sorted(writes) == ["b-train", "c-eval"]  # the others after the deleted one, each once
+    h.scheduler.cache.gangs.changed.update({"default/b-train", "default/c-eval"})  # touched, not changed
+    await h.scheduler.write_gang_statuses()
+    assert sorted(writes) == ["b-train", "c-eval"]  # the same status is not written again

@@ -278,7 +278,7 @@ class Scheduler:
         change, not per member)."""
         book, written = self.cache.gangs, self._gang_status_written
         changed, book.changed = book.changed, set()
-        for group in changed:
+        for group in sorted(changed):  # in name order, whatever the set's
             gang = book.gangs.get(group)
             if gang is None or not gang.min_member:
                 continue
