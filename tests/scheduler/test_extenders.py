@@ -86,8 +86,10 @@ async def test_an_extender_that_is_down_stops_scheduling_and_is_named(pki):
     assert h.placements() == {}
     (event,) = {m for k, r, m in h.writer.events if k == "default/web" and r == "FailedScheduling"}
     assert event.startswith("extender https://127.0.0.1:9/scheduler failed: filter: ")
+    assert {e["type"] for e in h.writer.event_objects if e["reason"] == "FailedScheduling"} == {"Warning"}
     assert h.writer.conditions["default/web"]["reason"] == "SchedulerError"
     metrics = generate_latest(h.scheduler.metrics.registry).decode()
+    assert 'corral_scheduler_schedule_attempts_total{profile="default-scheduler",result="error"} 3.0' in metrics
     assert 'corral_scheduler_extender_errors_total{extender="https://127.0.0.1:9/scheduler",ignorable="false"}' in metrics
 
 
