@@ -64,6 +64,13 @@ def test_pick_all_takes_every_node_a_copy_fits_and_says_why_not_for_the_others()
                               "1 node(s) were unschedulable. PickAll: 2 node(s) selected.")
 
 
+def test_a_node_one_plugin_refuses_for_several_reasons_names_them_all():
+    short = make_node("short").capacity(cpu=0, memory="0", pods=20)
+    result = run([node("a"), short], {"placementType": "PickAll"}, containers=[
+        {"name": "c", "image": "registry.local/app:1", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}])
+    assert reasons(result) == {"short": "NodeResourcesFit: Insufficient cpu, Insufficient memory"}
+
+
 def test_the_policys_required_terms_and_tolerations_add_to_the_templates_own():
     nodes = [node("gpu-a", gpu="yes", disk="ssd"), node("gpu-b", gpu="yes").taint("dedicated", "ml"),
              node("cpu", disk="ssd")]
