@@ -188,6 +188,24 @@ def test_time(mutants: Path) -> tuple[float, int]:
     return seconds, count
 
 
+def forget(mutants: Path, exit_codes: tuple[int, ...] = (0, 5, 33)) -> int:
+    """Forget the results of surviving mutants (0) and of those no test reached (5, 33), so that the
+    next `mutmut run` checks them again with the current tests (mutmut keeps a result until the
+    function it mutates changes, whatever the tests do). Returns how many were forgotten. Run it
+    while mutmut is stopped: mutmut rewrites these files from what it holds."""
+    count = 0
+    for meta in mutants.glob("src/**/*.py.meta"):
+        data = json.loads(meta.read_text())
+        codes = data.get("exit_code_by_key") or {}
+        again = [name for name, code in codes.items() if code in exit_codes]
+        if again:
+            for name in again:
+                codes[name] = None
+            meta.write_text(json.dumps(data))
+            count += len(again)
+    return count
+
+
 def area_of(module: str, source_paths: list[str]) -> str:
     """The configured source path (``[tool.mutmut] source_paths``: a package or a file) holding ``module``."""
     path = "src/" + module.replace(".", "/")
@@ -227,8 +245,14 @@ def main() -> int:
     parser.add_argument("--survivors", action="store_true", help="list every surviving mutant")
     parser.add_argument("--names", action="store_true",
                         help="print only the survivors' names (to check them again: make mutation MUTMUT_ARGS=...)")
+    parser.add_argument("--forget", action="store_true",
+                        help="forget the survivors' results (and those no test reached), so that the next "
+                             "`make mutation` checks them again with the current tests; mutmut must be stopped")
     args = parser.parse_args()
     mutants = ROOT / "mutants"
+    if args.forget:
+        print(f"{forget(mutants)} results forgotten: the next `make mutation` checks them again")
+        return 0
     results = load(mutants)
     if not results:
         print("no mutmut results in mutants/: run `make mutation` first", file=sys.stderr)

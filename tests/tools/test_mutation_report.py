@@ -119,3 +119,19 @@ def test_the_time_in_the_tests_sums_each_checked_mutants_run(tmp_path):
     (tmp_path / "src" / "b.py.meta").write_text(json.dumps({"durations_by_key": {"m3": 2.25}, "exit_code_by_key": {}}))
     (tmp_path / "src" / "c.py.meta").write_text(json.dumps({"exit_code_by_key": {}}))  # none recorded
     assert mutation_report.test_time(tmp_path) == (3.75, 2)  # m2 not run yet
+
+
+def test_forgetting_leaves_only_killed_and_timed_out_results(tmp_path):
+    import json
+
+    (tmp_path / "src").mkdir()
+    meta = tmp_path / "src" / "m.py.meta"
+    meta.write_text(json.dumps({"exit_code_by_key": {"killed": 1, "survived": 0, "no_tests": 33, "none_run": 5,
+                                                     "timeout": 24, "unchecked": None},
+                                "durations_by_key": {"killed": 1.0}}))
+    assert mutation_report.forget(tmp_path) == 3
+    data = json.loads(meta.read_text())
+    assert data["exit_code_by_key"] == {"killed": 1, "survived": None, "no_tests": None, "none_run": None,
+                                        "timeout": 24, "unchecked": None}
+    assert data["durations_by_key"] == {"killed": 1.0}  # everything else as it was
+    assert mutation_report.forget(tmp_path) == 0
