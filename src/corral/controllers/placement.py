@@ -83,7 +83,7 @@ class PlacementController(QueuedController):
         wanted = selected_nodes(placement)
         by_node = pods_by_node(self.index.objects_of(placement))
         rolling = spec["strategy"]["rollingUpdate"]  # the API's defaults fill all three in
-        min_ready = int(rolling["unavailablePeriodSeconds"])
+        min_ready = rolling["unavailablePeriodSeconds"]
         budget = percent_or_count(rolling["maxUnavailable"], len(wanted), round_up=False)
         surge = percent_or_count(rolling["maxSurge"], len(wanted), round_up=True)
         if budget == 0 and surge == 0:
