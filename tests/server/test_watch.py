@@ -242,7 +242,10 @@ async def test_the_event_window_keeps_a_bounded_size_of_superseded_versions_and_
     cache.on_trim.append(trims.append)
     await cache.start()
     try:
+        assert cache.history_size() == 0  # nothing superseded yet
         small = (await store.create("/core/pods/default/small", pod("small"))).revision
+        await cache.wait_fresh(small)
+        assert cache.history_size() == 0  # a new object supersedes nothing
         big = pod("big")
         revisions = []
         for i in range(30):
