@@ -165,12 +165,18 @@ def status(exit_code: int | None) -> str:
     return "not checked" if mutmut_status in UNCHECKED else mutmut_status
 
 
+def _metas(mutants: Path):
+    """(path, contents) of each of mutmut's result files, in path order."""
+    for meta in sorted(mutants.glob("src/**/*.py.meta")):
+        yield meta, json.loads(meta.read_text())
+
+
 def load(mutants: Path) -> dict[str, dict[str, str]]:
     """module → mutant name → status."""
     out: dict[str, dict[str, str]] = {}
-    for meta in sorted(mutants.glob("src/**/*.py.meta")):
+    for meta, data in _metas(mutants):
         module = meta.relative_to(mutants / "src").as_posix()[: -len(".py.meta")].replace("/", ".")
-        codes = json.loads(meta.read_text())["exit_code_by_key"]
+        codes = data["exit_code_by_key"]
         if codes:
             out[module] = {name: status(code) for name, code in codes.items()}
     return out
@@ -181,8 +187,8 @@ def test_time(mutants: Path) -> tuple[float, int]:
     run's cost whatever its interruptions; on N cores the wall clock is roughly this over N, plus
     mutmut's own start of each mutant)."""
     seconds, count = 0.0, 0
-    for meta in mutants.glob("src/**/*.py.meta"):
-        for duration in (json.loads(meta.read_text()).get("durations_by_key") or {}).values():
+    for _, data in _metas(mutants):
+        for duration in (data.get("durations_by_key") or {}).values():
             if duration:
                 seconds, count = seconds + duration, count + 1
     return seconds, count
@@ -194,8 +200,7 @@ def forget(mutants: Path, exit_codes: tuple[int, ...] = (0, 5, 33)) -> int:
     function it mutates changes, whatever the tests do). Returns how many were forgotten. Run it
     while mutmut is stopped: mutmut rewrites these files from what it holds."""
     count = 0
-    for meta in mutants.glob("src/**/*.py.meta"):
-        data = json.loads(meta.read_text())
+    for meta, data in _metas(mutants):
         codes = data.get("exit_code_by_key") or {}
         again = [name for name, code in codes.items() if code in exit_codes]
         if again:

@@ -449,9 +449,9 @@ async def test_a_settled_daemon_set_is_synced_without_a_single_write(harness, mo
     await harness.sync()
     await harness.bind_ready()
     await harness.sync()
-    writes = []
-    for verb in ("create", "update", "patch", "delete"):
-        monkeypatch.setattr(harness.api, verb, lambda *a, _verb=verb, **k: writes.append((_verb, a[:3])))
+    from corral.testing.server import record_writes
+
+    writes = record_writes(harness.api, monkeypatch)
     await harness.sync()
     assert writes == []
 

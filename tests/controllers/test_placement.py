@@ -344,9 +344,9 @@ async def test_a_settled_placement_is_synced_without_a_single_write(harness, mon
     await change_policy(harness, tolerations=[{"key": "dedicated", "operator": "Exists"}])
     await harness.sync()
     assert (await harness.status())["available"] == 2
-    writes = []
-    for verb in ("create", "update", "patch", "delete"):
-        monkeypatch.setattr(harness.api, verb, lambda *a, _verb=verb, **k: writes.append((_verb, a[:3])))
+    from corral.testing.server import record_writes
+
+    writes = record_writes(harness.api, monkeypatch)
     assert await harness.sync() is None
     assert writes == []  # every copy, snapshot and condition as it should be: nothing to send
 

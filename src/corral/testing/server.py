@@ -19,7 +19,7 @@ from corral.pki.kubeconfig import Credentials, load_credentials
 from corral.server.app import Server, ServerConfig
 from corral.testing.process import child_env
 
-__all__ = ["ServerProcess", "running_server", "recorded_events"]
+__all__ = ["ServerProcess", "running_server", "recorded_events", "record_writes"]
 
 
 class ServerProcess:
@@ -136,3 +136,12 @@ async def recorded_events(controller: Any) -> list[tuple[str, str, str]]:
     events = sorted((r.obj for r in controller.api.cache.items(by_kind("Event").store_prefix)),
                     key=lambda e: int(e["metadata"]["resourceVersion"]))
     return [(e["type"], e["reason"], e["message"]) for e in events]
+
+
+def record_writes(api: Any, monkeypatch: Any) -> list[tuple[str, tuple]]:
+    """Replace ``api``'s writes (create, update, patch, delete) with a record of each call, (verb,
+    its first three arguments): a test that expects a sync to send nothing asserts it stays empty."""
+    writes: list[tuple[str, tuple]] = []
+    for verb in ("create", "update", "patch", "delete"):
+        monkeypatch.setattr(api, verb, lambda *a, _verb=verb, **k: writes.append((_verb, a[:3])))
+    return writes
