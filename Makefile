@@ -58,9 +58,14 @@ bench: $(STAMP)
 # score per module and writes mutants/report.md. MUTMUT_ARGS adds to `mutmut run`, e.g. a name glob.
 # A mutant that makes a test hang fails that test after 45 s (the slowest test takes ~25 s), not
 # after the suite's 120 s (which the two whole-suite passes keep: tests/conftest.py); servers and agents
-# the tests start import the mutated copy too.
+# the tests start import the mutated copy too. The results are also kept in git
+# (tools/mutation_results.json, by tools/mutation_ledger.py): a fresh clone starts from them and
+# checks only the mutants of functions changed since (FRESH=1: from nothing); after a run stopped
+# by hand, `.venv/bin/python tools/mutation_ledger.py save` keeps what it checked.
 mutation: $(STAMP) system-deps
-	PYTEST_TIMEOUT=45 $(BIN)/mutmut run --max-children $$(nproc) $(MUTMUT_ARGS)
+	@if [ -z "$(FRESH)" ]; then $(BIN)/python tools/mutation_ledger.py restore; fi
+	PYTEST_TIMEOUT=45 $(BIN)/mutmut run --max-children $$(nproc) $(MUTMUT_ARGS); status=$$?; \
+		$(BIN)/python tools/mutation_ledger.py save; exit $$status
 	$(BIN)/python tools/mutation_report.py
 
 # Re-resolve the lock files from pyproject.toml (needs the package registry): everything, then the

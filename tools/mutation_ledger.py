@@ -1,0 +1,125 @@
+"""Keep mutmut's results in the repository, so that a mutation run carries on from a fresh clone.
+
+A complete run checks ~26,000 mutants: hours of tests, more than one sitting. mutmut keeps each
+mutant's result in mutants/*.py.meta beside the hash of the function it mutates, and on its next run
+checks again only the mutants of functions whose hash changed; but mutants/ is a build directory, not
+in git. This tool copies those results to tools/mutation_results.json (``save``) and back into a
+mutants/ that does not have them (``restore``: a fresh clone, or after ``rm -rf mutants``), where
+mutmut's own rule applies: a result stands until its function changes. `make mutation` restores
+before it runs and saves after; ``FRESH=1`` there starts from nothing.
+
+A kept result was reached with the tests of its day; ``tools/mutation_report.py --forget`` makes the
+next run check the survivors again with today's tests.
+
+    .venv/bin/python tools/mutation_ledger.py save|restore
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mutation_report import ROOT, _metas, function_of, source_of  # noqa: E402
+
+LEDGER = ROOT / "tools" / "mutation_results.json"
+
+
+def _number(name: str) -> int:
+    return int(name.rsplit("__mutmut_", 1)[1])
+
+
+def collect(mutants: Path) -> dict[str, list]:
+    """function (mutmut's name of it, module included) → [hash, exit codes by mutant number (None:
+    not checked), seconds in the tests by number], for each function with a checked mutant."""
+    out: dict[str, list] = {}
+    for meta, data in _metas(mutants):
+        module = meta.relative_to(mutants / "src").as_posix()[: -len(".py.meta")].replace("/", ".")
+        module = module.removesuffix(".__init__")
+        hashes, durations = data.get("hash_by_function_name") or {}, data.get("durations_by_key") or {}
+        by_function: dict[str, dict[int, str]] = {}
+        for name in data["exit_code_by_key"]:
+            by_function.setdefault(function_of(name), {})[_number(name)] = name
+        for function, names in sorted(by_function.items()):
+            codes = [data["exit_code_by_key"].get(names.get(n, "")) for n in range(1, max(names) + 1)]
+            short = function[len(module) + 1:]
+            if short not in hashes or all(code is None for code in codes):
+                continue
+            seconds = [round(durations[names[n]], 2) if names.get(n) in durations else None
+                       for n in range(1, max(names) + 1)]
+            out[function] = [hashes[short], codes, seconds]
+    return out
+
+
+def write(functions: dict[str, list], path: Path = LEDGER) -> None:
+    """One line per function, so that a commit of new results shows as the functions they changed."""
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    head = {"saved": datetime.date.today().isoformat(), "commit": commit,
+            "about": "mutmut's results, kept by tools/mutation_ledger.py; a result stands until its function changes"}
+    lines = [json.dumps(k) + ": " + json.dumps(v, ensure_ascii=False) for k, v in head.items()]
+    body = [json.dumps(name, ensure_ascii=False) + ": " + json.dumps(value) for name, value in sorted(functions.items())]
+    text = "{\n" + ",\n".join(lines) + ',\n"functions": {\n' + ",\n".join(body) + "\n}}\n"
+    path.write_text(text, encoding="utf-8")
+
+
+def restore(mutants: Path, path: Path = LEDGER, root: Path = ROOT) -> tuple[int, int]:
+    """Write mutmut's result file of each module the ledger has results for and mutants/ has none;
+    returns (files written, results restored). A module with its own result file is left alone: those
+    results are at least as new as the ledger's."""
+    ledger = json.loads(path.read_text(encoding="utf-8"))["functions"]
+    by_file: dict[Path, dict[str, list]] = {}
+    for function, value in ledger.items():
+        module = function.split(".x", 1)[0]
+        by_file.setdefault(source_of(module, root), {})[function] = value
+    files = results = 0
+    for source, functions in sorted(by_file.items()):
+        meta = mutants / (source.as_posix() + ".meta")
+        if meta.exists():
+            continue
+        codes, seconds, hashes = {}, {}, {}
+        for function, (digest, exits, durations) in functions.items():
+            hashes[function.rpartition(".")[2]] = digest
+            for n, (code, duration) in enumerate(zip(exits, durations, strict=True), start=1):
+                name = f"{function}__mutmut_{n}"
+                codes[name] = code
+                if duration is not None:
+                    seconds[name] = duration
+                results += code is not None
+        meta.parent.mkdir(parents=True, exist_ok=True)
+        meta.write_text(json.dumps({"exit_code_by_key": codes, "hash_by_function_name": hashes,
+                                    "type_check_error_by_key": {}, "durations_by_key": seconds,
+                                    "estimated_durations_by_key": {}}))
+        files += 1
+    return files, results
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("action", choices=("save", "restore"))
+    args = parser.parse_args()
+    mutants = ROOT / "mutants"
+    if args.action == "save":
+        functions = collect(mutants)
+        if not functions:
+            print("no checked mutants in mutants/: nothing saved", file=sys.stderr)
+            return 1
+        write(functions)
+        checked = sum(code is not None for _, codes, _ in functions.values() for code in codes)
+        print(f"{checked} results of {len(functions)} functions saved to {LEDGER.relative_to(ROOT)}")
+        return 0
+    if not LEDGER.exists():
+        print(f"no {LEDGER.relative_to(ROOT)}: the run starts from nothing")
+        return 0
+    files, results = restore(mutants)
+    print(f"{results} results restored to {files} modules from {LEDGER.relative_to(ROOT)}; "
+          "mutmut checks again those whose function changed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
