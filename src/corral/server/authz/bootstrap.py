@@ -42,6 +42,21 @@ def _per_group(verbs: list[str], *tables: dict[str, list[str]]) -> list[dict[str
     return [_rule(verbs, [r for t in tables for r in t.get(g, ())], [g]) for g in groups]
 
 
+# A user reads these views but does not write them: status is what the controllers, the scheduler and
+# the agents report (Kubernetes' admin and edit roles do not write it either), and logs and explain
+# are views only.
+_READ_ONLY_VIEWS = ("/status", "/log", "/explain")
+
+
+def _writable(table: dict[str, list[str]]) -> dict[str, list[str]]:
+    return {g: [r for r in rs if not r.endswith(_READ_ONLY_VIEWS)] for g, rs in table.items()}
+
+
+def _writer(*tables: dict[str, list[str]]) -> list[dict[str, Any]]:
+    """A writer's rules: read every resource of ``tables``, write all but their read-only views."""
+    return [*_per_group(READ, *tables), *_per_group(WRITE, *map(_writable, tables))]
+
+
 def _role(name: str, rules: list[dict[str, Any]]) -> dict[str, Any]:
     return {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
             "metadata": {"name": name, "labels": {"kubernetes.io/bootstrapping": "rbac-defaults"}}, "rules": rules}
@@ -54,14 +69,14 @@ _METRICS = _rule(READ, ["pods", "nodes"], ["metrics.k8s.io"])
 CLUSTER_ROLES: list[dict[str, Any]] = [
     _role("cluster-admin", [_rule(["*"], ["*"], ["*"]), {"nonResourceURLs": ["*"], "verbs": ["*"]}]),
     _role("admin", [
-        *_per_group(READ + WRITE, _WORKLOADS, _WRITER_ONLY),
+        *_writer(_WORKLOADS, _WRITER_ONLY),
         _rule(READ + WRITE, ["roles", "rolebindings"], ["rbac.authorization.k8s.io"]),
         _rule(READ + WRITE, ["leases"], ["coordination.k8s.io"]),
         _rule(READ, ["namespaces"]),
         _METRICS,
     ]),
     _role("edit", [
-        *_per_group(READ + WRITE, _WORKLOADS, _WRITER_ONLY),
+        *_writer(_WORKLOADS, _WRITER_ONLY),
         _rule(READ, ["namespaces"]),
         _METRICS,
     ]),
