@@ -63,6 +63,25 @@ def _sql_case_only(old: str, new: str) -> bool:
             and _SQL_LITERAL.findall(old) == _SQL_LITERAL.findall(new))
 
 
+_CLIENT_RESOURCE = re.compile(r'self\.client\.\w+\("([a-z]+)"')
+
+
+def _client_resource_case(old: str, new: str) -> bool:
+    """Whether ``new`` only upper-cases the resource name a client call starts with: the client looks
+    resources up as kubectl does (``corral.api.resources.lookup``: ``pods``, ``PODS`` and ``Pod`` alike)."""
+    m = _CLIENT_RESOURCE.search(old)
+    return m is not None and new == old[: m.start(1)] + m.group(1).upper() + old[m.end(1):]
+
+
+def _raw_of_discarded_answer(old: str, new: str) -> bool:
+    """Whether ``new`` only drops ``raw=True`` (or makes it None or False) from a client call whose
+    answer the line throws away: raw only spares decoding that answer."""
+    stripped = old.strip()
+    return (stripped.startswith("await self.client.") and "raw=True" in old
+            and new in (old.replace("raw=True", "raw=None"), old.replace("raw=True", "raw=False"),
+                        old.replace(", raw=True", ", ")))
+
+
 # A surviving mutant that changes one line in one of these ways is not counted: (reason, test on the
 # original line and the mutant's line).
 RULES: list[tuple[str, Callable[[str, str], bool]]] = [
@@ -80,6 +99,8 @@ RULES: list[tuple[str, Callable[[str, str], bool]]] = [
     ('float() reads "nan" in any case',
      lambda old, new: 'float("nan")' in old and new == old.replace('float("nan")', 'float("NAN")')),
     ("SQLite reads SQL keywords and names in any case", _sql_case_only),
+    ("the client looks resource names up in any case, as kubectl does", _client_resource_case),
+    ("raw=True only spares decoding an answer the line throws away", _raw_of_discarded_answer),
 ]
 
 

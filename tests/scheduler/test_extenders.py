@@ -502,8 +502,11 @@ async def test_explain_leaves_out_an_extender_not_interested_in_the_pod(extender
     nodes(h)
     pod = make_pod("web").requests(cpu="500m").obj
     report = await h.scheduler.explain_with_extenders(pod)
+    too_big = make_pod("big").requests(cpu="64").obj  # fits nowhere: the whole message, preemption's part too
+    big_report = await h.scheduler.explain_with_extenders(too_big)
     await h.scheduler.extenders.close()
     assert report == h.scheduler.explain(pod) and report["feasible"] == 4
+    assert big_report == h.scheduler.explain(too_big) and "preemption: " in big_report["message"]
 
 
 async def test_an_extenders_score_beyond_ten_counts_as_ten(extender, pki):

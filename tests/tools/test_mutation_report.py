@@ -30,6 +30,14 @@ import mutation_report  # noqa: E402
     ("""    conn.execute("INSERT OR REPLACE INTO meta (name, value) VALUES ('compact_rev', ?)", (revision,))""",
      """    conn.execute("insert or replace into meta (name, value) values ('compact_rev', ?)", (revision,))""",
      "SQLite reads SQL"),
+    ('    await self.client.patch("events", name, patch, namespace, raw=True)',
+     '    await self.client.patch("EVENTS", name, patch, namespace, raw=True)', "the client looks resource names"),
+    ('        await self.client.delete("pods", pod.name, pod.namespace, raw=True)',
+     '        await self.client.delete("pods", pod.name, pod.namespace, raw=None)', "raw=True only spares"),
+    ('        await self.client.delete("pods", pod.name, pod.namespace, raw=True)',
+     '        await self.client.delete("pods", pod.name, pod.namespace, raw=False)', "raw=True only spares"),
+    ('        await self.client.delete("pods", pod.name, pod.namespace, raw=True)',
+     '        await self.client.delete("pods", pod.name, pod.namespace, )', "raw=True only spares"),
 ])
 def test_the_rules_recognise_the_harmless_mutations_they_name(old, new, reason):
     assert mutation_report.rule_for(old, new).startswith(reason)
@@ -48,6 +56,14 @@ def test_the_rules_recognise_the_harmless_mutations_they_name(old, new, reason):
                  id="a quoted SQL literal is text: its case matters"),
     pytest.param('    label = "Select a node"', '    label = "SELECT A NODE"', id="prose, not a statement"),
     pytest.param('    conn.execute("BEGIN")', '    conn.execute("XXBEGINXX")', id="not the same statement"),
+    pytest.param('    await self.client.patch("events", name, patch, namespace, raw=True)',
+                 '    await self.client.patch("XXeventsXX", name, patch, namespace, raw=True)', id="another resource"),
+    pytest.param('    await self.client.patch("events", name, patch, namespace, raw=True)',
+                 '    await self.client.patch("events", NAME, patch, namespace, raw=True)', id="not the resource"),
+    pytest.param('    obj = await self.client.patch("pods", name, patch, raw=True)',
+                 '    obj = await self.client.patch("pods", name, patch, raw=None)', id="the answer is used: raw shapes it"),
+    pytest.param('    await self.client.patch("pods", name, patch, raw=True)',
+                 '    await self.client.patch("pods", None, patch, raw=True)', id="raw kept, another change"),
 ])
 def test_the_rules_leave_every_other_mutation_counted(old, new):
     assert mutation_report.rule_for(old, new) is None

@@ -233,6 +233,10 @@ async def test_the_preemptor_waits_for_its_victims_then_binds_to_its_nominated_n
     assert h.writer.deleted == ["default/a"] and h.placements() == {}
     assert h.writer.conditions["default/hi"]["message"].endswith(
         "preemption: not eligible due to a terminating pod on the nominated node.")
+    # corral explain says the same of it, and names no victims
+    report = h.scheduler.explain(h.pods["default/hi"])
+    assert report["preemption"] == {"message": "preemption: not eligible due to a terminating pod on the nominated "
+                                               "node.", "node": None, "victims": []}
     h.finish_terminating()
     await h.run()
     assert h.placements() == {"default/hi": "n0"}
@@ -299,7 +303,9 @@ async def test_explain_shows_per_node_the_victims_or_why_preemption_cannot_help(
         "n1": {"reasons": ["No preemption victims found for incoming pod"]},
         "n2": {"reasons": ["Preemption is not helpful for scheduling"]},
     }
-    assert report["preemption"]["node"] == "n0"
+    assert report["preemption"] == {
+        "message": "preemption: node n0 nominated, preempting 1 pod(s) of lower priority: default/a.", "node": "n0",
+        "victims": [{"pod": "default/a", "priority": 0}]}
     assert report["message"].endswith("preemption: node n0 nominated, preempting 1 pod(s) of lower priority: "
                                       "default/a.")
 
@@ -499,3 +505,14 @@ async def test_nodes_the_first_filter_rejects_are_counted_where_preemption_canno
     assert report["message"].endswith(
         "preemption: 0/3 nodes are available: 1 No preemption victims found for incoming pod, "
         "2 Preemption is not helpful for scheduling."), report["message"]
+
+
+async def test_explain_under_a_profile_without_preemption_says_nothing_of_it():
+    profile = {"profiles": [{"schedulerName": "default-scheduler",
+                             "plugins": {"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}}}]}
+    h = Harness(profile)
+    h.add_node(node("n0"))
+    h.add_pod(low("a", "n0", "4"))
+    report = h.scheduler.explain(make_pod("hi").requests(cpu="2").priority(10).obj)
+    assert report["chosen"] is None and "preemption" not in report
+    assert [n.get("preemption") for n in report["nodes"]] == [None]

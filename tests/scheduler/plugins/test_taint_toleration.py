@@ -35,3 +35,24 @@ def test_prefer_no_schedule_only_lowers_the_score():
     assert run_score("TaintToleration", nodes, make_pod("p")) == {"plain": 100.0, "soft": 0.0}
     tolerating = make_pod("p").toleration("spot", "true", "PreferNoSchedule")
     assert run_score("TaintToleration", nodes, tolerating) == {"plain": 100.0, "soft": 100.0}
+
+
+@pytest.mark.parametrize("one, other", [
+    pytest.param({"key": "gpu", "operator": "Equal", "value": 5}, {"key": "gpu", "operator": "Equal", "value": 6},
+                 id="values that are not text"),
+    pytest.param({"key": "gpu", "value": ["a"]}, {"key": "gpu", "value": ["b"]}, id="values in a list"),
+    pytest.param({"key": "gpu", "value": {"x": "a"}}, {"key": "gpu", "value": {"x": "b"}}, id="values in a map"),
+])
+def test_tolerations_validation_would_refuse_still_sign_pods_apart(one, other):
+    """Pods reach the scheduler in-process without the API's validation; a toleration it would refuse
+    is kept whole in the pod's signature, so two such pods never share a remembered decision."""
+    from corral.scheduler.framework.podinfo import PodInfo
+    from corral.scheduler.plugins.taint_toleration import frozen_tolerations
+
+    def signed(toleration):
+        obj = make_pod("p").obj
+        obj["spec"]["tolerations"] = [toleration]
+        return frozen_tolerations(PodInfo.from_object(obj))
+
+    assert signed(one) != signed(other)
+    assert signed(one) == signed(dict(one))
