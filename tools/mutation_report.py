@@ -120,10 +120,18 @@ def changed_line(name: str) -> tuple[str, str] | None:
         diff = diff_apply.get_diff_for_mutant(name, path=path)
     except (FileNotFoundError, ValueError):
         return None
-    lines = diff.splitlines()
-    old = [line[1:] for line in lines if line.startswith("-") and not line.startswith("---")]
-    new = [line[1:] for line in lines if line.startswith("+") and not line.startswith("+++")]
-    return (old[0], new[0]) if len(old) == 1 and len(new) == 1 else None
+    return one_line_change(diff.splitlines())
+
+
+def one_line_change(diff_lines: list[str]) -> tuple[str, str] | None:
+    """(original, mutated) of a unified diff that ends in one mutated line: a line changed, or a
+    statement over several lines that mutmut rewrote as one (an argument removed from a call spread
+    over lines; the original lines are joined with a space). None for anything else."""
+    old = [line[1:] for line in diff_lines if line.startswith("-") and not line.startswith("---")]
+    new = [line[1:] for line in diff_lines if line.startswith("+") and not line.startswith("+++")]
+    if len(new) != 1 or not old:
+        return None
+    return old[0] if len(old) == 1 else " ".join(line.strip() for line in old), new[0]
 
 
 def continues_log_call(name: str) -> bool:

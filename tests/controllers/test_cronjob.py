@@ -248,6 +248,14 @@ async def test_more_than_a_hundred_missed_times_run_the_latest_and_say_so(harnes
         "Warning", "TooManyMissedTimes", "too many missed start times (> 100): the most recent one is run")
 
 
+async def test_after_too_many_missed_times_a_time_exactly_now_is_the_latest(harness):
+    first = _next_five(harness.clock())
+    last = first + 150 * 300
+    harness.clock.now = last  # on the minute: the time now is due, not the one five minutes before
+    assert await harness.sync() == pytest.approx(300, abs=0.2)
+    assert [j["metadata"]["name"] for j in await harness.jobs()] == [f"tick-{int(last // 60)}"]
+
+
 @pytest.mark.parametrize("zone", [None, "Pacific/Auckland"])
 async def test_after_years_away_a_weekly_job_runs_for_the_latest_sunday_of_its_time_zone(harness, zone):
     spec = {"timeZone": zone} if zone else {}

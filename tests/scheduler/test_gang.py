@@ -286,3 +286,33 @@ async def test_each_groups_status_is_written_once_per_change_and_a_deleted_group
     h.scheduler.cache.gangs.changed.update({"default/b-train", "default/c-eval"})  # touched, not changed
     await h.scheduler.write_gang_statuses()
     assert sorted(writes) == ["b-train", "c-eval"]  # the same status is not written again
+
+
+async def test_a_member_that_goes_away_leaving_the_gang_whole_keeps_the_waiting_ones_waiting():
+    """Three of four members are enough: the fourth, which fits nowhere, going away changes nothing
+    for the two that wait for the third."""
+    h = cluster(3)
+    h.add_group("train", 3, timeout=60)
+    for i in range(4):
+        h.add_pod(member(f"w{i}", cpu="1" if i < 2 else "2"))  # w2 and w3 fit nowhere yet
+    await held(h, "default/train", 2)
+    h.delete_pod("default/w3")
+    book = h.scheduler.cache.gangs
+    assert len(book.gangs["default/train"].waiting) == 2 and cpu_held(h) == 2000
+    h.add_node(make_node("big").capacity(cpu=2, memory="4Gi", pods=10))
+    h.scheduler.queue.on_event("NodeAdd")
+    h.queue_clock.advance(h.scheduler.queue.settings.backoff_max)
+    h.scheduler.queue.flush_backoff()
+    await one_round(h)
+    assert sorted(h.placements()) == ["default/w0", "default/w1", "default/w2"]
+
+
+async def test_a_member_deleted_while_kept_out_of_the_queue_is_not_kept():
+    h = cluster(3)
+    h.add_group("train", 3)
+    for i in range(2):
+        h.add_pod(member(f"w{i}"))
+    book = h.scheduler.cache.gangs
+    assert sorted(book.gated) == ["default/w0", "default/w1"]  # two of three: both wait outside the queue
+    h.delete_pod("default/w1")
+    assert sorted(book.gated) == ["default/w0"]

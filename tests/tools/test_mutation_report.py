@@ -151,3 +151,12 @@ def test_forgetting_leaves_only_killed_and_timed_out_results(tmp_path):
                                         "timeout": 24, "unchecked": None}
     assert data["durations_by_key"] == {"killed": 1.0}  # everything else as it was
     assert mutation_report.forget(tmp_path) == 0
+
+
+def test_a_change_is_one_line_or_a_statement_mutmut_rewrote_as_one():
+    assert mutation_report.one_line_change(["--- a", "+++ b", "@@ -1 +1 @@", "-    x = 1", "+    x = 2"]) == (
+        "    x = 1", "    x = 2")
+    joined = ["-    f(a, raw=True,", "-      kind=k)", "+    f(a, kind=k)"]
+    assert mutation_report.one_line_change(joined) == ("f(a, raw=True, kind=k)", "    f(a, kind=k)")
+    assert mutation_report.one_line_change(["-    x = 1", "+    x = 2", "+    y = 3"]) is None  # two new lines
+    assert mutation_report.one_line_change(["+    x = 2"]) is None  # nothing removed

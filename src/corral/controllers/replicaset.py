@@ -193,7 +193,7 @@ class ReplicaSetController(QueuedController):
             pod = record.obj
             refs = [r for r in pod["metadata"].get("ownerReferences") or () if r.get("uid") != uid]
             wrote = await self._patch_pod(pod, {"metadata": {"ownerReferences": refs or None, "resourceVersion":
-                                                             pod["metadata"]["resourceVersion"]}}) is not None or wrote
+                                                             pod["metadata"]["resourceVersion"]}}) or wrote
         if selector is None:
             return wrote
         for key in sorted(self._orphans.get(rs["metadata"]["namespace"], ())):
@@ -205,19 +205,20 @@ class ReplicaSetController(QueuedController):
                 continue
             refs = [*(pod["metadata"].get("ownerReferences") or ()), owner_reference(rs)]
             wrote = await self._patch_pod(pod, {"metadata": {"ownerReferences": refs, "resourceVersion":
-                                                             pod["metadata"]["resourceVersion"]}}) is not None or wrote
+                                                             pod["metadata"]["resourceVersion"]}}) or wrote
         if wrote:
             await self.api.cache.wait_fresh()  # the counts below include what was adopted or released
         return wrote
 
-    async def _patch_pod(self, pod: Obj, patch: Obj) -> Obj | None:
+    async def _patch_pod(self, pod: Obj, patch: Obj) -> bool:
+        """Whether the pod was patched (the cache brings the result)."""
         meta = pod["metadata"]
         try:
-            reply = await self.api.patch(self._pods, meta["namespace"], meta["name"], patch, "merge", self.opts)
+            await self.api.patch(self._pods, meta["namespace"], meta["name"], patch, "merge", self.opts)
         except errors.ApiError as exc:  # changed or gone meanwhile: the change brings this key back
             self._log.debug("pod %s/%s not claimed: %s", meta["namespace"], meta["name"], exc.message)
-            return None
-        return msgspec.json.decode(reply.body)
+            return False
+        return True
 
     async def _scale(self, rs: Obj, replicas: int) -> bool:
         """Create the missing pods or delete the surplus ones; True if it did either."""

@@ -158,7 +158,7 @@ def explain(fwk: Framework, cache: Cache, pod: PodInfo) -> dict[str, Any]:
     chosen = None
     if len(feasible):
         scores = fwk.prioritize(state, pod, feasible, table.size)
-        best = fwk.select_host(scores, table) if len(feasible) > 1 else int(feasible[0])
+        best = fwk.select_host(scores, table)
         chosen = table.names[best]
         ranked = sorted(range(len(feasible)), key=lambda i: (-scores.total[i], table.names[feasible[i]]))
         for i in ranked:

@@ -515,7 +515,7 @@ class Scheduler:
         fwk = self.frameworks.get(info.scheduler_name)
         if fwk is None:
             raise LookupError(f"no profile for schedulerName {info.scheduler_name!r}")
-        if not (self.cache.is_assumed(info.key) or info.key in self.cache.pods):
+        if info.key not in self.cache.pods:  # neither bound nor assumed (an assumed pod is in pods too)
             with self.cache.nominator.hidden_from(info):
                 return explain(fwk, self.cache, info)
         # A bound pod, explained as if it were pending: without itself on its node, or it would be

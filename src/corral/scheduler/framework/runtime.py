@@ -62,7 +62,7 @@ class Diagnosis:
         head = f"{feasible}/{self.node_count} nodes are available"
         return f"{head}: {', '.join(parts)}." if parts else f"{head}."
 
-    def reject(self, rows: np.ndarray, plugin: str, message: str, *, unresolvable: bool = False) -> None:
+    def reject(self, rows: np.ndarray, plugin: str, message: str, *, unresolvable: bool) -> None:
         """Record that ``plugin`` (an extender, after the filters) rejected ``rows`` (bool per row)."""
         if plugin not in self.plugin_names:
             self.plugin_names = [*self.plugin_names, plugin]  # never the framework's own list
