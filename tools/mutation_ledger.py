@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mutation_report import ROOT, _metas, function_of, source_of  # noqa: E402
+from mutation_report import ROOT, _metas, function_of, module_of, source_of  # noqa: E402
 
 LEDGER = ROOT / "tools" / "mutation_results.json"
 
@@ -38,8 +38,7 @@ def collect(mutants: Path) -> dict[str, list]:
     not checked), seconds in the tests by number], for each function with a checked mutant."""
     out: dict[str, list] = {}
     for meta, data in _metas(mutants):
-        module = meta.relative_to(mutants / "src").as_posix()[: -len(".py.meta")].replace("/", ".")
-        module = module.removesuffix(".__init__")
+        module = module_of(meta, mutants).removesuffix(".__init__")  # as mutmut names a package's mutants
         hashes, durations = data.get("hash_by_function_name") or {}, data.get("durations_by_key") or {}
         by_function: dict[str, dict[int, str]] = {}
         for name in data["exit_code_by_key"]:

@@ -200,11 +200,17 @@ def _metas(mutants: Path):
         yield meta, json.loads(meta.read_text())
 
 
+def module_of(meta: Path, mutants: Path) -> str:
+    """The module whose results ``meta`` holds, as mutmut's report names it (``a.b.__init__`` for
+    a package)."""
+    return meta.relative_to(mutants / "src").as_posix()[: -len(".py.meta")].replace("/", ".")
+
+
 def load(mutants: Path) -> dict[str, dict[str, str]]:
     """module → mutant name → status."""
     out: dict[str, dict[str, str]] = {}
     for meta, data in _metas(mutants):
-        module = meta.relative_to(mutants / "src").as_posix()[: -len(".py.meta")].replace("/", ".")
+        module = module_of(meta, mutants)
         codes = data["exit_code_by_key"]
         if codes:
             out[module] = {name: status(code) for name, code in codes.items()}
