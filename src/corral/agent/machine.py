@@ -272,7 +272,7 @@ class PodMachine:
         elif isinstance(event, Tick):
             actions = self._tick(event)
         elif isinstance(event, Removed):
-            actions = self._removed(event)
+            actions = self._removed()
         elif isinstance(event, Probed):
             actions = self._probed(event)
         note = ", ".join(type(a).__name__ + (f"({a.reason})" if isinstance(a, Emit) else "") for a in actions)
@@ -297,7 +297,7 @@ class PodMachine:
             return self._start(first)
         actions: list[Action] = []
         for c in self.containers.values():
-            c.reason = "ContainerCreating" if c.state == "waiting" and c.reason == "PodInitializing" else c.reason
+            c.reason = "ContainerCreating"  # each is waiting here (PodInitializing while init containers ran)
             actions += self._start(c)
         return actions
 
@@ -467,7 +467,7 @@ class PodMachine:
         self.forgotten = True
         return [self._report(event.now), Forget()]
 
-    def _removed(self, event: Removed) -> list[Action]:
+    def _removed(self) -> list[Action]:
         if self.stopping:
             return []
         self.deleting = False
