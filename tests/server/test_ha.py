@@ -51,7 +51,7 @@ def replicas(tmp_path, store_url: str, count: int, *extra: str) -> list[ServerPr
     procs = [ServerProcess(str(tmp_path / f"server-{i}"), "--store", store_url, "--identity", f"server-{i}",
                            "--encryption-key-file", key_file, *extra) for i in range(count)]
     for p in procs:
-        p.start(timeout=30)
+        p.start()
     return procs
 
 

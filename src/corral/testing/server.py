@@ -35,7 +35,7 @@ class ServerProcess:
         self.log_path = os.path.join(data_dir, "server.log")
         self.kubeconfig = os.path.join(data_dir, "admin.kubeconfig")  # written by the server at start
 
-    def start(self, timeout: float = 20.0) -> str:
+    def start(self, timeout: float = 60.0) -> str:
         os.makedirs(self.data_dir, exist_ok=True)
         log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
