@@ -59,7 +59,8 @@ bench: $(STAMP)
 # A mutant that makes a test hang fails that test after 45 s (the slowest test takes ~25 s), not
 # after the suite's 120 s (which the two whole-suite passes keep: tests/conftest.py); servers and agents
 # the tests start import the mutated copy too. The results are also kept in git
-# (tools/mutation_results.json, by tools/mutation_ledger.py): a fresh clone starts from them and
+# (tools/mutation_results.json, with mutmut's test statistics in tools/mutation_stats.json.xz, by
+# tools/mutation_ledger.py): a fresh clone starts from them and
 # checks only the mutants of functions changed since (FRESH=1: from nothing); after a run stopped
 # by hand, `.venv/bin/python tools/mutation_ledger.py save` keeps what it checked.
 mutation: $(STAMP) system-deps

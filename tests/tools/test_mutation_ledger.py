@@ -67,3 +67,21 @@ def test_the_ledger_holds_one_line_per_function(tmp_path):
     mutation_ledger.write({"m.x_a": ["h1", [1], [0.1]], "m.x_b": ["h2", [0, 1], [0.2, 0.3]]}, ledger)
     lines = ledger.read_text().splitlines()
     assert '"m.x_a": ["h1", [1], [0.1]],' in lines and '"m.x_b": ["h2", [0, 1], [0.2, 0.3]]' in lines
+
+
+def test_mutmuts_test_statistics_come_back_into_a_mutants_directory_without_them(tmp_path):
+    run, fresh, kept = tmp_path / "run", tmp_path / "fresh", tmp_path / "stats.json.xz"
+    assert not mutation_ledger.save_stats(run, kept)  # nothing to save: nothing written
+    assert not kept.exists()
+    stats = {"tests_by_mangled_function_name": {"corral.client.informer.xǁInformerǁrun": ["tests/a.py::t"] * 50},
+             "duration_by_test": {"tests/a.py::t": 0.25}, "git_commit": "abc"}
+    (run / "mutmut-stats.json").parent.mkdir(parents=True)
+    (run / "mutmut-stats.json").write_text(json.dumps(stats))
+    assert mutation_ledger.save_stats(run, kept)
+    assert kept.stat().st_size < (run / "mutmut-stats.json").stat().st_size  # compressed
+
+    assert mutation_ledger.restore_stats(fresh, kept)
+    assert json.loads((fresh / "mutmut-stats.json").read_text()) == stats
+    (fresh / "mutmut-stats.json").write_text("{}")  # its own, newer: left alone
+    assert not mutation_ledger.restore_stats(fresh, kept)
+    assert (fresh / "mutmut-stats.json").read_text() == "{}"
