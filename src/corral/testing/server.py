@@ -51,9 +51,12 @@ class ServerProcess:
             match = re.search(r"listening on (https://\S+)", self.log())
             if match and os.path.exists(self.kubeconfig):
                 self.url = match.group(1)
-                with urllib.request.urlopen(self.url + "/readyz", timeout=5, context=self.ssl_context()) as resp:
-                    if resp.status == 200:
-                        return self.url
+                try:
+                    with urllib.request.urlopen(self.url + "/readyz", timeout=5, context=self.ssl_context()) as resp:
+                        if resp.status == 200:
+                            return self.url
+                except OSError:  # not ready yet: a handshake timed out on a loaded machine, a 503
+                    pass
             time.sleep(0.05)
         self.stop()
         raise RuntimeError(f"corral server did not start in {timeout}s: {self.log()}")
