@@ -156,6 +156,7 @@ def metric(text: str, name: str) -> float:
 # Its own limit: ~25 s alone, but twice that on a loaded machine (a mutation run's first pass
 # fails on any test over PYTEST_TIMEOUT).
 @pytest.mark.timeout(120)
+@pytest.mark.wallclock
 async def test_a_killed_leader_is_replaced_within_20s_and_every_pod_is_bound_exactly_once(tmp_path):
     cluster = EtcdCluster(str(tmp_path / "etcd")).start()
     servers = replicas(tmp_path, cluster.url, 3)
