@@ -38,8 +38,8 @@ def pytest_configure(config) -> None:
 def pytest_collection_modifyitems(config, items) -> None:
     """Under mutmut, tests marked wallclock are left out: the mutated copy sends every call through
     mutmut's trampolines (the whole suite took 48 min there against 16), so a promise such as "another
-    server takes over within 20 s" measured there says nothing about the code (twice it failed a clean
-    pass at 21 s, stopping the run). `make test` runs them.
+    server takes over within 20 s" measured there says nothing about the code (a clean pass failed on
+    it at 21.2 s, stopping the run). `make test` runs them.
 
     `make mutation` first runs the whole suite twice: traced, to learn which tests reach which
     function (mutmut's "stats"), then untraced with no mutant ("clean", MUTANT_UNDER_TEST empty).
