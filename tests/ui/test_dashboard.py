@@ -37,7 +37,9 @@ def pod(name: str, cpu: str) -> dict:
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     assert os.path.exists(CHROMIUM), "Debian's chromium is needed (make system-deps installs it)"
-    with ServerProcess(str(tmp_path_factory.mktemp("ui") / "server")) as server:
+    # No agent renews these nodes' leases: a grace period longer than the module keeps them Ready
+    # however slowly it runs (at the default 40 s, a slowed run found them NotReady, and PickN empty).
+    with ServerProcess(str(tmp_path_factory.mktemp("ui") / "server"), "--node-monitor-grace-period", "3600") as server:
         async def populate():
             async with server.client() as c:
                 await c.create(node("a-1", "zone-a"))
