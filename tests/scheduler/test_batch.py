@@ -64,9 +64,11 @@ def test_pick_all_takes_every_node_a_copy_fits_and_says_why_not_for_the_others()
                               "1 node(s) were unschedulable. PickAll: 2 node(s) selected.")
 
 
-def test_a_node_one_plugin_refuses_for_several_reasons_names_them_all():
+@pytest.mark.parametrize("policy", [{"placementType": "PickAll"},
+                                    {"placementType": "PickFixed", "nodeNames": ["a", "short"]}])
+def test_a_node_one_plugin_refuses_for_several_reasons_names_them_all(policy):
     short = make_node("short").capacity(cpu=0, memory="0", pods=20)
-    result = run([node("a"), short], {"placementType": "PickAll"}, containers=[
+    result = run([node("a"), short], policy, containers=[
         {"name": "c", "image": "registry.local/app:1", "resources": {"requests": {"cpu": "1", "memory": "1Gi"}}}])
     assert reasons(result) == {"short": "NodeResourcesFit: Insufficient cpu, Insufficient memory"}
 
@@ -298,6 +300,19 @@ def test_pick_fixed_places_the_named_nodes_that_fit_and_gives_a_reason_for_each_
     assert result.summary.endswith("PickFixed: 2 of 4 node(s) selected.")
 
 
+def test_pick_fixed_naming_only_nodes_the_cluster_does_not_have_selects_none_and_says_so():
+    result = run([node("a"), node("b")], {"placementType": "PickFixed", "nodeNames": ["gone", "never"]})
+    assert result.selected == []
+    assert reasons(result) == {"gone": NOT_FOUND, "never": NOT_FOUND}
+    assert result.summary.endswith("PickFixed: 0 of 2 node(s) selected.")
+
+
+def test_pick_fixed_gives_every_named_node_its_reason_past_the_listing_limit():
+    names = [f"gone-{i:02d}" for i in range(8)]
+    result = run([node("a")], {"placementType": "PickFixed", "nodeNames": names}, unselected_limit=5)
+    assert [d.node for d in result.decisions] == names
+
+
 def test_the_unselected_are_listed_up_to_a_limit_and_counted_in_full():
     nodes = [node(f"n{i:02d}", cpu=0) for i in range(30)] + [node("ok")]
     h = Harness()
@@ -305,7 +320,8 @@ def test_the_unselected_are_listed_up_to_a_limit_and_counted_in_full():
         h.add_node(n.heartbeat_age(0))
     result = decide(h.scheduler.frameworks["default-scheduler"], h.scheduler.cache, placement({"placementType": "PickAll"}),
                     unselected_limit=5)
-    assert result.selected == ["ok"] and result.unselected == 30
+    assert result.selected == ["ok"]
+    assert result.summary == "1/31 nodes are available: 30 Insufficient cpu. PickAll: 1 node(s) selected."
     assert len(result.decisions) == 6
 
 
@@ -341,6 +357,12 @@ async def test_a_new_placement_gets_its_decisions_counts_and_scheduled_condition
     (condition,) = status["conditions"]
     assert (condition["type"], condition["status"], condition["reason"]) == ("Scheduled", "True", "Scheduled")
     assert condition["message"] == status["message"] == "3/3 nodes are available. PickN: 2 of 2 node(s) selected."
+
+
+async def test_a_node_no_copy_fits_is_listed_unselected_with_the_filters_reason_and_no_score():
+    status = await decided(cluster(node("a"), node("small", cpu=0)), stored({"placementType": "PickAll"}))
+    assert status["decisions"][1] == {"nodeName": "small", "selected": False,
+                                      "reason": "NodeResourcesFit: Insufficient cpu"}
 
 
 async def test_too_few_nodes_is_said_in_the_condition():
@@ -885,6 +907,13 @@ def test_the_unselected_listed_are_the_best_scored_of_them_and_never_selected():
     result = run(nodes, {"placementType": "PickN", "numberOfNodes": 1}, unselected_limit=2)
     assert result.selected == every.selected
     assert [d.node for d in result.decisions if not d.selected] == [d.node for d in ranked[:2]]
+    # The best-scored of the feasible come first; the infeasible fill what is left of the limit.
+    three = nodes[:3] + [node(f"small{i}", cpu=0) for i in range(4)]  # 2 feasible left out, 4 infeasible
+    left_out = [d.node for d in run(three, {"placementType": "PickN", "numberOfNodes": 1}).decisions if not d.selected]
+    assert left_out[:2] == ["n08", "n04"] and sorted(left_out[2:]) == ["small0", "small1", "small2", "small3"]
+    for limit in (1, 2, 3):
+        result = run(three, {"placementType": "PickN", "numberOfNodes": 1}, unselected_limit=limit)
+        assert [d.node for d in result.decisions if not d.selected] == left_out[:limit]
     fixed = run(nodes + [node("tiny", cpu=0)], {"placementType": "PickFixed", "nodeNames": ["n04", "tiny", "gone"]})
     assert [(d.node, d.selected) for d in fixed.decisions] == [("n04", True), ("tiny", False), ("gone", False)]
     assert all(d.selected is False for d in fixed.decisions[1:])

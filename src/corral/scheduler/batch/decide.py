@@ -53,8 +53,7 @@ class NodeDecision:
 class BatchDecision:
     policy: Policy
     decisions: list[NodeDecision]  # the selected, best first; then up to the limit of the others
-    summary: str
-    unselected: int = 0  # how many nodes were not selected (listed or not)
+    summary: str  # counts every node, listed or not ("3/40 nodes are available: ...")
 
     @property
     def selected(self) -> list[str]:
@@ -173,8 +172,11 @@ class _Picker:
                 break
             hard, soft = spread.allowed(free)
             both = np.flatnonzero(hard & soft)
-            pick = both[0] if len(both) else (np.flatnonzero(hard)[0] if hard.any() else -1)
-            if pick < 0:
+            if len(both):
+                pick = both[0]
+            elif hard.any():
+                pick = np.flatnonzero(hard)[0]
+            else:
                 break
             position = int(free[pick])
             chosen.append(position)
@@ -255,21 +257,16 @@ def _report(table: Any, policy: Policy, diagnosis: Any, feasible: np.ndarray, co
             row = table.row_of.get(name)
             if row is None or not table.valid[row]:
                 rejected.append(NodeDecision(name, False, None, NOT_FOUND))
-            elif row not in considered_set:
+            elif row not in considered_set:  # every valid row is filtered: a filter rejected it
                 plugin, why = diagnosis.node_reasons(row)
-                rejected.append(NodeDecision(name, False, None, f"{plugin}: {', '.join(why)}" if plugin else ""))
+                rejected.append(NodeDecision(name, False, None, f"{plugin}: {', '.join(why)}"))
     else:
         rows = np.flatnonzero(table.valid[: table.size])
         rejected = []
         for row in rows[~np.isin(rows, considered)].tolist()[: max(unselected_limit - len(others), 0)]:
             plugin, why = diagnosis.node_reasons(row)
             rejected.append(NodeDecision(table.names[row], False, None, f"{plugin}: {', '.join(why)}"))
-    unselected = len(reasons) + (len(rejected) if policy.placement_type == PICK_FIXED
-                                 else table.node_count - len(considered))
     wanted = {PICK_N: f" of {policy.number_of_nodes}", PICK_FIXED: f" of {len(policy.node_names)}"}.get(
         policy.placement_type, "")
     summary = f"{diagnosis.message(len(feasible))} {policy.placement_type}: {len(chosen)}{wanted} node(s) selected."
-    listed = others + rejected
-    if policy.placement_type != PICK_FIXED:
-        listed = listed[:unselected_limit]
-    return BatchDecision(policy, decisions + listed, summary, unselected)
+    return BatchDecision(policy, decisions + others + rejected, summary)  # PickFixed: every named node
