@@ -365,6 +365,17 @@ async def test_a_node_no_copy_fits_is_listed_unselected_with_the_filters_reason_
                                       "reason": "NodeResourcesFit: Insufficient cpu"}
 
 
+async def test_a_decisions_scores_in_the_status_are_rounded_to_hundredths_and_zeros_left_out():
+    memory = {"low": "1000Mi", "a-little-more": "1001Mi", "more": "1300Mi", "most": "2000Mi"}
+    h = cluster(*(make_node(name).capacity(cpu=4, memory=m, pods=20) for name, m in memory.items()))
+    status = await decided(h, stored({"placementType": "PickAll", "affinity": {"nodeAffinity": {
+        "preferredDuringSchedulingIgnoredDuringExecution": [
+            {"weight": 1, "propertySorter": {"name": "allocatable/memory", "sortOrder": "Descending"}}]}}}))
+    # shares of the weight: 0, 0.001 (0.00 when rounded: left out), 0.3, 1
+    assert {d["nodeName"]: d["scores"].get("preference[0]") for d in status["decisions"]} == {
+        "low": None, "a-little-more": None, "more": 0.3, "most": 1.0}
+
+
 async def test_too_few_nodes_is_said_in_the_condition():
     h = cluster(node("a"))
     status = await decided(h, stored({"placementType": "PickN", "numberOfNodes": 3}))
