@@ -164,7 +164,7 @@ class DefaultPreemption(Plugin):
             message = _summary(diagnosis.node_count, counts)
             return PostFilterResult(Status.unschedulable(message, plugin=NAME), message=message, clear_nomination=True)
         row, victims, _ = min(chosen, key=lambda c: _criteria(*c))
-        node = cache.table.names[row] or ""
+        node = cache.table.names[row]  # a candidate row: a node in the table
         return PostFilterResult(SUCCESS, node, tuple(v.info for v in victims), _nominated(node, victims))
 
     # --- stages ----------------------------------------------------------------------------------
