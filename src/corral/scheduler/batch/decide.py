@@ -52,7 +52,7 @@ class NodeDecision:
 @dataclass(slots=True)
 class BatchDecision:
     policy: Policy
-    decisions: list[NodeDecision]  # the selected, best first; then up to the limit of the others
+    decisions: list[NodeDecision]  # the selected, best first; then up to the limit of the others (PickFixed: all)
     summary: str  # counts every node, listed or not ("3/40 nodes are available: ...")
 
     @property
@@ -269,4 +269,4 @@ def _report(table: Any, policy: Policy, diagnosis: Any, feasible: np.ndarray, co
     wanted = {PICK_N: f" of {policy.number_of_nodes}", PICK_FIXED: f" of {len(policy.node_names)}"}.get(
         policy.placement_type, "")
     summary = f"{diagnosis.message(len(feasible))} {policy.placement_type}: {len(chosen)}{wanted} node(s) selected."
-    return BatchDecision(policy, decisions + others + rejected, summary)  # PickFixed: every named node
+    return BatchDecision(policy, decisions + others + rejected, summary)
