@@ -832,6 +832,60 @@ async def test_one_placement_skipped_or_refused_never_stops_the_others():
     h.scheduler.placement_changed("default/zzz", other)
     await h.scheduler.placements.write(h.writer)
     assert list(h.writer.placement_statuses) == ["default/zzz"]
+    h.writer.placement_statuses.clear()
+    h.writer.status_failures = 1  # web's write is refused (sorted first); zzz's still goes
+    h.scheduler.placement_changed("default/web", stored({"placementType": "PickAll"}, generation=2, status=first))
+    h.scheduler.placement_changed("default/zzz", {**other, "metadata": {**other["metadata"], "generation": 2}})
+    await h.scheduler.placements.write(h.writer)
+    assert list(h.writer.placement_statuses) == ["default/zzz"]
+
+
+def named(name: str, policy: dict[str, Any], **template_spec: Any) -> dict[str, Any]:
+    obj = stored(policy)
+    obj["metadata"]["name"] = name
+    obj["spec"]["template"]["spec"].update(template_spec)
+    return obj
+
+
+async def test_a_placement_for_a_scheduler_not_here_is_left_alone_even_when_its_copies_bind():
+    h = cluster(node("a"))
+    h.scheduler.placement_changed("default/aaa", named("aaa", {"placementType": "PickAll"}, schedulerName="elsewhere"))
+    h.scheduler.placement_changed("default/web", stored({"placementType": "PickAll"}))
+    await h.scheduler.placements.write(h.writer)
+    assert list(h.writer.placement_statuses) == ["default/web"]  # aaa, sorted first, does not stop web
+    copy = copy_on("a", "aaa-a")
+    copy["metadata"]["ownerReferences"][0]["name"] = "aaa"
+    h.add_pod(copy)  # a bind alone: aaa has no decision of this scheduler to restate
+    h.queue_clock.advance(10)
+    await h.scheduler.placements.write(h.writer)
+    assert list(h.writer.placement_statuses) == ["default/web"]
+
+
+async def test_a_status_just_written_is_not_written_again_before_the_watch_brings_it_back():
+    h = cluster(node("a"))
+    await decided(h, stored({"placementType": "PickAll"}))
+    h.writer.placement_statuses.clear()
+    h.scheduler.placements.nodes_changed()  # decided again on the object as last seen, still without its status
+    await h.scheduler.placements.write(h.writer)
+    assert h.writer.placement_statuses == {}
+
+
+async def test_a_bind_alone_is_restated_from_the_last_decision_once_due_not_decided_again(monkeypatch):
+    from corral.scheduler.batch import placements
+
+    monkeypatch.setattr(placements, "RESTATE_PER_DECISION", 0.125)  # 20 decisions: due 2.5 s on, exact in binary
+    h = cluster(*(node(f"n{i:02d}") for i in range(20)))
+    status = await decided(h, stored({"placementType": "PickAll"}))
+    h.scheduler.placement_changed("default/web", stored({"placementType": "PickAll"}, status=status))
+    h.writer.placement_statuses.clear()
+    decided_again = []
+    decide_now = h.scheduler.placements.decide
+    monkeypatch.setattr(h.scheduler.placements, "decide", lambda key: decided_again.append(key) or decide_now(key))
+    h.add_pod(copy_on("n00"))
+    h.queue_clock.advance(2.5)  # exactly due
+    await h.scheduler.placements.write(h.writer)
+    assert states(h.writer.placement_statuses["default/web"])["n00"] == "Bound"
+    assert decided_again == []
 
 
 async def test_a_deleted_or_deleting_placement_is_decided_no_more_and_one_made_again_is_decided_afresh():
