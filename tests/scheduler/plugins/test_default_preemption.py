@@ -3,6 +3,7 @@ against the node-by-node dry run, nominations, and what the pod, the victims and
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import numpy as np
@@ -389,6 +390,7 @@ def test_explain_is_quiet_for_a_pod_that_fits():
 
 @pytest.mark.parametrize("victims, listed", [
     pytest.param(5, "default/v0, default/v1, default/v2, default/v3, default/v4.", id="five: all named"),
+    pytest.param(6, "default/v0, default/v1, default/v2, default/v3, default/v4 and 1 more.", id="six: five and a count"),
     pytest.param(7, "default/v0, default/v1, default/v2, default/v3, default/v4 and 2 more.", id="seven: five and a count"),
 ])
 async def test_the_pending_message_names_at_most_five_victims_and_counts_the_rest(victims, listed):
@@ -436,6 +438,14 @@ def test_a_kept_candidate_that_needs_no_victim_beats_one_with_victims_even_of_ne
     h = two_nodes(leaving, low("b", "n1", "4", priority=-5))
     post = choose_among(h, HI, {"n0": ((), 0), "n1": (("uid-default-b",), 0)})
     assert post.nominated_node == "n0" and post.victims == ()
+
+
+def test_of_the_kept_candidates_fewer_victims_win_over_lower_priorities():
+    h = two_nodes(low("a", "n0", "2", priority=1), low("b", "n0", "1"), low("c", "n0", "1"),
+                  low("d", "n1", "2", priority=1), low("e", "n1", "2", priority=1))
+    kept = {"n0": (("uid-default-a", "uid-default-b", "uid-default-c"), 0), "n1": (("uid-default-d", "uid-default-e"), 0)}
+    post = choose_among(h, HI, kept)
+    assert post.nominated_node == "n1" and sorted(v.key for v in post.victims) == ["default/d", "default/e"]
 
 
 def test_of_the_kept_candidates_fewer_budget_violations_win_over_lower_priorities():
@@ -516,3 +526,146 @@ async def test_explain_under_a_profile_without_preemption_says_nothing_of_it():
     report = h.scheduler.explain(make_pod("hi").requests(cpu="2").priority(10).obj)
     assert report["chosen"] is None and "preemption" not in report
     assert [n.get("preemption") for n in report["nodes"]] == [None]
+
+
+# --- the columns, the dry run and its limit ----------------------------------------------------------
+
+ONE_DRY_RUN = {"profiles": [{"schedulerName": "default-scheduler", "pluginConfig": [
+    {"name": "DefaultPreemption", "args": {"minCandidateNodesAbsolute": 1, "minCandidateNodesPercentage": 0}}]}]}
+
+
+def victims_by_node(report: dict[str, Any]) -> dict[str, list[str]]:
+    return {n["node"]: [v["pod"] for v in n["preemption"].get("victims", ())] for n in report["nodes"]}
+
+
+@pytest.mark.parametrize("what, pods, preemptor", [
+    pytest.param("cpu", [low("a", "n0", "4"), low("b", "n1", "4", priority=1)], make_pod("hi").requests(cpu="4"),
+                 id="cpu"),
+    pytest.param("port", [low("a", "n0", "1"), low("b", "n1", "1", priority=1)],
+                 make_pod("hi").requests(cpu="1"), id="a host port"),
+])
+async def test_past_the_dry_runs_limit_explain_gives_each_nodes_victims_from_the_columns(what, pods, preemptor):
+    h = Harness(ONE_DRY_RUN)
+    for name in ("n0", "n1"):
+        h.add_node(node(name).heartbeat_age(0))
+    for p in pods:
+        if what == "port":
+            p["spec"]["containers"][0]["ports"] = [{"containerPort": 9000, "hostPort": 9000, "protocol": "TCP"}]
+        h.add_pod(p)
+    if what == "port":
+        preemptor.host_port(9000)
+    report = h.scheduler.explain(preemptor.priority(10).obj)
+    assert report["preemption"]["node"] == "n0"
+    assert victims_by_node(report) == {"n0": ["default/a"], "n1": ["default/b"]}
+
+
+async def test_a_resource_an_extender_manages_never_stops_preemption():
+    h = Harness()
+    h.add_node(node("n0").heartbeat_age(0))  # offers no example.com/gpu: the extender answers for it
+    h.add_pod(low("a", "n0", "4"))
+    fit = next(p for p in h.scheduler.frameworks["default-scheduler"].filters if p.NAME == "NodeResourcesFit")
+    fit.ignored_resources = frozenset({"example.com/gpu"})  # as the scheduler sets it for ignoredByScheduler
+    h.add_pod(make_pod("hi").requests(cpu="4", **{"example.com/gpu": "1"}).priority(10))
+    await h.run()
+    assert h.writer.deleted == ["default/a"] and h.placements()["default/hi"] == "n0"
+
+
+async def test_with_node_ports_disabled_a_pod_holding_the_same_port_is_no_victim_for_it():
+    profile = {"profiles": [{"schedulerName": "default-scheduler",
+                             "plugins": {"filter": {"disabled": [{"name": "NodePorts"}]}}}]}
+    h = Harness(profile)
+    h.add_node(node("n0").heartbeat_age(0))
+    held = low("port", "n0", "2", priority=1)  # the more important of the two: kept if the room allows
+    held["spec"]["containers"][0]["ports"] = [{"containerPort": 9000, "hostPort": 9000, "protocol": "TCP"}]
+    h.add_pod(held)
+    h.add_pod(low("plain", "n0", "2"))
+    h.add_pod(make_pod("hi").requests(cpu="2").host_port(9000).priority(10))
+    await h.run()
+    assert h.writer.deleted == ["default/plain"]
+
+
+def guarded(name: str, guard: int, filler: int) -> list[dict[str, Any]]:
+    """On node ``name``: a 1-cpu pod the preemptor may not sit beside, and a 3-cpu filler."""
+    return [low(f"x-{name}", name, "1", priority=guard, app="x"), low(f"f-{name}", name, "3", priority=filler)]
+
+
+ANTI_X = make_pod("hi").requests(cpu="3").priority(10).anti_affinity(HOST, app="x")
+
+
+def dry_run_cluster(config: dict[str, Any] | None = None) -> Harness:
+    """Columns rank a (filler 1), c (filler 2), b (filler 5); the dry run, which must take the guard
+    too, ranks b (guard 0, filler 5) first: its most important victim is the least important."""
+    h = Harness(config)
+    for name, guard, filler in (("a", 9, 1), ("b", 0, 5), ("c", 8, 2)):
+        h.add_node(node(name).heartbeat_age(0))
+        for p in guarded(name, guard, filler):
+            h.add_pod(p)
+    return h
+
+
+async def test_the_dry_run_weighs_every_candidate_up_to_its_limit_not_the_first_that_works():
+    h = dry_run_cluster()
+    report = h.scheduler.explain(ANTI_X.obj)
+    assert report["preemption"]["node"] == "b"
+    assert victims_by_node(report) == {"a": ["default/x-a", "default/f-a"], "b": ["default/f-b", "default/x-b"],
+                                       "c": ["default/x-c", "default/f-c"]}  # the most important first
+    h.add_pod(copy.deepcopy(ANTI_X.obj))
+    await h.run()
+    assert sorted(h.writer.deleted) == ["default/f-b", "default/x-b"]
+
+
+def test_asked_for_several_candidates_the_dry_run_stops_once_it_has_them():
+    from corral.scheduler.schedule_one import FitError, schedule_pod
+
+    h = dry_run_cluster()
+    fwk = h.scheduler.frameworks["default-scheduler"]
+    plugin = next(p for p in fwk.post_filters if hasattr(p, "evaluate"))
+    info = PodInfo.from_object(ANTI_X.obj)
+    with pytest.raises(FitError) as fit:
+        schedule_pod(fwk, h.scheduler.cache, info)
+    found = plugin.evaluate(info, fit.value.diagnosis, want=2)
+    names = h.scheduler.cache.table.names
+    assert [names[row] for row, _, _ in found.candidates] == ["c", "a"]  # the columns' first two, best first
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3])
+async def test_the_dry_run_stops_at_its_limit_and_says_how_many_nodes_it_did_not_examine(limit):
+    config = {"profiles": [{"schedulerName": "default-scheduler", "pluginConfig": [
+        {"name": "DefaultPreemption", "args": {"minCandidateNodesAbsolute": limit, "minCandidateNodesPercentage": 0}}]}]}
+    h = Harness(config)
+    for i in range(4):  # the guard outranks the preemptor: no node can be helped
+        h.add_node(node(f"n{i}").heartbeat_age(0))
+        h.add_pod(low(f"guard{i}", f"n{i}", "1", priority=50, app="x"))
+        h.add_pod(low(f"filler{i}", f"n{i}", "3"))
+    report = h.scheduler.explain(ANTI_X.obj)
+    examined = f"{limit} node(s) didn't match pod anti-affinity rules"
+    skipped = f"{4 - limit} not examined: the node-by-node dry run stopped at its limit" if limit < 4 else ""
+    parts = ", ".join(sorted(filter(None, (examined, skipped))))  # sorted as text, counts first
+    assert report["preemption"]["message"] == f"preemption: 0/4 nodes are available: {parts}."
+    reasons = [n["preemption"]["reasons"] for n in report["nodes"]]
+    assert sorted(map(tuple, reasons)) == sorted(
+        [("node(s) didn't match pod anti-affinity rules",)] * limit
+        + [("not examined: the node-by-node dry run stopped at its limit",)] * (4 - limit))
+
+
+async def test_in_a_cluster_with_no_nodes_preemption_says_so():
+    h = await preempt([], [], make_pod("hi").requests(cpu="1").priority(10))
+    assert h.writer.conditions["default/hi"]["message"].endswith("preemption: 0/0 nodes are available.")
+
+
+async def test_a_pod_of_the_same_priority_terminating_on_the_nominated_node_is_not_room_to_wait_for():
+    """Only lower-priority pods leaving make room for the preemptor (Kubernetes' rule): with an equal
+    one leaving its nominated node, it preempts again where it can."""
+    h = Harness()
+    h.slow_termination = True
+    for name in ("n0", "n1"):
+        h.add_node(node(name).heartbeat_age(0))
+    peer = low("peer", "n0", "4", priority=10)
+    peer["metadata"]["deletionTimestamp"] = "2026-11-25T10:00:00Z"
+    h.add_pod(peer)
+    h.add_pod(low("a", "n1", "4"))
+    hi = make_pod("hi").requests(cpu="4").priority(10).obj
+    hi["status"]["nominatedNodeName"] = "n0"  # from before a restart
+    h.add_pod(hi)
+    await h.run()
+    assert h.writer.deleted == ["default/a"] and h.scheduler.cache.nominator.node_of("default/hi") == "n1"

@@ -127,7 +127,7 @@ class DefaultPreemption(Plugin):
             return PostFilterResult(Status.unschedulable(found.message, plugin=NAME), message=found.message,
                                     clear_nomination=True)
         names = self.cache.table.names
-        candidates = tuple((names[row] or "", tuple(v.info for v in victims), violations)
+        candidates = tuple((names[row], tuple(v.info for v in victims), violations)
                            for row, victims, violations in found.candidates) if every else ()
         return PostFilterResult(SUCCESS, found.node, tuple(v.info for v in found.victims), found.message,
                                 candidates=candidates)
@@ -174,8 +174,9 @@ class DefaultPreemption(Plugin):
         if pod.preemption_policy == "Never":
             return NEVER
         cache = self.cache
-        nominated = cache.nominator.node_of(pod.key) or (pod.obj.get("status") or {}).get("nominatedNodeName") or ""
-        row = cache.table.row_of.get(nominated) if nominated else None
+        # The nominator, not the pod's status: the status may still name a node preemption has just
+        # let go, and a nomination from before a restart is in the nominator once the pod is seen.
+        row = cache.table.row_of.get(cache.nominator.node_of(pod.key))
         if row is None or not diagnosis.preemptable_rows()[row]:
             return ""  # no nomination, or its node cannot be helped any more: preempt elsewhere
         if any(c.terminating and c.info.priority < pod.priority for c in cache.pods_on(row)):
@@ -225,7 +226,7 @@ class DefaultPreemption(Plugin):
         if chosen:
             out.candidates = sorted(chosen, key=lambda c: _criteria(*c))
             out.row, out.victims, _ = out.candidates[0]
-            out.node = table.names[out.row] or ""
+            out.node = table.names[out.row]  # a candidate row: a node in the table
             out.message = _nominated(out.node, out.victims)
             if not every_node:
                 return out
