@@ -255,3 +255,28 @@ async def test_the_default_binder_without_a_binder_fails_the_binding_and_says_wh
     fwk = build_frameworks(parse_config({}), cache=Cache(), clock=lambda: 0.0)["default-scheduler"]
     status = await fwk.binders[0].bind(CycleState(), PodInfo.from_object(make_pod("p").obj), "n0")
     assert (status.ok, status.message()) == (False, "no binder configured")
+
+
+async def test_a_gang_member_refused_by_a_later_reserve_plugin_lets_the_members_waiting_for_it_go():
+    """All or nothing: w0 and w1 wait at Permit for w2; Gatekeeper (after Coscheduling) refuses w2 at
+    Reserve, and Coscheduling's Unreserve lets the two go instead of holding them to the timeout."""
+    from corral.api.kinds.scheduling import POD_GROUP_LABEL
+
+    h = Harness(CONFIG)
+    for i in range(3):
+        h.add_node(make_node(f"n{i}"))
+    h.add_group("train", 3, timeout=60)
+    for name in ("w0", "w1", "w2"):
+        pod = make_pod(name).label(POD_GROUP_LABEL, "train")
+        h.add_pod(pod.labels(refuse="reserve") if name == "w2" else pod)
+    s = h.scheduler
+    gang = s.cache.gangs.gangs["default/train"]
+    for name in ("default/w0", "default/w1", "default/w2"):
+        s.schedule_one(s.queue.pop_nowait())
+        for _ in range(10):  # its binding task reaches Permit
+            await asyncio.sleep(0)
+        if name != "default/w2":
+            assert name in gang.waiting
+    await asyncio.wait_for(asyncio.gather(*list(s._inflight)), timeout=5)
+    assert h.placements() == {} and not gang.waiting
+    assert h.writer.conditions["default/w0"]["message"] == "PodGroup default/train: member default/w2 could not be bound"

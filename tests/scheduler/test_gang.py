@@ -316,3 +316,17 @@ async def test_a_member_deleted_while_kept_out_of_the_queue_is_not_kept():
     assert sorted(book.gated) == ["default/w0", "default/w1"]  # two of three: both wait outside the queue
     h.delete_pod("default/w1")
     assert sorted(book.gated) == ["default/w0"]
+
+
+async def test_members_made_before_their_podgroup_go_to_the_queue_once_it_is_made():
+    h = cluster(3)
+    for i in range(3):
+        h.add_pod(member(f"w{i}"))
+    assert len(h.scheduler.queue) == 0  # waiting for PodGroup default/train to exist
+    h.add_group("train", 3)
+    assert all(f"default/w{i}" in h.scheduler.queue for i in range(3))
+    await h.run()
+    assert sorted(h.placements()) == ["default/w0", "default/w1", "default/w2"]
+    await h.scheduler.write_gang_statuses()
+    assert h.writer.group_statuses["default/train"] == {"phase": "Scheduled", "scheduled": 3, "members": 3,
+                                                        "message": ""}

@@ -82,6 +82,9 @@ async def test_a_delete_that_fails_undoes_the_claim_so_the_next_attempt_may_pree
     assert not s.cache.pods["default/victim"].terminating
     assert (s.preemptor.victims, s.preemptor.failures) == (0, 1)
     assert not [e for e in h.writer.event_objects if e["reason"] == "Preempted"]
+    s.preemptor.nominate(hi, "n1", (victim,), "default-scheduler")  # the next attempt: refused again, counted again
+    await settle(h)
+    assert (s.preemptor.victims, s.preemptor.failures) == (0, 2)
 
 
 async def test_status_patches_that_fail_stop_nothing_the_delete_decides():
