@@ -67,3 +67,43 @@ def test_when_every_node_is_rejected_nothing_is_chosen():
     r = report(feasible("a", 90.0), chosen="a")
     apply_to_report(r, Verdict(set(), {"a": ("https://gpu", "no gpu", False)}), {})
     assert (r["chosen"], r["feasible"], r["message"]) == (None, 0, "0/1 nodes are available: 1 no gpu.")
+
+
+def extended_cycle(verdict: Verdict, extra: dict, *, cpu: str = "1"):
+    """decide_among on a cache of four 4-cpu nodes a, b, c, d, as the scheduler and plan call it."""
+    from corral.scheduler.extenders.decide import decide_among
+    from corral.scheduler.framework.podinfo import PodInfo
+    from corral.testing.builders import make_node, make_pod
+    from corral.testing.scheduler_harness import Harness
+
+    h = Harness()
+    for name in "abcd":
+        h.add_node(make_node(name).capacity(cpu=4, memory="8Gi", pods=10).heartbeat_age(0))
+    cache = h.scheduler.cache
+    pod = PodInfo.from_object(make_pod("p").requests(cpu=cpu).obj)
+    return cache, decide_among(h.scheduler.frameworks["default-scheduler"], cache, pod, verdict, extra, candidates=False)
+
+
+def test_a_cycle_among_the_nodes_the_extenders_passed_chooses_by_their_scores_too():
+    cache, (result, fit, post) = extended_cycle(Verdict({"a", "c"}, {"b": ("https://gpu", "no gpu", False)}),
+                                                {"https://gpu": {"c": 30.0}})  # d: not asked
+    assert fit is None and post is None
+    assert (result.node, result.row, result.evaluated, result.feasible) == ("c", cache.table.row_of["c"], 4, 2)
+    assert sorted(cache.table.names[r] for r in result.scores.rows.tolist()) == ["a", "c"]
+    c = result.scores.rows.tolist().index(cache.table.row_of["c"])
+    assert result.scores.by_plugin["extender https://gpu"][c] == 30.0
+
+
+def test_with_no_node_left_the_fit_error_says_who_refused_each_and_whether_preemption_could_help():
+    cache, (result, fit, post) = extended_cycle(
+        Verdict(set(), {"a": ("https://gpu", "no gpu", True), "b": ("https://gpu", "busy", False),
+                        "c": ("https://gpu", "busy", False)}), {})  # d: not asked
+    assert result is None and post is not None and not post.status.ok
+    row = cache.table.row_of
+    diagnosis = fit.diagnosis
+    assert diagnosis.node_reasons(row["a"]) == ("extender https://gpu", ["no gpu"])
+    assert diagnosis.node_reasons(row["d"]) == ("extender extenders", [NOT_ASKED])
+    preemptable = diagnosis.preemptable_rows()
+    assert [bool(preemptable[row[n]]) for n in "abcd"] == [False, True, True, True]  # "no gpu" is unresolvable
+    assert fit.diagnosis.message(0) == ("0/4 nodes are available: 1 no gpu, "
+                                        "1 node(s) joined while the extenders decided, 2 busy.")  # sorted as text
