@@ -538,22 +538,22 @@ def victims_by_node(report: dict[str, Any]) -> dict[str, list[str]]:
     return {n["node"]: [v["pod"] for v in n["preemption"].get("victims", ())] for n in report["nodes"]}
 
 
-@pytest.mark.parametrize("what, pods, preemptor", [
-    pytest.param("cpu", [low("a", "n0", "4"), low("b", "n1", "4", priority=1)], make_pod("hi").requests(cpu="4"),
-                 id="cpu"),
-    pytest.param("port", [low("a", "n0", "1"), low("b", "n1", "1", priority=1)],
-                 make_pod("hi").requests(cpu="1"), id="a host port"),
+def holding_port(pod: dict[str, Any]) -> dict[str, Any]:
+    pod["spec"]["containers"][0]["ports"] = [{"containerPort": 9000, "hostPort": 9000, "protocol": "TCP"}]
+    return pod
+
+
+@pytest.mark.parametrize("pods, preemptor", [
+    pytest.param([low("a", "n0", "4"), low("b", "n1", "4", priority=1)], make_pod("hi").requests(cpu="4"), id="cpu"),
+    pytest.param([holding_port(low("a", "n0", "1")), holding_port(low("b", "n1", "1", priority=1))],
+                 make_pod("hi").requests(cpu="1").host_port(9000), id="a host port"),
 ])
-async def test_past_the_dry_runs_limit_explain_gives_each_nodes_victims_from_the_columns(what, pods, preemptor):
+async def test_past_the_dry_runs_limit_explain_gives_each_nodes_victims_from_the_columns(pods, preemptor):
     h = Harness(ONE_DRY_RUN)
     for name in ("n0", "n1"):
         h.add_node(node(name).heartbeat_age(0))
     for p in pods:
-        if what == "port":
-            p["spec"]["containers"][0]["ports"] = [{"containerPort": 9000, "hostPort": 9000, "protocol": "TCP"}]
         h.add_pod(p)
-    if what == "port":
-        preemptor.host_port(9000)
     report = h.scheduler.explain(preemptor.priority(10).obj)
     assert report["preemption"]["node"] == "n0"
     assert victims_by_node(report) == {"n0": ["default/a"], "n1": ["default/b"]}
@@ -575,9 +575,7 @@ async def test_with_node_ports_disabled_a_pod_holding_the_same_port_is_no_victim
                              "plugins": {"filter": {"disabled": [{"name": "NodePorts"}]}}}]}
     h = Harness(profile)
     h.add_node(node("n0").heartbeat_age(0))
-    held = low("port", "n0", "2", priority=1)  # the more important of the two: kept if the room allows
-    held["spec"]["containers"][0]["ports"] = [{"containerPort": 9000, "hostPort": 9000, "protocol": "TCP"}]
-    h.add_pod(held)
+    h.add_pod(holding_port(low("port", "n0", "2", priority=1)))  # the more important of the two: kept if the room allows
     h.add_pod(low("plain", "n0", "2"))
     h.add_pod(make_pod("hi").requests(cpu="2").host_port(9000).priority(10))
     await h.run()
