@@ -69,14 +69,14 @@ def test_when_every_node_is_rejected_nothing_is_chosen():
     assert (r["chosen"], r["feasible"], r["message"]) == (None, 0, "0/1 nodes are available: 1 no gpu.")
 
 
-def extended_cycle(verdict: Verdict, extra: dict, *, cpu: str = "1"):
+def extended_cycle(verdict: Verdict, extra: dict, *, cpu: str = "1", config: dict | None = None):
     """decide_among on a cache of four 4-cpu nodes a, b, c, d, as the scheduler and plan call it."""
     from corral.scheduler.extenders.decide import decide_among
     from corral.scheduler.framework.podinfo import PodInfo
     from corral.testing.builders import make_node, make_pod
     from corral.testing.scheduler_harness import Harness
 
-    h = Harness()
+    h = Harness(config)
     for name in "abcd":
         h.add_node(make_node(name).capacity(cpu=4, memory="8Gi", pods=10).heartbeat_age(0))
     cache = h.scheduler.cache
@@ -92,6 +92,11 @@ def test_a_cycle_among_the_nodes_the_extenders_passed_chooses_by_their_scores_to
     assert sorted(cache.table.names[r] for r in result.scores.rows.tolist()) == ["a", "c"]
     c = result.scores.rows.tolist().index(cache.table.row_of["c"])
     assert result.scores.by_plugin["extender https://gpu"][c] == 30.0
+
+
+def test_a_tie_among_the_passed_nodes_is_broken_as_the_profile_says():
+    cache, (result, _, _) = extended_cycle(Verdict({"d", "b"}), {}, config={"tieBreak": "name"})
+    assert result.node == "b"  # the same scores: the first name (the default, random with seed 0, takes d)
 
 
 def test_with_no_node_left_the_fit_error_says_who_refused_each_and_whether_preemption_could_help():
