@@ -37,8 +37,7 @@ class ScheduleResult:
 class FitError(Exception):
     """No node can take the pod; ``diagnosis`` says why, node by node."""
 
-    def __init__(self, pod: PodInfo, diagnosis: Diagnosis) -> None:
-        self.pod = pod
+    def __init__(self, diagnosis: Diagnosis) -> None:
         self.diagnosis = diagnosis
         super().__init__(diagnosis.message())
 
@@ -87,7 +86,7 @@ def schedule_pod(fwk: Framework, cache: Cache, pod: PodInfo, order: np.ndarray |
             return ScheduleResult(table.names[row], row, table.node_count, feasible_rows, scores)
     feasible, diagnosis = fwk.find_feasible(state, pod, table)
     if len(feasible) == 0:
-        raise FitError(pod, diagnosis)
+        raise FitError(diagnosis)
     if len(feasible) == 1:
         row = int(feasible[0])
         return ScheduleResult(table.names[row], row, diagnosis.node_count, 1, None)

@@ -98,7 +98,7 @@ def decide_among(fwk: Any, cache: Any, pod: Any, verdict: Any, extra: dict[str, 
         feasible, diagnosis = fwk.find_feasible(state, pod, table)
         feasible = reject_by_extenders(diagnosis, table, feasible, verdict)
         if len(feasible) == 0:
-            fit = FitError(pod, diagnosis)
+            fit = FitError(diagnosis)
             if candidates:
                 state[WANT_CANDIDATES] = True
             return None, fit, post_filter(fwk, state, pod, fit)
