@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -406,3 +407,62 @@ def test_a_pod_relabelled_thousands_of_times_leaves_no_empty_label_groups_behind
     assert len(cache.pod_groups.groups) <= 2 * 64 + 2
     counts = cache.count_selected("default", selector)
     assert (counts[cache.table.row_of["n0"]], counts[cache.table.row_of["n1"]]) == (1, 1)
+
+
+# --- the order of importance preemption reprieves victims in --------------------------------------
+
+BASE = 1_700_000_000.0
+ABOVE = 10_000  # where the priorities of pods elsewhere in the cache start
+
+
+@st.composite
+def importance_cases(draw):
+    """Pods (row, priority, start) across the packed key's limits: rows near 2**22, more than 2**10
+    distinct priorities in the cache, start times spread over more than 2**31 seconds, fractions of
+    a second, pods not started."""
+    count = draw(st.integers(0, 24))
+    row_pool = draw(st.sampled_from([[0, 1, 2], [0, 2**22 - 1], [2**22 - 1, 2**22, 2**23 - 1]]))
+    priorities = draw(st.sampled_from([[0, 5, 1000], [-10, 0, 2**31 - 1], list(range(0, 2100, 700))]))
+    starts = draw(st.sampled_from([
+        [BASE, BASE + 1, BASE + 60],
+        [BASE, BASE + 0.5, BASE + 2.25],  # fractions: the packed key holds whole seconds only
+        [BASE, BASE + 2**31 - 2, BASE + 2**31 - 1, BASE + 2**31, BASE + 2**32],
+        [float("inf"), BASE],
+    ]))
+    pods = [(draw(st.sampled_from(row_pool)), draw(st.sampled_from(priorities)), draw(st.sampled_from(starts)))
+            for _ in range(count)]
+    others = draw(st.sampled_from([0, 600, 1000, 1030, 2100]))  # distinct priorities of pods elsewhere
+    return pods, others
+
+
+@pytest.mark.parametrize("pods, others", [
+    pytest.param([(0, 0, BASE + 0.5), (0, 0, BASE)], 0, id="half a second earlier is more important"),
+    pytest.param([(0, 0, BASE), (1, 2**30, BASE)], 1000, id="a priority ranked 1000th still sorts within its node"),
+    pytest.param([(0, 0, BASE), (1, 2**30, BASE)], 1030, id="past 1024 distinct priorities too"),
+    pytest.param([(0, 0, float("inf")), (0, 0, BASE), (0, 0, BASE + 2**31 - 2)], 0,
+                 id="a pod not started after one started 68 years after the first"),
+])
+def test_victims_are_ordered_by_node_then_priority_then_start_at_the_packed_keys_limits(pods, others):
+    ordered_as_a_plain_sort(pods, others)
+
+
+@settings(max_examples=300, deadline=None)
+@given(importance_cases())
+def test_victims_are_ordered_by_node_then_priority_then_start_as_a_plain_sort_orders_them(case):
+    ordered_as_a_plain_sort(*case)
+
+
+def ordered_as_a_plain_sort(pods: list[tuple[int, int, float]], others: int) -> None:
+    """PodColumns.importance_order of ``pods`` (row, priority, start), with ``others`` distinct
+    priorities of pods elsewhere in the cache (from ABOVE up), is the order of a plain sort by row, priority
+    (highest first), start (earliest first), slot."""
+    from corral.scheduler.cache.pod_columns import PodColumns
+
+    cols = PodColumns(capacity=max(len(pods), 1))
+    for i, (_, priority, start) in enumerate(pods):
+        cols.priority[i], cols.start[i] = priority, start
+    cols.priorities = Counter(p for _, p, _ in pods) + Counter(range(ABOVE, ABOVE + others))
+    slots = np.arange(len(pods), dtype=np.int64)
+    rows = np.array([r for r, _, _ in pods], dtype=np.int64)
+    expected = sorted(range(len(pods)), key=lambda i: (pods[i][0], -pods[i][1], pods[i][2], i))
+    assert cols.importance_order(slots, rows).tolist() == expected
