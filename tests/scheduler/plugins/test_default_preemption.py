@@ -530,8 +530,10 @@ async def test_explain_under_a_profile_without_preemption_says_nothing_of_it():
 
 # --- the columns, the dry run and its limit ----------------------------------------------------------
 
-ONE_DRY_RUN = {"profiles": [{"schedulerName": "default-scheduler", "pluginConfig": [
-    {"name": "DefaultPreemption", "args": {"minCandidateNodesAbsolute": 1, "minCandidateNodesPercentage": 0}}]}]}
+def dry_run_limit(nodes: int) -> dict[str, Any]:
+    """A profile whose node-by-node dry run examines at most ``nodes`` nodes."""
+    return {"profiles": [{"schedulerName": "default-scheduler", "pluginConfig": [
+        {"name": "DefaultPreemption", "args": {"minCandidateNodesAbsolute": nodes, "minCandidateNodesPercentage": 0}}]}]}
 
 
 def victims_by_node(report: dict[str, Any]) -> dict[str, list[str]]:
@@ -549,7 +551,7 @@ def holding_port(pod: dict[str, Any]) -> dict[str, Any]:
                  make_pod("hi").requests(cpu="1").host_port(9000), id="a host port"),
 ])
 async def test_past_the_dry_runs_limit_explain_gives_each_nodes_victims_from_the_columns(pods, preemptor):
-    h = Harness(ONE_DRY_RUN)
+    h = Harness(dry_run_limit(1))
     for name in ("n0", "n1"):
         h.add_node(node(name).heartbeat_age(0))
     for p in pods:
@@ -628,13 +630,11 @@ def test_asked_for_several_candidates_the_dry_run_stops_once_it_has_them():
 
 @pytest.mark.parametrize("limit", [1, 2, 3])
 async def test_the_dry_run_stops_at_its_limit_and_says_how_many_nodes_it_did_not_examine(limit):
-    config = {"profiles": [{"schedulerName": "default-scheduler", "pluginConfig": [
-        {"name": "DefaultPreemption", "args": {"minCandidateNodesAbsolute": limit, "minCandidateNodesPercentage": 0}}]}]}
-    h = Harness(config)
+    h = Harness(dry_run_limit(limit))
     for i in range(4):  # the guard outranks the preemptor: no node can be helped
         h.add_node(node(f"n{i}").heartbeat_age(0))
-        h.add_pod(low(f"guard{i}", f"n{i}", "1", priority=50, app="x"))
-        h.add_pod(low(f"filler{i}", f"n{i}", "3"))
+        for p in guarded(f"n{i}", 50, 0):
+            h.add_pod(p)
     report = h.scheduler.explain(ANTI_X.obj)
     examined = f"{limit} node(s) didn't match pod anti-affinity rules"
     skipped = f"{4 - limit} not examined: the node-by-node dry run stopped at its limit" if limit < 4 else ""
