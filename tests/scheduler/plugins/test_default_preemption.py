@@ -4,6 +4,7 @@ against the node-by-node dry run, nominations, and what the pod, the victims and
 from __future__ import annotations
 
 import copy
+import re
 from typing import Any
 
 import numpy as np
@@ -371,13 +372,59 @@ def test_the_columns_choose_the_victims_kubernetes_dry_run_chooses_on_every_node
         assert found.violations[row] == exact.violations
 
 
-def test_bad_preemption_arguments_are_refused_by_name():
+@pytest.mark.parametrize("priority, expected", [
+    pytest.param(10, (None, ["No preemption victims found for incoming pod"]), id="only pods as important"),
+    pytest.param(11, ([], []), id="a lower pod, yet the node has room"),
+])
+def test_the_dry_run_names_the_reason_when_a_node_has_no_pod_of_lower_priority(priority, expected):
+    from corral.scheduler.cache.cache import Cache
+    from corral.scheduler.plugins.default_preemption import NO_VICTIMS
+    from corral.scheduler.profiles import build_frameworks, parse_config
+
+    cache = Cache()
+    cache.set_node(make_node("n0").capacity(cpu=4, memory="16Gi", pods=6).obj)
+    cache.set_pod(low("a", "n0", "1", priority=10))
+    fwk = build_frameworks(parse_config({}), cache=cache, clock=lambda: 0.0)["default-scheduler"]
+    result = select_victims_on_row(fwk, cache, PodInfo.from_object(make_pod("hi").priority(priority).obj), 0)
+    assert (result.victims, result.reasons) == expected
+    assert expected[1] in ([], [NO_VICTIMS])
+
+
+def preemption_args(**args: Any) -> dict[str, Any]:
+    return {"profiles": [{"pluginConfig": [{"name": "DefaultPreemption", "args": args}]}]}
+
+
+@pytest.mark.parametrize("args, message", [
+    ({"minCandidateNodesPercentage": 101}, "minCandidateNodesPercentage must be an integer from 0 to 100, not 101"),
+    ({"minCandidateNodesPercentage": -1}, "minCandidateNodesPercentage must be an integer from 0 to 100, not -1"),
+    ({"minCandidateNodesPercentage": True}, "minCandidateNodesPercentage must be an integer from 0 to 100, not True"),
+    ({"minCandidateNodesAbsolute": -1}, "minCandidateNodesAbsolute must be an integer of at least 0, not -1"),
+    ({"minCandidateNodesAbsolute": "5"}, "minCandidateNodesAbsolute must be an integer of at least 0, not '5'"),
+])
+def test_bad_preemption_arguments_are_refused_by_name(args, message):
     from corral.scheduler.profiles import ConfigError, build_frameworks, parse_config
 
-    config = {"profiles": [{"pluginConfig": [{"name": "DefaultPreemption",
-                                              "args": {"minCandidateNodesPercentage": 101}}]}]}
-    with pytest.raises(ConfigError, match="minCandidateNodesPercentage must be an integer from 0 to 100, not 101"):
-        build_frameworks(parse_config(config), cache=None, clock=lambda: 0.0)
+    with pytest.raises(ConfigError, match=f"DefaultPreemption: {re.escape(message)}$"):
+        build_frameworks(parse_config(preemption_args(**args)), cache=None, clock=lambda: 0.0)
+
+
+def preemption_limit(config: dict[str, Any], nodes: int) -> int:
+    h = Harness(config)
+    for i in range(nodes):
+        h.add_node(make_node(f"n{i}"))
+    (plugin,) = h.scheduler.frameworks["default-scheduler"].post_filters
+    return plugin._limit()
+
+
+@pytest.mark.parametrize("args, nodes, limit", [
+    pytest.param({}, 50, 100, id="by default at least 100 nodes"),
+    pytest.param({}, 1500, 150, id="by default 10 % of the nodes"),
+    pytest.param({"minCandidateNodesPercentage": 100, "minCandidateNodesAbsolute": 0}, 7, 7, id="100 % allowed"),
+    pytest.param({"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 0}, 7, 1, id="never below one"),
+    pytest.param({"minCandidateNodesPercentage": 10, "minCandidateNodesAbsolute": 0}, 11, 2, id="rounded up"),
+])
+def test_the_dry_runs_limit_is_kubernetes_percentage_of_the_nodes_or_its_absolute_floor(args, nodes, limit):
+    assert preemption_limit(preemption_args(**args), nodes) == limit
 
 
 def test_explain_is_quiet_for_a_pod_that_fits():
@@ -582,6 +629,17 @@ async def test_with_node_ports_disabled_a_pod_holding_the_same_port_is_no_victim
     h.add_pod(make_pod("hi").requests(cpu="2").host_port(9000).priority(10))
     await h.run()
     assert h.writer.deleted == ["default/plain"]
+
+
+async def test_with_node_resources_fit_disabled_preemption_frees_what_the_other_filters_want_not_cpu():
+    profile = {"profiles": [{"schedulerName": "default-scheduler",
+                             "plugins": {"filter": {"disabled": [{"name": "NodeResourcesFit"}]}}}]}
+    h = Harness(profile)
+    h.add_node(node("n0").heartbeat_age(0))
+    h.add_pod(holding_port(low("port", "n0", "4")))
+    h.add_pod(make_pod("hi").requests(cpu="8").host_port(9000).priority(10))  # twice the node: nobody checks
+    await h.run()
+    assert h.writer.deleted == ["default/port"] and h.placements()["default/hi"] == "n0"
 
 
 def guarded(name: str, guard: int, filler: int) -> list[dict[str, Any]]:
