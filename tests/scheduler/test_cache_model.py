@@ -466,3 +466,19 @@ def ordered_as_a_plain_sort(pods: list[tuple[int, int, float]], others: int) -> 
     rows = np.array([r for r, _, _ in pods], dtype=np.int64)
     expected = sorted(range(len(pods)), key=lambda i: (pods[i][0], -pods[i][1], pods[i][2], i))
     assert cols.importance_order(slots, rows).tolist() == expected
+
+
+def test_lower_priority_takes_the_valid_pods_below_the_priority_on_the_rows_asked_for_and_none_beyond():
+    from corral.scheduler.cache.pod_columns import PodColumns
+
+    cols = PodColumns(capacity=2)  # grows on the third pod
+    for name, row, priority in [("a", 0, 1), ("b", 1, 1), ("c", 2, 1), ("d", 0, 5), ("gone", 1, 0)]:
+        info = PodInfo.from_object({"metadata": {"name": name, "namespace": "default"},
+                                    "spec": {"priority": priority, "containers": [{"name": "c"}]}})
+        slot = cols.add(f"default/{name}", info, row, start=0.0, terminating=False)
+    cols.remove(slot)
+    keys = lambda slots: [cols.keys[s] for s in slots]  # noqa: E731
+    # Rows 0 and 1 asked for; a pod on row 2, past the mask (a node that joined since), is left out.
+    assert keys(cols.lower_priority(5, np.array([True, True]))) == ["default/a", "default/b"]
+    assert keys(cols.lower_priority(5, np.array([False, True, True]))) == ["default/b", "default/c"]
+    assert keys(cols.lower_priority(1, np.array([True, True, True]))) == []

@@ -608,6 +608,17 @@ async def test_past_the_dry_runs_limit_explain_gives_each_nodes_victims_from_the
     assert victims_by_node(report) == {"n0": ["default/a"], "n1": ["default/b"]}
 
 
+async def test_preemption_takes_only_what_it_needs_once_the_pod_columns_have_grown_past_their_first_size():
+    h = Harness()
+    h.add_node(make_node("n0").capacity(cpu=4, memory="16Gi", pods=2000).heartbeat_age(0))
+    for i in range(1100):  # the columns start with room for 1,024 pods
+        h.add_pod(low(f"idle-{i}", "n0", "0", start=i % 60))
+    h.add_pod(low("big", "n0", "3", start=61))
+    h.add_pod(make_pod("hi").requests(cpu="2").priority(10))
+    await h.run()
+    assert h.writer.deleted == ["default/big"] and h.placements()["default/hi"] == "n0"
+
+
 async def test_a_resource_an_extender_manages_never_stops_preemption():
     h = Harness()
     h.add_node(node("n0").heartbeat_age(0))  # offers no example.com/gpu: the extender answers for it
@@ -707,6 +718,18 @@ async def test_the_dry_run_stops_at_its_limit_and_says_how_many_nodes_it_did_not
 async def test_in_a_cluster_with_no_nodes_preemption_says_so():
     h = await preempt([], [], make_pod("hi").requests(cpu="1").priority(10))
     assert h.writer.conditions["default/hi"]["message"].endswith("preemption: 0/0 nodes are available.")
+
+
+async def test_a_pod_nominated_on_a_node_without_pods_where_it_still_does_not_fit_preempts_elsewhere():
+    h = Harness()
+    h.add_node(node("n0", cpu=2).heartbeat_age(0))  # empty, and too small for it
+    h.add_node(node("n1").heartbeat_age(0))
+    h.add_pod(low("a", "n1", "4"))
+    hi = make_pod("hi").requests(cpu="4").priority(10).obj
+    hi["status"]["nominatedNodeName"] = "n0"  # from before a restart
+    h.add_pod(hi)
+    await h.run()
+    assert h.writer.deleted == ["default/a"] and h.placements() == {"default/hi": "n1"}
 
 
 async def test_a_pod_of_the_same_priority_terminating_on_the_nominated_node_is_not_room_to_wait_for():
