@@ -348,6 +348,23 @@ def cluster(*nodes) -> Harness:
     return h
 
 
+async def test_a_placement_being_deleted_is_neither_decided_nor_written():
+    h = cluster(make_node("a"))
+    first = stored({"placementType": "PickAll"})
+    first["metadata"]["deletionTimestamp"] = "2026-11-25T10:00:00Z"  # a finalizer holds it
+    h.scheduler.placement_changed("default/web", first)  # first seen already leaving (a restart)
+    await h.scheduler.placements.write(h.writer)
+    assert h.writer.placement_statuses == {}
+    status = await decided(h, stored({"placementType": "PickAll"}))
+    assert status["decisions"] and h.writer.placement_statuses
+    h.writer.placement_statuses.clear()
+    leaving = stored({"placementType": "PickAll"}, generation=2, status=status)
+    leaving["metadata"]["deletionTimestamp"] = "2026-11-25T10:00:00Z"
+    h.scheduler.placement_changed("default/web", leaving)
+    await h.scheduler.placements.write(h.writer)
+    assert h.writer.placement_statuses == {}
+
+
 async def test_a_new_placement_gets_its_decisions_counts_and_scheduled_condition():
     h = cluster(node("a", cpu=8), node("b", cpu=4), node("c", cpu=2))
     status = await decided(h, stored({"placementType": "PickN", "numberOfNodes": 2}))
