@@ -14,6 +14,9 @@ import pytest
 from prometheus_client import generate_latest
 
 from corral.pki.ca import CertificateAuthority
+from corral.scheduler.framework.interface import Plugin
+from corral.scheduler.framework.status import SUCCESS, Status
+from corral.scheduler.plugins import REGISTRY, register
 from corral.scheduler.profiles import ConfigError, parse_config
 from corral.testing.builders import make_node, make_pod
 from corral.testing.scheduler_harness import Harness
@@ -73,9 +76,58 @@ async def test_placements_follow_the_extenders_filter_and_its_weighted_scores(ex
     await h.run()
     # The emptiest nodes are refused by the extender; among the rest its score (9 × 5 × 10) wins.
     assert h.placements() == {"default/web": "high-score", "default/big": "low-score"}
-    assert h.writer.conditions["default/huge"]["message"].startswith(
+    assert h.writer.conditions["default/huge"]["message"] == (
         "0/4 nodes are available: 1 node(s) are never allowed by the test extender, "
-        "1 node(s) not allowed by the test extender, 2 Insufficient cpu.")
+        "1 node(s) not allowed by the test extender, 2 Insufficient cpu. preemption: 0/4 nodes are available: "
+        "1 Preemption is not helpful for scheduling, 3 No preemption victims found for incoming pod.")
+    # Each attempt is timed from its start, extenders' answers included (seconds, not a clock reading).
+    sums = [float(line.split()[-1]) for line in generate_latest(h.scheduler.metrics.registry).decode().splitlines()
+            if line.startswith("corral_scheduler_scheduling_attempt_duration_seconds_sum")]
+    assert len(sums) == 2 and 0 < sum(sums) < 30  # scheduled, unschedulable
+
+
+class CycleNotes(Plugin):
+    """Its PreFilter leaves a note in the cycle state; Reserve and Permit record what they find there."""
+    NAME = "CycleNotes"
+    seen: list[tuple[str, str | None]] = []
+
+    def pre_filter(self, state, pod) -> Status:
+        state[self.NAME] = f"cycle of {pod.name}"
+        return SUCCESS
+
+    def reserve(self, state, pod, node) -> Status:
+        self.seen.append(("reserve", state.get(self.NAME)))
+        return SUCCESS
+
+    async def permit(self, state, pod, node) -> Status:
+        self.seen.append(("permit", state.get(self.NAME)))
+        return SUCCESS
+
+
+async def test_with_an_extender_reserve_and_permit_see_the_cycle_state_the_pods_pre_filter_wrote(extender, pki):
+    register(CycleNotes)
+    CycleNotes.seen = []
+    try:
+        h = Harness({**config(extender, pki), "profiles": [{"plugins": {
+            point: {"enabled": [{"name": "CycleNotes"}]} for point in ("preFilter", "reserve", "permit")}}]})
+        nodes(h)
+        h.add_pod(make_pod("web").requests(cpu="500m"))
+        await h.run()
+    finally:
+        REGISTRY.pop("CycleNotes")
+    assert h.placements() == {"default/web": "high-score"}
+    assert CycleNotes.seen == [("reserve", "cycle of web"), ("permit", "cycle of web")]
+
+
+async def test_with_a_preempting_extender_a_pod_that_fits_is_bound_and_nothing_is_preempted(extender, pki):
+    h = Harness(config(extender, pki, filterVerb="", prioritizeVerb="", preemptVerb="preempt"))
+    h.add_node(make_node("n0").capacity(cpu=4, memory="8Gi", pods=20))
+    h.add_pod(make_pod("low").requests(cpu="2").node("n0").obj)
+    h.add_pod(make_pod("hi").requests(cpu="1").priority(10))
+    await h.run()
+    assert h.placements() == {"default/hi": "n0"} and h.writer.deleted == []
+    assert [a for a in await _sent(extender, h) if a["pod"]["metadata"]["name"] == "hi"] == []
+    await h.scheduler.extenders.close()
 
 
 async def test_an_extender_that_is_down_stops_scheduling_and_is_named(pki):
