@@ -300,6 +300,7 @@ async def seed(c: Client) -> None:
     await c.create(node("n1"))
     await c.create(pod("bound") | {"spec": {**pod("bound")["spec"], "nodeName": "n1"}}, raw=True)
     await c.create(pod("waiting"))
+    await c.create(pod("member", **{"scheduling.corral.dev/pod-group": "g1"}))  # held until its gang can go
     for name in ("b1", "b2"):
         await c.create(budget(name))
     for name, count in (("g1", 2), ("g2", 3)):
@@ -332,16 +333,17 @@ def by_key(scheduler) -> tuple:
 
 
 SEEDED = ({"default/b1", "default/b2"}, {"default/g1": 2, "default/g2": 3}, {"default/p1", "default/p2"})
-CHANGED = ({"default/b2", "default/b3"}, {"default/g1": 5, "default/g2": 3, "default/g3": 1},
+CHANGED = ({"default/b2", "default/b3"}, {"default/g1": 5, "default/g3": 1},
            {"default/p2", "default/p3"})
 
 
 async def change_the_rest(c: Client) -> None:
-    """A budget, a PodGroup and a Placement each deleted, added or changed."""
+    """Budgets, PodGroups and Placements deleted, added and changed."""
     await c.delete("poddisruptionbudgets", "b1", "default")
     await c.create(budget("b3"))
     await c.patch("podgroups", "g1", {"spec": {"minMember": 5}}, "default")
     await c.create(group("g3", 1))
+    await c.delete("podgroups", "g2", "default")
     await c.delete("placements", "p1", "default")
     await c.create(placement("p3"))
 
@@ -360,8 +362,9 @@ async def test_the_in_process_source_loads_what_the_server_has_then_follows_it_u
         h = Harness()
         detach = attach_in_process(h.scheduler, server.cache)
         cache = h.scheduler.cache
-        assert set(cache.table.row_of) == {"n1"}
+        assert set(cache.table.row_of) == {"n1"} and cache.table.node_count == 1  # a node, not a pod's placeholder
         assert set(cache.pods) == {"default/bound"}
+        assert cache.gangs.member_of == {"default/member": "default/g1"} and "default/member" not in h.scheduler.queue
         assert "default/waiting" in h.scheduler.queue
         assert cache.namespace_labels["team"] == {"tier": "a"}
         assert by_key(h.scheduler) == SEEDED
@@ -391,6 +394,7 @@ async def test_the_informer_source_lists_then_watches_every_kind_the_scheduler_r
         try:
             cache = h.scheduler.cache
             assert set(cache.table.row_of) == {"n1"} and set(cache.pods) == {"default/bound"}
+            assert cache.table.node_count == 1 and cache.gangs.member_of == {"default/member": "default/g1"}
             assert "default/waiting" in h.scheduler.queue and cache.namespace_labels["team"] == {"tier": "a"}
             assert by_key(h.scheduler) == SEEDED
 
