@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 import pytest
 
@@ -103,6 +104,37 @@ async def test_reserve_and_permit_run_around_binding_and_a_refusal_unreserves():
     assert [c for c in CALLS if c[1] == "no"] == [("reserve", "no"), ("permit", "no"), ("unreserve", "no")]
     assert not s.cache.is_assumed("default/no")  # un-assumed, and waiting in backoff
     assert s.queue.get("default/no").where == "backoff"
+    # The pod is told, as for a pod no node fits: PodScheduled=False and a Warning event.
+    assert {k: h.writer.conditions["default/no"][k] for k in ("status", "reason", "message")} == {
+        "status": "False", "reason": "Unschedulable", "message": "refused"}
+    s.events.start()
+    await s.events.drain()
+    assert [(e["type"], e["reason"], e["message"]) for e in h.writer.event_objects
+            if e["involvedObject"]["name"] == "no"] == [("Warning", "FailedScheduling", "refused")]
+    await s.events.stop()
+
+
+class RaisingPermit(Plugin):
+    NAME = "RaisingPermit"
+
+    async def permit(self, state, pod, node) -> Status:
+        raise RuntimeError("quota service unreachable")
+
+
+async def test_a_permit_plugin_that_raises_fails_the_binding_with_its_error_and_the_pod_is_retried(caplog):
+    register(RaisingPermit)
+    try:
+        h = Harness({"profiles": [{"plugins": {"permit": {"enabled": [{"name": "RaisingPermit"}]}}}]})
+        h.add_node(make_node("n0"))
+        h.add_pod(make_pod("p"))
+        with caplog.at_level(logging.WARNING, logger="corral.scheduler.scheduler"):
+            await one_round(h)
+    finally:
+        REGISTRY.pop("RaisingPermit")
+    s = h.scheduler
+    assert h.placements() == {} and s.bind_failures == 1 and not s.cache.is_assumed("default/p")
+    assert s.queue.get("default/p").where == "backoff"
+    assert caplog.messages == ["binding default/p to n0 failed: quota service unreachable; retrying after backoff"]
 
 
 async def test_a_pre_enqueue_plugin_keeps_a_pod_out_of_the_queue():

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import re
 import subprocess
 import sys
@@ -187,8 +188,23 @@ async def test_an_extender_with_a_bind_verb_binds_the_pods_it_manages(extender, 
     client = h.scheduler.extenders.clients[0]
     async with client._http().get(f"{extender}/binds") as resp:
         binds = await resp.json()
-    assert [(b["podNamespace"], b["podName"], b["node"]) for b in binds] == [("default", "gpu", "high-score")]
+    assert binds == [{"podNamespace": "default", "podName": "gpu", "podUID": "uid-default-gpu", "node": "high-score"}]
     await h.scheduler.extenders.close()
+
+
+async def test_a_binding_the_extender_fails_is_retried_after_backoff_and_logged_with_its_error(extender, pki, caplog):
+    h = Harness(config(extender, pki, bindVerb="no-such-verb",
+                       managedResources=[{"name": "example.com/gpu", "ignoredByScheduler": True}]))
+    nodes(h)
+    h.add_pod(make_pod("gpu").requests(cpu="500m", **{"example.com/gpu": "1"}))
+    with caplog.at_level(logging.WARNING, logger="corral.scheduler.scheduler"):
+        await _rounds(h, 1)
+    s = h.scheduler
+    assert h.placements() == {} and s.bind_failures == 1 and not s.cache.is_assumed("default/gpu")
+    assert "default/gpu" in s.queue  # to be tried again (its backoff is over once the round ends)
+    assert (f"binding default/gpu to high-score failed: extender {extender} failed: no-such-verb: HTTP 404: "
+            "404: Not Found; retrying after backoff") in caplog.messages
+    await s.extenders.close()
 
 
 async def _rounds(h: Harness, rounds: int) -> None:
