@@ -325,6 +325,22 @@ async def test_a_binding_refused_as_unresolvable_is_not_retried(caplog):
     assert 'result="error"' not in generate_latest(h.scheduler.metrics.registry).decode()
 
 
+async def test_a_pod_status_the_scheduler_cannot_write_is_logged_at_debug_and_scheduling_goes_on(caplog):
+    h = Harness()
+
+    async def refused(pod, patch, **_):
+        raise RuntimeError("the server is read-only")
+
+    h.writer.patch_status = refused
+    h.add_node(make_node("n").capacity(cpu=1, memory="4Gi", pods=10))
+    h.add_pod(make_pod("too-big").requests(cpu="2"))
+    h.add_pod(make_pod("fits"))
+    with caplog.at_level(logging.DEBUG, logger="corral.scheduler.scheduler"):
+        await h.run()
+    assert h.placements() == {"default/fits": "n"}
+    assert "status of default/too-big not written: the server is read-only" in caplog.messages
+
+
 async def test_a_binder_that_raises_is_a_failed_binding_not_a_dead_scheduler():
     h = Harness()
 

@@ -144,6 +144,7 @@ async def test_an_extender_that_is_down_stops_scheduling_and_is_named(pki):
     metrics = generate_latest(h.scheduler.metrics.registry).decode()
     assert 'corral_scheduler_schedule_attempts_total{profile="default-scheduler",result="error"} 3.0' in metrics
     assert 'corral_scheduler_extender_errors_total{extender="https://127.0.0.1:9/scheduler",ignorable="false"}' in metrics
+    assert "# HELP corral_scheduler_extender_errors_total Extender calls that failed\n" in metrics
 
 
 async def test_an_ignorable_extender_that_is_down_is_skipped_and_counted(pki):

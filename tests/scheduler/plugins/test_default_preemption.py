@@ -619,6 +619,24 @@ async def test_preemption_takes_only_what_it_needs_once_the_pod_columns_have_gro
     assert h.writer.deleted == ["default/big"] and h.placements()["default/hi"] == "n0"
 
 
+async def test_preemption_is_counted_in_the_metrics_operators_scrape():
+    from prometheus_client import generate_latest
+
+    h = await preempt([node("n0")], [low("a", "n0", "2"), low("b", "n0", "2")],
+                      make_pod("hi").requests(cpu="4").priority(10))
+    assert sorted(h.writer.deleted) == ["default/a", "default/b"] and h.placements()["default/hi"] == "n0"
+    lines = generate_latest(h.scheduler.metrics.registry).decode().splitlines()
+    assert "# HELP corral_scheduler_preemption_attempts_total Preemption attempts (pods no node fits that " \
+           "PostFilter ran for)" in lines
+    assert "corral_scheduler_preemption_attempts_total 1.0" in lines
+    assert "# HELP corral_scheduler_preemption_victims Pods removed by one successful preemption" in lines
+    # Kubernetes' buckets for victims per preemption: 1, 2, 4 … 64.
+    buckets = {line.split('le="')[1].split('"')[0]: float(line.split()[-1]) for line in lines
+               if line.startswith("corral_scheduler_preemption_victims_bucket")}
+    assert buckets == {"1.0": 0, "2.0": 1, "4.0": 1, "8.0": 1, "16.0": 1, "32.0": 1, "64.0": 1, "+Inf": 1}
+    assert "corral_scheduler_preemption_victims_sum 2.0" in lines
+
+
 async def test_a_resource_an_extender_manages_never_stops_preemption():
     h = Harness()
     h.add_node(node("n0").heartbeat_age(0))  # offers no example.com/gpu: the extender answers for it
