@@ -131,6 +131,25 @@ async def test_with_a_preempting_extender_a_pod_that_fits_is_bound_and_nothing_i
     await h.scheduler.extenders.close()
 
 
+async def test_the_extender_is_asked_only_about_nodes_the_filters_passed_and_to_score_only_a_choice(extender, pki):
+    h = Harness(config(extender, pki))
+    nodes(h)
+    h.add_pod(make_pod("ask-none").requests(cpu="64"))  # no node fits: nothing to ask about
+    h.add_pod(make_pod("ask-one").requests(cpu="3"))  # the extender passes one of the three that fit: no choice
+    h.add_pod(make_pod("ask-two").requests(cpu="500m"))
+    await h.run()
+    assert h.placements() == {"default/ask-one": "low-score", "default/ask-two": "high-score"}
+    client = h.scheduler.extenders.clients[0]
+    calls = {}
+    for verb in ("filters", "prioritizes"):  # the extender is shared by this module's tests: only ours
+        async with client._http().get(f"{extender}/{verb}") as resp:
+            calls[verb] = [(c["pod"], sorted(c["nodes"])) for c in await resp.json() if c["pod"].startswith("ask-")]
+    assert calls["filters"] == [("ask-one", ["low-score", "never", "refused"]),
+                                ("ask-two", ["high-score", "low-score", "never", "refused"])]
+    assert calls["prioritizes"] == [("ask-two", ["high-score", "low-score"])]
+    await h.scheduler.extenders.close()
+
+
 async def test_an_extender_that_is_down_stops_scheduling_and_is_named(pki):
     h = Harness(config("https://127.0.0.1:9/scheduler", pki))
     nodes(h)

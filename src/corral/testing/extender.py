@@ -7,7 +7,7 @@ label (0–10), ``/bind`` records the binding (``GET /binds`` lists them). ``/pr
 preemption's candidates as proposed, except nodes named ``no-…`` (dropped), ``bogus-…`` (the
 pod of uid ``uid-default-keeper`` named a victim too) and ``few-…`` (only the first victim named); ``/preempt-go`` answers the same with the capitalised keys
 of kube-scheduler's untagged Go types. ``GET /preempts`` lists what preemption sent, ``GET /filters``
-each filter call's pod and nodes. With
+and ``GET /prioritizes`` each filter or prioritize call's pod and nodes. With
 ``--client-ca`` it accepts only clients with a certificate that CA signed. It prints its port once
 it listens.
 """
@@ -49,6 +49,8 @@ async def filter_(request: web.Request) -> web.Response:
 
 async def prioritize(request: web.Request) -> web.Response:
     args = await request.json()
+    request.app["prioritizes"].append({"pod": ((args.get("pod") or {}).get("metadata") or {}).get("name"),
+                                       "nodes": [name for name, _ in _nodes(args)]})
     return web.json_response([{"host": name, "score": int(labels.get(SCORE, "0"))} for name, labels in _nodes(args)])
 
 
@@ -101,6 +103,10 @@ async def filters(request: web.Request) -> web.Response:
     return web.json_response(request.app["filters"])
 
 
+async def prioritizes(request: web.Request) -> web.Response:
+    return web.json_response(request.app["prioritizes"])
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cert", required=True)
@@ -113,11 +119,12 @@ async def main() -> None:
         ctx.load_verify_locations(options.client_ca)
         ctx.verify_mode = ssl.CERT_REQUIRED
     app = web.Application()
-    app["binds"], app["preempts"], app["filters"] = [], [], []
+    app["binds"], app["preempts"], app["filters"], app["prioritizes"] = [], [], [], []
     app.add_routes([web.post("/scheduler/filter", filter_), web.post("/scheduler/prioritize", prioritize),
                     web.post("/scheduler/bind", bind), web.get("/scheduler/binds", binds),
                     web.post("/scheduler/preempt", preempt), web.post("/scheduler/preempt-go", preempt_go),
-                    web.get("/scheduler/preempts", preempts), web.get("/scheduler/filters", filters)])
+                    web.get("/scheduler/preempts", preempts), web.get("/scheduler/filters", filters),
+                    web.get("/scheduler/prioritizes", prioritizes)])
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ctx)
