@@ -119,7 +119,8 @@ def test_an_extender_managing_a_resource_is_asked_only_about_pods_that_request_i
 
 def test_verbs_may_hold_capitals_and_the_url_loses_only_its_trailing_slash():
     e = one(urlPrefix="http://ext/SchedX/", filterVerb="Filter.v1", bindVerb="bind/Now")
-    assert (e.url_prefix, e.filter_verb, e.bind_verb) == ("http://ext/SchedX", "Filter.v1", "bind/Now")
+    assert (e.url_prefix, e.name, e.filter_verb, e.bind_verb) == ("http://ext/SchedX", "http://ext/SchedX", "Filter.v1",
+                                                                  "bind/Now")
 
 
 def test_the_weight_of_an_extender_that_does_not_prioritize_is_not_read():

@@ -150,6 +150,21 @@ async def test_the_extender_is_asked_only_about_nodes_the_filters_passed_and_to_
     await h.scheduler.extenders.close()
 
 
+async def test_an_extender_with_a_filter_only_filters_and_a_node_it_leaves_unnamed_is_rejected(extender, pki):
+    h = Harness(config(extender, pki, prioritizeVerb=""))
+    nodes(h)
+    h.add_node(make_node("silent").capacity(cpu=32, memory="64Gi", pods=20).labels(**{ALLOW: "silent"}))
+    h.add_pod(make_pod("only-filtered").requests(cpu="500m"))
+    h.add_pod(make_pod("fits-no-allowed-node").requests(cpu="6"))
+    await h.run()
+    # Without its scores the built-in ones choose among the nodes it passed: the emptier one.
+    assert h.placements() == {"default/only-filtered": "low-score"}
+    assert h.writer.conditions["default/fits-no-allowed-node"]["message"].startswith(
+        "0/5 nodes are available: 1 node(s) are never allowed by the test extender, 1 node(s) not allowed by "
+        "the test extender, 1 node(s) were rejected by the extender, 2 Insufficient cpu.")
+    await h.scheduler.extenders.close()
+
+
 async def test_an_extender_that_is_down_stops_scheduling_and_is_named(pki):
     h = Harness(config("https://127.0.0.1:9/scheduler", pki))
     nodes(h)

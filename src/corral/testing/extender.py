@@ -2,7 +2,7 @@
 
 It speaks kube-scheduler's extender wire format over HTTPS: ``/filter`` passes the nodes labelled
 ``extender.test/allow: "yes"`` (the others fail, or fail unresolvably when labelled
-``extender.test/allow: never``), ``/prioritize`` scores each node with its ``extender.test/score``
+``extender.test/allow: never``; ``silent``: left out of the answer), ``/prioritize`` scores each node with its ``extender.test/score``
 label (0–10), ``/bind`` records the binding (``GET /binds`` lists them). ``/preempt`` keeps
 preemption's candidates as proposed, except nodes named ``no-…`` (dropped), ``bogus-…`` (the
 pod of uid ``uid-default-keeper`` named a victim too) and ``few-…`` (only the first victim named); ``/preempt-go`` answers the same with the capitalised keys
@@ -42,6 +42,8 @@ async def filter_(request: web.Request) -> web.Response:
             passed.append(name)
         elif allow == "never":
             unresolvable[name] = "node(s) are never allowed by the test extender"
+        elif allow == "silent":  # neither passed nor failed, with no reason given
+            continue
         else:
             failed[name] = "node(s) not allowed by the test extender"
     return web.json_response({"nodenames": passed, "failedNodes": failed, "failedAndUnresolvableNodes": unresolvable})

@@ -625,6 +625,7 @@ async def test_preemption_is_counted_in_the_metrics_operators_scrape():
     h = await preempt([node("n0")], [low("a", "n0", "2"), low("b", "n0", "2")],
                       make_pod("hi").requests(cpu="4").priority(10))
     assert sorted(h.writer.deleted) == ["default/a", "default/b"] and h.placements()["default/hi"] == "n0"
+    assert (h.scheduler.preemptor.victims, h.scheduler.preemptor.failures) == (2, 0)
     lines = generate_latest(h.scheduler.metrics.registry).decode().splitlines()
     assert "# HELP corral_scheduler_preemption_attempts_total Preemption attempts (pods no node fits that " \
            "PostFilter ran for)" in lines
