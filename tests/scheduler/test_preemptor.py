@@ -103,3 +103,34 @@ async def test_status_patches_that_fail_stop_nothing_the_delete_decides():
     assert w.deleted == ["default/victim"] and (s.preemptor.victims, s.preemptor.failures) == (1, 0)
     assert s.cache.nominator.node_of("default/hi") == "n1" and s.cache.nominator.node_of("default/low") == ""
     assert [e["involvedObject"]["name"] for e in w.event_objects if e["reason"] == "Preempted"] == ["victim"]
+
+
+def test_a_claim_follows_its_pod_to_another_node_and_to_new_requests_and_is_counted_once():
+    h = Harness()
+    for name in ("n1", "n2"):
+        h.add_node(make_node(name).capacity(cpu=4, memory="8Gi", pods=20))
+    cache = h.scheduler.cache
+    table, nominator = cache.table, cache.nominator
+
+    def cpu_claimed() -> dict[str, int]:
+        return {name: int(table.requested["cpu"][table.row_of[name]]) for name in ("n1", "n2")}
+
+    nominator.nominate(PodInfo.from_object(make_pod("p").requests(cpu="1").priority(5).obj), "n1")
+    nominator.nominate(PodInfo.from_object(make_pod("p").requests(cpu="1").priority(5).obj), "n1")
+    assert cpu_claimed() == {"n1": 1000, "n2": 0}
+    nominator.nominate(PodInfo.from_object(make_pod("p").requests(cpu="2").priority(5).obj), "n1")
+    assert cpu_claimed() == {"n1": 2000, "n2": 0}
+    nominator.nominate(PodInfo.from_object(make_pod("p").requests(cpu="2").priority(5).obj), "n2")
+    assert cpu_claimed() == {"n1": 0, "n2": 2000} and nominator.node_of("default/p") == "n2"
+    assert nominator.clear("default/p") and cpu_claimed() == {"n1": 0, "n2": 0} and len(nominator) == 0
+
+
+async def test_a_claim_of_the_preemptors_own_priority_keeps_its_room():
+    h, hi, victim = setup()
+    peer = PodInfo.from_object(make_pod("peer").requests(cpu="1").priority(10).obj)
+    h.scheduler.cache.nominator.nominate(peer, "n1")
+    h.scheduler.events.start()
+    h.scheduler.preemptor.nominate(hi, "n1", (victim,), "default-scheduler")
+    assert h.scheduler.cache.nominator.node_of("default/peer") == "n1"
+    await settle(h)
+    assert "default/peer" not in dict(h.writer.status_patches)

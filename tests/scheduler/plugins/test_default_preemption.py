@@ -638,6 +638,23 @@ async def test_preemption_is_counted_in_the_metrics_operators_scrape():
     assert "corral_scheduler_preemption_victims_sum 2.0" in lines
 
 
+async def test_a_pod_that_starts_leaving_is_room_preemption_waits_for_rather_than_take_another():
+    h = Harness()
+    h.slow_termination = True
+    h.add_node(node("n0").heartbeat_age(0))
+    leaving = low("leaving", "n0", "2", priority=5)
+    h.add_pod(leaving)
+    h.add_pod(low("staying", "n0", "2"))  # less important, but not needed once "leaving" is gone
+    leaving = copy.deepcopy(leaving)
+    leaving["metadata"]["deletionTimestamp"] = "2026-11-25T10:00:00Z"  # deleted by someone, after it was seen
+    h.add_pod(leaving)
+    h.add_pod(make_pod("hi").requests(cpu="2").priority(10))
+    await h.run()
+    assert h.writer.deleted == [] and h.scheduler.cache.nominator.node_of("default/hi") == "n0"
+    assert h.writer.conditions["default/hi"]["message"].endswith(
+        "preemption: node n0 nominated: pods of lower priority are already leaving it.")
+
+
 async def test_a_resource_an_extender_manages_never_stops_preemption():
     h = Harness()
     h.add_node(node("n0").heartbeat_age(0))  # offers no example.com/gpu: the extender answers for it
