@@ -109,3 +109,27 @@ def test_each_change_that_can_make_a_pod_fit_retries_it_and_others_do_not(change
     q.add(PodInfo.from_object(change(make_pod("p")).obj))
     clock.advance(1)
     assert q.pop_nowait().info.name == "p"
+
+
+async def test_pop_waits_for_the_first_backoff_to_end_then_returns_that_pod():
+    import asyncio
+    import time
+
+    from corral.scheduler.queue.scheduling_queue import QueueSettings
+
+    reads = []
+
+    def clock() -> float:  # counts its reads: a pop that spins instead of sleeping reads it thousands of times
+        reads.append(1)
+        return time.monotonic()
+
+    q = SchedulingQueue(lambda qp: (-qp.info.priority, qp.initial_attempt), clock,
+                        QueueSettings(backoff_initial=0.05, backoff_max=0.05))
+    q.add(info("p"))
+    q.requeue_backoff(q.pop_nowait())
+    ends = time.monotonic() + 0.05
+    assert q.pop_nowait() is None  # still backing off: nothing to pop yet
+    reads.clear()
+    qp = await asyncio.wait_for(q.pop(), 10)
+    assert qp.key == "default/p" and time.monotonic() >= ends
+    assert len(reads) < 20, f"pop read the clock {len(reads)} times while it waited"
