@@ -127,7 +127,7 @@ async def test_with_a_preempting_extender_a_pod_that_fits_is_bound_and_nothing_i
     h.add_pod(make_pod("hi").requests(cpu="1").priority(10))
     await h.run()
     assert h.placements() == {"default/hi": "n0"} and h.writer.deleted == []
-    assert [a for a in await _sent(extender, h) if a["pod"]["metadata"]["name"] == "hi"] == []
+    assert [a for a in await _recorded(extender, h) if a["pod"]["metadata"]["name"] == "hi"] == []
     await h.scheduler.extenders.close()
 
 
@@ -139,11 +139,9 @@ async def test_the_extender_is_asked_only_about_nodes_the_filters_passed_and_to_
     h.add_pod(make_pod("ask-two").requests(cpu="500m"))
     await h.run()
     assert h.placements() == {"default/ask-one": "low-score", "default/ask-two": "high-score"}
-    client = h.scheduler.extenders.clients[0]
-    calls = {}
-    for verb in ("filters", "prioritizes"):  # the extender is shared by this module's tests: only ours
-        async with client._http().get(f"{extender}/{verb}") as resp:
-            calls[verb] = [(c["pod"], sorted(c["nodes"])) for c in await resp.json() if c["pod"].startswith("ask-")]
+    calls = {verb: [(c["pod"], sorted(c["nodes"])) for c in await _recorded(extender, h, verb)
+                    if c["pod"].startswith("ask-")]  # the extender is shared by this module's tests: only ours
+             for verb in ("filters", "prioritizes")}
     assert calls["filters"] == [("ask-one", ["low-score", "never", "refused"]),
                                 ("ask-two", ["high-score", "low-score", "never", "refused"])]
     assert calls["prioritizes"] == [("ask-two", ["high-score", "low-score"])]
@@ -220,10 +218,7 @@ async def test_an_extender_with_a_bind_verb_binds_the_pods_it_manages(extender, 
     # Only the pod asking for the managed resource went through the extender (its filter, its bind);
     # no node offers example.com/gpu, which the extender, not NodeResourcesFit, answers for.
     assert h.placements() == {"default/plain": "refused"}
-    client = h.scheduler.extenders.clients[0]
-    async with client._http().get(f"{extender}/binds") as resp:
-        binds = await resp.json()
-    assert binds == [{"podNamespace": "default", "podName": "gpu", "podUID": "uid-default-gpu", "node": "high-score"}]
+    assert await _recorded(extender, h, "binds") == [{"podNamespace": "default", "podName": "gpu", "podUID": "uid-default-gpu", "node": "high-score"}]
     await h.scheduler.extenders.close()
 
 
@@ -297,8 +292,9 @@ def preempting(url: str, pki: dict, verb: str = "preempt", *, extenders: dict | 
     return h
 
 
-async def _sent(url: str, h: Harness) -> list[dict]:
-    async with h.scheduler.extenders.clients[0]._http().get(f"{url}/preempts") as resp:
+async def _recorded(url: str, h: Harness, calls: str = "preempts") -> list[dict]:
+    """What the test extender recorded of its ``calls`` (preempts, filters, prioritizes, binds)."""
+    async with h.scheduler.extenders.clients[0]._http().get(f"{url}/{calls}") as resp:
         return await resp.json()
 
 
@@ -314,7 +310,7 @@ async def test_preemption_takes_the_candidate_the_extender_keeps(extender, pki, 
     assert h.scheduler.cache.nominator.node_of("default/hi") == "ok-dear"
     assert h.writer.conditions["default/hi"]["message"].endswith(
         "preemption: node ok-dear nominated, preempting 1 pod(s) of lower priority: default/dear.")
-    sent = [a for a in await _sent(extender, h) if a["pod"]["metadata"]["name"] == "hi"][-1]
+    sent = [a for a in await _recorded(extender, h) if a["pod"]["metadata"]["name"] == "hi"][-1]
     if cache_capable:
         assert sent["nodeNameToMetaVictims"] == {
             "no-cheap": {"pods": [{"uid": "uid-default-cheap"}], "numPDBViolations": 0},
@@ -354,7 +350,7 @@ async def test_the_extender_is_offered_as_many_candidates_as_the_preemption_argu
         h.add_pod(victim(f"v{i}", f"ok-{i}", 0))
     h.add_pod(make_pod("hi").requests(cpu="4").priority(10))
     await _rounds(h, 1)
-    asked = [a for a in await _sent(extender, h) if a["pod"]["metadata"]["name"] == "hi"][-1]
+    asked = [a for a in await _recorded(extender, h) if a["pod"]["metadata"]["name"] == "hi"][-1]
     assert len(asked["nodeNameToMetaVictims"] if "nodeNameToMetaVictims" in asked else asked["nodeNameToVictims"]) == sent
     assert len(h.writer.deleted) == 1  # one node's victim goes, whichever was offered
 
@@ -391,10 +387,10 @@ async def test_once_an_extender_keeps_no_candidate_the_next_one_is_not_asked(ext
     h = two_preempting(extender, pki, {"preemptVerb": "preempt"})
     h.delete_pod("default/dear")
     h.add_pod(victim("full", "ok-dear", 20))  # ok-dear has no victim to offer: the first keeps nothing
-    before = len(await _sent(extender, h))  # the extender serves the whole module
+    before = len(await _recorded(extender, h))  # the extender serves the whole module
     await _rounds(h, 1)
     assert h.writer.deleted == [] and not h.scheduler.cache.nominator.node_of("default/hi")
-    assert len(await _sent(extender, h)) == before + 1
+    assert len(await _recorded(extender, h)) == before + 1
     await h.scheduler.extenders.close()
 
 
@@ -583,8 +579,7 @@ async def test_explain_asks_the_extender_about_the_nodes_the_filters_passed_only
     h = Harness(config(extender, pki))
     nodes(h)
     await h.scheduler.explain_with_extenders(make_pod("asked").requests(cpu="3").obj)
-    async with h.scheduler.extenders.clients[0]._http().get(f"{extender}/filters") as resp:
-        asked = [f["nodes"] for f in await resp.json() if f["pod"] == "asked"]
+    asked = [f["nodes"] for f in await _recorded(extender, h, "filters") if f["pod"] == "asked"]
     await h.scheduler.extenders.close()
     assert [sorted(n) for n in asked] == [["low-score", "never", "refused"]]  # high-score has 2 cpu: not asked
 

@@ -2,8 +2,8 @@
 
 It speaks kube-scheduler's extender wire format over HTTPS: ``/filter`` passes the nodes labelled
 ``extender.test/allow: "yes"`` (the others fail, or fail unresolvably when labelled
-``extender.test/allow: never``; ``silent``: left out of the answer), ``/prioritize`` scores each node with its ``extender.test/score``
-label (0–10), ``/bind`` records the binding (``GET /binds`` lists them). ``/preempt`` keeps
+``extender.test/allow: never``, or are left out of the answer when labelled ``silent``),
+``/prioritize`` scores each node with its ``extender.test/score`` label (0–10), ``/bind`` records the binding (``GET /binds`` lists them). ``/preempt`` keeps
 preemption's candidates as proposed, except nodes named ``no-…`` (dropped), ``bogus-…`` (the
 pod of uid ``uid-default-keeper`` named a victim too) and ``few-…`` (only the first victim named); ``/preempt-go`` answers the same with the capitalised keys
 of kube-scheduler's untagged Go types. ``GET /preempts`` lists what preemption sent, ``GET /filters``
@@ -31,10 +31,15 @@ def _nodes(args: dict) -> list[tuple[str, dict]]:
     return [(name, {}) for name in args.get("nodenames") or ()]
 
 
+def _call(args: dict) -> dict:
+    """What ``GET /filters`` and ``GET /prioritizes`` list of one call: the pod's name and the nodes."""
+    return {"pod": ((args.get("pod") or {}).get("metadata") or {}).get("name"),
+            "nodes": [name for name, _ in _nodes(args)]}
+
+
 async def filter_(request: web.Request) -> web.Response:
     args = await request.json()
-    request.app["filters"].append({"pod": ((args.get("pod") or {}).get("metadata") or {}).get("name"),
-                                   "nodes": [name for name, _ in _nodes(args)]})
+    request.app["filters"].append(_call(args))
     passed, failed, unresolvable = [], {}, {}
     for name, labels in _nodes(args):
         allow = labels.get(ALLOW)
@@ -51,8 +56,7 @@ async def filter_(request: web.Request) -> web.Response:
 
 async def prioritize(request: web.Request) -> web.Response:
     args = await request.json()
-    request.app["prioritizes"].append({"pod": ((args.get("pod") or {}).get("metadata") or {}).get("name"),
-                                       "nodes": [name for name, _ in _nodes(args)]})
+    request.app["prioritizes"].append(_call(args))
     return web.json_response([{"host": name, "score": int(labels.get(SCORE, "0"))} for name, labels in _nodes(args)])
 
 
@@ -61,8 +65,9 @@ async def bind(request: web.Request) -> web.Response:
     return web.json_response({})
 
 
-async def binds(request: web.Request) -> web.Response:
-    return web.json_response(request.app["binds"])
+async def recorded(request: web.Request) -> web.Response:
+    """``GET /binds``, ``/preempts``, ``/filters``, ``/prioritizes``: the calls of that kind so far."""
+    return web.json_response(request.app[request.match_info["calls"]])
 
 
 def _preempt(args: dict) -> dict[str, list[str]]:
@@ -97,18 +102,6 @@ async def preempt_go(request: web.Request) -> web.Response:
     return await _preempt_answer(request, lambda name: "UID" if name == "uid" else name[0].upper() + name[1:])
 
 
-async def preempts(request: web.Request) -> web.Response:
-    return web.json_response(request.app["preempts"])
-
-
-async def filters(request: web.Request) -> web.Response:
-    return web.json_response(request.app["filters"])
-
-
-async def prioritizes(request: web.Request) -> web.Response:
-    return web.json_response(request.app["prioritizes"])
-
-
 async def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--cert", required=True)
@@ -123,10 +116,9 @@ async def main() -> None:
     app = web.Application()
     app["binds"], app["preempts"], app["filters"], app["prioritizes"] = [], [], [], []
     app.add_routes([web.post("/scheduler/filter", filter_), web.post("/scheduler/prioritize", prioritize),
-                    web.post("/scheduler/bind", bind), web.get("/scheduler/binds", binds),
+                    web.post("/scheduler/bind", bind),
                     web.post("/scheduler/preempt", preempt), web.post("/scheduler/preempt-go", preempt_go),
-                    web.get("/scheduler/preempts", preempts), web.get("/scheduler/filters", filters),
-                    web.get("/scheduler/prioritizes", prioritizes)])
+                    web.get("/scheduler/{calls:binds|preempts|filters|prioritizes}", recorded)])
     runner = web.AppRunner(app)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ctx)

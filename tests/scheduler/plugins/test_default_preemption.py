@@ -391,6 +391,7 @@ def test_the_dry_run_names_the_reason_when_a_node_has_no_pod_of_lower_priority(p
 
 
 def preemption_args(**args: Any) -> dict[str, Any]:
+    """The default profile with DefaultPreemption's ``args``."""
     return {"profiles": [{"pluginConfig": [{"name": "DefaultPreemption", "args": args}]}]}
 
 
@@ -579,8 +580,7 @@ async def test_explain_under_a_profile_without_preemption_says_nothing_of_it():
 
 def dry_run_limit(nodes: int) -> dict[str, Any]:
     """A profile whose node-by-node dry run examines at most ``nodes`` nodes."""
-    return {"profiles": [{"schedulerName": "default-scheduler", "pluginConfig": [
-        {"name": "DefaultPreemption", "args": {"minCandidateNodesAbsolute": nodes, "minCandidateNodesPercentage": 0}}]}]}
+    return preemption_args(minCandidateNodesAbsolute=nodes, minCandidateNodesPercentage=0)
 
 
 def victims_by_node(report: dict[str, Any]) -> dict[str, list[str]]:
