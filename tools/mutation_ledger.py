@@ -13,8 +13,14 @@ travel the same way, compressed, in tools/mutation_stats.json.xz: restored, they
 mutmut's first pass over the whole suite with tracing (about an hour on the 2-core machine); mutmut
 then collects statistics only for tests it has not seen.
 
-A kept result was reached with the tests of its day; ``tools/mutation_report.py --forget`` makes the
-next run check the survivors again with today's tests.
+mutmut never looks at a test again once it has its statistics, so a test whose body changed would keep
+the functions its old body reached, and a mutant the new body kills would be run without it and
+survive. ``restore`` therefore also compares each test file with the one the statistics were taken
+from (mutants/corral-test-files.json: git blob hashes, kept with the statistics; without it, the files
+of the statistics' commit): the tests of a file that changed are dropped from the statistics, so that
+mutmut collects them again as new, and the survivors of the functions they reached, and the mutants no
+test reached, are checked again. A survivor that only a changed test's new reach could kill is found by
+``tools/mutation_report.py --forget``, which makes the next run check every survivor again.
 
     .venv/bin/python tools/mutation_ledger.py save|restore
 """
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import hashlib
 import json
 import lzma
 import subprocess
@@ -30,10 +37,11 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mutation_report import ROOT, _metas, function_of, module_of, source_of  # noqa: E402
+from mutation_report import ROOT, _metas, forget, function_of, module_of, source_of  # noqa: E402
 
 LEDGER = ROOT / "tools" / "mutation_results.json"
 STATS = ROOT / "tools" / "mutation_stats.json.xz"
+TEST_FILES = "corral-test-files.json"  # in mutants/, beside mutmut-stats.json
 
 
 def _number(name: str) -> int:
@@ -105,11 +113,15 @@ def restore(mutants: Path, path: Path = LEDGER, root: Path = ROOT) -> tuple[int,
 
 
 def save_stats(mutants: Path, path: Path = STATS) -> bool:
-    """mutmut's test statistics, compressed (14 MB of JSON become ~0.2 MB); False if there are none."""
+    """mutmut's test statistics, compressed (14 MB of JSON become ~0.2 MB) with the hashes of the test
+    files they were taken from; False if there are none."""
     stats = mutants / "mutmut-stats.json"
     if not stats.exists():
         return False
-    path.write_bytes(lzma.compress(stats.read_bytes(), preset=9))
+    files = mutants / TEST_FILES
+    kept = {"stats": json.loads(stats.read_text()),
+            "testFiles": json.loads(files.read_text()) if files.exists() else None}
+    path.write_bytes(lzma.compress(json.dumps(kept).encode(), preset=9))
     return True
 
 
@@ -118,9 +130,71 @@ def restore_stats(mutants: Path, path: Path = STATS) -> bool:
     stats = mutants / "mutmut-stats.json"
     if stats.exists() or not path.exists():
         return False
+    kept = json.loads(lzma.decompress(path.read_bytes()))
+    if "stats" not in kept:  # kept before the test files' hashes were: mutmut's file as it was
+        kept = {"stats": kept, "testFiles": None}
     stats.parent.mkdir(parents=True, exist_ok=True)
-    stats.write_bytes(lzma.decompress(path.read_bytes()))
+    stats.write_text(json.dumps(kept["stats"]))
+    if kept["testFiles"] is not None:
+        (mutants / TEST_FILES).write_text(json.dumps(kept["testFiles"], sort_keys=True))
     return True
+
+
+def _blob(data: bytes) -> str:
+    """git's hash of a file's contents, so that the files of a commit compare with those on disk unread."""
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def test_files(root: Path = ROOT) -> dict[str, str]:
+    """path under ``root`` → git blob hash of every Python file of tests/."""
+    return {p.relative_to(root).as_posix(): _blob(p.read_bytes()) for p in sorted((root / "tests").rglob("*.py"))}
+
+
+def test_files_at(commit: str | None, root: Path = ROOT) -> dict[str, str] | None:
+    """The same for a commit, from git; None if git does not know it."""
+    if not commit:
+        return None
+    listed = subprocess.run(["git", "ls-tree", "-r", commit, "--", "tests/"], cwd=root, capture_output=True, text=True)
+    if listed.returncode:
+        return None
+    out = {}
+    for line in listed.stdout.splitlines():
+        info, _, name = line.partition("\t")
+        if name.endswith(".py"):
+            out[name] = info.split()[2]
+    return out
+
+
+def refresh_stats(mutants: Path, root: Path = ROOT) -> tuple[list[str], int, int]:
+    """Drop from mutmut's statistics the tests of every test file that is not the one they were taken
+    from, forget the results of the survivors of the functions those tests reached and of the mutants no
+    test reached, and record today's files as the statistics' own. Returns (the changed files, tests
+    dropped, results forgotten). A mutants/ without statistics is left alone: mutmut takes them all."""
+    stats_path, files_path = mutants / "mutmut-stats.json", mutants / TEST_FILES
+    if not stats_path.exists():
+        return [], 0, 0
+    stats = json.loads(stats_path.read_text())
+    now = test_files(root)
+    then = json.loads(files_path.read_text()) if files_path.exists() else test_files_at(stats.get("git_commit"), root)
+    durations = stats["duration_by_test"]
+    if then is None:  # nothing to compare with: every test is taken again
+        changed = sorted({test.partition("::")[0] for test in durations})
+    else:
+        changed = sorted(f for f in then.keys() | now.keys() if then.get(f) != now.get(f))
+    stale = {test for test in durations if test.partition("::")[0] in set(changed)}
+    reached = set()
+    for function, tests in stats["tests_by_mangled_function_name"].items():
+        if stale.intersection(tests):
+            reached.add(function)
+            tests[:] = [test for test in tests if test not in stale]
+    for test in stale:
+        del durations[test]
+    forgotten = 0
+    if stale:
+        stats_path.write_text(json.dumps(stats))
+        forgotten = forget(mutants, (0,), reached) + forget(mutants, (5, 33))
+    files_path.write_text(json.dumps(now, sort_keys=True))
+    return changed, len(stale), forgotten
 
 
 def main() -> int:
@@ -147,6 +221,10 @@ def main() -> int:
           "mutmut checks again those whose function changed")
     if restore_stats(mutants):
         print(f"mutmut's test statistics restored from {STATS.relative_to(ROOT)}: it collects them only for new tests")
+    changed, dropped, forgotten = refresh_stats(mutants)
+    if dropped:
+        print(f"{len(changed)} test files changed since their statistics were taken: mutmut takes those of their "
+              f"{dropped} tests again, and checks again {forgotten} results they or a new test could change")
     return 0
 
 

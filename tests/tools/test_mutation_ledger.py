@@ -4,6 +4,8 @@ results keeps them."""
 from __future__ import annotations
 
 import json
+import lzma
+import subprocess
 import sys
 from pathlib import Path
 
@@ -85,3 +87,77 @@ def test_mutmuts_test_statistics_come_back_into_a_mutants_directory_without_them
     (fresh / "mutmut-stats.json").write_text("{}")  # its own, newer: left alone
     assert not mutation_ledger.restore_stats(fresh, kept)
     assert (fresh / "mutmut-stats.json").read_text() == "{}"
+
+
+def _stats(tests_by_function: dict[str, list[str]], commit: str | None = None) -> dict:
+    tests = sorted({t for ts in tests_by_function.values() for t in ts})
+    return {"tests_by_mangled_function_name": tests_by_function, "duration_by_test": dict.fromkeys(tests, 0.5),
+            "stats_time": 1.0, "git_commit": commit}
+
+
+def test_the_tests_of_a_changed_file_are_taken_again_and_the_survivors_they_reached_checked_again(tmp_path):
+    root, mutants = tmp_path / "repo", tmp_path / "repo" / "mutants"
+    (root / "tests" / "a").mkdir(parents=True)
+    (root / "tests" / "a" / "test_one.py").write_text("def test_x(): pass\n")
+    (root / "tests" / "test_two.py").write_text("def test_y(): pass\n")
+    mutants.mkdir()
+    queue, fit = "corral.scheduler.queue.xǁQueueǁpop", "corral.scheduler.fit.x_fits"
+    stats = _stats({queue: ["tests/a/test_one.py::test_x", "tests/test_two.py::test_y"],
+                    fit: ["tests/test_two.py::test_y"]})
+    (mutants / "mutmut-stats.json").write_text(json.dumps(stats))
+    (mutants / mutation_ledger.TEST_FILES).write_text(json.dumps(mutation_ledger.test_files(root)))
+    _write(mutants, "src/corral/scheduler/queue.py", _meta(
+        {f"{queue}__mutmut_1": 0, f"{queue}__mutmut_2": 1, f"{queue}__mutmut_3": 33}, {}, {}))
+    _write(mutants, "src/corral/scheduler/fit.py", _meta({f"{fit}__mutmut_1": 0, f"{fit}__mutmut_2": 5}, {}, {}))
+
+    assert mutation_ledger.refresh_stats(mutants, root) == ([], 0, 0)  # nothing changed: nothing dropped
+    assert json.loads((mutants / "mutmut-stats.json").read_text()) == stats
+
+    (root / "tests" / "a" / "test_one.py").write_text("def test_x(): assert 1\n")
+    assert mutation_ledger.refresh_stats(mutants, root) == (["tests/a/test_one.py"], 1, 3)
+    refreshed = json.loads((mutants / "mutmut-stats.json").read_text())
+    assert refreshed["duration_by_test"] == {"tests/test_two.py::test_y": 0.5}  # test_x is new to mutmut
+    assert refreshed["tests_by_mangled_function_name"] == {queue: ["tests/test_two.py::test_y"],
+                                                          fit: ["tests/test_two.py::test_y"]}
+    codes = json.loads((mutants / "src/corral/scheduler/queue.py.meta").read_text())["exit_code_by_key"]
+    assert codes == {f"{queue}__mutmut_1": None, f"{queue}__mutmut_2": 1, f"{queue}__mutmut_3": None}
+    codes = json.loads((mutants / "src/corral/scheduler/fit.py.meta").read_text())["exit_code_by_key"]
+    assert codes == {f"{fit}__mutmut_1": 0, f"{fit}__mutmut_2": None}  # test_x never reached fit: its survivor stands
+    assert mutation_ledger.refresh_stats(mutants, root) == ([], 0, 0)  # today's files are the statistics' own now
+
+
+def test_without_recorded_test_files_the_statistics_commit_is_compared_and_they_travel_with_the_statistics(tmp_path):
+    root, mutants, kept = tmp_path / "repo", tmp_path / "repo" / "mutants", tmp_path / "stats.json.xz"
+    (root / "tests").mkdir(parents=True)
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(root)]
+    (root / "tests" / "test_a.py").write_text("def test_a(): pass\n")
+    (root / "tests" / "test_b.py").write_text("def test_b(): pass\n")
+    subprocess.run(git[:-2] + ["init", "-q", str(root)], check=True)
+    subprocess.run(git + ["add", "tests"], check=True)
+    subprocess.run(git + ["commit", "-qm", "tests"], check=True)
+    commit = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    assert mutation_ledger.test_files_at(commit, root) == mutation_ledger.test_files(root)  # git's hashes
+
+    (root / "tests" / "test_b.py").write_text("def test_b(): assert 1\n")
+    (root / "tests" / "test_c.py").write_text("def test_c(): pass\n")  # new since: its statistics may be older than it
+    stats = _stats({"m.x_f": ["tests/test_a.py::test_a", "tests/test_b.py::test_b", "tests/test_c.py::test_c"]}, commit)
+    mutants.mkdir()
+    (mutants / "mutmut-stats.json").write_text(json.dumps(stats))
+    assert mutation_ledger.refresh_stats(mutants, root)[:2] == (["tests/test_b.py", "tests/test_c.py"], 2)
+    assert mutation_ledger.save_stats(mutants, kept)
+
+    fresh = tmp_path / "fresh"
+    assert mutation_ledger.restore_stats(fresh, kept)
+    assert json.loads((fresh / mutation_ledger.TEST_FILES).read_text()) == mutation_ledger.test_files(root)
+    assert json.loads((fresh / "mutmut-stats.json").read_text())["duration_by_test"] == {"tests/test_a.py::test_a": 0.5}
+
+    kept.write_bytes(lzma.compress(json.dumps(stats).encode()))  # kept by an earlier ledger: mutmut's file alone
+    older = tmp_path / "older"
+    assert mutation_ledger.restore_stats(older, kept)
+    assert json.loads((older / "mutmut-stats.json").read_text()) == stats
+    assert not (older / mutation_ledger.TEST_FILES).exists()
+
+    stats["git_commit"] = "0" * 40  # a commit git does not know: every test is taken again
+    (mutants / "mutmut-stats.json").write_text(json.dumps(stats))
+    (mutants / mutation_ledger.TEST_FILES).unlink()
+    assert mutation_ledger.refresh_stats(mutants, root)[:2] == (["tests/test_a.py", "tests/test_b.py", "tests/test_c.py"], 3)
