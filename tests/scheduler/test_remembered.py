@@ -3,12 +3,13 @@
 Two copies of one cluster, each with a profile of the same configuration and tie-break seed; one
 remembers signatures (rows re-evaluated only where the node table changed), the other evaluates
 every node for every pod. Random clusters, pod templates and interleaved changes (pods deleted,
-nodes relabelled, tainted, cordoned, resized, added and removed, heartbeats ageing) must give the
-same node, the same feasible count and the same scores, bit for bit, on both.
+nodes relabelled, tainted, cordoned, resized, added and removed, one or many at once, heartbeats
+ageing) must give the same node, the same feasible count and the same scores, bit for bit, on both.
 """
 
 from __future__ import annotations
 
+import random
 import time
 
 import numpy as np
@@ -50,7 +51,7 @@ pod_spec = st.fixed_dictionaries({
     "app": st.sampled_from(["a", "b"]),
     # anti-host and spread-hard: remembered (a node per hostname; one hard constraint), the rest not
     "extra": st.sampled_from([None] * 6 + ["anti-host"] * 3 + ["spread-hard"] * 3 + ["spread-min", "spread-host"]
-                             + ["anti-zone", "affinity", "prefer", "spread", "spread-two", "node"]),
+                             + ["anti-zone", "affinity", "prefer", "spread", "spread-two", "spread-mixed", "node"]),
 })
 op = st.one_of(
     st.tuples(st.just("pod"), st.integers(0, 5)),
@@ -64,6 +65,8 @@ op = st.one_of(
     st.tuples(st.just("hostname"), st.integers(0, 14)),
     st.tuples(st.just("remove"), st.integers(0, 14)),
     st.tuples(st.just("age"), st.sampled_from([1.0, 30.0, 61.0])),
+    # several nodes at once, more than are evaluated one by one (and then than every row afresh costs)
+    st.tuples(st.just("many"), st.integers(0, 14), st.integers(5, 15), st.sampled_from(ZONES)),
 )
 
 
@@ -106,6 +109,9 @@ def pod_obj(name: str, spec: dict) -> dict:
         b.spread(2, "kubernetes.io/hostname", hard=True, app=spec["app"])
     elif spec["extra"] == "spread-two":
         b.spread(1, "topology.kubernetes.io/zone", hard=True, app="a").spread(2, "kubernetes.io/hostname", hard=True, app="a")
+    elif spec["extra"] == "spread-mixed":  # judged by zone from the sums, scored afresh (the soft one)
+        b.spread(1, "topology.kubernetes.io/zone", hard=True, app=spec["app"]).spread(
+            1, "kubernetes.io/hostname", hard=False, app=spec["app"])
     elif spec["extra"] == "node":
         b.node("n0")
     elif spec["extra"] == "anti-host":
@@ -200,6 +206,16 @@ def run_twin(nodes, templates, ops, tie_break, scoring, prefer, scored) -> None:
             elif kind == "cordon":
                 spec["cordoned"] = not spec["cordoned"]
             twin.each(lambda c: c.set_node(node_obj(f"n{step[1]}", spec, now[0])))
+        elif kind == "many":  # every third cordoned or uncordoned, the others moved to one zone
+            for i in range(step[2]):
+                name = f"n{(step[1] + i) % 15}"
+                if name in specs:
+                    spec = specs[name]
+                    if i % 3:
+                        spec["zone"] = step[3]
+                    else:
+                        spec["cordoned"] = not spec["cordoned"]
+                    twin.each(lambda c, name=name, spec=spec: c.set_node(node_obj(name, spec, now[0])))
         elif kind == "remove":
             specs.pop(f"n{step[1]}", None)
             twin.each(lambda c: c.remove_node(f"n{step[1]}"))
@@ -354,6 +370,55 @@ def test_a_pre_score_that_reads_its_rows_is_given_the_feasible_ones():
         del REGISTRY[LastWhenSomeAreOut.NAME]
 
 
+def test_a_row_local_scorer_whose_pre_score_reads_its_rows_is_given_the_feasible_ones_by_zone():
+    """The same with a row-local scorer and a hard zone spread, decided from the zones' sums: its
+    PreScore is given the rows of the allowed zones, the rows the full evaluation gives it."""
+    from corral.scheduler.framework.interface import Plugin
+    from corral.scheduler.framework.status import SKIP, SUCCESS
+    from corral.scheduler.plugins import REGISTRY
+
+    given: dict[int, list[list[int]]] = {}  # per cache: the rows of each PreScore call
+
+    class LastWhenSomeAreOut(Plugin):
+        NAME = "LastWhenSomeAreOutRowLocalForTest"
+        ROW_LOCAL_SCORE = True
+
+        def signature(self, pod) -> object:
+            return None
+
+        def pre_score_reads_rows(self, pod) -> bool:
+            return pod.labels.get("reads") == "rows"
+
+        def pre_score(self, state, pod, rows):
+            size = self.handle.cache.table.size
+            listed = list(range(size))[rows] if isinstance(rows, slice) else rows.tolist()
+            given.setdefault(id(self.handle.cache), []).append(listed)
+            return SKIP if len(listed) == size else SUCCESS
+
+        def score(self, state, pod, rows):
+            return np.arange(self.handle.cache.table.size, dtype=np.float64)[rows] * 10
+
+    REGISTRY[LastWhenSomeAreOut.NAME] = LastWhenSomeAreOut
+    try:
+        twin = Twin({"tieBreak": "name", "profiles": [{"schedulerName": "default-scheduler", "plugins": {
+            "preScore": {"enabled": [{"name": LastWhenSomeAreOut.NAME}]},
+            "score": {"enabled": [{"name": LastWhenSomeAreOut.NAME, "weight": 1}]}}}]}, time.time)
+        for i, zone in enumerate(["z1", "z1", "z2", "z3"]):
+            twin.each(lambda c, i=i, zone=zone: c.set_node(
+                make_node(f"n{i}").capacity(cpu=8, memory="8Gi", pods=20).zone(zone).obj))
+        pod = lambda name: make_pod(name).labels(app="a", reads="rows").requests(cpu="100m").spread(  # noqa: E731
+            1, "topology.kubernetes.io/zone", app="a").obj
+        assert twin.schedule(pod("s0"), explain=False) == "n0"  # every node feasible: skipped
+        assert twin.schedule(pod("s1"), explain=False) == "n3"  # z1 barred: n2 and n3, the last
+        assert twin.schedule(pod("s2"), explain=False) == "n2"  # z2 alone holds fewer
+        assert twin.schedule(pod("s3"), explain=False) == "n1"  # z1's other node is emptier than n0
+        fast, full = (given[id(c)] for c in twin.caches)
+        assert fast == full == [[0, 1, 2, 3], [2, 3], [0, 1, 2, 3]]  # one node left: no PreScore
+        assert twin.fwks[0].remembered.hits == 4
+    finally:
+        del REGISTRY[LastWhenSomeAreOut.NAME]
+
+
 def test_anti_affinity_on_hostname_is_remembered_and_holds_both_ways():
     """Pods of three signatures in turn, so each finds a few rows changed since its last decision
     (judged one row at a time), then a node joins (every row again). A rule the remembered path
@@ -389,6 +454,79 @@ def test_a_hard_spread_constraint_is_remembered_by_domain():
         if i == 5:  # a pod the constraint selects leaves z3: z3 is the lowest again
             twin.each(lambda c: c.remove_pod("default/s2" if zones[2] == "z3" else f"default/s{zones.index('z3')}"))
     assert twin.fwks[0].remembered.hits == 12
+
+
+def test_a_spread_pod_before_any_node_joined_is_unschedulable_and_placed_once_one_has():
+    """The scheduler starts before the agents: a pod with a hard spread constraint meets an empty node
+    table, and waits for a node instead of failing the scheduler."""
+    twin = Twin({}, time.time)
+    obj = make_pod("s0").labels(app="a").spread(1, "topology.kubernetes.io/zone", app="a").obj
+    assert twin.schedule(obj) is None
+    twin.each(lambda c: c.set_node(make_node("n0").capacity(cpu=4, memory="8Gi", pods=10).zone("z1").obj))
+    assert twin.schedule(obj) == "n0"
+
+
+@pytest.mark.parametrize("changed", [1, 3, 6, 20])  # one by one; as an array; more: every row afresh
+@pytest.mark.parametrize("key", ["topology.kubernetes.io/zone", "kubernetes.io/hostname"])  # few domains; many
+def test_rows_changing_at_once_between_two_decisions_of_a_spread_signature(changed, key):
+    """Forty nodes, and between two pods of one hard spread constraint so many rows change at once:
+    cordoned or uncordoned, tainted or not, moved to another zone (a new one too), a pod removed.
+    Over zones the rows are ranked per domain; over forty hostnames every row's feasibility is
+    worked out again; either way the decisions are the full evaluation's."""
+    rng = random.Random(changed)
+    twin = Twin({"tieBreak": "random", "seed": 3}, time.time)
+    specs = {f"n{i:02d}": {"cpu": 4, "memory_gi": 8, "pods": 10, "zone": ZONES[i % 3], "taint": None,
+                           "cordoned": False, "hostname": None} for i in range(40)}
+    for name, spec in specs.items():
+        twin.each(lambda c, name=name, spec=spec: c.set_node(node_obj(name, spec, time.time())))
+    placed: dict[str, str] = {}  # pod key → node
+    decided = 0
+    for round_ in range(10):
+        for i in range(3):
+            name = f"s{round_}-{i}"
+            node = twin.schedule(make_pod(name).labels(app="a").requests(cpu="500m").spread(1, key, app="a").obj,
+                                 explain=i == 0)
+            if node is not None:
+                placed[f"default/{name}"], decided = node, decided + 1
+        for node in rng.sample(sorted(specs), changed):
+            spec, action = specs[node], rng.randrange(4)
+            if action == 0:
+                spec["cordoned"] = not spec["cordoned"]
+            elif action == 1:
+                spec["taint"] = None if spec["taint"] else "NoSchedule"
+            elif action == 2:
+                spec["zone"] = rng.choice([*ZONES, "z4"])
+            on = [pod for pod, where in placed.items() if where == node]
+            if action == 3 and on:
+                placed.pop(on[0])
+                twin.each(lambda c: c.remove_pod(on[0]))
+            else:
+                twin.each(lambda c, node=node, spec=spec: c.set_node(node_obj(node, spec, time.time())))
+    assert decided >= 20 and twin.fwks[0].remembered.hits == decided
+
+
+def test_a_spread_signature_whose_domains_cross_the_threshold_scores_the_rows_that_changed(monkeypatch):
+    """Between two decisions the only node of z3 moves to z4, a zone no node had, so the domain
+    codes cross the threshold of ranking rows per domain, while a pod of another workload lands on
+    another node: that node's score is worked out again on the way taken from then on (the sums
+    keep z4's code when the node moves back, until the next epoch)."""
+    monkeypatch.setattr(remembered, "NARROW_DOMAINS", 4)  # the codes of no zone and z1…z3; z4's makes five
+    twin = zoned_twin("z1", "z1", "z2", "z3")
+    obj = lambda name: make_pod(name).labels(app="a").requests(cpu="1").spread(  # noqa: E731
+        2, "topology.kubernetes.io/zone", app="a").obj
+    ranked, epochs = [], set()
+    for i, (zone, busy) in enumerate([("z4", "n1"), ("z3", "n0"), ("z4", "n2")]):
+        twin.schedule(obj(f"s{i}"))
+        ranked.append(next(iter(twin.fwks[0].remembered.entries.values())).bests is not None)
+        epochs.add(twin.caches[0].table.epoch)
+        twin.each(lambda c, zone=zone: c.set_node(make_node("n3").capacity(cpu=8, memory="8Gi", pods=20).zone(zone).obj))
+        twin.each(lambda c, i=i, busy=busy: c.assume(
+            PodInfo.from_object(make_pod(f"other{i}").requests(cpu="4").obj), busy))
+    twin.schedule(obj("s3"))
+    ranked.append(next(iter(twin.fwks[0].remembered.entries.values())).bests is not None)
+    assert ranked == [True, False, False, False]  # per domain while z1…z3 are the codes, not with z4
+    assert len(epochs) == 1  # one remembered entry throughout, brought up to date row by row
+    assert twin.fwks[0].remembered.hits == 4
 
 
 def zoned_twin(*zones: str) -> Twin:
@@ -503,6 +641,23 @@ def test_only_nodes_the_pod_may_use_count_toward_its_spread():
     # z3 is not the pod's to use, so its 0 is not the lowest: z1 (2) and z2 (1) are both allowed
     assert probe(twin, obj)[1] == 3
     assert twin.fwks[0].remembered.hits == 1
+
+
+def test_an_empty_zone_whose_only_node_the_pod_may_no_longer_use_stops_holding_the_lowest_count():
+    """z3's one node holds none of the pods and loses the label the pod selects: z3 no longer
+    counts, so z1 and z2 (one pod each) are allowed again, not barred by z3's 0."""
+    twin = Twin({"tieBreak": "name"}, time.time)
+    for i, zone in enumerate(["z1", "z2", "z3"]):
+        twin.each(lambda c, i=i, zone=zone: c.set_node(
+            make_node(f"n{i}").capacity(cpu=8, memory="8Gi", pods=20).zone(zone).label("disk", "ssd").obj))
+    place(twin, "a0", "n0", "a")
+    place(twin, "a1", "n1", "a")
+    obj = spread("s0", 1)
+    obj["spec"]["nodeSelector"] = {"disk": "ssd"}
+    assert probe(twin, obj) == ("n2", 1)
+    twin.each(lambda c: c.set_node(make_node("n2").capacity(cpu=8, memory="8Gi", pods=20).zone("z3").obj))
+    assert probe(twin, obj) == ("n0", 2)
+    assert twin.fwks[0].remembered.hits == 2
 
 
 def test_a_zone_barred_by_one_of_two_rows_that_changed_is_barred():
