@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
 from corral.api.kinds.scheduling import POD_GROUP_LABEL
 from corral.testing.builders import make_node, make_pod
 from corral.testing.scheduler_harness import Harness
@@ -192,6 +194,19 @@ async def test_a_member_relabelled_into_another_group_leaves_its_gang_short_and_
                                                               "2 of 3 members exist")
 
 
+async def test_a_member_whose_group_label_is_removed_leaves_its_gang_short_and_the_waiting_go():
+    h = cluster(3)
+    h.add_group("train", 3, timeout=60)
+    for i in range(3):
+        h.add_pod(member(f"w{i}", cpu="1" if i < 2 else "2"))
+    await held(h, "default/train", 2)
+    h.add_pod(make_pod("w2").requests(cpu="2"))  # no group any more
+    await asyncio.gather(*list(h.scheduler._inflight), return_exceptions=True)
+    book = h.scheduler.cache.gangs
+    assert "default/w2" not in book.member_of and "default/w2" not in book.gangs["default/train"].members
+    assert h.placements() == {} and cpu_held(h) == 0
+
+
 async def test_a_member_that_stays_in_its_group_through_an_update_is_not_counted_twice_nor_lost():
     h = cluster(3)
     h.add_group("train", 3, timeout=60)
@@ -253,6 +268,19 @@ async def test_a_member_that_went_away_and_came_back_lets_the_gang_go_at_once_no
     assert sorted(h.placements()) == ["default/w0", "default/w1", "default/w2"]
 
 
+async def test_a_bound_gang_that_loses_a_member_says_how_many_exist():
+    h = cluster(2)
+    h.add_group("train", 2)
+    for i in range(2):
+        h.add_pod(member(f"w{i}"))
+    await h.run()
+    assert sorted(h.placements()) == ["default/w0", "default/w1"]
+    h.delete_pod("default/w1")
+    await h.scheduler.write_gang_statuses()
+    assert h.writer.group_statuses["default/train"] == {"phase": "Pending", "scheduled": 1, "members": 1,
+                                                        "message": "1 of 2 members exist"}
+
+
 async def test_a_member_that_finished_no_longer_counts_as_one():
     h = cluster(0)
     h.add_group("train", 3, timeout=60)
@@ -264,6 +292,37 @@ async def test_a_member_that_finished_no_longer_counts_as_one():
     await h.scheduler.write_gang_statuses()
     assert h.writer.group_statuses["default/train"]["members"] == 2
     assert "default/w2" not in h.scheduler.cache.gangs.member_of
+
+
+@pytest.mark.parametrize("how", ["Failed", "deleting"])
+async def test_a_member_that_failed_or_is_being_deleted_no_longer_counts_as_one(how):
+    h = cluster(0)
+    h.add_group("train", 3, timeout=60)
+    for i in range(3):
+        h.add_pod(member(f"w{i}"))
+    gone = member("w2")
+    if how == "Failed":
+        gone["status"]["phase"] = "Failed"
+    else:
+        gone["metadata"]["deletionTimestamp"] = "2026-11-28T10:00:00Z"
+    h.add_pod(gone)
+    assert "default/w2" not in h.scheduler.cache.gangs.member_of
+    await h.scheduler.write_gang_statuses()
+    assert h.writer.group_statuses["default/train"]["members"] == 2
+
+
+async def test_groups_of_one_name_in_two_namespaces_are_two_gangs():
+    h = cluster(3)
+    h.add_group("train", 2, namespace="team-a")
+    h.add_group("train", 2, namespace="team-b")
+    h.add_pod(make_pod("a0", "team-a").requests(cpu="1").label(POD_GROUP_LABEL, "train"))
+    h.add_pod(make_pod("b0", "team-b").requests(cpu="1").label(POD_GROUP_LABEL, "train"))
+    assert len(h.scheduler.queue) == 0  # one member of two in each: both wait
+    h.add_pod(make_pod("a1", "team-a").requests(cpu="1").label(POD_GROUP_LABEL, "train"))
+    await h.run()
+    assert sorted(h.placements()) == ["team-a/a0", "team-a/a1"]
+    book = h.scheduler.cache.gangs
+    assert book.member_of == {"team-a/a0": "team-a/train", "team-a/a1": "team-a/train", "team-b/b0": "team-b/train"}
 
 
 async def test_each_groups_status_is_written_once_per_change_and_a_deleted_groups_never(monkeypatch):
