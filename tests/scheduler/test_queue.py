@@ -5,14 +5,16 @@ from __future__ import annotations
 import pytest
 
 from corral.scheduler.framework.podinfo import PodInfo
+from corral.scheduler.plugins.priority_sort import PrioritySort
 from corral.scheduler.queue.scheduling_queue import ClusterEvent, SchedulingQueue
 from corral.testing.builders import make_pod
 from corral.testing.clock import FakeClock
 
 
 def queue() -> tuple[SchedulingQueue, FakeClock]:
+    """A queue sorted as the default profile sorts it (PrioritySort), on a fake clock."""
     clock = FakeClock()
-    q = SchedulingQueue(lambda qp: (-qp.info.priority, qp.initial_attempt), clock)
+    q = SchedulingQueue(PrioritySort(None).sort_key, clock)  # type: ignore[arg-type]
     return q, clock
 
 
@@ -28,6 +30,46 @@ def test_active_pods_come_out_by_priority_then_arrival():
     clock.advance(1)
     q.add(info("c", 1))
     assert [q.pop_nowait().info.name for _ in range(3)] == ["b", "a", "c"]
+
+
+def test_a_pod_back_from_backoff_goes_before_one_of_its_priority_that_arrived_after_it():
+    q, clock = queue()
+    q.add(info("early"))
+    q.requeue_backoff(q.pop_nowait())  # its binding failed
+    clock.advance(0.5)
+    q.add(info("late"))
+    q.add(info("urgent", 3))
+    clock.advance(0.5)  # early's backoff ends: it is queued again after late, yet arrived first
+    assert [q.pop_nowait().info.name for _ in range(3)] == ["urgent", "early", "late"]
+
+
+def test_the_counts_say_where_each_pod_waits():
+    q, clock = queue()
+    for name in ("a", "b", "c", "d"):
+        q.add(info(name))
+    q.requeue_backoff(q.pop_nowait())
+    q.requeue_unschedulable(q.pop_nowait(), frozenset({"NodeResourcesFit"}))
+    assert q.counts() == {"active": 2, "backoff": 1, "unschedulable": 1}
+    clock.advance(1)  # a's and b's backoff end, exactly
+    assert q.on_event(ClusterEvent.NODE_ADD) == 1  # b: active, not backing off
+    assert q.counts() == {"active": 3, "backoff": 1, "unschedulable": 0}
+    q.flush_backoff()  # a: active again
+    assert q.counts() == {"active": 4, "backoff": 0, "unschedulable": 0}
+
+
+def test_an_unschedulable_pod_updated_or_deleted_leaves_the_unschedulable_ones():
+    q, clock = queue()
+    q.add(info("p"))
+    q.add(info("gone"))
+    q.requeue_unschedulable(q.pop_nowait(), frozenset({"NodeResourcesFit"}))
+    q.requeue_unschedulable(q.pop_nowait(), frozenset({"NodeResourcesFit"}))
+    q.add(PodInfo.from_object(make_pod("p").requests(cpu="10m").obj))  # may fit now
+    q.delete("default/gone")
+    assert q.counts() == {"active": 0, "backoff": 1, "unschedulable": 0}
+    clock.advance(1)
+    assert q.pop_nowait().info.name == "p"  # in flight: a later event does not offer it a second time
+    assert q.on_event(ClusterEvent.NODE_ADD) == 0
+    assert q.pop_nowait() is None
 
 
 def test_backoff_doubles_from_one_second_to_ten():
@@ -69,10 +111,21 @@ def test_the_periodic_flush_retries_pods_waiting_longer_than_30_seconds():
 
 
 def test_a_deleted_pod_is_never_served():
-    q, _ = queue()
+    q, clock = queue()
     q.add(info("p"))
     q.delete("default/p")
     assert q.pop_nowait() is None and len(q) == 0
+    for name in ("a", "b", "c"):
+        q.add(info(name))
+    q.requeue_backoff(q.pop_nowait())
+    q.delete("default/a")  # while backing off
+    q.delete("default/b")  # first in line
+    clock.advance(10)
+    assert q.pop_nowait().info.name == "c"
+    assert q.pop_nowait() is None
+    q.done("default/c")
+    q.done("default/a")  # deleted before its attempt ended: nothing to do
+    assert len(q) == 0
 
 
 def test_updating_an_unschedulable_pod_in_a_way_that_matters_retries_it():
