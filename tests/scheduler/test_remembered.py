@@ -671,23 +671,24 @@ def test_a_zone_barred_by_one_of_two_rows_that_changed_is_barred():
     assert twin.fwks[0].remembered.hits == 2
 
 
-@pytest.mark.parametrize("rule", ["affinity", "taint", "removed"])
+@pytest.mark.parametrize("rule", ["affinity", "taint", "NoExecute", "removed"])
 def test_pods_on_a_node_the_spread_does_not_count_stay_uncounted_as_it_changes(rule):
     """z1 of n0 and n1, z2 of n2, z3 of n3; n1 is a node the spread pod may not count: its node
-    affinity leaves n1 out, n1 has a taint it does not tolerate (nodeTaintsPolicy Honor), or n1 is
-    removed. A selected pod on n1 (placed before n1 goes, when removed) must not bar z1."""
+    affinity leaves n1 out, n1 has a taint it does not tolerate (NoSchedule or NoExecute, with
+    nodeTaintsPolicy Honor), or n1 is removed. A selected pod on n1 (placed before n1 goes, when
+    removed) must not bar z1."""
     twin = Twin({"tieBreak": "name"}, time.time)
     for i, zone in enumerate(["z1", "z1", "z2", "z3"]):
         b = make_node(f"n{i}").capacity(cpu=8, memory="8Gi", pods=20).zone(zone)
         if i != 1:
             b.label("disk", "ssd")
-        elif rule == "taint":
-            b.taint("dedicated", "x")
+        elif rule in ("taint", "NoExecute"):
+            b.taint("dedicated", "x", "NoSchedule" if rule == "taint" else rule)
         twin.each(lambda c, obj=b.obj: c.set_node(obj))
     pod = lambda name: spread(name, 1)  # noqa: E731
     if rule == "affinity":
         pod = lambda name: {**spread(name, 1), "spec": {**spread(name, 1)["spec"], "nodeSelector": {"disk": "ssd"}}}  # noqa: E731
-    elif rule == "taint":
+    elif rule in ("taint", "NoExecute"):
         def pod(name):
             obj = spread(name, 1)
             obj["spec"]["topologySpreadConstraints"][0]["nodeTaintsPolicy"] = "Honor"
@@ -699,6 +700,32 @@ def test_pods_on_a_node_the_spread_does_not_count_stay_uncounted_as_it_changes(r
         twin.each(lambda c: c.remove_node("n1"))
     assert probe(twin, pod("s2")) == ("n0", 3)
     assert twin.fwks[0].remembered.hits == (3 if rule == "removed" else 2)
+
+
+@pytest.mark.parametrize("policy, expected", [("Ignore", ("n2", 2)), ("Honor", ("n0", 3))])
+def test_a_node_outside_the_pods_node_selector_counts_as_the_affinity_policy_says(policy, expected):
+    """n1 lacks the label the pod's node selector asks for, and a selected pod lands there: with
+    nodeAffinityPolicy Ignore n1 counts and bars z1, with Honor (and its taints honoured too, n4's
+    taint making the check run) it does not."""
+    twin = Twin({"tieBreak": "name"}, time.time)
+    for i, zone in enumerate(["z1", "z1", "z2", "z3", "z3"]):
+        b = make_node(f"n{i}").capacity(cpu=8, memory="8Gi", pods=20).zone(zone)
+        if i != 1:
+            b.label("disk", "ssd")
+        if i == 4:
+            b.taint("dedicated", "x")
+        twin.each(lambda c, obj=b.obj: c.set_node(obj))
+
+    def pod(name: str) -> dict:
+        obj = spread(name, 1)
+        obj["spec"]["nodeSelector"] = {"disk": "ssd"}
+        obj["spec"]["topologySpreadConstraints"][0].update(nodeAffinityPolicy=policy, nodeTaintsPolicy="Honor")
+        return obj
+
+    assert probe(twin, pod("s0")) == ("n0", 3)
+    place(twin, "a0", "n1", "a")  # one row changes: judged on its own
+    assert probe(twin, pod("s1")) == expected
+    assert twin.fwks[0].remembered.hits == 2
 
 
 def test_a_zone_whose_only_node_becomes_countable_holds_the_lowest_count():

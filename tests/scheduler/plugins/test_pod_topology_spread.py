@@ -75,8 +75,10 @@ def test_system_default_spreading_applies_to_controlled_pods_only():
     assert run_score("PodTopologySpread", NODES, make_pod("p").labels(app="web"), existing) == {}
 
 
-def test_node_taints_policy_honor_leaves_tainted_domains_out_of_the_count():
-    nodes = [make_node("a").zone("z1"), make_node("b").zone("z2"), make_node("c").zone("z3").taint("dedicated", "x")]
+@pytest.mark.parametrize("effect", ["NoSchedule", "NoExecute"])
+def test_node_taints_policy_honor_leaves_tainted_domains_out_of_the_count(effect):
+    nodes = [make_node("a").zone("z1"), make_node("b").zone("z2"),
+             make_node("c").zone("z3").taint("dedicated", "x", effect)]
     existing = [web("w1", "a"), web("w2", "b")]
     pod = make_pod("p").labels(app="web").spread(1, ZONE, app="web")
     # Ignore (the default): the empty tainted z3 sets the minimum at 0, so z1 and z2 are too full.
@@ -85,8 +87,11 @@ def test_node_taints_policy_honor_leaves_tainted_domains_out_of_the_count():
     # Honor: z3 is not a place this pod can go, so the minimum is 1 and z1, z2 fit (c's taint is
     # TaintToleration's to refuse: for spreading, its empty domain adds nothing).
     assert {n for n, r in run_filter("PodTopologySpread", nodes, pod, existing).items() if not r} == {"a", "b", "c"}
+    # The untainted nodes still count what they hold: z1 with two is one above z2's minimum of 1.
+    fuller = [*existing, web("w3", "a")]
+    assert {n for n, r in run_filter("PodTopologySpread", nodes, pod, fuller).items() if not r} == {"b", "c"}
     # A pod that tolerates the taint counts z3 again: its minimum is 0, so only c fits.
-    pod.toleration("dedicated", "x", "NoSchedule")
+    pod.toleration("dedicated", "x", effect)
     assert {n for n, r in run_filter("PodTopologySpread", nodes, pod, existing).items() if not r} == {"c"}
 
 
