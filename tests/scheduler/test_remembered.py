@@ -728,6 +728,28 @@ def test_a_node_outside_the_pods_node_selector_counts_as_the_affinity_policy_say
     assert twin.fwks[0].remembered.hits == 2
 
 
+@pytest.mark.parametrize("zones, placed, skew, min_domains, expected", [
+    (("z1", "z2", "z3"), ("n0", "n0", "n1", "n2"), 2, 4, ("n1", 2)),  # fewer zones than minDomains: lowest 0
+    (("z1", "z2", "z3"), ("n0", "n0", "n1", "n2"), 2, 3, ("n1", 3)),  # as many: the lowest count, 1
+    (("z1", "z1"), ("n0", "n1"), 1, None, ("n0", 2)),  # one zone: always its own lowest
+])
+def test_the_lowest_count_of_a_spread_judged_by_domain(zones, placed, skew, min_domains, expected):
+    twin = zoned_twin(*zones)
+    for i, node in enumerate(placed):
+        place(twin, f"a{i}", node, "a")
+    obj = make_pod("s0").labels(app="a").requests(cpu="100m").spread(
+        skew, "topology.kubernetes.io/zone", min_domains=min_domains, app="a").obj
+    assert probe(twin, obj) == expected
+    assert twin.fwks[0].remembered.hits == 1
+
+
+def test_a_node_without_the_topology_label_is_never_chosen_by_domain():
+    twin = zoned_twin("z1", "z2")
+    twin.each(lambda c: c.set_node(make_node("a-nozone").capacity(cpu=8, memory="8Gi", pods=20).obj))
+    assert probe(twin, spread("s0", 1)) == ("n0", 2)  # a-nozone sorts first by name, but has no zone
+    assert twin.fwks[0].remembered.hits == 1
+
+
 def test_a_zone_whose_only_node_becomes_countable_holds_the_lowest_count():
     """z3's one node lacks the label the pod's node selector asks for, so z3 does not count and z1
     and z2 (one pod each) are level; once n3 has the label, z3's 0 is the lowest and bars them."""
