@@ -795,6 +795,31 @@ def test_weighted_scores_several_changed_rows_and_nodes_filling_up(strategy):
     assert twin.fwks[0].remembered.hits > 90
 
 
+@pytest.mark.parametrize("strategy", ["LeastAllocated", "MostAllocated"])
+@pytest.mark.parametrize("resources", [None, [{"name": "cpu", "weight": 2}, {"name": "memory", "weight": 1}],
+                                       [{"name": "memory", "weight": 3}]])
+@pytest.mark.parametrize("cpu_everywhere", [False, True])
+def test_one_changed_row_is_scored_as_the_columns_score_it(strategy, resources, cpu_everywhere):
+    """Three signatures in turn, so each decision finds two rows changed (scored in plain Python):
+    resource weights, nodes offering no memory, no cpu or a sliver of it, nodes filling past what the
+    pods' default requests leave. Scores and choices equal the full evaluation's at every step."""
+    args: dict = {"type": strategy}
+    if resources is not None:
+        args["resources"] = resources
+    twin = Twin({"seed": 5, "profiles": [{"schedulerName": "default-scheduler", "plugins": {"score": {"enabled": [
+        {"name": "NodeResourcesFit", "weight": 1}, {"name": "NodeResourcesBalancedAllocation", "weight": 1}]}},
+        "pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": args}}]}]}, time.time)
+    for i, (cpu, memory) in enumerate([("4", "8Gi"), ("2", "0"), ("50m", "8Gi"), ("4", "1Gi"), ("50m", "0"),
+                                       ("1", "8Gi"), ("500m" if cpu_everywhere else "0", "8Gi")]):
+        twin.each(lambda c, i=i, cpu=cpu, memory=memory: c.set_node(
+            make_node(f"n{i}").capacity(cpu=cpu, memory=memory, pods=12).obj))
+    placed = 0
+    for r in range(30):
+        for app, amounts in (("a", {"cpu": "10m"}), ("b", {"cpu": "20m"}), ("c", {"memory": "64Mi"})):
+            placed += twin.schedule(make_pod(f"{app}{r}").labels(app=app).requests(**amounts).obj) is not None
+    assert placed >= 70 and twin.fwks[0].remembered.hits == placed  # the last may find every node full
+
+
 def test_sampling_takes_the_full_evaluation():
     twin = Twin({"percentageOfNodesToScore": 50, "seed": 5}, time.time)
     for i in range(150):
