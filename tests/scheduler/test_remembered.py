@@ -820,6 +820,28 @@ def test_one_changed_row_is_scored_as_the_columns_score_it(strategy, resources, 
     assert placed >= 70 and twin.fwks[0].remembered.hits == placed  # the last may find every node full
 
 
+def test_pods_naming_their_node_are_remembered_and_one_naming_no_node_waits():
+    twin = basic_twin(6)
+    for i in range(4):
+        assert twin.schedule(make_pod(f"pinned{i}").requests(cpu="100m").node("n03").obj) == "n03"
+        assert twin.schedule(make_pod(f"other{i}").requests(cpu="100m").obj) is not None  # one row changes
+    assert twin.fwks[0].remembered.hits == 8
+    assert twin.schedule(make_pod("lost").node("ghost").obj) is None  # a node that does not exist
+    assert twin.schedule(make_pod("x").node("n01").obj) == "n01"  # row 1 changes
+    assert twin.schedule(make_pod("lost-too").node("ghost").obj) is None  # row 1 judged again: not ghost
+    twin.each(lambda c: c.set_node(make_node("ghost").capacity(cpu=4, memory="8Gi", pods=10).obj))
+    assert twin.schedule(make_pod("found").node("ghost").obj) == "ghost"
+
+
+def test_a_node_not_ready_is_left_out_row_by_row_too():
+    twin = basic_twin(4)
+    twin.each(lambda c: c.set_node(make_node("a-down").capacity(cpu=8, memory="16Gi", pods=20).not_ready().obj))
+    for i in range(4):  # a-down is the emptiest and first by name, yet never chosen
+        assert twin.schedule(make_pod(f"a{i}").requests(cpu="100m").obj) != "a-down"
+        assert twin.schedule(make_pod(f"b{i}").requests(cpu="200m").obj) != "a-down"  # one row changes
+    assert twin.fwks[0].remembered.hits == 8
+
+
 def test_sampling_takes_the_full_evaluation():
     twin = Twin({"percentageOfNodesToScore": 50, "seed": 5}, time.time)
     for i in range(150):
