@@ -199,6 +199,11 @@ def test_sampling_takes_the_next_window_of_the_node_order_each_cycle():
     assert list(third) == list(range(0, 100)) + list(range(380, 400))  # skips them, wraps around
     assert list(fwk.sample(feasible[:100], table, order)) == list(range(100))  # ≤ 100 feasible: all
     assert list(fwk.sample(feasible, table, None)) == list(range(120))  # no order: the first K
+    fresh = build_frameworks(parse_config({"percentageOfNodesToScore": 30}), cache=cache,
+                             clock=lambda: 0.0)["default-scheduler"]
+    exactly = np.arange(280, 400)  # as many feasible rows as are kept: all kept, the window stays
+    assert list(fresh.sample(exactly, table, order)) == list(exactly)
+    assert list(fresh.sample(feasible, table, order)) == list(range(280, 400))
 
 
 @pytest.mark.parametrize("nodes, percentage, kept", [
@@ -206,6 +211,8 @@ def test_sampling_takes_the_next_window_of_the_node_order_each_cycle():
     (10_000, 0, 500),   # adaptive, at its floor of 5 %
     (400, 10, 100),     # never fewer than 100
     (400, 100, 400),
+    (20_000, 1, 200),   # 1 % is 1 %, not the adaptive default
+    (150, 0, 100),      # adaptive 49 % is 73: at least 100
 ])
 def test_how_many_nodes_sampling_keeps(nodes, percentage, kept):
     class Table:
