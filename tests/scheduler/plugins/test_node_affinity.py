@@ -28,6 +28,8 @@ def passing(pod) -> set[str]:
     [
         pytest.param(make_pod("p"), {"a", "b", "c"}, id="no selector fits everywhere"),
         pytest.param(make_pod("p").node_selector(disk="ssd"), {"a"}, id="nodeSelector matches labels exactly"),
+        pytest.param(make_pod("p").node_selector(disk="ssd", cores="4"), set(), id="every nodeSelector label must match"),
+        pytest.param(make_pod("p").node_selector(cores="8", disk="ssd"), {"a"}, id="every nodeSelector label matches"),
         pytest.param(make_pod("p").node_selector(disk="nvme"), set(), id="a nodeSelector value no node has fits nowhere"),
         pytest.param(make_pod("p").require_node("topology.kubernetes.io/zone", "In", "z1", "z2"), {"a", "b"},
                      id="In matches any listed value"),
