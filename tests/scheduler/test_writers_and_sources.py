@@ -232,6 +232,10 @@ async def test_a_repeated_event_raises_the_count_and_is_written_at_most_once_per
         rec.record(p, "Warning", "FailedScheduling", "0/1 nodes")
         await rec.drain()
         assert len(w.event_patches) == 1
+        clock.advance(1.0)  # and the next interval from that write
+        rec.record(p, "Warning", "FailedScheduling", "0/1 nodes")
+        await rec.drain()
+        assert [patch["count"] for _, _, patch in w.event_patches] == [5, 7]
         # Another message, another reason or another pod (uid) is another event.
         rec.record(p, "Warning", "FailedScheduling", "0/2 nodes")
         rec.record(p, "Normal", "Scheduled", "0/1 nodes")
@@ -261,6 +265,32 @@ async def test_events_past_the_queue_limit_are_dropped_and_counted_and_a_failed_
     await rec.stop()
     assert len(caplog.messages) == 2 and all("store unavailable" in m for m in caplog.messages)
     assert caplog.messages[0].startswith("event default/p.") and " not written: " in caplog.messages[0]
+
+
+async def test_an_event_whose_first_write_failed_is_created_by_the_next_and_in_its_pods_namespace():
+    w = RecordingWriter()
+    created = w.create_event
+    namespaces: list[str] = []
+
+    async def once_refused(namespace, event):
+        namespaces.append(namespace)
+        if len(namespaces) == 1:
+            raise RuntimeError("store unavailable")
+        await created(namespace, event)
+
+    w.create_event = once_refused
+    rec = EventRecorder(w)
+    rec.start()
+    try:
+        p = PodInfo.from_object(make_pod("p", "team").obj)
+        for _ in range(2):
+            rec.record(p, "Warning", "FailedScheduling", "0/1 nodes")
+            await rec.drain()
+    finally:
+        await rec.stop()
+    assert namespaces == ["team", "team"] and w.event_patches == []
+    (event,) = w.event_objects
+    assert event["metadata"]["namespace"] == "team" and event["count"] == 1
 
 
 async def test_events_are_written_several_at_once_and_a_repeat_meanwhile_only_counts():
