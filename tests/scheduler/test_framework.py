@@ -238,3 +238,14 @@ def test_a_cycle_state_is_per_attempt():
     state = CycleState()
     state["k"] = 1
     assert state["k"] == 1 and "k" not in CycleState()
+
+
+def test_explain_names_the_first_filter_when_it_is_the_one_that_refused_a_node():
+    """NodeReady runs first: a node that is not ready is explained by NodeReady's own reason."""
+    cache = Cache.from_objects([make_node("up").capacity(cpu=2, memory="4Gi", pods=10).obj,
+                                make_node("down").capacity(cpu=2, memory="4Gi", pods=10).not_ready().obj], [], [])
+    fwk = build_frameworks(parse_config({}), cache=cache, clock=lambda: 0.0)["default-scheduler"]
+    assert [p.NAME for p in fwk.filters][0] == "NodeReady"
+    report = explain(fwk, cache, PodInfo.from_object(make_pod("p").obj))
+    (down,) = [n for n in report["nodes"] if not n["feasible"]]
+    assert down["node"] == "down" and down["plugin"] == "NodeReady" and down["reasons"]
