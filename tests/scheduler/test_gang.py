@@ -166,12 +166,18 @@ async def held(h: Harness, group: str, count: int) -> None:
     assert len(s.cache.gangs.gangs[group].waiting) == count
 
 
-async def test_a_podgroup_deleted_while_members_wait_lets_them_go_and_says_why():
+async def two_waiting_for_w2() -> Harness:
+    """Three nodes of one cpu and a gang of three whose w2 asks for two: w0 and w1 wait for it."""
     h = cluster(3)
     h.add_group("train", 3, timeout=60)
     for i in range(3):
-        h.add_pod(member(f"w{i}", cpu="1" if i < 2 else "2"))  # w2 fits nowhere: w0 and w1 wait
+        h.add_pod(member(f"w{i}", cpu="1" if i < 2 else "2"))
     await held(h, "default/train", 2)
+    return h
+
+
+async def test_a_podgroup_deleted_while_members_wait_lets_them_go_and_says_why():
+    h = await two_waiting_for_w2()
     h.scheduler.group_changed("default/train", None)
     await asyncio.gather(*list(h.scheduler._inflight), return_exceptions=True)
     assert h.placements() == {} and cpu_held(h) == 0
@@ -195,11 +201,7 @@ async def test_a_member_relabelled_into_another_group_leaves_its_gang_short_and_
 
 
 async def test_a_member_whose_group_label_is_removed_leaves_its_gang_short_and_the_waiting_go():
-    h = cluster(3)
-    h.add_group("train", 3, timeout=60)
-    for i in range(3):
-        h.add_pod(member(f"w{i}", cpu="1" if i < 2 else "2"))
-    await held(h, "default/train", 2)
+    h = await two_waiting_for_w2()
     h.add_pod(make_pod("w2").requests(cpu="2"))  # no group any more
     await asyncio.gather(*list(h.scheduler._inflight), return_exceptions=True)
     book = h.scheduler.cache.gangs
@@ -208,11 +210,7 @@ async def test_a_member_whose_group_label_is_removed_leaves_its_gang_short_and_t
 
 
 async def test_a_member_that_stays_in_its_group_through_an_update_is_not_counted_twice_nor_lost():
-    h = cluster(3)
-    h.add_group("train", 3, timeout=60)
-    for i in range(3):
-        h.add_pod(member(f"w{i}", cpu="1" if i < 2 else "2"))
-    await held(h, "default/train", 2)
+    h = await two_waiting_for_w2()
     h.add_pod(member("w2", cpu="2"))  # the same pod, updated, still a member
     assert len(h.scheduler.cache.gangs.gangs["default/train"].waiting) == 2
     assert h.scheduler.cache.gangs.gangs["default/train"].members == {"default/w0", "default/w1", "default/w2"}
@@ -240,11 +238,7 @@ async def test_a_member_that_goes_away_is_forgotten_and_its_groups_status_says_s
 
 
 async def test_members_waiting_for_the_rest_say_so_in_the_status():
-    h = cluster(3)
-    h.add_group("train", 3, timeout=60)
-    for i in range(3):
-        h.add_pod(member(f"w{i}", cpu="1" if i < 2 else "2"))
-    await held(h, "default/train", 2)
+    h = await two_waiting_for_w2()
     await h.scheduler.write_gang_statuses()
     assert h.writer.group_statuses["default/train"] == {
         "phase": "Scheduling", "scheduled": 2, "members": 3,
@@ -254,11 +248,7 @@ async def test_members_waiting_for_the_rest_say_so_in_the_status():
 
 
 async def test_a_member_that_went_away_and_came_back_lets_the_gang_go_at_once_not_after_its_timeout():
-    h = cluster(3)
-    h.add_group("train", 3, timeout=60)
-    for i in range(3):
-        h.add_pod(member(f"w{i}", cpu="1" if i < 2 else "2"))  # w2 fits nowhere: w0 and w1 wait for it
-    await held(h, "default/train", 2)
+    h = await two_waiting_for_w2()
     h.delete_pod("default/w2")  # its members are let go, but the gang is not refused for a while
     await asyncio.gather(*list(h.scheduler._inflight), return_exceptions=True)
     h.add_pod(member("w2", cpu="1"))  # back, and it fits now

@@ -358,12 +358,7 @@ def test_a_pre_score_that_reads_its_rows_is_given_the_feasible_ones():
 
     REGISTRY[LastWhenSomeAreOut.NAME] = LastWhenSomeAreOut
     try:
-        twin = Twin({"tieBreak": "name", "profiles": [{"schedulerName": "default-scheduler", "plugins": {
-            "preScore": {"enabled": [{"name": LastWhenSomeAreOut.NAME}]},
-            "score": {"enabled": [{"name": LastWhenSomeAreOut.NAME, "weight": 1}]}}}]}, time.time)
-        for i, zone in enumerate(["z1", "z1", "z2", "z3"]):
-            twin.each(lambda c, i=i, zone=zone: c.set_node(
-                make_node(f"n{i}").capacity(cpu=8, memory="8Gi", pods=20).zone(zone).obj))
+        twin = zoned_twin("z1", "z1", "z2", "z3", scorer=LastWhenSomeAreOut.NAME)
         assert twin.schedule(spread("s0", 1), explain=False) == "n0"  # every node feasible: skipped
         assert twin.schedule(spread("s1", 1), explain=False) == "n3"  # z1 barred: n2 and n3, the last
     finally:
@@ -400,12 +395,7 @@ def test_a_row_local_scorer_whose_pre_score_reads_its_rows_is_given_the_feasible
 
     REGISTRY[LastWhenSomeAreOut.NAME] = LastWhenSomeAreOut
     try:
-        twin = Twin({"tieBreak": "name", "profiles": [{"schedulerName": "default-scheduler", "plugins": {
-            "preScore": {"enabled": [{"name": LastWhenSomeAreOut.NAME}]},
-            "score": {"enabled": [{"name": LastWhenSomeAreOut.NAME, "weight": 1}]}}}]}, time.time)
-        for i, zone in enumerate(["z1", "z1", "z2", "z3"]):
-            twin.each(lambda c, i=i, zone=zone: c.set_node(
-                make_node(f"n{i}").capacity(cpu=8, memory="8Gi", pods=20).zone(zone).obj))
+        twin = zoned_twin("z1", "z1", "z2", "z3", scorer=LastWhenSomeAreOut.NAME)
         pod = lambda name: make_pod(name).labels(app="a", reads="rows").requests(cpu="100m").spread(  # noqa: E731
             1, "topology.kubernetes.io/zone", app="a").obj
         assert twin.schedule(pod("s0"), explain=False) == "n0"  # every node feasible: skipped
@@ -529,8 +519,13 @@ def test_a_spread_signature_whose_domains_cross_the_threshold_scores_the_rows_th
     assert twin.fwks[0].remembered.hits == 4
 
 
-def zoned_twin(*zones: str) -> Twin:
-    twin = Twin({"tieBreak": "name"}, time.time)
+def zoned_twin(*zones: str, scorer: str | None = None) -> Twin:
+    """Nodes n0, n1, … in ``zones``, ties broken by name; ``scorer``: a plugin that also scores."""
+    config: dict = {"tieBreak": "name"}
+    if scorer is not None:
+        config["profiles"] = [{"schedulerName": "default-scheduler", "plugins": {
+            "preScore": {"enabled": [{"name": scorer}]}, "score": {"enabled": [{"name": scorer, "weight": 1}]}}}]
+    twin = Twin(config, time.time)
     for i, zone in enumerate(zones):
         twin.each(lambda c, i=i, zone=zone: c.set_node(
             make_node(f"n{i}").capacity(cpu=8, memory="8Gi", pods=20).zone(zone).obj))
