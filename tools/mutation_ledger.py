@@ -145,12 +145,12 @@ def _blob(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
 
 
-def test_files(root: Path = ROOT) -> dict[str, str]:
+def hashes_of_tests(root: Path = ROOT) -> dict[str, str]:
     """path under ``root`` → git blob hash of every Python file of tests/."""
     return {p.relative_to(root).as_posix(): _blob(p.read_bytes()) for p in sorted((root / "tests").rglob("*.py"))}
 
 
-def test_files_at(commit: str | None, root: Path = ROOT) -> dict[str, str] | None:
+def hashes_of_tests_at(commit: str | None, root: Path = ROOT) -> dict[str, str] | None:
     """The same for a commit, from git; None if git does not know it."""
     if not commit:
         return None
@@ -174,14 +174,15 @@ def refresh_stats(mutants: Path, root: Path = ROOT) -> tuple[list[str], int, int
     if not stats_path.exists():
         return [], 0, 0
     stats = json.loads(stats_path.read_text())
-    now = test_files(root)
-    then = json.loads(files_path.read_text()) if files_path.exists() else test_files_at(stats.get("git_commit"), root)
+    now = hashes_of_tests(root)
+    then = json.loads(files_path.read_text()) if files_path.exists() else hashes_of_tests_at(stats.get("git_commit"), root)
     durations = stats["duration_by_test"]
     if then is None:  # nothing to compare with: every test is taken again
         changed = sorted({test.partition("::")[0] for test in durations})
     else:
         changed = sorted(f for f in then.keys() | now.keys() if then.get(f) != now.get(f))
-    stale = {test for test in durations if test.partition("::")[0] in set(changed)}
+    changed_files = set(changed)
+    stale = {test for test in durations if test.partition("::")[0] in changed_files}
     reached = set()
     for function, tests in stats["tests_by_mangled_function_name"].items():
         if stale.intersection(tests):

@@ -105,7 +105,7 @@ def test_the_tests_of_a_changed_file_are_taken_again_and_the_survivors_they_reac
     stats = _stats({queue: ["tests/a/test_one.py::test_x", "tests/test_two.py::test_y"],
                     fit: ["tests/test_two.py::test_y"]})
     (mutants / "mutmut-stats.json").write_text(json.dumps(stats))
-    (mutants / mutation_ledger.TEST_FILES).write_text(json.dumps(mutation_ledger.test_files(root)))
+    (mutants / mutation_ledger.TEST_FILES).write_text(json.dumps(mutation_ledger.hashes_of_tests(root)))
     _write(mutants, "src/corral/scheduler/queue.py", _meta(
         {f"{queue}__mutmut_1": 0, f"{queue}__mutmut_2": 1, f"{queue}__mutmut_3": 33}, {}, {}))
     _write(mutants, "src/corral/scheduler/fit.py", _meta({f"{fit}__mutmut_1": 0, f"{fit}__mutmut_2": 5}, {}, {}))
@@ -136,7 +136,7 @@ def test_without_recorded_test_files_the_statistics_commit_is_compared_and_they_
     subprocess.run(git + ["add", "tests"], check=True)
     subprocess.run(git + ["commit", "-qm", "tests"], check=True)
     commit = subprocess.run(git + ["rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    assert mutation_ledger.test_files_at(commit, root) == mutation_ledger.test_files(root)  # git's hashes
+    assert mutation_ledger.hashes_of_tests_at(commit, root) == mutation_ledger.hashes_of_tests(root)  # git's hashes
 
     (root / "tests" / "test_b.py").write_text("def test_b(): assert 1\n")
     (root / "tests" / "test_c.py").write_text("def test_c(): pass\n")  # new since: its statistics may be older than it
@@ -148,7 +148,7 @@ def test_without_recorded_test_files_the_statistics_commit_is_compared_and_they_
 
     fresh = tmp_path / "fresh"
     assert mutation_ledger.restore_stats(fresh, kept)
-    assert json.loads((fresh / mutation_ledger.TEST_FILES).read_text()) == mutation_ledger.test_files(root)
+    assert json.loads((fresh / mutation_ledger.TEST_FILES).read_text()) == mutation_ledger.hashes_of_tests(root)
     assert json.loads((fresh / "mutmut-stats.json").read_text())["duration_by_test"] == {"tests/test_a.py::test_a": 0.5}
 
     kept.write_bytes(lzma.compress(json.dumps(stats).encode()))  # kept by an earlier ledger: mutmut's file alone
