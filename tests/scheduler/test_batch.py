@@ -698,6 +698,32 @@ async def test_a_new_or_changed_placement_is_decided_at_once_and_node_changes_wa
         await h.scheduler.stop()
 
 
+async def test_node_changes_are_decided_at_the_next_flush_without_a_spec_change():
+    import asyncio
+
+    async def written() -> dict[str, Any]:
+        for _ in range(1000):  # at most 10 s: a flush every 0.1 s
+            await asyncio.sleep(0.01)
+            if "default/web" in h.writer.placement_statuses:
+                return h.writer.placement_statuses.pop("default/web")
+        raise AssertionError("no decision written")
+
+    h = Harness(flush_interval=0.1)
+    h.add_node(node("a").heartbeat_age(0))
+    h.scheduler.start()
+    try:
+        h.scheduler.placement_changed("default/web", stored({"placementType": "PickAll"}))
+        status = await written()
+        h.scheduler.placement_changed("default/web", stored({"placementType": "PickAll"}, status=status))
+        await asyncio.sleep(0.3)
+        h.writer.placement_statuses.clear()
+        h.add_node(node("b").heartbeat_age(0))
+        status = await written()
+        assert sorted(d["nodeName"] for d in status["decisions"]) == ["a", "b"]
+    finally:
+        await h.scheduler.stop()
+
+
 def test_a_copy_is_a_bound_unfinished_pod_the_placement_controls():
     from corral.scheduler.batch.placements import copy_of
 

@@ -183,6 +183,8 @@ async def test_transport_failures_name_the_extender_the_verb_and_what_went_wrong
     c = client_for(ext)
     ext.status, ext.raw = 500, b"x" * 300
     assert await failure(c.filter(POD, NODES)) == f"extender ext-1 failed: filter: HTTP 500: {'x' * 200}"
+    ext.status, ext.raw = 502, b"bad gateway \xff"  # not UTF-8: shown with a replacement character
+    assert await failure(c.filter(POD, NODES)) == "extender ext-1 failed: filter: HTTP 502: bad gateway \ufffd"
     ext.status, ext.raw = 200, b"{not json"
     assert (await failure(c.prioritize(POD, NODES))).startswith("extender ext-1 failed: prioritize: answer is not JSON: ")
     monkeypatch.setattr(client_module, "_MAX_ANSWER", 16)

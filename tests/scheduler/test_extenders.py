@@ -10,6 +10,7 @@ import logging
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 from prometheus_client import generate_latest
@@ -85,6 +86,22 @@ async def test_placements_follow_the_extenders_filter_and_its_weighted_scores(ex
     sums = [float(line.split()[-1]) for line in generate_latest(h.scheduler.metrics.registry).decode().splitlines()
             if line.startswith("corral_scheduler_scheduling_attempt_duration_seconds_sum")]
     assert len(sums) == 2 and 0 < sum(sums) < 30  # scheduled, unschedulable
+
+
+async def test_the_running_scheduler_asks_the_extender_for_each_pod(extender, pki):
+    """Scheduler.start() runs the loop a server runs (the harness above takes the pods round by round)."""
+    h = Harness(config(extender, pki))
+    nodes(h)
+    h.scheduler.start()
+    try:
+        h.add_pod(make_pod("web").requests(cpu="500m"))
+        deadline = time.monotonic() + 20
+        while "default/web" not in h.writer.bindings:
+            assert time.monotonic() < deadline, h.scheduler.queue.counts()
+            await asyncio.sleep(0.02)
+    finally:
+        await h.scheduler.stop()
+    assert h.placements() == {"default/web": "high-score"}
 
 
 class CycleNotes(Plugin):

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from corral.scheduler.cache.cache import Cache
-from corral.scheduler.framework.interface import CycleState, NodeFilterAdapter, Plugin
+from corral.scheduler.framework.interface import CycleState, NodeFilterAdapter, Plugin, count_rows
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.framework.status import SKIP, SUCCESS, Code, Status
 from corral.scheduler.plugins import REGISTRY, register
@@ -102,6 +102,13 @@ def cluster(n: int = 4) -> Cache:
 
 def info(**labels) -> PodInfo:
     return PodInfo.from_object(make_pod("p").labels(**labels).obj)
+
+
+def test_count_rows_counts_an_index_array_or_a_slice_of_rows():
+    """What a Score plugin is given is either; both say how many nodes it scores."""
+    assert count_rows(np.array([0, 4, 7])) == 3
+    assert count_rows(slice(0, 5)) == 5
+    assert count_rows(slice(2, 5)) == 3
 
 
 def test_a_pre_filter_refusal_rejects_every_node_with_its_reasons():

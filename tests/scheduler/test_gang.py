@@ -335,6 +335,10 @@ async def test_each_groups_status_is_written_once_per_change_and_a_deleted_group
     h.scheduler.cache.gangs.changed.update({"default/b-train", "default/c-eval"})  # touched, not changed
     await h.scheduler.write_gang_statuses()
     assert sorted(writes) == ["b-train", "c-eval"]  # the same status is not written again
+    h.add_pod(member("c-eval-1", group="c-eval"))  # c changes; b, before it, is touched only
+    h.scheduler.cache.gangs.changed.add("default/b-train")
+    await h.scheduler.write_gang_statuses()
+    assert sorted(writes) == ["b-train", "c-eval", "c-eval"]
 
 
 async def test_a_member_that_goes_away_leaving_the_gang_whole_keeps_the_waiting_ones_waiting():
@@ -354,6 +358,22 @@ async def test_a_member_that_goes_away_leaving_the_gang_whole_keeps_the_waiting_
     h.scheduler.queue.flush_backoff()
     await one_round(h)
     assert sorted(h.placements()) == ["default/w0", "default/w1", "default/w2"]
+
+
+async def test_a_gang_still_short_of_members_offers_none_of_them_to_the_queue_again():
+    """Each arrival offering every waiting member again would cost a big gang work quadratic in
+    its size; they go once the gang can be whole."""
+    h = cluster(1)
+    h.add_group("train", 3)
+    for i in range(2):
+        h.add_pod(member(f"w{i}"))
+    book = h.scheduler.cache.gangs
+    assert book.member_changed("default/w1", "default/train", True) == []
+    assert book.group_changed("default/train", {"spec": {"minMember": 3, "scheduleTimeoutSeconds": 30}}) == []
+    assert book.group_changed("default/train", None) == []  # deleted: they wait for it to exist again
+    assert sorted(book.gated) == ["default/w0", "default/w1"]
+    offered = book.group_changed("default/train", {"spec": {"minMember": 2}})
+    assert sorted(obj["metadata"]["name"] for obj in offered) == ["w0", "w1"] and book.gated == {}
 
 
 async def test_a_member_deleted_while_kept_out_of_the_queue_is_not_kept():

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
+import asyncio
 import time
+from collections import Counter
 
 import pytest
 
@@ -310,3 +310,27 @@ async def test_news_of_a_pod_whose_binding_is_on_its_way_neither_requeues_nor_un
     await h.run()
     assert h.placements() == {key: "only"} and h.writer.bind_attempts == 1 and h.writer.double_binds == 0
     assert h.pending() == ["default/q"]
+
+
+async def test_stopping_the_scheduler_cancels_the_bindings_on_their_way():
+    """A binding that has not returned when the scheduler stops (a server shutting down, a leader
+    losing its lease) is cancelled, not left to write after the scheduler is gone."""
+    h = Harness()
+    h.add_node(make_node("n0"))
+    started, never = asyncio.Event(), asyncio.Event()
+    cancelled: list[str] = []
+
+    async def slow_bind(pod, node):
+        started.set()
+        try:
+            await never.wait()
+        except asyncio.CancelledError:
+            cancelled.append(pod.key)
+            raise
+
+    h.writer.bind = slow_bind
+    h.scheduler.start()
+    h.add_pod(make_pod("web"))
+    await asyncio.wait_for(started.wait(), 10)
+    await asyncio.wait_for(h.scheduler.stop(), 10)
+    assert cancelled == ["default/web"] and not h.scheduler._inflight

@@ -415,6 +415,24 @@ async def test_the_in_process_source_loads_what_the_server_has_then_follows_it_u
         assert "n3" not in cache.table.row_of and "default/unseen" not in h.scheduler.queue
 
 
+async def test_a_node_change_placement_ignores_tries_no_unschedulable_pod_again_after_an_in_process_attach(server):
+    """The nodes the attach found are known by name: an update to one that changes nothing the
+    scheduler reads (an annotation, a heartbeat) wakes none of the pods that fit nowhere."""
+    async with server.client() as c:
+        await c.create(node("n1"))
+        h = Harness()
+        detach = attach_in_process(h.scheduler, server.cache)
+        try:
+            h.add_pod(make_pod("huge").requests(cpu="100"))
+            await h.run()
+            assert h.scheduler.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 1}
+            await c.patch("nodes", "n1", {"metadata": {"annotations": {"note": "seen"}}})
+            await asyncio.sleep(0)
+            assert h.scheduler.queue.counts() == {"active": 0, "backoff": 0, "unschedulable": 1}
+        finally:
+            detach()
+
+
 async def test_the_informer_source_lists_then_watches_every_kind_the_scheduler_reads(server):
     async with server.client() as c:
         await seed(c)

@@ -157,6 +157,7 @@ async def test_the_node_whose_victims_break_no_budget_is_chosen_over_lower_victi
     h.add_pod(make_pod("hi").requests(cpu="4").priority(10))
     await h.run()
     assert h.writer.deleted == ["default/web"] and h.placements()["default/hi"] == "n1"
+    h.scheduler.budget_changed("default/never-seen", None)  # a deletion it never saw added: harmless
     h.scheduler.budget_changed("default/db", None)  # the budget gone: the lower victim wins again
     h.add_pod(low("web2", "n1", "4", priority=5, app="web"))
     h.add_pod(make_pod("hi2").requests(cpu="4").priority(10))

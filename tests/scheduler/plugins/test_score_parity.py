@@ -212,6 +212,23 @@ def test_node_affinity_sums_matching_weights_and_scales_them_to_the_best():
     assert run_score("NodeAffinity", nodes, incoming) == {"a": 33, "b": 33, "c": 100, "d": 0}
 
 
+def test_node_affinity_preferences_no_node_matches_score_every_node_0():
+    nodes = [make_node("a").label("disk", "hdd"), make_node("b")]
+    incoming = make_pod("p").prefer_node(5, "disk", "In", "nvme")
+    assert run_score("NodeAffinity", nodes, incoming, raw=True) == {"a": 0, "b": 0}
+    assert run_score("NodeAffinity", nodes, incoming) == {"a": 0, "b": 0}  # not 0/0
+
+
+@pytest.mark.parametrize("plugin, incoming", [
+    pytest.param("NodeAffinity", make_pod("p").prefer_node(5, "disk", "In", "ssd"), id="NodeAffinity"),
+    pytest.param("PodTopologySpread", make_pod("p").labels(app="web").spread(1, "topology.kubernetes.io/zone",
+                                                                           hard=False, app="web"),
+                 id="PodTopologySpread"),
+])
+def test_scoring_no_nodes_gives_no_scores(plugin, incoming):
+    assert run_score(plugin, [], incoming) == {}
+
+
 def test_inter_pod_affinity_normalises_in_float64_as_kubernetes_does():
     host = "kubernetes.io/hostname"
     nodes = [make_node(n) for n in "abcd"]
@@ -275,3 +292,30 @@ def test_system_default_spreading_still_spreads_nodes_without_a_zone_by_hostname
     incoming = make_pod("p").labels(app="web").controlled()
     assert run_score("PodTopologySpread", nodes, incoming, existing, raw=True) == {"a": 9, "b": 7, "c": 2}
     assert run_score("PodTopologySpread", nodes, incoming, existing) == {"a": 22, "b": 44, "c": 100}
+
+
+def test_a_node_missing_the_key_of_any_own_constraint_neither_is_scored_nor_counts_toward_the_others():
+    # Soft constraints on the zone and on a rack. b has no rack and d no zone: neither is scored,
+    # and their pods count in no domain (Kubernetes counts only nodes with every key). Over the
+    # scored a and c: zone z1 holds a's 1 pod (not b's 2), rack r1 a's 1 (not d's 2); two zones and
+    # two racks among them: a = round(1 * ln 4 + 1 * ln 4) = 3, c = 0.
+    nodes = [make_node("a").zone("z1").label("rack", "r1"), make_node("b").zone("z1"),
+             make_node("c").zone("z2").label("rack", "r2"), make_node("d").label("rack", "r1")]
+    incoming = (make_pod("p").labels(app="web").spread(1, ZONE, hard=False, app="web")
+                .spread(1, "rack", hard=False, app="web"))
+    existing = webs(a=1, b=2, d=2)
+    raw = run_score("PodTopologySpread", nodes, incoming, existing, raw=True)
+    assert (raw["a"], raw["c"]) == (3, 0) and math.isnan(raw["b"]) and math.isnan(raw["d"])
+    assert round(2 * math.log(4)) == 3
+    assert run_score("PodTopologySpread", nodes, incoming, existing) == {"a": 0, "b": 0, "c": 100, "d": 0}
+
+
+def test_no_node_with_the_key_of_the_pod_s_own_constraint_scores_every_node_0():
+    incoming = make_pod("p").labels(app="web").spread(1, "rack", hard=False, app="web")
+    assert run_score("PodTopologySpread", ZONED, incoming, webs(a=1)) == {"a": 0, "b": 0, "c": 0, "d": 0}
+
+
+def test_no_matching_pod_anywhere_scores_every_node_100():
+    incoming = make_pod("p").labels(app="web").spread(1, ZONE, hard=False, app="web")
+    assert run_score("PodTopologySpread", ZONED, incoming, raw=True) == {"a": 0, "b": 0, "c": 0, "d": 0}
+    assert run_score("PodTopologySpread", ZONED, incoming) == {"a": 100, "b": 100, "c": 100, "d": 100}
