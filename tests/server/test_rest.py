@@ -313,6 +313,22 @@ async def test_a_malformed_or_forged_continue_token_is_a_bad_request(c, token):
     assert err.code == 400 and err.message == "invalid continue token: not one this cluster gave out for this list"
 
 
+async def test_a_continue_token_whose_position_or_revision_was_changed_is_a_bad_request(c):
+    """Its signature covers both: a client cannot skip ahead, go back, or pick another revision."""
+    import base64
+
+    for i in range(3):
+        await c.create(pod(f"q{i}"), "default")
+    page = await c.list("pods", "default", limit=1, raw=True)
+    token = json.loads(base64.urlsafe_b64decode(page.continue_token))
+    for changed in ({**token, "start": token["start"][:-1] + "1"}, {**token, "rv": token["rv"] - 1}):
+        forged = base64.urlsafe_b64encode(json.dumps(changed).encode()).decode()
+        err = await failure(c.list("pods", "default", limit=1, continue_token=forged))
+        assert err.code == 400 and err.message == "invalid continue token: not one this cluster gave out for this list"
+    rest = await c.list("pods", "default", limit=1, continue_token=page.continue_token, raw=True)
+    assert [p["metadata"]["name"] for p in rest.items] == ["q1"]
+
+
 # --- bind and evict ---------------------------------------------------------------------------------------
 
 async def test_binding_assigns_once_and_never_a_pod_being_deleted(c):
@@ -666,6 +682,26 @@ async def test_an_expired_continue_token_says_to_start_again(server, c):
     assert (err.code, err.reason) == (410, "Expired")
     assert err.message == ("The provided continue parameter is too old to display a consistent list result. "
                            "You can start a new list without the continue parameter.")
+
+
+async def test_a_list_whose_revision_is_compacted_between_its_pages_names_that_revision(server, c, monkeypatch):
+    """A selective list reads the store page by page at one revision; compacted meanwhile, the
+    answer says which revision is gone, not that a continue token (none was sent) is too old."""
+    for name, labels in (("q0", {}), ("q1", {}), ("q2", {"app": "web"})):
+        await c.create(pod(name) | {"metadata": {"name": name, "labels": labels}}, "default")
+    real, calls = server.store.list, []
+
+    async def compacted_after_the_first_page(*args, **kwargs):
+        calls.append(kwargs.get("revision"))
+        if len(calls) == 2:
+            await c.create(pod("later"), "default")
+            await server.compact(server.store.revision)
+        return await real(*args, **kwargs)
+
+    monkeypatch.setattr(server.store, "list", compacted_after_the_first_page)
+    err = await failure(c.list("pods", "default", limit=1, label_selector="app=web"))
+    assert (err.code, err.reason) == (410, "Expired") and len(calls) == 2
+    assert err.message.startswith(f"too old resource version: {calls[0]} (")
 
 
 async def test_an_update_with_an_empty_resource_version_applies_to_the_newest(c):

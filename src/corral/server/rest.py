@@ -217,8 +217,8 @@ class ResourceAPI:
                         if len(found) == limit:
                             more = more or record is not page.items[-1]
                             break
-        except Compacted:
-            if opts.exact and not opts.continue_token:
+        except Compacted:  # (a continue token and resourceVersionMatch never come together)
+            if not opts.continue_token:
                 raise errors.gone(f"too old resource version: {revision} ({self.store.compacted_revision})") from None
             raise errors.gone(
                 "The provided continue parameter is too old to display a consistent list result. "
