@@ -79,11 +79,13 @@ async def test_fields_corral_does_not_act_on_are_kept_with_a_warning_and_strict_
     typo = pod("typo")
     typo["spec"]["containers"][0]["securityContext"] = {"runAsNonRot": True}
     typo["spec"]["nodeSelecter"] = {"zone": "a"}
+    typo["spec"]["hostAliases"] = [{"ip": "10.0.0.1", "hostnamez": ["db"]}]  # misspelt inside a list corral keeps
     async with http.post("/api/v1/namespaces/default/pods?fieldValidation=Strict", json=typo) as r:
         assert r.status == 400
         message = (await r.json())["message"]
         assert "strict decoding error" in message and 'unknown field "spec.nodeSelecter"' in message
         assert 'unknown field "spec.containers[0].securityContext.runAsNonRot"' in message
+        assert 'unknown field "spec.hostAliases[0].hostnamez"' in message
     assert await pod_count(http) == 1
     async with http.post("/api/v1/namespaces/default/pods", json=typo) as r:
         assert r.status == 201

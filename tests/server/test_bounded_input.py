@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 
 import aiohttp
@@ -153,7 +154,8 @@ async def test_a_full_store_refuses_writes_with_507_fails_readyz_and_recovers_on
             assert refused is not None and 8 <= len(created) <= 12, (len(created), refused)
             code, status = refused
             assert (code, status["reason"]) == (507, "InsufficientStorage")
-            assert status["message"].startswith("the store is full (") and "--quota-backend-bytes" in status["message"]
+            assert re.match(r"the store is full \(\d+ of \d+ bytes used\): creates and updates are refused ",
+                            status["message"]) and status["message"].endswith("see --quota-backend-bytes")
             assert await pod_names(http) == sorted(created)  # the refused one was not written
             async with http.get("/readyz") as r:
                 assert r.status == 503 and "the store is full" in await r.text()

@@ -345,6 +345,13 @@ async def test_binding_assigns_once_and_never_a_pod_being_deleted(c):
     assert err.code == 400 and err.message == "the name of the binding (other) does not match the pod (b1)"
     with pytest.raises(NotFound):
         await c.bind("default", "absent", "n1")
+    await c.create(pod("b3"), "default")  # a binding with no name of its own takes the pod's
+    await c.request("POST", "/api/v1/namespaces/default/pods/b3/binding", body={
+        "apiVersion": "v1", "kind": "Binding", "target": {"name": "n1"}})
+    assert (await c.get("pods", "b3", "default", raw=True))["spec"]["nodeName"] == "n1"
+    err = await failure(c.request("POST", "/api/v1/namespaces/default/pods/Not_A_Name/binding", body={
+        "apiVersion": "v1", "kind": "Binding", "target": {"name": "n1"}}))  # the name it takes is checked
+    assert err.code == 422 and [x["field"] for x in err.status["details"]["causes"]] == ["metadata.name"]
 
 
 async def test_a_binding_posted_to_the_collection_names_its_pod_and_a_dry_run_binds_nothing(c):
