@@ -177,3 +177,28 @@ async def test_a_delete_that_finds_the_key_written_again_after_it_read_it_delete
     monkeypatch.setattr(store, "_get", read_then_someone_writes)
     gone = await store.delete("/k/race")
     assert len(reads) == 2 and gone.obj["v"] == 2  # the compare failed on v=1; v=2 is what was deleted
+
+
+async def test_a_watch_whose_member_dies_fails_and_the_next_watch_goes_to_another_member(tmp_path):
+    """The watch cache starts its watch again from the last revision it saw: that must reach a live
+    member, even when no other call has failed over meanwhile."""
+    from corral.testing.etcd import EtcdCluster
+
+    cluster = EtcdCluster(str(tmp_path / "etcd")).start()
+    store = await open_store(cluster.url)
+    try:
+        first = await store.create("/k/a", {"metadata": {"name": "a"}})
+        second = await store.create("/k/b", {"metadata": {"name": "b"}})
+        watch = store.watch("/k/", first.revision)
+        assert [e.revision for e in await asyncio.wait_for(watch.__anext__(), 20)] == [second.revision]
+        in_use = store._at
+        cluster.members[in_use].kill()
+        with pytest.raises(Exception) as failed:
+            await asyncio.wait_for(watch.__anext__(), 20)
+        assert not isinstance(failed.value, (asyncio.TimeoutError, StopAsyncIteration)), failed.value
+        again = store.watch("/k/", first.revision)
+        assert [e.revision for e in await asyncio.wait_for(again.__anext__(), 20)] == [second.revision]
+        await again.aclose()
+    finally:
+        await store.close()
+        cluster.stop()
