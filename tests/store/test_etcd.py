@@ -202,3 +202,21 @@ async def test_a_watch_whose_member_dies_fails_and_the_next_watch_goes_to_anothe
     finally:
         await store.close()
         cluster.stop()
+
+
+def test_a_failing_member_hands_calls_to_each_other_member_in_turn_and_a_late_failure_moves_nothing():
+    """Members failing one after another: every member is tried once before any twice (the live
+    one is found within as many failures as there are members). A call that failed on a member the
+    store has already left behind (another call moved on first) must not skip the next one."""
+    from corral.store.etcd import EtcdStore
+
+    store = EtcdStore([("127.0.0.1", 2379 + i) for i in range(4)])
+    store._members = members = ["m0", "m1", "m2", "m3"]  # stand-ins: only their identity counts here
+    tried = [store._client]
+    for _ in range(3):
+        store._move_on(store._client)
+        tried.append(store._client)
+    assert sorted(tried) == members
+    now = store._client
+    store._move_on(tried[-2])  # a late report about a member left behind
+    assert store._client == now

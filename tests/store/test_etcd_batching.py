@@ -129,8 +129,11 @@ async def test_a_value_written_in_a_later_place_updates_and_deletes_with_its_own
 async def test_limits_split_transactions_one_key_at_most_once_each_and_a_cancelled_write_is_not_sent(
         store, monkeypatch):
     sent = count_transactions(store, monkeypatch)
-    await asyncio.gather(*(store.create(f"/m/{i:03}", obj(f"m{i}")) for i in range(etcd_backend.MAX_BATCH + 5)))
+    made = await asyncio.gather(*(store.create(f"/m/{i:03}", obj(f"m{i}")) for i in range(etcd_backend.MAX_BATCH + 5)))
     assert sorted(sent) == [5, etcd_backend.MAX_BATCH]
+    # Read back, each keeps the revision its write answered, places of three digits (100 on) too.
+    assert [(await store.get(r.key)).revision for r in made] == [r.revision for r in made]
+    assert [r.revision for r in (await store.list("/m/")).items] == [r.revision for r in made]
     sent.clear()
     lease = await store.create("/l/lease", obj("lease"))
     pods = await asyncio.gather(*(store.create(f"/f/{i:03}", obj(f"f{i}")) for i in range(70)))
@@ -250,20 +253,22 @@ async def test_several_writes_of_another_writer_in_one_transaction_are_numbered_
 
     start = store.revision
     values = [b'{"metadata":{"name":"x"}}', b'{"metadata":{"resourceVersion":"1234","name":"y"}}',
-              b'{"metadata":{"resourceVersion":"abc","name":"z"}}']
+              b'{"metadata":{"resourceVersion":"abc","name":"z"}}', b'{"name":"no metadata"}']
     ops = [rpc.RequestOp(request_put=rpc.PutRequest(key=store._k(f"/x/{i}"), value=v)) for i, v in enumerate(values)]
     put = await store._client.kvstub.Txn(rpc.TxnRequest(compare=[], success=ops, failure=[]))
     gone = await store._client.delete_prefix(store._k("/x/"))
     written, deleted = put.header.revision, gone.header.revision
-    events = await watch_until(store, "/x/", start, 6)
+    events = await watch_until(store, "/x/", start, 8)
     assert [(e.type, e.key, e.revision) for e in events] == [
         (EventType.ADDED, "/x/0", written * SUB), (EventType.ADDED, "/x/1", written * SUB + 1),
-        (EventType.ADDED, "/x/2", written * SUB + 2), (EventType.DELETED, "/x/0", deleted * SUB),
-        (EventType.DELETED, "/x/1", deleted * SUB + 1), (EventType.DELETED, "/x/2", deleted * SUB + 2)]
+        (EventType.ADDED, "/x/2", written * SUB + 2), (EventType.ADDED, "/x/3", written * SUB + 3),
+        (EventType.DELETED, "/x/0", deleted * SUB), (EventType.DELETED, "/x/1", deleted * SUB + 1),
+        (EventType.DELETED, "/x/2", deleted * SUB + 2), (EventType.DELETED, "/x/3", deleted * SUB + 3)]
     assert [e.record.obj["metadata"]["resourceVersion"] for e in events] == [str(e.revision) for e in events]
     # A watch from inside them starts right after.
-    later = await watch_until(store, "/x/", written * SUB + 1, 4)
-    assert [e.revision for e in later] == [written * SUB + 2, deleted * SUB, deleted * SUB + 1, deleted * SUB + 2]
+    later = await watch_until(store, "/x/", written * SUB + 1, 6)
+    assert [e.revision for e in later] == [written * SUB + 2, written * SUB + 3, deleted * SUB, deleted * SUB + 1,
+                                           deleted * SUB + 2, deleted * SUB + 3]
 
 
 async def test_a_transaction_of_several_roots_shows_the_others_as_progress_and_this_ones_writes(pair):
@@ -428,4 +433,8 @@ async def test_own_writes_no_watch_takes_are_kept_up_to_a_bound(store, monkeypat
     # A write whose revision a watch delivered already is not kept (the watch will not come back for it).
     store._watched = store.revision // SUB + 1
     await store.update("/k/9", written[9].obj, written[9].revision)
+    assert list(store._written.values()) == written[-4:]
+    # Nor are the writes after the first of one transaction (they share its etcd revision).
+    store._watched = store.revision // SUB + 1
+    await asyncio.gather(*(store.update(f"/k/{i}", written[i].obj, written[i].revision) for i in (7, 8)))
     assert list(store._written.values()) == written[-4:]
