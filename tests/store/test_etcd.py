@@ -220,3 +220,28 @@ def test_a_failing_member_hands_calls_to_each_other_member_in_turn_and_a_late_fa
     now = store._client
     store._move_on(tried[-2])  # a late report about a member left behind
     assert store._client == now
+
+
+async def test_a_member_that_stops_answering_is_left_for_the_next_after_a_few_seconds(tmp_path):
+    """A member that hangs (here stopped with SIGSTOP; a machine swapping, a network that drops
+    packets) must not hang the store's writes: each call has its deadline, then goes elsewhere."""
+    import os
+    import signal
+
+    from corral.testing.etcd import EtcdCluster
+
+    cluster = EtcdCluster(str(tmp_path / "etcd")).start()
+    store = await open_store(cluster.url)
+    frozen = None
+    try:
+        await store.create("/k/before", {"metadata": {"name": "before"}})
+        in_use = store._at
+        frozen = cluster.members[in_use].proc.pid
+        os.kill(frozen, signal.SIGSTOP)
+        after = await asyncio.wait_for(store.create("/k/after", {"metadata": {"name": "after"}}), 30)
+        assert store._at != in_use and (await store.get("/k/after")).revision == after.revision
+    finally:
+        if frozen is not None:
+            os.kill(frozen, signal.SIGCONT)
+        await store.close()
+        cluster.stop()

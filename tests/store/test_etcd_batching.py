@@ -148,6 +148,11 @@ async def test_limits_split_transactions_one_key_at_most_once_each_and_a_cancell
     sent.clear()
     await asyncio.gather(*(store.create(f"/mid/{i}", obj(f"mid{i}", blob="x" * 250)) for i in range(4)))
     assert sent == [3, 1]  # ~300 bytes each: three fit in 1000, the fourth does not
+    sent.clear()
+    exact = [obj(f"ex{i}", blob="x" * 300) for i in range(2)]
+    monkeypatch.setattr(etcd_backend, "MAX_BATCH_BYTES", sum(len(etcd_backend._stored(o)) for o in exact))
+    await asyncio.gather(*(store.create(f"/ex/{i}", o) for i, o in enumerate(exact)))
+    assert sent == [2]  # exactly the limit: one transaction
     a = await store.create("/s/a", obj("a"))
     sent.clear()
     twice = await asyncio.gather(store.update("/s/a", obj("a", v=1), 0), store.update("/s/a", obj("a", v=2), 0),
