@@ -62,10 +62,13 @@ bench: $(STAMP)
 # (tools/mutation_results.json, with mutmut's test statistics in tools/mutation_stats.json.xz, by
 # tools/mutation_ledger.py): a fresh clone starts from them and
 # checks only the mutants of functions changed since (FRESH=1: from nothing); after a run stopped
-# by hand, `.venv/bin/python tools/mutation_ledger.py save` keeps what it checked.
+# by hand, `.venv/bin/python tools/mutation_ledger.py save` keeps what it checked. When tests changed,
+# a second mutmut run checks again the survivors their new reach may kill (`mutation_ledger.py recheck`).
 mutation: $(STAMP) system-deps
 	@if [ -z "$(FRESH)" ]; then $(BIN)/python tools/mutation_ledger.py restore; fi
 	PYTEST_TIMEOUT=45 $(BIN)/mutmut run --max-children $$(nproc) $(MUTMUT_ARGS); status=$$?; \
+		if [ $$status = 0 ] && $(BIN)/python tools/mutation_ledger.py recheck; then \
+			PYTEST_TIMEOUT=45 $(BIN)/mutmut run --max-children $$(nproc) $(MUTMUT_ARGS); status=$$?; fi; \
 		$(BIN)/python tools/mutation_ledger.py save; exit $$status
 	$(BIN)/python tools/mutation_report.py
 

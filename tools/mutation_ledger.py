@@ -19,10 +19,12 @@ survive. ``restore`` therefore also compares each test file with the one the sta
 from (mutants/corral-test-files.json: git blob hashes, kept with the statistics; without it, the files
 of the statistics' commit): the tests of a file that changed are dropped from the statistics, so that
 mutmut collects them again as new, and the survivors of the functions they reached, and the mutants no
-test reached, are checked again. A survivor that only a changed test's new reach could kill is found by
-``tools/mutation_report.py --forget``, which makes the next run check every survivor again.
+test reached, are checked again. Which functions a changed or new test reaches now is known only once
+mutmut has taken its statistics, at the start of the run: ``recheck``, after the run, forgets the
+results of the survivors left standing at the restore whose functions those tests reach now, and exits 0
+when it forgot any, for `make mutation` to run mutmut a second time on them.
 
-    .venv/bin/python tools/mutation_ledger.py save|restore
+    .venv/bin/python tools/mutation_ledger.py save|restore|recheck
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ from mutation_report import ROOT, _metas, forget, function_of, module_of, source
 LEDGER = ROOT / "tools" / "mutation_results.json"
 STATS = ROOT / "tools" / "mutation_stats.json.xz"
 TEST_FILES = "corral-test-files.json"  # in mutants/, beside mutmut-stats.json
+RETAKEN = "corral-retaken-tests.json"  # in mutants/: the files whose tests mutmut takes again, for recheck
 
 
 def _number(name: str) -> int:
@@ -194,13 +197,52 @@ def refresh_stats(mutants: Path, root: Path = ROOT) -> tuple[list[str], int, int
     if stale:
         stats_path.write_text(json.dumps(stats))
         forgotten = forget(mutants, (0,), reached) + forget(mutants, (5, 33))
+    if changed:
+        remember_retaken(mutants, changed_files)
     files_path.write_text(json.dumps(now, sort_keys=True))
     return changed, len(stale), forgotten
 
 
+def remember_retaken(mutants: Path, files: set[str]) -> None:
+    """Note ``files`` (with those noted by a restore whose run never got to its recheck) and the
+    survivors standing now, for :func:`recheck`."""
+    path = mutants / RETAKEN
+    before = json.loads(path.read_text())["files"] if path.exists() else []
+    standing = sorted(name for _, data in _metas(mutants)
+                      for name, code in (data.get("exit_code_by_key") or {}).items() if code == 0)
+    path.write_text(json.dumps({"files": sorted(files.union(before)), "standing": standing}))
+
+
+def recheck(mutants: Path) -> int:
+    """After a run that took the statistics of the test files :func:`refresh_stats` noted: forget the
+    results of the survivors then standing (checked without those tests' new reach) whose functions
+    the tests of those files reach now, and the note. Returns how many were forgotten: a second run
+    checks them with the new tests."""
+    path = mutants / RETAKEN
+    if not path.exists():
+        return 0
+    note = json.loads(path.read_text())
+    files, standing = set(note["files"]), set(note["standing"])
+    stats = json.loads((mutants / "mutmut-stats.json").read_text())
+    reached = {function for function, tests in stats["tests_by_mangled_function_name"].items()
+               if any(test.partition("::")[0] in files for test in tests)}
+    forgotten = 0
+    for meta, data in _metas(mutants):
+        codes = data.get("exit_code_by_key") or {}
+        again = [name for name, code in codes.items()
+                 if code == 0 and name in standing and function_of(name) in reached]
+        for name in again:
+            codes[name] = None
+        if again:
+            meta.write_text(json.dumps(data))
+            forgotten += len(again)
+    path.unlink()
+    return forgotten
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("action", choices=("save", "restore"))
+    parser.add_argument("action", choices=("save", "restore", "recheck"))
     args = parser.parse_args()
     mutants = ROOT / "mutants"
     if args.action == "save":
@@ -213,6 +255,13 @@ def main() -> int:
         print(f"{checked} results of {len(functions)} functions saved to {LEDGER.relative_to(ROOT)}")
         if save_stats(mutants):
             print(f"mutmut's test statistics saved to {STATS.relative_to(ROOT)}")
+        return 0
+    if args.action == "recheck":
+        forgotten = recheck(mutants)
+        if not forgotten:
+            print("no survivor for the changed tests to check again")
+            return 3
+        print(f"{forgotten} survivors that changed or new tests reach now are checked again")
         return 0
     if not LEDGER.exists():
         print(f"no {LEDGER.relative_to(ROOT)}: the run starts from nothing")

@@ -126,6 +126,74 @@ def test_the_tests_of_a_changed_file_are_taken_again_and_the_survivors_they_reac
     assert mutation_ledger.refresh_stats(mutants, root) == ([], 0, 0)  # today's files are the statistics' own now
 
 
+def test_after_the_run_the_survivors_a_changed_or_new_test_reaches_now_are_checked_again_once(tmp_path):
+    """A new test's reach is known only once mutmut took its statistics, during the run: recheck
+    then forgets the survivors left standing at the restore that it reaches, for a second run."""
+    root, mutants = tmp_path / "repo", tmp_path / "repo" / "mutants"
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "test_old.py").write_text("def test_old(): pass\n")
+    mutants.mkdir()
+    etcd, sqlite = "corral.store.etcd.xǁEtcdStoreǁ_move_on", "corral.store.sqlite.x_open"
+    stats = _stats({etcd: ["tests/test_old.py::test_old"], sqlite: ["tests/test_old.py::test_old"]})
+    (mutants / "mutmut-stats.json").write_text(json.dumps(stats))
+    (mutants / mutation_ledger.TEST_FILES).write_text(json.dumps(mutation_ledger.hashes_of_tests(root)))
+    _write(mutants, "src/corral/store/etcd.py", _meta(
+        {f"{etcd}__mutmut_1": 0, f"{etcd}__mutmut_2": 1, f"{etcd}__mutmut_4": 0}, {}, {}))
+    _write(mutants, "src/corral/store/sqlite.py", _meta({f"{sqlite}__mutmut_1": 0}, {}, {}))
+    assert mutation_ledger.recheck(mutants) == 0  # no restore noted anything
+
+    (root / "tests" / "test_new.py").write_text("def test_new(): pass\n")  # its reach: unknown yet
+    assert mutation_ledger.refresh_stats(mutants, root) == (["tests/test_new.py"], 0, 0)
+    # The run takes test_new's statistics (it reaches _move_on) and finds a new survivor of open.
+    stats["tests_by_mangled_function_name"][etcd].append("tests/test_new.py::test_new")
+    stats["duration_by_test"]["tests/test_new.py::test_new"] = 0.1
+    (mutants / "mutmut-stats.json").write_text(json.dumps(stats))
+    _write(mutants, "src/corral/store/sqlite.py", _meta({f"{sqlite}__mutmut_1": 0, f"{sqlite}__mutmut_2": 0}, {}, {}))
+    _write(mutants, "src/corral/store/etcd.py", _meta(  # _3 checked in this run, with test_new; _4 killed in it
+        {f"{etcd}__mutmut_1": 0, f"{etcd}__mutmut_2": 1, f"{etcd}__mutmut_3": 0, f"{etcd}__mutmut_4": 1}, {}, {}))
+
+    assert mutation_ledger.recheck(mutants) == 1
+    codes = json.loads((mutants / "src/corral/store/etcd.py.meta").read_text())["exit_code_by_key"]
+    assert codes == {f"{etcd}__mutmut_1": None, f"{etcd}__mutmut_2": 1, f"{etcd}__mutmut_3": 0,
+                     f"{etcd}__mutmut_4": 1}
+    codes = json.loads((mutants / "src/corral/store/sqlite.py.meta").read_text())["exit_code_by_key"]
+    assert codes == {f"{sqlite}__mutmut_1": 0, f"{sqlite}__mutmut_2": 0}  # test_new reaches no open
+    assert mutation_ledger.recheck(mutants) == 0  # once: the second run's results stand
+
+
+def test_a_restore_whose_run_never_got_to_its_recheck_is_not_forgotten_by_the_next(tmp_path):
+    root, mutants = tmp_path / "repo", tmp_path / "repo" / "mutants"
+    (root / "tests").mkdir(parents=True)
+    (root / "tests" / "test_a.py").write_text("def test_a(): pass\n")
+    mutants.mkdir()
+    f = "m.x_f"
+    (mutants / "mutmut-stats.json").write_text(json.dumps(_stats({f: ["tests/test_a.py::test_a"]})))
+    (mutants / mutation_ledger.TEST_FILES).write_text(json.dumps(mutation_ledger.hashes_of_tests(root)))
+    _write(mutants, "src/m.py", _meta({f"{f}__mutmut_1": 0}, {}, {}))
+    (root / "tests" / "test_b.py").write_text("def test_b(): pass\n")
+    mutation_ledger.refresh_stats(mutants, root)  # a run starts, and is stopped before recheck
+    (root / "tests" / "test_c.py").write_text("def test_c(): pass\n")
+    mutation_ledger.refresh_stats(mutants, root)
+    stats = _stats({f: ["tests/test_a.py::test_a", "tests/test_b.py::test_b"]})
+    (mutants / "mutmut-stats.json").write_text(json.dumps(stats))
+    assert mutation_ledger.recheck(mutants) == 1  # test_b, noted by the first restore, reaches f
+
+
+def test_the_ledger_recheck_command_exits_0_only_when_a_second_run_has_work(tmp_path, monkeypatch):
+    """`make mutation` runs mutmut again when, and only when, recheck exits 0."""
+    monkeypatch.setattr(mutation_ledger, "ROOT", tmp_path)
+    (tmp_path / "mutants").mkdir()
+    monkeypatch.setattr(sys, "argv", ["mutation_ledger.py", "recheck"])
+    assert mutation_ledger.main() == 3
+    (tmp_path / "mutants" / "mutmut-stats.json").write_text(json.dumps(_stats({"m.x_f": ["tests/test_a.py::t"]})))
+    (tmp_path / "mutants" / mutation_ledger.RETAKEN).write_text(json.dumps({"files": ["tests/test_a.py"],
+                                                                           "standing": ["m.x_f__mutmut_1"]}))
+    _write(tmp_path / "mutants", "src/m.py", _meta({"m.x_f__mutmut_1": 0}, {}, {}))
+    assert mutation_ledger.main() == 0
+    make = (ROOT / "Makefile").read_text()
+    assert "tools/mutation_ledger.py recheck; then" in make
+
+
 def test_without_recorded_test_files_the_statistics_commit_is_compared_and_they_travel_with_the_statistics(tmp_path):
     root, mutants, kept = tmp_path / "repo", tmp_path / "repo" / "mutants", tmp_path / "stats.json.xz"
     (root / "tests").mkdir(parents=True)
