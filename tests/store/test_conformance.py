@@ -335,6 +335,7 @@ async def test_an_object_over_the_size_limit_is_refused_and_nothing_is_written(s
     with pytest.raises(TooLarge) as refused:
         await store.create("/k/b", obj("b", data="x" * 5000))
     assert refused.value.limit == 4096 and refused.value.size > 4096
+    size_of_b = refused.value.size
     assert str(refused.value) == f"the object /k/b would take {refused.value.size} bytes; the store takes at most 4096"
     with pytest.raises(TooLarge) as refused:
         await store.update("/k/a", obj("a", data="x" * 5000), small.revision)
@@ -342,3 +343,5 @@ async def test_an_object_over_the_size_limit_is_refused_and_nothing_is_written(s
     assert await store.get("/k/b") is None
     assert (await store.get("/k/a")).revision == small.revision and store.revision_before(1) < small.revision
     await store.delete("/k/a")  # a delete is never refused for size
+    store.max_value_bytes = size_of_b  # exactly at the limit: taken
+    assert (await store.create("/k/b", obj("b", data="x" * 5000))).obj["data"] == "x" * 5000

@@ -88,8 +88,30 @@ async def test_a_write_whose_compare_fails_fails_alone_and_the_others_of_its_tra
     assert isinstance(stale, Conflict) and (stale.expected, stale.actual) == (old.revision, moved.revision)
     assert isinstance(missing, KeyNotFound)
     assert (await store.get("/q/a")).revision == a.revision and (await store.get("/q/b")).revision == b.revision
+    assert (await store.get("/q/a")).obj["metadata"]["name"] == "a" and (await store.get("/q/b")).obj == b.obj
     assert (await store.get("/q/taken")).revision == taken.revision
     assert (await store.get("/q/moved")).obj["v"] == 1
+
+
+async def test_a_write_that_fails_in_transit_when_sent_alone_fails_alone(store, monkeypatch):
+    """After a compare failed, each write goes again on its own: one of them failing in transit
+    is told to its writer; the writers after it still hear their own answers."""
+    from aetcd.exceptions import ConnectionFailedError
+
+    await store.create("/r/taken", obj("taken"))
+    real = store._txn
+
+    async def lost_for_b(compare, success):
+        if len(success) == 1 and success[0].request_put.key == store._k("/r/b"):
+            raise ConnectionFailedError("lost on its way")
+        return await real(compare, success)
+
+    monkeypatch.setattr(store, "_txn", lost_for_b)
+    a, b, taken, c = await asyncio.wait_for(asyncio.gather(
+        store.create("/r/a", obj("a")), store.create("/r/b", obj("b")), store.create("/r/taken", obj("again")),
+        store.create("/r/c", obj("c")), return_exceptions=True), 30)
+    assert isinstance(b, ConnectionFailedError) and isinstance(taken, KeyExists)
+    assert (await store.get("/r/a")).revision == a.revision and (await store.get("/r/c")).revision == c.revision
 
 
 async def test_a_watch_from_a_revision_inside_a_transaction_starts_right_after_it(store):
@@ -194,6 +216,27 @@ async def test_an_etcd_taking_fewer_operations_per_transaction_gets_smaller_batc
             assert "lower than 128" in caplog.text
         finally:
             await store.close()
+    finally:
+        proc.stop()
+
+
+async def test_an_etcd_taking_one_operation_per_transaction_gets_every_write_alone(tmp_path):
+    from corral.testing.etcd import EtcdProcess
+
+    proc = EtcdProcess(str(tmp_path / "etcd"), extra_args=("--max-txn-ops", "1")).start()
+    try:
+        store = await open_store(proc.url)
+        other = await open_store(proc.url)
+        try:
+            two = await asyncio.gather(*(store.create(f"/one/{i}", obj(f"o{i}")) for i in range(2)))
+            assert store.max_batch == 1
+            three = await asyncio.gather(*(other.create(f"/one/x{i}", obj(f"x{i}")) for i in range(3)))
+            assert other.max_batch == 1  # 3 refused: 3 // 2
+            listed = await store.list("/one/")
+            assert sorted(r.revision for r in listed.items) == sorted(r.revision for r in two + three)
+        finally:
+            await store.close()
+            await other.close()
     finally:
         proc.stop()
 
@@ -312,7 +355,9 @@ async def test_a_watch_from_before_another_servers_compaction_is_told_where_hist
     assert (refused.value.requested, refused.value.compacted) == (old.revision, 0)
 
 
-async def test_batched_writes_into_a_full_etcd_each_hear_that_it_is_full(tmp_path):
+async def test_batched_writes_into_a_full_etcd_each_hear_that_it_is_full(tmp_path, caplog):
+    import gc
+
     from corral.store import StoreFull
     from corral.testing.etcd import EtcdProcess
 
@@ -326,6 +371,12 @@ async def test_batched_writes_into_a_full_etcd_each_hear_that_it_is_full(tmp_pat
             refused = await asyncio.gather(*(store.create(f"/more/{i}", obj(f"m{i}")) for i in range(5)),
                                            return_exceptions=True)
             assert all(isinstance(r, StoreFull) for r in refused), refused
+            # The refusal is not mistaken for too many operations (later transactions keep their
+            # size), and is told to its writers only (no task left with an error nobody reads).
+            assert store.max_batch == etcd_backend.MAX_BATCH and "lower than" not in caplog.text
+            gc.collect()
+            await asyncio.sleep(0)
+            assert "exception was never retrieved" not in caplog.text
         finally:
             await store.close()
     finally:
