@@ -233,6 +233,10 @@ async def test_collection_deletes_only_where_served_and_never_of_what_every_clus
         err = await refused(admin.request("DELETE", "/apis/scheduling.k8s.io/v1/priorityclasses"))
         assert "system priority class" in err.message
         err = await refused(admin.delete("priorityclasses", "system-node-critical"))
+        assert err.message.endswith("is forbidden: this is a system priority class: it may not be deleted")
+        await admin.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "system-node-critical"}},
+                           "default", raw=True)
+        await admin.delete("configmaps", "system-node-critical", "default")  # only the priority class is kept
         names = {c["metadata"]["name"] for c in (await admin.list("priorityclasses", raw=True)).items}
         assert names == {"batch", "system-cluster-critical", "system-node-critical"}  # all or nothing
         await refused(admin.delete("namespaces", "kube-node-lease"))

@@ -132,6 +132,7 @@ async def test_a_resource_version_from_the_future_is_a_409_for_writes_and_kubern
     assert r.status == 504 and status["reason"] == "Timeout"
     assert status["message"].startswith(f"Too large resource version: {future}, current: ")
     assert status["details"]["causes"] == [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}]
+    assert status["details"]["retryAfterSeconds"] == 1
     assert 2.5 < time.monotonic() - started < 6  # Kubernetes' 3 s, not 10
     async with http.get("/api/v1/namespaces/default/pods/f") as r:
         assert "labels" not in (await r.json())["metadata"]

@@ -239,6 +239,16 @@ async def test_a_bound_pod_is_deleted_gracefully_and_an_unbound_or_zero_grace_on
     await c.create(pod("now", node="n1"), "default")
     await c.delete("pods", "now", "default", grace_period_seconds=0)
     assert await names(c) == ["quick", "slow"]
+    # Its own terminationGracePeriodSeconds: 0 deletes a bound pod at once too ("delete immediately").
+    await c.create({**pod("zero", node="n1"), "spec": {**pod("zero")["spec"], "nodeName": "n1",
+                                                        "terminationGracePeriodSeconds": 0}}, "default")
+    await c.delete("pods", "zero", "default")
+    assert await names(c) == ["quick", "slow"]
+    # A propagation policy changes nothing for a bound pod: it still stops gracefully, no finalizer.
+    await c.create(pod("orphaning", node="n1"), "default")
+    orphaning = json.loads(await c.request("DELETE", "/api/v1/namespaces/default/pods/orphaning",
+                                           params={"propagationPolicy": "Orphan"}))
+    assert orphaning["metadata"]["deletionGracePeriodSeconds"] == 30 and not orphaning["metadata"].get("finalizers")
 
 
 async def test_a_dry_run_delete_answers_the_object_and_deletes_nothing(c):

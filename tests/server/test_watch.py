@@ -196,6 +196,40 @@ def test_a_watch_sends_its_initial_objects_then_the_changes_in_order_a_chunk_at_
     assert not watcher.wakeup.is_set()  # nothing left: the watch loop waits again
 
 
+def test_a_chunk_holds_lines_until_it_reaches_max_bytes_and_no_limit_takes_everything():
+    from corral.api.selectors import parse_field_selector, parse_label_selector
+    from corral.server.watch import cache as cache_module
+    from corral.store.base import Record
+
+    def record(name: str, revision: int) -> Record:
+        value = b'{"metadata":{"name":"%s"}}' % name.encode()
+        return Record(f"/core/pods/default/{name}", revision, value, {"metadata": {"name": name}})
+
+    def watcher(backlog: bool = True):
+        w = cache_module.CacheWatcher("/core/pods/", None, parse_label_selector(""), parse_field_selector("", ()))
+        w.backlog = [record("b", 2), record("a", 1)] if backlog else []
+        for i, name in enumerate("de"):
+            w.offer(cache_module._CachedEvent(3 + i, "/core/pods/", record(name, 3 + i), None))
+        return w
+
+    def names(lines: list[bytes]) -> str:
+        return "".join(line.split(b'"name":"')[1][:1].decode() for line in lines)
+
+    everything = watcher().take()
+    assert names(everything) == "abde"
+    first, event = len(everything[0]), len(everything[2])  # an initial object's line, a change's line
+    assert names(watcher().take(first)) == "a"  # one line reaches the limit: the chunk ends
+    assert names(watcher().take(first + 1)) == "ab"
+    assert names(watcher().take(2 * first)) == "ab"
+    assert names(watcher().take(2 * first + 1)) == "abd"
+    assert names(watcher(backlog=False).take(event)) == "d"
+    assert names(watcher(backlog=False).take(event + 1)) == "de"
+    w = watcher()
+    w.take()
+    w.offer(cache_module._CachedEvent(9, "/core/pods/", record("f", 9), None))  # taken all: later ones come
+    assert names(w.take()) == "f"
+
+
 async def test_the_event_window_keeps_the_newest_changes_and_refuses_watches_from_before_them(tmp_path):
     from corral.server.watch import CacheWatcher, TooOld, WatchCache
     from corral.api.selectors import parse_field_selector, parse_label_selector
