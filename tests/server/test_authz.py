@@ -305,7 +305,15 @@ async def test_a_namespace_admin_grants_what_it_holds_and_nothing_more(server):
         err = await refused(ada.patch("rolebindings", "devs-edit", {"roleRef": {"name": "view"}}, "team", raw=True),
                             422)
         assert "cannot change roleRef" in err.message
+        # Its subjects may change, the role stays.
+        more = {"subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "devs"},
+                             {"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "testers"}]}
+        changed = await ada.patch("rolebindings", "devs-edit", more, "team", raw=True)
+        assert [s["name"] for s in changed["subjects"]] == ["devs", "testers"]
     async with server.client() as admin:
+        await admin.create(binding("all-view", "view", "everyone"), raw=True)
+        err = await refused(admin.patch("clusterrolebindings", "all-view", {"roleRef": {"name": "edit"}}, raw=True), 422)
+        assert "cannot change roleRef" in err.message
         names = {b["metadata"]["name"] for b in (await admin.list("rolebindings", "team", raw=True)).items}
         assert names == {"leads-admin", "devs-edit"}
         assert {r["metadata"]["name"] for r in (await admin.list("roles", "team", raw=True)).items} == {"reader"}

@@ -251,6 +251,30 @@ async def test_a_bound_pod_is_deleted_gracefully_and_an_unbound_or_zero_grace_on
     assert orphaning["metadata"]["deletionGracePeriodSeconds"] == 30 and not orphaning["metadata"].get("finalizers")
 
 
+async def test_a_bound_pod_whose_last_finalizer_goes_waits_for_its_agent_and_goes_once_terminated(c):
+    """A pod on a node is finished by its agent: removing its finalizers while it stops does not
+    delete it under the agent's feet; its Terminated report does."""
+    await c.create({**pod("kept", node="n1"), "metadata": {"name": "kept", "finalizers": ["example.com/keep"]},
+                    "spec": {**pod("kept")["spec"], "nodeName": "n1"}}, "default")
+    await c.delete("pods", "kept", "default")
+    stopping = await c.patch("pods", "kept", {"metadata": {"finalizers": None}}, "default", raw=True)
+    assert stopping["metadata"]["deletionTimestamp"] and not stopping["metadata"].get("finalizers")
+    assert (await c.get("pods", "kept", "default", raw=True))["status"]["phase"] == "Terminating"
+    await c.patch("pods", "kept", {"status": {"phase": "Terminated"}}, "default", subresource="status")
+    assert "kept" not in await names(c)
+
+
+async def test_an_update_cannot_set_the_generation_the_server_counts(c):
+    created = await c.create({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "gen"},
+                              "spec": {"selector": {"matchLabels": {"app": "gen"}}, "template": {
+                                  "metadata": {"labels": {"app": "gen"}},
+                                  "spec": {"containers": [{"name": "c", "image": "img"}]}}}}, "default", raw=True)
+    assert created["metadata"]["generation"] == 1
+    updated = await c.patch("deployments", "gen", {"metadata": {"generation": 50, "labels": {"x": "1"}}}, "default",
+                            raw=True)
+    assert updated["metadata"]["generation"] == 1 and updated["metadata"]["labels"] == {"x": "1"}
+
+
 async def test_a_dry_run_delete_answers_the_object_and_deletes_nothing(c):
     await c.create(pod("kept"), "default")
     answered = json.loads(await c.request("DELETE", "/api/v1/namespaces/default/pods/kept", params={"dryRun": "All"}))
