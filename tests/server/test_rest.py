@@ -264,6 +264,35 @@ async def test_a_bound_pod_whose_last_finalizer_goes_waits_for_its_agent_and_goe
     assert "kept" not in await names(c)
 
 
+async def test_updates_a_kind_forbids_are_refused_with_kubernetes_status_naming_the_object_and_field(c):
+    await c.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fixed"}, "data": {"a": "1"},
+                    "immutable": True}, "default")
+    err = await failure(c.patch("configmaps", "fixed", {"data": {"a": "2"}}, "default"))
+    assert (err.code, err.status["message"]) == (422, 'ConfigMap "fixed" is invalid: data: Forbidden: field is '
+                                                      "immutable when `immutable` is set")
+    assert err.status["details"] == {"name": "fixed", "kind": "ConfigMap", "causes": [{
+        "reason": "FieldValueForbidden", "message": "Forbidden: field is immutable when `immutable` is set",
+        "field": "data"}]}
+    await c.create({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "sel"}, "spec": {
+        "selector": {"matchLabels": {"app": "sel"}}, "template": {"metadata": {"labels": {"app": "sel", "v": "1"}},
+                                                                  "spec": {"containers": [{"name": "c", "image": "i"}]}}}},
+                   "default")
+    err = await failure(c.patch("deployments", "sel", {"spec": {"selector": {"matchLabels": {"app": "sel", "v": "1"}}}},
+                                "default"))
+    assert (err.code, err.status["message"]) == (422, 'Deployment "sel" is invalid: spec.selector: Invalid value: '
+                                                      "field is immutable")
+    assert err.status["details"] == {"name": "sel", "group": "apps", "kind": "Deployment", "causes": [{
+        "reason": "FieldValueInvalid", "message": "Invalid value: field is immutable", "field": "spec.selector"}]}
+    await c.create({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding", "metadata": {"name": "rb"},
+                    "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+                    "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "devs"}]}, "default")
+    err = await failure(c.patch("rolebindings", "rb", {"roleRef": {"name": "edit"}}, "default"))
+    assert err.code == 422 and err.status["details"] == {
+        "name": "rb", "group": "rbac.authorization.k8s.io", "kind": "RoleBinding", "causes": [{
+            "reason": "FieldValueInvalid", "field": "roleRef",
+            "message": "Invalid value: cannot change roleRef (delete the binding and create a new one)"}]}
+
+
 async def test_an_update_cannot_set_the_generation_the_server_counts(c):
     created = await c.create({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "gen"},
                               "spec": {"selector": {"matchLabels": {"app": "gen"}}, "template": {
@@ -1042,3 +1071,11 @@ async def test_deleting_an_object_with_finalizers_marks_it_and_keeps_its_finaliz
         again = (await r.json())["metadata"]
     assert again["finalizers"] == orphaning["finalizers"]
     assert again["deletionTimestamp"] == meta["deletionTimestamp"]
+    # The last finalizer taken off: the object goes, and the update is answered 200 with it (and
+    # the warnings of what it sent).
+    async with http.patch(f"{path}/kept", json={"metadata": {"finalizers": None}, "color": "blue"},
+                          headers={"Content-Type": "application/merge-patch+json"}) as r:
+        assert r.status == 200 and (await r.json())["metadata"]["name"] == "kept"
+        assert any('"color"' in w or "'color'" in w for w in r.headers.getall("Warning", [])), r.headers
+    async with http.get(f"{path}/kept") as r:
+        assert r.status == 404
