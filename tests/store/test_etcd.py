@@ -238,6 +238,7 @@ async def test_a_member_that_stops_answering_is_left_for_the_next_after_a_few_se
         in_use = store._at
         frozen = cluster.members[in_use].proc.pid
         os.kill(frozen, signal.SIGSTOP)
+        assert (await asyncio.wait_for(store.get("/k/before"), 30)).obj["metadata"]["name"] == "before"  # a read too
         after = await asyncio.wait_for(store.create("/k/after", {"metadata": {"name": "after"}}), 30)
         assert store._at != in_use and (await store.get("/k/after")).revision == after.revision
     finally:
@@ -245,3 +246,19 @@ async def test_a_member_that_stops_answering_is_left_for_the_next_after_a_few_se
             os.kill(frozen, signal.SIGCONT)
         await store.close()
         cluster.stop()
+
+
+async def test_an_etcd_listening_on_another_loopback_address_than_localhost_is_reached(tmp_path):
+    from corral.testing.etcd import EtcdProcess
+
+    proc = EtcdProcess(str(tmp_path / "etcd"), host="127.0.0.2").start()
+    try:
+        store = await open_store(proc.url)
+        try:
+            assert proc.url.startswith("etcd://127.0.0.2:")
+            made = await store.create("/k/a", {"metadata": {"name": "a"}})
+            assert (await store.get("/k/a")).revision == made.revision
+        finally:
+            await store.close()
+    finally:
+        proc.stop()
