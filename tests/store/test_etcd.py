@@ -262,3 +262,35 @@ async def test_an_etcd_listening_on_another_loopback_address_than_localhost_is_r
             await store.close()
     finally:
         proc.stop()
+
+
+async def test_a_list_larger_than_grpcs_default_message_comes_back_whole(etcd):
+    """gRPC refuses answers over 4 MiB unless told otherwise: a list of many large objects is one answer."""
+    store = await open_store(etcd.url, root=f"/test-{uuid.uuid4().hex[:12]}")
+    try:
+        blob = "x" * (1024 * 1024)
+        for i in range(6):
+            await store.create(f"/big/{i}", {"metadata": {"name": f"b{i}"}, "blob": blob})
+        listed = await store.list("/big/")
+        assert [r.obj["metadata"]["name"] for r in listed.items] == [f"b{i}" for i in range(6)]
+    finally:
+        await store.close()
+
+
+async def test_an_etcd_that_no_longer_answers_is_named_with_what_went_wrong(tmp_path, monkeypatch):
+    from corral.store import Unavailable
+    from corral.store import etcd as etcd_backend
+    from corral.testing.etcd import EtcdProcess
+
+    monkeypatch.setattr(etcd_backend, "RETRY_SECONDS", 1.0)
+    proc = EtcdProcess(str(tmp_path / "etcd")).start()
+    store = await open_store(proc.url)
+    try:
+        proc.stop()
+        with pytest.raises(Unavailable) as gone:
+            await store.get("/k/a")
+        message = str(gone.value)
+        prefix = f"etcd at [('127.0.0.1', {proc.client_port})] did not answer: "
+        assert message.startswith(prefix) and message[len(prefix):] not in ("", "None"), message
+    finally:
+        await store.close()
