@@ -239,6 +239,8 @@ async def test_a_member_that_stops_answering_is_left_for_the_next_after_a_few_se
         frozen = cluster.members[in_use].proc.pid
         os.kill(frozen, signal.SIGSTOP)
         assert (await asyncio.wait_for(store.get("/k/before"), 30)).obj["metadata"]["name"] == "before"  # a read too
+        store._at = in_use  # and the revision asked of the same member
+        assert await asyncio.wait_for(store.current_revision(), 30) >= store.revision
         after = await asyncio.wait_for(store.create("/k/after", {"metadata": {"name": "after"}}), 30)
         assert store._at != in_use and (await store.get("/k/after")).revision == after.revision
     finally:
