@@ -122,6 +122,7 @@ async def test_a_resource_version_from_the_future_is_a_409_for_writes_and_kubern
     stale = dict(current, metadata=dict(current["metadata"], resourceVersion=future, labels={"a": "b"}))
     async with http.put("/api/v1/namespaces/default/pods/f", json=stale) as r:
         assert r.status == 409 and (await r.json())["reason"] == "Conflict"
+        assert (await r.json())["details"]["name"] == "f"
     async with http.patch("/api/v1/namespaces/default/pods/f", json={"metadata": {"resourceVersion": future}},
                           headers={"Content-Type": "application/merge-patch+json"}) as r:
         assert r.status == 409
