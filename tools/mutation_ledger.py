@@ -226,16 +226,7 @@ def recheck(mutants: Path) -> int:
     stats = json.loads((mutants / "mutmut-stats.json").read_text())
     reached = {function for function, tests in stats["tests_by_mangled_function_name"].items()
                if any(test.partition("::")[0] in files for test in tests)}
-    forgotten = 0
-    for meta, data in _metas(mutants):
-        codes = data.get("exit_code_by_key") or {}
-        again = [name for name, code in codes.items()
-                 if code == 0 and name in standing and function_of(name) in reached]
-        for name in again:
-            codes[name] = None
-        if again:
-            meta.write_text(json.dumps(data))
-            forgotten += len(again)
+    forgotten = forget(mutants, (0,), reached, standing)
     path.unlink()
     return forgotten
 

@@ -229,17 +229,19 @@ def test_time(mutants: Path) -> tuple[float, int]:
     return seconds, count
 
 
-def forget(mutants: Path, exit_codes: tuple[int, ...] = (0, 5, 33), functions: set[str] | None = None) -> int:
+def forget(mutants: Path, exit_codes: tuple[int, ...] = (0, 5, 33), functions: set[str] | None = None,
+           names: set[str] | None = None) -> int:
     """Forget the results of surviving mutants (0) and of those no test reached (5, 33) — of the
-    ``functions`` named (mutmut's names), or of all — so that the next `mutmut run` checks them again
-    with the current tests (mutmut keeps a result until the function it mutates changes, whatever the
-    tests do). Returns how many were forgotten. Run it while mutmut is stopped: mutmut rewrites these
-    files from what it holds."""
+    ``functions`` named (mutmut's names), or of all; of the mutants in ``names`` only, when given — so
+    that the next `mutmut run` checks them again with the current tests (mutmut keeps a result until the
+    function it mutates changes, whatever the tests do). Returns how many were forgotten. Run it while
+    mutmut is stopped: mutmut rewrites these files from what it holds."""
     count = 0
     for meta, data in _metas(mutants):
         codes = data.get("exit_code_by_key") or {}
         again = [name for name, code in codes.items()
-                 if code in exit_codes and (functions is None or function_of(name) in functions)]
+                 if code in exit_codes and (functions is None or function_of(name) in functions)
+                 and (names is None or name in names)]
         if again:
             for name in again:
                 codes[name] = None
