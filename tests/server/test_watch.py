@@ -174,19 +174,22 @@ def test_records_and_the_windows_changes_are_left_out_of_the_cyclic_collectors_s
     assert not gc.is_tracked(record) and not gc.is_tracked(old) and not gc.is_tracked(event)
 
 
+def pod_record(name: str, revision: int):
+    """A pod's record as the watch cache holds it."""
+    from corral.store.base import Record
+
+    value = b'{"metadata":{"name":"%s"}}' % name.encode()
+    return Record(f"/core/pods/default/{name}", revision, value, {"metadata": {"name": name}})
+
+
 def test_a_watch_sends_its_initial_objects_then_the_changes_in_order_a_chunk_at_a_time():
     from corral.api.selectors import parse_field_selector, parse_label_selector
     from corral.server.watch import cache as cache_module
-    from corral.store.base import Record
-
-    def record(name: str, revision: int) -> Record:
-        value = b'{"metadata":{"name":"%s"}}' % name.encode()
-        return Record(f"/core/pods/default/{name}", revision, value, {"metadata": {"name": name}})
 
     watcher = cache_module.CacheWatcher("/core/pods/", None, parse_label_selector(""), parse_field_selector("", ()))
-    watcher.backlog = [record("c", 3), record("b", 2), record("a", 1)]  # as watch() leaves it: last first
-    watcher.offer(cache_module._CachedEvent(4, "/core/pods/", record("d", 4), None))
-    watcher.offer(cache_module._CachedEvent(5, "/core/pods/", record("a", 5), record("a", 1)))
+    watcher.backlog = [pod_record("c", 3), pod_record("b", 2), pod_record("a", 1)]  # as watch() leaves it: last first
+    watcher.offer(cache_module._CachedEvent(4, "/core/pods/", pod_record("d", 4), None))
+    watcher.offer(cache_module._CachedEvent(5, "/core/pods/", pod_record("a", 5), pod_record("a", 1)))
     watcher.wakeup.set()
     chunks = []
     while watcher.pending():
@@ -199,17 +202,12 @@ def test_a_watch_sends_its_initial_objects_then_the_changes_in_order_a_chunk_at_
 def test_a_chunk_holds_lines_until_it_reaches_max_bytes_and_no_limit_takes_everything():
     from corral.api.selectors import parse_field_selector, parse_label_selector
     from corral.server.watch import cache as cache_module
-    from corral.store.base import Record
-
-    def record(name: str, revision: int) -> Record:
-        value = b'{"metadata":{"name":"%s"}}' % name.encode()
-        return Record(f"/core/pods/default/{name}", revision, value, {"metadata": {"name": name}})
 
     def watcher(backlog: bool = True):
         w = cache_module.CacheWatcher("/core/pods/", None, parse_label_selector(""), parse_field_selector("", ()))
-        w.backlog = [record("b", 2), record("a", 1)] if backlog else []
+        w.backlog = [pod_record("b", 2), pod_record("a", 1)] if backlog else []
         for i, name in enumerate("de"):
-            w.offer(cache_module._CachedEvent(3 + i, "/core/pods/", record(name, 3 + i), None))
+            w.offer(cache_module._CachedEvent(3 + i, "/core/pods/", pod_record(name, 3 + i), None))
         return w
 
     def names(lines: list[bytes]) -> str:
@@ -226,7 +224,7 @@ def test_a_chunk_holds_lines_until_it_reaches_max_bytes_and_no_limit_takes_every
     assert names(watcher(backlog=False).take(event + 1)) == "de"
     w = watcher()
     w.take()
-    w.offer(cache_module._CachedEvent(9, "/core/pods/", record("f", 9), None))  # taken all: later ones come
+    w.offer(cache_module._CachedEvent(9, "/core/pods/", pod_record("f", 9), None))  # taken all: later ones come
     assert names(w.take()) == "f"
 
 
