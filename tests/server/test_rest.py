@@ -264,6 +264,28 @@ async def test_a_bound_pod_whose_last_finalizer_goes_waits_for_its_agent_and_goe
     assert "kept" not in await names(c)
 
 
+async def test_taking_the_last_finalizer_off_while_another_write_lands_is_retried_not_refused(server, c, monkeypatch):
+    """A controller writing the object between the patch's read and its delete (the garbage
+    collector taking its own finalizer off, say) is a conflict the server retries, as it does for any
+    patch without a resourceVersion: the client's patch goes through."""
+    await c.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "raced", "finalizers": [
+        "example.com/keep"]}}, "default")
+    await c.delete("configmaps", "raced", "default")
+    real, calls = server.store.delete, []
+
+    async def a_write_lands_first(key, expected=None, **kwargs):
+        calls.append(expected)
+        if len(calls) == 1:
+            current = await server.store.get(key)
+            await server.store.update(key, {**current.obj, "data": {"touched": "yes"}}, current.revision)
+        return await real(key, expected, **kwargs)
+
+    monkeypatch.setattr(server.store, "delete", a_write_lands_first)
+    await c.patch("configmaps", "raced", {"metadata": {"finalizers": None}}, "default")
+    assert len(calls) == 2 and "raced" not in [m["metadata"]["name"] for m in (
+        await c.list("configmaps", "default", raw=True)).items]
+
+
 async def test_updates_a_kind_forbids_are_refused_with_kubernetes_status_naming_the_object_and_field(c):
     await c.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "fixed"}, "data": {"a": "1"},
                     "immutable": True}, "default")

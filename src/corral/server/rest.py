@@ -447,8 +447,13 @@ class ResourceAPI:
             return Reply(200, _encode(merged), warnings)
         key = resource.key(namespace, name)
         if self._finalized(resource, current.obj, merged):
-            # The last finalizer of an object being deleted is gone: so is the object.
-            return Reply(200, (await self._delete_now(resource, name, key, expected)).value, warnings)
+            # The last finalizer of an object being deleted is gone: so is the object. A write that
+            # came in between is a store Conflict, which the caller retries as it does an update's.
+            try:
+                gone = await self.store.delete(key, expected)
+            except KeyNotFound:
+                raise errors.not_found(resource, name) from None
+            return Reply(200, gone.value, warnings)
         if resource.kind == "Pod" and self._terminated(merged):
             # The agent reports the pod gone: the record goes with it.
             return Reply(200, (await self._delete_now(resource, name, key, None)).value, warnings)
