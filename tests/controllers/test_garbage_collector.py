@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -91,6 +92,18 @@ async def test_foreground_deletion_keeps_the_owner_until_its_dependents_are_gone
         await api.update(PODS, "default", pod["metadata"]["name"],
                          {**current, "status": {"phase": "Terminated"}}, OPTS, subresource="status")
     await until(lambda: the_replica_set(api), lambda rs: rs is None)
+
+
+@pytest.mark.parametrize("propagation, finalizer", [("Orphan", "orphan"), ("Foreground", "foregroundDeletion")])
+async def test_an_unbound_pod_deleted_with_a_propagation_policy_is_held_until_its_finalizer_is_done(
+        server, propagation, finalizer):
+    """As for any owner: the policy's finalizer marks the pod (no agent has to stop it), and the
+    garbage collector, finding no dependent, takes it off and the pod goes."""
+    api = server.api
+    await api.create(PODS, "default", make_pod("p").obj, OPTS)
+    marked = json.loads((await api.delete(PODS, "default", "p", None, None, None, propagation=propagation)).body)
+    assert marked["metadata"]["finalizers"] == [finalizer] and marked["metadata"]["deletionTimestamp"]
+    await until(lambda: pods(api), lambda ps: ps == [])
 
 
 async def test_a_dependent_keeps_its_other_owners_and_one_with_none_left_goes(server):

@@ -264,6 +264,44 @@ async def test_a_bound_pod_whose_last_finalizer_goes_waits_for_its_agent_and_goe
     assert "kept" not in await names(c)
 
 
+async def test_finalizers_keep_a_deleted_pod_bound_or_not_until_the_last_goes(c):
+    """Kubernetes keeps every object with a finalizer, a pod included: an unbound pod is marked and
+    goes with its last finalizer; a bound pod stops, and stays Terminated until then."""
+    keep = {"finalizers": ["example.com/keep"]}
+    await c.create(pod("free", **keep), "default")
+    marked = await c.delete("pods", "free", "default", raw=True)
+    assert marked["metadata"]["deletionTimestamp"] and marked["metadata"]["finalizers"] == ["example.com/keep"]
+    assert "free" in await names(c)
+    await c.patch("pods", "free", {"metadata": {"finalizers": None}}, "default")
+    assert "free" not in await names(c)
+
+    await c.create(pod("bound", node="n1", **keep), "default")
+    await c.delete("pods", "bound", "default")
+    done = await c.patch("pods", "bound", {"status": {"phase": "Terminated"}}, "default", subresource="status",
+                         raw=True)
+    assert done["status"]["phase"] == "Terminated" and done["metadata"]["finalizers"] == ["example.com/keep"]
+    assert (await c.get("pods", "bound", "default", raw=True))["status"]["phase"] == "Terminated"
+    forced = await c.delete("pods", "bound", "default", grace_period_seconds=0, raw=True)
+    assert forced["status"]["phase"] == "Terminated" and forced["metadata"]["deletionGracePeriodSeconds"] == 0
+    await c.patch("pods", "bound", {"metadata": {"finalizers": None}}, "default")
+    assert "bound" not in await names(c)
+
+
+async def test_a_force_deleted_bound_pod_with_a_finalizer_goes_with_it_without_waiting_for_its_agent(c):
+    """Grace 0 on a pod held by a finalizer marks it with grace 0, even one already given time; the
+    last finalizer's removal then deletes it, though no agent reported it Terminated (its node may be gone)."""
+    await c.create(pod("held", node="n1", finalizers=["example.com/keep"]), "default")
+    slow = await c.delete("pods", "held", "default", raw=True)
+    assert slow["metadata"]["deletionGracePeriodSeconds"] == 30
+    forced = await c.delete("pods", "held", "default", grace_period_seconds=0, raw=True)
+    assert forced["metadata"]["deletionGracePeriodSeconds"] == 0 and forced["status"]["phase"] == "Terminating"
+    assert forced["metadata"]["deletionTimestamp"] <= datetime.datetime.now(datetime.timezone.utc).strftime(
+        "%Y-%m-%dT%H:%M:%SZ")
+    assert await c.delete("pods", "held", "default", grace_period_seconds=0, raw=True) == forced
+    await c.patch("pods", "held", {"metadata": {"finalizers": None}}, "default")
+    assert "held" not in await names(c)
+
+
 async def test_taking_the_last_finalizer_off_while_another_write_lands_is_retried_not_refused(server, c, monkeypatch):
     """A controller writing the object between the patch's read and its delete (the garbage
     collector taking its own finalizer off, say) is a conflict the server retries, as it does for any

@@ -454,8 +454,8 @@ class ResourceAPI:
             except KeyNotFound:
                 raise errors.not_found(resource, name) from None
             return Reply(200, gone.value, warnings)
-        if resource.kind == "Pod" and self._terminated(merged):
-            # The agent reports the pod gone: the record goes with it.
+        if resource.kind == "Pod" and self._terminated(merged) and not _meta(merged).get("finalizers"):
+            # The agent reports the pod gone: the record goes with it (or with its last finalizer).
             return Reply(200, (await self._delete_now(resource, name, key, None)).value, warnings)
         try:
             record = await self.store.update(key, merged, expected)
@@ -468,8 +468,11 @@ class ResourceAPI:
         meta = _meta(merged)
         if not meta.get("deletionTimestamp") or meta.get("finalizers") or not _meta(current).get("finalizers"):
             return False
-        # A pod on a node is finished by its agent (Terminated), finalizers or not.
-        return resource.kind != "Pod" or not (merged.get("spec") or {}).get("nodeName")
+        if resource.kind != "Pod" or not (merged.get("spec") or {}).get("nodeName"):
+            return True
+        # A pod on a node goes once its agent reports it Terminated, or at once if it was force-deleted
+        # (grace 0), as Kubernetes deletes a pod only when its grace period is 0 and no finalizer is left.
+        return (merged.get("status") or {}).get("phase") == "Terminated" or meta.get("deletionGracePeriodSeconds") == 0
 
     @staticmethod
     def _terminated(pod: dict[str, Any]) -> bool:
@@ -567,14 +570,18 @@ class ResourceAPI:
             return Reply(200, current.value)
         key = resource.key(namespace, name)
         finalizer = PROPAGATION_FINALIZERS.get(propagation or "Background")
-        if resource.kind != "Pod" and (finalizer or _meta(current.obj).get("finalizers")):
-            return await self._delete_finalized(resource, namespace, name, finalizer)
+        finalizers = _meta(current.obj).get("finalizers")
         if resource.kind == "Pod" and (current.obj.get("spec") or {}).get("nodeName"):
             # The request's grace period, else the pod's own; zero deletes at once, as Kubernetes
-            # documents terminationGracePeriodSeconds: 0 ("delete immediately").
+            # documents terminationGracePeriodSeconds: 0 ("delete immediately") — unless finalizers
+            # keep the pod: then it is marked with grace 0 and goes with the last of them. A propagation
+            # policy does not change how a bound pod stops.
             spec_grace = (current.obj.get("spec") or {}).get("terminationGracePeriodSeconds", 30)
-            if (grace_seconds if grace_seconds is not None else spec_grace) != 0:
-                return await self._delete_gracefully(resource, namespace, name, grace_seconds)
+            grace = grace_seconds if grace_seconds is not None else spec_grace
+            if grace != 0 or finalizers:
+                return await self._delete_gracefully(resource, namespace, name, grace)
+        elif finalizer or finalizers:
+            return await self._delete_finalized(resource, namespace, name, finalizer)
         if resource.kind == "Namespace":
             await self._delete_namespace_contents(name)
         return Reply(200, (await self._delete_now(resource, name, key, expected)).value)
@@ -596,18 +603,19 @@ class ResourceAPI:
         return result if isinstance(result, Reply) else Reply(200, result.value)
 
     async def _delete_gracefully(self, resource: ResourceType, namespace: str | None, name: str,
-                                 grace_seconds: int | None) -> Reply:
-        """A bound pod: mark it Terminating; its agent stops it and reports Terminated."""
+                                 grace: int) -> Reply:
+        """A bound pod: mark it Terminating; its agent stops it and reports Terminated. A pod already
+        on its way is left as it is, unless this is a force delete (grace 0) of one still given time."""
         def terminate(current: Record, pod: dict[str, Any]) -> Reply | None:
-            if _meta(pod).get("deletionTimestamp"):
+            meta = pod["metadata"]
+            if meta.get("deletionTimestamp") and (grace != 0 or meta.get("deletionGracePeriodSeconds") == 0):
                 return Reply(200, current.value)  # already on its way
-            grace = grace_seconds
-            if grace is None:
-                grace = int(pod["spec"].get("terminationGracePeriodSeconds", 30))
             deadline = datetime.now(timezone.utc) + timedelta(seconds=grace)
-            pod["metadata"]["deletionTimestamp"] = deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
-            pod["metadata"]["deletionGracePeriodSeconds"] = grace
-            pod.setdefault("status", {})["phase"] = "Terminating"
+            meta["deletionTimestamp"] = deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
+            meta["deletionGracePeriodSeconds"] = grace
+            status = pod.setdefault("status", {})
+            if status.get("phase") != "Terminated":
+                status["phase"] = "Terminating"
             return None
 
         result = await self._rewrite(resource, namespace, name, terminate)
