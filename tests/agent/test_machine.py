@@ -121,6 +121,18 @@ def test_deletion_stops_with_the_grace_period_then_reports_terminated():
     assert last_report(actions)["phase"] == "Terminated" and isinstance(actions[-1], Forget)
 
 
+def test_a_container_deleted_before_it_started_is_reported_as_kubelet_does_not_as_a_success():
+    m = PodMachine(pod(containers=2))
+    m.handle(Sync(m.pod, 0))
+    m.handle(Started("c0", "id", 1))  # c1 is still being created
+    m.handle(Sync(pod(containers=2, deletionTimestamp="2026-01-01T00:00:30Z", deletionGracePeriodSeconds=7), 5))
+    states = [c["state"] for c in last_report(m.handle(Stopped(8)))["containerStatuses"]]
+    assert states == [{"terminated": {"exitCode": 137, "reason": "Killed", "finishedAt": "1970-01-01T00:00:08Z"}},
+                      {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown",
+                                      "finishedAt": "1970-01-01T00:00:08Z",
+                                      "message": "The container could not be located when the pod was terminated"}}]
+
+
 def test_a_pod_removed_or_bound_elsewhere_is_stopped_at_once_without_a_report():
     m = PodMachine(pod())
     m.handle(Sync(m.pod, 0))

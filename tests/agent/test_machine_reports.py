@@ -106,8 +106,10 @@ def test_a_pods_whole_life_reported_exactly():
     assert done == [Report(status(135, "Terminated", False, [
         cs("app", "app:1", {"terminated": {"exitCode": 137, "reason": "Killed", "finishedAt": t(135)}},
            cid="docker://a1", image_id="docker://sha256:aa"),
-        # side was backing off: it just never runs again; its last failure stays in lastState.
-        cs("side", "side:2", {"terminated": {"exitCode": 0, "reason": "Completed", "finishedAt": t(135)}},
+        # side was backing off: it never runs again, reported as kubelet does (not as a success); its
+        # last failure stays in lastState.
+        cs("side", "side:2", {"terminated": {"exitCode": 137, "reason": "ContainerStatusUnknown", "finishedAt": t(135),
+                                             "message": "The container could not be located when the pod was terminated"}},
            restarts=2, cid="docker://s1", last=pull),
     ])), Forget()]
     assert m.forgotten

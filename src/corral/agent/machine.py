@@ -455,11 +455,13 @@ class PodMachine:
     def _stopped(self, event: Stopped) -> list[Action]:
         for c in self._all():
             if c.state != "terminated":
-                # A running container was killed (137); a waiting one (never started, or backing
-                # off after a crash, whose details stay in lastState) simply never runs again.
+                # A running container was killed (137). A waiting one (never started, or backing off
+                # after a crash, whose details stay in lastState) never runs again: kubelet reports it
+                # ContainerStatusUnknown, 137, not a success it never had.
                 killed = c.state == "running"
-                c.state, c.reason, c.finished_at = "terminated", "Killed" if killed else "Completed", event.now
-                c.exit_code, c.message = (137 if killed else 0), ""
+                c.state, c.finished_at, c.exit_code = "terminated", event.now, 137
+                c.reason, c.message = ("Killed", "") if killed else (
+                    "ContainerStatusUnknown", "The container could not be located when the pod was terminated")
         if not self.deleting:
             self.forgotten = True
             return [Forget()]
