@@ -99,6 +99,37 @@ def test_node_taints_are_validated(taints, bad_fields):
     assert fields_of(NODE, {"metadata": {"name": "n"}, "spec": {"taints": taints}}) == bad_fields
 
 
+OWNER = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": "5b1d4c6e-0000-4000-8000-000000000001"}
+
+
+@pytest.mark.parametrize("refs, finalizers, messages", [
+    pytest.param([OWNER, {**OWNER, "apiVersion": "v1", "kind": "ConfigMap", "controller": False}],
+                 ["example.com/keep", "orphan"], [], id="complete references and qualified finalizers are valid"),
+    pytest.param([{}], None, [
+        'metadata.ownerReferences.apiVersion: Invalid value: "": version must not be empty',
+        'metadata.ownerReferences.kind: Invalid value: "": kind must not be empty',
+        'metadata.ownerReferences.name: Invalid value: "": name must not be empty',
+        'metadata.ownerReferences.uid: Invalid value: "": uid must not be empty'], id="a reference names its owner"),
+    pytest.param([{**OWNER, "apiVersion": "apps/"}, {**OWNER, "apiVersion": "a/b/c"}], None, [
+        'metadata.ownerReferences.apiVersion: Invalid value: "apps/": version must not be empty',
+        'metadata.ownerReferences.apiVersion: Invalid value: "a/b/c": version must not be empty'],
+                 id="an apiVersion has a version"),
+    pytest.param([{**OWNER, "controller": True}, {**OWNER, "kind": "Job", "name": "j", "controller": True}], None,
+                 ['metadata.ownerReferences: Invalid value: "ReplicaSet/web": Only one reference can have Controller '
+                  'set to true. Found "true" in references for ReplicaSet/web and Job/j'], id="one controller"),
+    pytest.param(None, ["bad finalizer!"], ['metadata.finalizers: Invalid value: "bad finalizer!": name part must '
+                                            "consist of alphanumeric characters, '-', '_' or '.', and must start and "
+                                            "end with an alphanumeric character (e.g. 'MyName', or 'my.name', or "
+                                            "'123-abc')"],
+                 id="finalizers are qualified names"),
+])
+def test_owner_references_and_finalizers_are_validated_as_kubernetes_does(refs, finalizers, messages):
+    obj = pod()
+    obj["metadata"].update({"ownerReferences": refs, "finalizers": finalizers})
+    _, causes = validate(POD, obj)
+    assert [str(c) for c in causes] == messages
+
+
 def test_unknown_fields_are_listed_by_path_and_known_ones_are_not():
     obj = pod(containers=[container(securityContext={}), container(name="d")],
               volumes=[{"name": "v", "emptyDir": {}}, {"name": "data", "persistentVolumeClaim": {"claimName": "c"}}])

@@ -661,10 +661,37 @@ def validate(resource: ResourceType, obj: dict[str, Any]) -> tuple[msgspec.Struc
         causes += qualified_name("metadata.annotations", key)
     if meta.annotations and sum(len(k) + len(v) for k, v in meta.annotations.items()) > 256 * 1024:
         causes.append(Cause("metadata.annotations", TOO_LONG, "Too long: must have at most 262144 bytes"))
+    causes += owner_references("metadata.ownerReferences", meta.owner_references)
+    for finalizer in meta.finalizers or ():
+        causes += qualified_name("metadata.finalizers", finalizer)
     check = _KIND_CHECKS.get(resource.kind)
     if check is not None:
         causes += check(typed)
     return typed, causes
+
+
+def owner_references(path: str, refs: list[models.OwnerReference] | None) -> list[Cause]:
+    """What the garbage collector needs of each owner reference, as Kubernetes requires it (its
+    causes name the list, not the element): a version, a kind, a name and a uid; one controller."""
+    causes: list[Cause] = []
+    controller = ""
+    for ref in refs or ():
+        group_version = ref.api_version or ""
+        version = group_version if group_version.count("/") == 0 else (
+            group_version.split("/")[1] if group_version.count("/") == 1 else "")
+        if not version:
+            causes.append(_invalid(f"{path}.apiVersion", group_version, "version must not be empty"))
+        for name, value in (("kind", ref.kind), ("name", ref.name), ("uid", ref.uid)):
+            if not value:
+                causes.append(_invalid(f"{path}.{name}", value or "", f"{name} must not be empty"))
+        if ref.controller:
+            this = f"{ref.kind}/{ref.name}"
+            if controller:
+                causes.append(_invalid(path, controller, "Only one reference can have Controller set to true. "
+                                                         f'Found "true" in references for {controller} and {this}'))
+            else:
+                controller = this
+    return causes
 
 
 # --- fields corral keeps but does not act on ------------------------------------------------------------
