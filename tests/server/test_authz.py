@@ -231,9 +231,13 @@ async def test_collection_deletes_only_where_served_and_never_of_what_every_clus
         await refused(admin.request("DELETE", "/api/v1/namespaces"), 405)
         await refused(admin.request("DELETE", "/apis/auth.corral.dev/v1/tokens"), 405)
         err = await refused(admin.request("DELETE", "/apis/scheduling.k8s.io/v1/priorityclasses"))
-        assert "system priority class" in err.message
+        assert err.message == ('priorityclasses "system-cluster-critical" is forbidden: this is a system priority '
+                               "class: it may not be deleted")  # the first, by name, refuses them all
         err = await refused(admin.delete("priorityclasses", "system-node-critical"))
-        assert err.message.endswith("is forbidden: this is a system priority class: it may not be deleted")
+        assert err.message == ('priorityclasses "system-node-critical" is forbidden: this is a system priority '
+                               "class: it may not be deleted")
+        assert err.status["details"] == {"name": "system-node-critical", "group": "scheduling.k8s.io",
+                                         "kind": "priorityclasses"}
         await admin.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "system-node-critical"}},
                            "default", raw=True)
         await admin.delete("configmaps", "system-node-critical", "default")  # only the priority class is kept

@@ -241,7 +241,8 @@ async def test_a_member_that_stops_answering_is_left_for_the_next_after_a_few_se
         assert (await asyncio.wait_for(store.get("/k/before"), 30)).obj["metadata"]["name"] == "before"  # a read too
         store._at = in_use  # and the revision asked of the same member
         assert await asyncio.wait_for(store.current_revision(), 30) >= store.revision
-        after = await asyncio.wait_for(store.create("/k/after", {"metadata": {"name": "after"}}), 30)
+        store._at = in_use  # and a write sent to it: its deadline (3 s) comes well before gRPC's keepalive (15 s)
+        after = await asyncio.wait_for(store.create("/k/after", {"metadata": {"name": "after"}}), 10)
         assert store._at != in_use and (await store.get("/k/after")).revision == after.revision
     finally:
         if frozen is not None:
