@@ -110,12 +110,13 @@ def test_the_server_keeps_answering_while_it_decodes_a_large_yaml_body(server_pr
     body = b"apiVersion: v1\nkind: Pod\nmetadata: {name: slow}\nspec: {containers: [{name: c, image: x}]}\nx:\n"
     body += b"".join(b"  - [%d, %d, %d]\n" % (i, i, i) for i in range(45_000))  # 1.2 MB, 180,000 nodes
 
-    async def scenario() -> tuple[int, float, int]:
+    async def scenario() -> tuple[int, float, int, float]:
         creds = server_process.credentials()
         async with aiohttp.ClientSession(server_process.url, headers=creds.headers(),
                                          connector=aiohttp.TCPConnector(ssl=creds.ssl_context())) as http:
             async with http.get("/readyz") as r:  # a connection ready before the load starts
                 await r.read()
+            begun = time.monotonic()
             upload = asyncio.create_task(post(http, body, "application/yaml"))
             slowest, answered = 0.0, 0
             await asyncio.sleep(0.05)
@@ -127,12 +128,14 @@ def test_the_server_keeps_answering_while_it_decodes_a_large_yaml_body(server_pr
                 answered += 1
                 await asyncio.sleep(0.02)
             code, _ = await upload
-            return code, slowest, answered
+            return code, slowest, answered, time.monotonic() - begun
 
-    code, slowest, answered = asyncio.run(scenario())
+    code, slowest, answered, took = asyncio.run(scenario())
     assert code == 201  # within every bound: stored
     assert answered >= 3, "the upload was too quick to tell"
-    assert slowest < 0.3, f"/readyz took {slowest * 1000:.0f} ms while the body was decoded"
+    # Compared with the upload's own time, not a fixed figure (a loaded machine slows both): decoded
+    # on the event loop, one /readyz would wait for most of it.
+    assert slowest < took / 4, f"/readyz took {slowest * 1000:.0f} ms of the upload's {took * 1000:.0f} ms"
 
 
 async def test_a_full_store_refuses_writes_with_507_fails_readyz_and_recovers_once_deletions_are_compacted(tmp_path):
