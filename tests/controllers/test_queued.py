@@ -128,6 +128,7 @@ async def test_changes_during_a_long_syncs_hold_are_gathered_into_one_later_sync
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
         controller = Slow(server.api, cost)
         controller.start()
+        begun = time.monotonic()
         try:
             for i in range(30):
                 await server.api.create(configmaps, "default", {"apiVersion": "v1", "kind": "ConfigMap",
@@ -136,11 +137,15 @@ async def test_changes_during_a_long_syncs_hold_are_gathered_into_one_later_sync
             await asyncio.sleep(0.3)
         finally:
             await controller.stop()
+            took = time.monotonic() - begun
     gaps = [b - a for a, b in zip(controller.synced, controller.synced[1:])]
     assert controller.synced  # every change is seen
     if cost:  # each sync is followed by a hold of HOLD_FACTOR times what it held the loop
-        assert min(gaps) >= (cost + 0.02 + cost * HOLD_FACTOR) * 0.9
-        assert len(controller.synced) <= 6
+        period = (cost + 0.02 + cost * HOLD_FACTOR) * 0.9
+        assert min(gaps) >= period
+        # The 30 changes gathered: as many syncs as the time allows (how long 30 creates take depends
+        # on the machine's load), and fewer than changes.
+        assert len(controller.synced) <= min(took / period + 1, 15)
     else:  # a cheap sync is never held: changes 10 ms apart are synced (nearly) one by one
         assert len(controller.synced) >= 10
 
