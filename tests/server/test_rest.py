@@ -281,8 +281,6 @@ async def test_finalizers_keep_a_deleted_pod_bound_or_not_until_the_last_goes(c)
                          raw=True)
     assert done["status"]["phase"] == "Terminated" and done["metadata"]["finalizers"] == ["example.com/keep"]
     assert (await c.get("pods", "bound", "default", raw=True))["status"]["phase"] == "Terminated"
-    forced = await c.delete("pods", "bound", "default", grace_period_seconds=0, raw=True)
-    assert forced["status"]["phase"] == "Terminated" and forced["metadata"]["deletionGracePeriodSeconds"] == 0
     await c.patch("pods", "bound", {"metadata": {"finalizers": None}}, "default")
     assert "bound" not in await names(c)
 
@@ -300,6 +298,12 @@ async def test_a_force_deleted_bound_pod_with_a_finalizer_goes_with_it_without_w
     assert await c.delete("pods", "held", "default", grace_period_seconds=0, raw=True) == forced
     await c.patch("pods", "held", {"metadata": {"finalizers": None}}, "default")
     assert "held" not in await names(c)
+    # One its agent already reported Terminated stays so.
+    await c.create(pod("done", node="n1", finalizers=["example.com/keep"]), "default")
+    await c.delete("pods", "done", "default")
+    await c.patch("pods", "done", {"status": {"phase": "Terminated"}}, "default", subresource="status")
+    forced = await c.delete("pods", "done", "default", grace_period_seconds=0, raw=True)
+    assert forced["status"]["phase"] == "Terminated" and forced["metadata"]["deletionGracePeriodSeconds"] == 0
 
 
 async def test_taking_the_last_finalizer_off_while_another_write_lands_is_retried_not_refused(server, c, monkeypatch):
@@ -322,6 +326,22 @@ async def test_taking_the_last_finalizer_off_while_another_write_lands_is_retrie
     await c.patch("configmaps", "raced", {"metadata": {"finalizers": None}}, "default")
     assert len(calls) == 2 and "raced" not in [m["metadata"]["name"] for m in (
         await c.list("configmaps", "default", raw=True)).items]
+
+
+async def test_taking_the_last_finalizer_off_an_object_deleted_meanwhile_answers_404_naming_it(server, c, monkeypatch):
+    await c.create({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "gone", "finalizers": [
+        "example.com/keep"]}}, "default")
+    await c.delete("configmaps", "gone", "default")
+    real = server.store.delete
+
+    async def deleted_first(key, expected=None, **kwargs):
+        await real(key)  # another server's request (a force delete) got there first
+        return await real(key, expected, **kwargs)
+
+    monkeypatch.setattr(server.store, "delete", deleted_first)
+    err = await failure(c.patch("configmaps", "gone", {"metadata": {"finalizers": None}}, "default"))
+    assert (err.code, err.message) == (404, 'configmaps "gone" not found')
+    assert err.status["details"] == {"name": "gone", "kind": "configmaps"}
 
 
 async def test_updates_a_kind_forbids_are_refused_with_kubernetes_status_naming_the_object_and_field(c):

@@ -267,6 +267,25 @@ async def test_an_etcd_listening_on_another_loopback_address_than_localhost_is_r
         proc.stop()
 
 
+async def test_a_writer_cancelled_while_its_transaction_is_on_its_way_leaves_the_others_answered(etcd):
+    """A client that goes away mid-request cancels its write's wait: the writes sent with it in the
+    same transaction are still answered."""
+    store = await open_store(etcd.url, root=f"/test-{uuid.uuid4().hex[:12]}")
+    try:
+        writes = [asyncio.create_task(store.create(f"/k/{i}", {"metadata": {"name": f"n{i}"}})) for i in range(4)]
+        for _ in range(50):
+            await asyncio.sleep(0)
+            if store._in_flight:
+                break
+        assert store._in_flight and not writes[0].done()  # the transaction is on its way
+        writes[0].cancel()
+        made = await asyncio.wait_for(asyncio.gather(*writes[1:]), 10)
+        assert [r.obj["metadata"]["name"] for r in made] == ["n1", "n2", "n3"]
+        assert writes[0].cancelled()
+    finally:
+        await store.close()
+
+
 async def test_a_list_larger_than_grpcs_default_message_comes_back_whole(etcd):
     """gRPC refuses answers over 4 MiB unless told otherwise: a list of many large objects is one answer."""
     store = await open_store(etcd.url, root=f"/test-{uuid.uuid4().hex[:12]}")

@@ -470,9 +470,9 @@ class ResourceAPI:
             return False
         if resource.kind != "Pod" or not (merged.get("spec") or {}).get("nodeName"):
             return True
-        # A pod on a node goes once its agent reports it Terminated, or at once if it was force-deleted
-        # (grace 0), as Kubernetes deletes a pod only when its grace period is 0 and no finalizer is left.
-        return (merged.get("status") or {}).get("phase") == "Terminated" or meta.get("deletionGracePeriodSeconds") == 0
+        # A pod on a node goes with its agent's Terminated report (below), or at once if it was
+        # force-deleted (grace 0): Kubernetes deletes a pod when its grace is 0 and no finalizer is left.
+        return meta.get("deletionGracePeriodSeconds") == 0
 
     @staticmethod
     def _terminated(pod: dict[str, Any]) -> bool:
