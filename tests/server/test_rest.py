@@ -39,7 +39,10 @@ async def test_create_fills_in_the_namespace_and_refuses_a_mismatch_a_missing_na
     assert created["metadata"]["namespace"] == "default" and created["metadata"]["uid"]
     assert created["spec"]["priority"] == 0 and created["spec"]["preemptionPolicy"] == "PreemptLowerPriority"
     err = await failure(c.request("POST", "/api/v1/namespaces/default/pods", body=pod("b", namespace="other")))
-    assert err.code == 400 and "does not match the namespace sent on the request" in err.message
+    assert (err.code, err.message) == (400, "the namespace of the provided object does not match the namespace "
+                                            "sent on the request")
+    err = await failure(c.create({**pod("Bad_Name"), "spec": {"containers": []}}, "default"))
+    assert err.message.startswith('Pod "Bad_Name" is invalid: ') and err.status["details"]["name"] == "Bad_Name"
     err = await failure(c.create(pod("c"), "nowhere"))
     assert err.code == 404 and err.status["details"]["kind"] == "namespaces" and "nowhere" in err.message
     with pytest.raises(AlreadyExists):
@@ -94,6 +97,8 @@ async def test_a_null_field_is_a_field_left_out_and_gets_its_default(c):
 async def test_the_global_default_priority_class_applies_to_pods_that_name_none(c):
     await c.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "low"},
                     "value": 5})
+    await c.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "polite"},
+                    "value": 50, "preemptionPolicy": "Never"})
     await c.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "usual"},
                     "value": 100, "globalDefault": True, "preemptionPolicy": "Never"})
     spec = (await c.create(pod("plain"), "default", raw=True))["spec"]
@@ -103,11 +108,15 @@ async def test_the_global_default_priority_class_applies_to_pods_that_name_none(
     spec = (await c.create(named, "default", raw=True))["spec"]
     assert (spec["priorityClassName"], spec["priority"], spec["preemptionPolicy"]) == (
         "low", 5, "PreemptLowerPriority")
+    named["metadata"]["name"], named["spec"]["priorityClassName"] = "named-polite", "polite"
+    spec = (await c.create(named, "default", raw=True))["spec"]
+    assert (spec["priorityClassName"], spec["priority"], spec["preemptionPolicy"]) == ("polite", 50, "Never")
     forged = pod("forged")
     forged["spec"]["priority"] = 7
     err = await failure(c.create(forged, "default"))
-    assert err.code == 403 and "the integer value of priority (7) must not be provided" in err.message
-    assert "computed 100 from the given PriorityClass name" in err.message
+    assert (err.code, err.message) == (403, 'pods "forged" is forbidden: the integer value of priority (7) must not '
+                                            "be provided in pod spec; priority admission controller computed 100 "
+                                            "from the given PriorityClass name")
     agreed = pod("agreed")
     agreed["spec"]["priority"] = 100
     assert (await c.create(agreed, "default", raw=True))["spec"]["priority"] == 100
@@ -761,6 +770,19 @@ async def test_reads_and_pinned_writes_right_after_another_servers_write_see_it(
     rv = await written_elsewhere(server, "w", {"by": "other-4"})
     await c.delete("pods", "w", "default", resource_version=rv)
     assert await names(c) == []
+
+
+async def test_a_namespace_and_priority_class_another_server_just_created_take_a_pod_at_once(server, c, lagging_cache):
+    """Created through another server, not yet in this one's cache: the pod still finds them."""
+    await server.store.create(by_kind("Namespace").key(None, "fresh"), {
+        "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "fresh", "uid": "u-ns"}})
+    await server.store.create(by_kind("PriorityClass").key(None, "urgent"), {
+        "apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "urgent", "uid": "u-pc"},
+        "value": 1000})
+    made = await c.create({**pod("p"), "spec": {**pod("p")["spec"], "priorityClassName": "urgent"}}, "default",
+                          raw=True)  # in a namespace this server knows: the class alone is new to it
+    assert made["spec"]["priority"] == 1000
+    assert (await c.create(pod("q"), "fresh", raw=True))["metadata"]["namespace"] == "fresh"
 
 
 @pytest.fixture

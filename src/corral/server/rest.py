@@ -313,12 +313,12 @@ class ResourceAPI:
                 raise errors.invalid(by_kind("Pod"), pod["metadata"]["name"], [validation.Cause(
                     "spec.priorityClassName", "FieldValueNotFound",
                     f"Not found: {class_name!r}: no PriorityClass with name {class_name} was found")])
-            value, policy = record.obj.get("value", 0), record.obj.get("preemptionPolicy")
+            value, policy = record.obj["value"], record.obj.get("preemptionPolicy")  # value: required
         else:
             for record in self.cache.items(pc_resource.store_prefix):
                 if record.obj.get("globalDefault"):
                     class_name = _meta(record.obj).get("name")
-                    value, policy = record.obj.get("value", 0), record.obj.get("preemptionPolicy")
+                    value, policy = record.obj["value"], record.obj.get("preemptionPolicy")  # value: required
                     spec["priorityClassName"] = class_name
                     break
         given = spec.get("priority")
