@@ -11,6 +11,7 @@ import sqlite3
 
 import pytest
 
+from corral.store.base import Event, EventType, Record
 from corral.store.encrypted import EncryptedStore, SealError, Sealer, load_keys, open_encrypted
 from corral.store.sqlite import SQLiteStore
 from corral.testing.server import running_server
@@ -120,3 +121,44 @@ def test_a_key_file_that_is_not_name_and_32_bytes_is_refused_naming_the_line(tmp
     keys = load_keys(str(tmp_path / "made"))
     assert len(keys) == 1 and len(keys[0][1]) == 32
     assert isinstance(EncryptedStore(None, Sealer(keys)), EncryptedStore)  # type: ignore[arg-type]
+
+
+async def test_pages_and_watch_events_of_sealed_values_keep_everything_but_the_ciphertext(tmp_path):
+    """A list keeps its paging (its revision, whether more follows); a watch keeps each event's type,
+    passes progress on when asked, and stops its backend's watch when it is closed."""
+    inner = await SQLiteStore.open(str(tmp_path / "s.db"))
+    store = await open_encrypted(inner, str(tmp_path / "k"))
+    try:
+        start = inner.revision
+        events = store.watch("/core/secrets/", start)
+        first = asyncio.ensure_future(events.__anext__())
+        for name in ("a", "b"):
+            await store.create(f"/core/secrets/default/{name}", {"metadata": {"name": name}, "data": {"k": "dg=="}})
+        await store.delete("/core/secrets/default/a")
+        seen = [(e.type.name, e.record.key, e.record.obj.get("data")) for e in await asyncio.wait_for(first, 5)]
+        while len(seen) < 3:
+            seen += [(e.type.name, e.record.key, e.record.obj.get("data"))
+                     for e in await asyncio.wait_for(events.__anext__(), 5)]
+        assert seen == [("ADDED", "/core/secrets/default/a", {"k": "dg=="}),
+                        ("ADDED", "/core/secrets/default/b", {"k": "dg=="}),
+                        ("DELETED", "/core/secrets/default/a", {"k": "dg=="})]
+        assert len(inner._watchers) == 1
+        await events.aclose()
+        assert len(inner._watchers) == 0  # the backend's watch ended with it
+
+        page = await store.list("/core/secrets/", limit=1)
+        assert ([r.obj["data"] for r in page.items], page.more, page.revision) == ([{"k": "dg=="}], False, inner.revision)
+        await store.create("/core/secrets/default/c", {"metadata": {"name": "c"}, "data": {"k": "dw=="}})
+        page = await store.list("/core/secrets/", limit=1)
+        assert ([r.key for r in page.items], page.more) == (["/core/secrets/default/b"], True)
+
+    finally:
+        await inner.close()
+
+    class Asked:  # a backend that only says how it was asked to watch
+        async def watch(self, prefix, from_revision, *, progress=False):
+            yield [Event(EventType.ADDED, Record(f"{prefix}{from_revision}:{progress}", 1, {}))]
+
+    wrapped = EncryptedStore(Asked(), Sealer(load_keys(str(tmp_path / "k"))))
+    assert [e.record.key for b in [b async for b in wrapped.watch("/p/", 7, progress=True)] for e in b] == ["/p/7:True"]
+    assert [e.record.key for b in [b async for b in wrapped.watch("/p/", 7)] for e in b] == ["/p/7:False"]

@@ -150,3 +150,23 @@ async def test_a_synchronous_setting_sqlite_would_ignore_is_refused(tmp_path):
         await open_store(f"sqlite://{tmp_path}/s.db", synchronous="FULLY")
     s = await open_store(f"sqlite://{tmp_path}/s.db", synchronous="normal")  # any case, as SQLite takes it
     await s.close()
+
+
+async def test_the_store_is_full_from_the_moment_its_pages_in_use_reach_the_quota(tmp_path):
+    from corral.store import StoreFull
+
+    store = await open_store(f"sqlite://{tmp_path}/full.db")
+    try:
+        await store.create("/k/a", obj("a"))
+        used = store.used_bytes
+        store.quota_bytes = used + 1
+        assert store.full() is None
+        store.quota_bytes = used
+        full = store.full()
+        assert (full.used, full.quota, str(full)) == (used, used, f"the store is full ({used} of {used} bytes used)")
+        with pytest.raises(StoreFull):
+            await store.create("/k/b", obj("b"))
+        store.quota_bytes = 0  # no quota
+        assert store.full() is None
+    finally:
+        await store.close()

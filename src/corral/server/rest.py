@@ -13,7 +13,6 @@ import base64
 import binascii
 import hashlib
 import hmac
-import secrets
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable
@@ -80,12 +79,12 @@ MAX_CONTINUE_TOKEN = 2048  # a token names a revision and a key; a longer one is
 
 
 class ResourceAPI:
-    def __init__(self, store: Store, cache: WatchCache, *, continue_key: bytes | None = None) -> None:
+    def __init__(self, store: Store, cache: WatchCache, *, continue_key: bytes) -> None:
         self.store = store
         self.cache = cache
         # Continue tokens are signed with it, so a client cannot make a list claim a revision it
         # never had; servers sharing a store must share it (the server derives it from its CA).
-        self.continue_key = continue_key or secrets.token_bytes(32)
+        self.continue_key = continue_key
         # (resource, new object, old object or None, user) → raises ApiError: the server's admission
         self.admit: Callable[[ResourceType, dict[str, Any], dict[str, Any] | None, Any], None] | None = None
         # Evictions one at a time: each counts the healthy pods its budgets want after the last one.

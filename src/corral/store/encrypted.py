@@ -170,12 +170,10 @@ class EncryptedStore:
         try:
             async for batch in events:
                 if any(self._sealed(e.record.key) for e in batch):
-                    batch = [Event(e.type, self._open(e.record)) if self._sealed(e.record.key) else e for e in batch]
+                    batch = [Event(e.type, self._open(e.record)) for e in batch]  # _open leaves the rest
                 yield batch
         finally:
-            close = getattr(events, "aclose", None)
-            if close is not None:
-                await close()
+            await events.aclose()  # every backend's watch is an async generator
 
 
 async def open_encrypted(inner: Store, key_file: str) -> EncryptedStore:
