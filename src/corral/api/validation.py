@@ -677,9 +677,8 @@ def owner_references(path: str, refs: list[models.OwnerReference] | None) -> lis
     controller = ""
     for ref in refs or ():
         group_version = ref.api_version or ""
-        version = group_version if group_version.count("/") == 0 else (
-            group_version.split("/")[1] if group_version.count("/") == 1 else "")
-        if not version:
+        parts = group_version.split("/")  # "v1" or "group/v1"
+        if len(parts) > 2 or not parts[-1]:
             causes.append(_invalid(f"{path}.apiVersion", group_version, "version must not be empty"))
         for name, value in (("kind", ref.kind), ("name", ref.name), ("uid", ref.uid)):
             if not value:
