@@ -83,6 +83,7 @@ async def test_the_corral_client_waits_as_asked_and_every_write_gets_through(bus
 async def test_health_and_watches_are_not_counted(busy_server):
     server, vera = busy_server
     server.inflight.limits = {False: 0, True: 0}  # nothing at all may be in flight
+    server.inflight.queue_wait = 0.2  # and what is counted waits that long for its 429
     async with aiohttp.ClientSession(server.url, connector=aiohttp.TCPConnector(ssl=vera.ssl_context())) as session:
         async with session.get("/readyz") as r:
             assert r.status == 200
@@ -101,6 +102,7 @@ async def test_health_and_watches_are_not_counted(busy_server):
 async def test_a_full_user_lane_leaves_the_clusters_own_lane_free(busy_server):
     server, vera = busy_server
     server.inflight.counts[(False, True)] = 1  # as if one user write were in flight: the users' lane is full
+    server.inflight.queue_wait = 0.2  # a user's write waits that long for its 429
     lease = {"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
              "metadata": {"name": "n2", "namespace": "kube-node-lease"}, "spec": {"holderIdentity": "n2"}}
     async with aiohttp.ClientSession(server.url, headers=vera.headers(),
@@ -113,7 +115,10 @@ async def test_a_full_user_lane_leaves_the_clusters_own_lane_free(busy_server):
         await admin.create(pod("admin-write"), raw=True)
 
 
-async def test_watches_are_capped_per_user_and_a_watch_whose_client_left_is_let_go(busy_server):
+async def test_watches_are_capped_per_user_and_a_watch_whose_client_left_is_let_go(busy_server, monkeypatch):
+    from corral.server import http as http_module
+
+    monkeypatch.setattr(http_module, "BOOKMARK_INTERVAL", 0.2)  # a watch wakes that often to see its client left
     server, vera = busy_server
     server.inflight.watches_per_user = 2
     cache = server.api.cache
@@ -130,7 +135,7 @@ async def test_watches_are_capped_per_user_and_a_watch_whose_client_left_is_let_
             pass
     assert cache.watcher_count() == before + 2
     await session.close()  # the client goes away without a word
-    for _ in range(150):  # within the server's 10 s wake-up
+    for _ in range(150):  # within a few of the server's wake-ups
         if cache.watcher_count() == before and not server.inflight.watches:
             break
         await asyncio.sleep(0.1)
