@@ -209,6 +209,14 @@ async def test_a_status_update_without_status_clears_it_and_keeps_the_rest(c):
     assert "status" not in cleared and cleared["metadata"]["labels"] == {"keep": "me"}
 
 
+async def test_a_bound_pod_whose_status_was_cleared_is_still_deleted_gracefully(c):
+    created = await c.create(pod("bare", node="n1"), "default", raw=True)
+    body = {k: v for k, v in created.items() if k != "status"}
+    assert "status" not in await c.update(body, subresource="status", raw=True)
+    deleting = await c.delete("pods", "bare", "default", raw=True)
+    assert deleting["status"] == {"phase": "Terminating"} and deleting["metadata"]["deletionGracePeriodSeconds"] == 30
+
+
 # --- patch ------------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("patch, patch_type, code, message", [

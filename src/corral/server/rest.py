@@ -612,7 +612,7 @@ class ResourceAPI:
             deadline = datetime.now(timezone.utc) + timedelta(seconds=grace)
             meta["deletionTimestamp"] = deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
             meta["deletionGracePeriodSeconds"] = grace
-            status = pod.setdefault("status", {})
+            status = pod["status"]  # fresh from _rewrite, even for a pod whose status was cleared
             if status.get("phase") != "Terminated":
                 status["phase"] = "Terminating"
             return None
