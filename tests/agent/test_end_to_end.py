@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import subprocess
+import time
 import urllib.request
 
 import pytest
@@ -75,6 +76,21 @@ def test_pods_run_do_their_work_log_and_leave_nothing_behind_when_deleted(cluste
     wait_for(lambda: not pods(kc), what="the records to go")
     wait_for(lambda: running_processes("http.server 18765") == 0, what="the web process to stop")
     wait_for(lambda: running_processes("sleep 600") == 0, what="both containers of the pair to stop")
+
+
+def test_a_pod_that_ignores_sigterm_deleted_again_with_less_time_is_killed_then(tmp_path):
+    with local_cluster(tmp_path, 1) as c:
+        kc = c.kubeconfig
+        apply(kc, tmp_path, pod_yaml("stubborn", ["sh", "-c", "trap '' TERM; exec sleep 601"])
+              + "  terminationGracePeriodSeconds: 300\n")
+        wait_for(lambda: phase(kc, "stubborn") == "Running", what="the pod to run")
+        corral("delete", "pod", "stubborn", kubeconfig=kc)
+        wait_for(lambda: phase(kc, "stubborn") == "Terminating", what="the pod to be Terminating")
+        time.sleep(1.5)  # its SIGTERM, ignored: it goes on for its 300 s
+        assert running_processes("sleep 601") == 1 and phase(kc, "stubborn") == "Terminating"
+        corral("delete", "pod", "stubborn", "--grace-period=1", kubeconfig=kc)
+        wait_for(lambda: not pods(kc), timeout=15, what="the record to go within seconds, not 300")
+        assert running_processes("sleep 601") == 0
 
 
 def test_the_readmes_two_container_example_shares_its_pods_directory(cluster):

@@ -121,6 +121,22 @@ def test_deletion_stops_with_the_grace_period_then_reports_terminated():
     assert last_report(actions)["phase"] == "Terminated" and isinstance(actions[-1], Forget)
 
 
+def test_a_second_deletion_with_less_time_stops_again_sooner_and_the_pod_is_reported_once():
+    m = PodMachine(pod())
+    m.handle(Sync(m.pod, 0))
+    m.handle(Started("c0", "id", 1))
+    assert m.handle(Sync(pod(deletionTimestamp="2026-01-01T00:00:30Z", deletionGracePeriodSeconds=30), 2))[-1] == \
+        Stop(30.0)
+    assert m.handle(Sync(pod(deletionTimestamp="2026-01-01T00:00:30Z", deletionGracePeriodSeconds=30), 3)) == []
+    assert m.handle(Sync(pod(deletionTimestamp="2026-01-01T00:00:05Z", deletionGracePeriodSeconds=5), 4)) == \
+        [Stop(5.0)]
+    assert m.handle(Sync(pod(deletionTimestamp="2026-01-01T00:00:05Z", deletionGracePeriodSeconds=5), 5)) == []
+    actions = m.handle(Stopped(6))  # the second stop's kill
+    assert last_report(actions)["phase"] == "Terminated" and isinstance(actions[-1], Forget)
+    assert m.handle(Stopped(31)) == []  # the first stop's, which found nothing left: nothing more to say
+    assert m.handle(Sync(pod(deletionTimestamp="2026-01-01T00:00:00Z", deletionGracePeriodSeconds=0), 32)) == []
+
+
 def test_a_container_deleted_before_it_started_is_reported_as_kubelet_does_not_as_a_success():
     m = PodMachine(pod(containers=2))
     m.handle(Sync(m.pod, 0))

@@ -240,7 +240,11 @@ async def test_a_patch_that_cannot_apply_is_refused_and_changes_nothing(c, patch
 
 # --- delete -----------------------------------------------------------------------------------------------
 
-async def test_a_bound_pod_is_deleted_gracefully_and_an_unbound_or_zero_grace_one_at_once(c):
+def _stamp(value: str) -> float:
+    return datetime.datetime.fromisoformat(value).timestamp()
+
+
+async def test_a_bound_pod_is_deleted_gracefully_sooner_when_asked_again_with_less_time_and_an_unbound_or_zero_grace_one_at_once(c):
     await c.create(pod("free"), "default")
     gone = await c.delete("pods", "free", "default", raw=True)
     assert gone["metadata"]["name"] == "free"
@@ -248,8 +252,12 @@ async def test_a_bound_pod_is_deleted_gracefully_and_an_unbound_or_zero_grace_on
                                                         "terminationGracePeriodSeconds": 45}}, "default")
     first = await c.delete("pods", "slow", "default", raw=True)
     assert first["status"]["phase"] == "Terminating" and first["metadata"]["deletionGracePeriodSeconds"] == 45
+    assert await c.delete("pods", "slow", "default", grace_period_seconds=60, raw=True) == first  # on its way
     again = await c.delete("pods", "slow", "default", grace_period_seconds=3, raw=True)
-    assert again == first  # already on its way: unchanged
+    asked = _stamp(first["metadata"]["deletionTimestamp"]) - 45  # as Kubernetes: from when it was first asked
+    assert again["metadata"]["deletionGracePeriodSeconds"] == 3 and again["status"]["phase"] == "Terminating"
+    assert _stamp(again["metadata"]["deletionTimestamp"]) == asked + 3
+    assert await c.delete("pods", "slow", "default", grace_period_seconds=3, raw=True) == again
     await c.create(pod("quick", node="n1"), "default")
     short = await c.delete("pods", "quick", "default", grace_period_seconds=2, raw=True)
     assert short["metadata"]["deletionGracePeriodSeconds"] == 2

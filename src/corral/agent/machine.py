@@ -193,6 +193,7 @@ class PodMachine:
     stopping: bool = False
     deleting: bool = False
     forgotten: bool = False
+    stop_grace: float | None = None  # the time its stop gives the containers: a shorter one stops them again
 
     def __post_init__(self) -> None:
         # What an agent reported before it restarted (the server's copy of the pod carries it): its
@@ -285,6 +286,10 @@ class PodMachine:
         if meta.get("deletionTimestamp") and not self.deleting:
             self.deleting = True
             return self._begin_stop(terminating=True)
+        if self.deleting and not self.forgotten and self.stop_grace is not None \
+                and self.grace_seconds < self.stop_grace:
+            self.stop_grace = self.grace_seconds  # deleted again with less time: the kill comes sooner
+            return [Stop(self.stop_grace)]
         if self.start_time is None and not self.deleting:
             self.start_time = event.now
             return self._start_next() + [self._report(event.now)]
@@ -444,7 +449,7 @@ class PodMachine:
         if terminating:
             self.phase = "Terminating"
         running = [c for c in self._all() if c.state == "running" or c.starting]
-        grace = self.grace_seconds if terminating else 0.0
+        grace = self.stop_grace = self.grace_seconds if terminating else 0.0
         actions: list[Action] = []
         if running:
             shown = self.containers.values() if any(c.name in self.containers for c in running) else running
@@ -453,6 +458,8 @@ class PodMachine:
         return actions + [Stop(grace)]
 
     def _stopped(self, event: Stopped) -> list[Action]:
+        if self.forgotten:
+            return []  # a second stop's, given less time, after the first's: already reported
         for c in self._all():
             if c.state != "terminated":
                 # A running container was killed (137). A waiting one (never started, or backing off

@@ -604,12 +604,17 @@ class ResourceAPI:
     async def _delete_gracefully(self, resource: ResourceType, namespace: str | None, name: str,
                                  grace: int) -> Reply:
         """A bound pod: mark it Terminating; its agent stops it and reports Terminated. A pod already
-        on its way is left as it is, unless this is a force delete (grace 0) of one still given time."""
+        on its way is left as it is, unless this gives it less time: then, as in Kubernetes, its
+        deadline is the shorter grace counted from when its deletion was first asked for."""
         def terminate(current: Record, pod: dict[str, Any]) -> Reply | None:
             meta = pod["metadata"]
-            if meta.get("deletionTimestamp") and (grace != 0 or meta.get("deletionGracePeriodSeconds") == 0):
-                return Reply(200, current.value)  # already on its way
-            deadline = datetime.now(timezone.utc) + timedelta(seconds=grace)
+            marked, given = meta.get("deletionTimestamp"), meta.get("deletionGracePeriodSeconds", 0)
+            if marked and grace >= given:
+                return Reply(200, current.value)  # already on its way, with no more time than this gives
+            start = datetime.now(timezone.utc)
+            if marked:
+                start = datetime.fromisoformat(marked) - timedelta(seconds=given)
+            deadline = start + timedelta(seconds=grace)
             meta["deletionTimestamp"] = deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
             meta["deletionGracePeriodSeconds"] = grace
             status = pod["status"]  # fresh from _rewrite, even for a pod whose status was cleared
