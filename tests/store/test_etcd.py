@@ -251,6 +251,42 @@ async def test_a_member_that_stops_answering_is_left_for_the_next_after_a_few_se
         cluster.stop()
 
 
+async def test_a_watch_on_a_member_that_stops_answering_ends_within_grpcs_keepalive_so_it_starts_again_elsewhere(
+        tmp_path):
+    """A hung member (SIGSTOP here; a partitioned network alike) sends no error and its connection
+    stays open: only gRPC's keepalive pings (every 10 s, 5 s to answer) show it gone. Then the watch
+    ends with a transient error and its watcher starts again on the next member; without them it
+    would wait for events forever. (A watch idle for minutes needs two more options gRPC's pings stop
+    without; this test's watch is idle for 3 s only.)"""
+    import os
+    import signal
+
+    from corral.store.etcd import _transient
+    from corral.testing.etcd import EtcdProcess
+
+    proc = EtcdProcess(str(tmp_path / "etcd")).start()
+    store = await open_store(proc.url)
+    frozen = False
+    try:
+        events = store.watch("/k/", store.revision)
+        first = asyncio.ensure_future(events.__anext__())
+        made = await store.create("/k/a", {"metadata": {"name": "a"}})
+        assert [e.record.revision for e in await asyncio.wait_for(first, 10)] == [made.revision]
+        await asyncio.sleep(3)  # idle, past gRPC's own pings while data flowed: keepalive's turn
+        os.kill(proc.proc.pid, signal.SIGSTOP)
+        frozen, stopped = True, asyncio.get_running_loop().time()
+        with pytest.raises(Exception) as ended:
+            await asyncio.wait_for(events.__anext__(), 25)
+        took = asyncio.get_running_loop().time() - stopped
+        assert _transient(ended.value), repr(ended.value)  # not the 25 s timeout: the connection was let go
+        assert took < 17, f"{took:.1f} s: the next ping comes within 10 s and has 5 s to be answered"
+    finally:
+        if frozen:
+            os.kill(proc.proc.pid, signal.SIGCONT)
+        await store.close()
+        proc.stop()
+
+
 async def test_an_etcd_listening_on_another_loopback_address_than_localhost_is_reached(tmp_path):
     from corral.testing.etcd import EtcdProcess
 

@@ -5,6 +5,7 @@ revision it got), not a conflict with itself."""
 from __future__ import annotations
 
 import uuid
+from types import SimpleNamespace
 
 import pytest
 from aetcd.exceptions import ConnectionFailedError
@@ -82,3 +83,65 @@ async def test_a_delete_whose_reply_was_lost_returns_the_last_state(store, monke
     assert record.key == "/core/pods/default/a" and record.revision > first.revision
     assert record.obj["spec"] == {"x": 1} and record.obj["metadata"]["resourceVersion"] == str(record.revision)
     assert await store.get("/core/pods/default/a") is None
+
+
+def rpc_error(code_name: str, details: str):
+    from aetcd import rpc
+    from grpc.aio import Metadata
+
+    return rpc.AioRpcError(getattr(rpc.StatusCode, code_name), Metadata(), Metadata(), details=details)
+
+
+async def test_a_call_failing_in_transit_goes_to_the_next_member_backing_off_up_to_a_second_until_its_deadline(
+        monkeypatch):
+    """A unit test on a fake clock (no etcd): the waits between tries double from 50 ms to at most a
+    second, so a leader election is ridden out without hammering the members, and past
+    RETRY_SECONDS the error says what etcd said."""
+    from corral.store import Unavailable
+    from corral.store import etcd as etcd_backend
+
+    clock, slept = [1000.0], []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+        clock[0] += seconds
+
+    monkeypatch.setattr(etcd_backend, "time", SimpleNamespace(monotonic=lambda: clock[0]))
+    monkeypatch.setattr(etcd_backend, "asyncio", SimpleNamespace(sleep=sleep))
+    store = etcd_backend.EtcdStore([("10.0.0.1", 2379), ("10.0.0.2", 2379)])
+    store._members = ["member-1", "member-2"]  # what the calls are given; the fake call makes no call
+    tried: list[str] = []
+
+    async def leader_changes(member: str) -> str:
+        tried.append(member)
+        if len(tried) <= 3:
+            raise rpc_error("UNAVAILABLE", "etcdserver: leader changed")
+        return f"answered by {member}"
+
+    assert await store._retrying(leader_changes) == ("answered by member-2", True)
+    assert tried == ["member-1", "member-2", "member-1", "member-2"] and slept == [0.05, 0.1, 0.2]
+
+    async def at_once(member: str) -> str:
+        return f"answered by {member}"
+
+    slept.clear()
+    assert await store._retrying(at_once) == ("answered by member-2", False) and slept == []
+
+    async def never(member: str) -> str:
+        raise rpc_error("DEADLINE_EXCEEDED", "etcdserver: request timed out")
+
+    started = clock[0]
+    with pytest.raises(Unavailable) as gone:
+        await store._retrying(never)
+    assert slept == [0.05, 0.1, 0.2, 0.4, 0.8] + [1.0] * 8  # the next wait would pass the 10 s
+    assert clock[0] - started == pytest.approx(9.55)
+    assert str(gone.value) == ("etcd at [('10.0.0.1', 2379), ('10.0.0.2', 2379)] did not answer: "
+                               "etcdserver: request timed out")
+
+    async def refused(member: str) -> str:
+        raise rpc_error("PERMISSION_DENIED", "etcdserver: permission denied")
+
+    slept.clear()
+    with pytest.raises(Exception) as denied:
+        await store._retrying(refused)
+    assert denied.value.details() == "etcdserver: permission denied" and slept == []  # not retried

@@ -155,3 +155,27 @@ def test_the_server_refuses_etcd_tls_flags_that_cannot_work_in_one_line(tmp_path
                           capture_output=True, text=True, timeout=30, env=child_env())
     assert done.returncode != 0
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+async def test_the_tls_client_opens_its_channel_with_the_plain_clients_options_and_call_deadline(monkeypatch):
+    """A unit test (no etcd): aetcd opens plaintext channels only, so corral's TLS client opens its
+    own; it must carry what the plaintext one does — the keepalive that finds a hung member, the
+    message sizes, each call's deadline."""
+    from unittest import mock
+
+    import grpc
+
+    opened: list[tuple] = []
+
+    def secure_channel(target: str, credentials, options: list) -> mock.MagicMock:
+        opened.append((target, credentials, options))
+        return mock.MagicMock()  # the stubs are made on it; no call is sent
+
+    monkeypatch.setattr(grpc.aio, "secure_channel", secure_channel)
+    options = {"grpc.keepalive_time_ms": 10_000, "grpc.http2.ping_timeout_ms": 5_000}
+    credentials = grpc.ssl_channel_credentials()
+    plain = etcd_store._client("10.0.0.1", 2379, credentials=None, options=options)
+    tls = etcd_store._client("10.0.0.1", 2379, credentials=credentials, options=options)
+    await tls.connect()
+    assert opened == [("10.0.0.1:2379", credentials, list(options.items()))]
+    assert tls._timeout == plain._timeout == etcd_store.CALL_SECONDS and tls._options == plain._options == options

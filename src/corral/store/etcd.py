@@ -300,7 +300,12 @@ class EtcdStore:
     async def _connect(self) -> None:
         credentials = self.tls.credentials() if self.tls is not None else None
         options = {"grpc.max_receive_message_length": MAX_MESSAGE, "grpc.max_send_message_length": MAX_MESSAGE,
-                   "grpc.keepalive_time_ms": 10_000, "grpc.keepalive_timeout_ms": 5_000,
+                   # A hung member (a partitioned network) sends no error: a ping every 10 s finds it,
+                   # a ping unanswered for 5 s (keepalive's, or one gRPC sent on its own) ends its calls.
+                   # A watch sends nothing while it waits: unless told otherwise gRPC stops pinging
+                   # after two pings without data, and a watch on a hung member took up to a minute to end.
+                   "grpc.keepalive_time_ms": 10_000, "grpc.http2.ping_timeout_ms": 5_000,
+                   "grpc.http2.max_pings_without_data": 0,
                    "grpc.initial_reconnect_backoff_ms": 200, "grpc.max_reconnect_backoff_ms": 2_000}
         self._members = [_client(host, port, credentials=credentials, options=options)
                          for host, port in self.endpoints]
