@@ -33,6 +33,9 @@ async def pod_count(http) -> int:
                      "does not match", id="a body of another kind is a bad request"),
         pytest.param(json.dumps(pod("x", labels="oops")).encode(), "application/json", 422, "Invalid",
                      "metadata.labels", id="a wrong type names its field"),
+        pytest.param(json.dumps({**pod("x"), "metadata": {"name": 5}}).encode(), "application/json", 422, "Invalid",
+                     'Pod "" is invalid: metadata.name: Expected `str | null`, got `int`',
+                     id="a name that is no string is named as no name"),
         pytest.param(json.dumps(pod("a" * 254)).encode(), "application/json", 422, "Invalid",
                      "metadata.name: Too long", id="an over-long name is invalid"),
         pytest.param(b"", "application/json", 400, "BadRequest", "empty", id="an empty body is a bad request"),
@@ -341,12 +344,20 @@ async def test_malformed_delete_options_are_a_400_and_delete_nothing(http, query
 async def test_dry_run_writes_nothing_on_any_verb_and_anything_but_all_is_refused(http):
     async with http.post("/api/v1/namespaces/default/pods?dryRun=true", json=pod("real")) as r:
         assert r.status == 400
-    async with http.post("/api/v1/namespaces/default/pods?dryRun=All", json=pod("imagined")) as r:
+    imagined = pod("imagined")
+    imagined["spec"]["containers"][0]["securityContext"] = {"runAsNonRoot": True}
+    async with http.post("/api/v1/namespaces/default/pods?dryRun=All", json=imagined) as r:
         assert r.status == 201 and (await r.json())["metadata"]["name"] == "imagined"
+        # the warnings a real create would give (kubectl --dry-run=server shows them)
+        assert any("spec.containers[0].securityContext" in w for w in r.headers.getall("Warning", [])), r.headers
     assert await pod_count(http) == 0
     for name in ("a", "b"):
         async with http.post("/api/v1/namespaces/default/pods", json=pod(name)) as r:
             assert r.status == 201
+    async with http.post("/api/v1/namespaces/default/pods", json=pod("a")) as r:
+        status = await r.json()
+        assert r.status == 409 and status["reason"] == "AlreadyExists" and status["message"] == 'pods "a" already exists'
+        assert status["details"] == {"name": "a", "kind": "pods"}
     async with http.delete("/api/v1/namespaces/default/pods?dryRun=All") as r:
         assert r.status == 200 and len((await r.json())["items"]) == 2
     async with http.get("/api/v1/pods") as r:

@@ -67,6 +67,28 @@ def etcd(tmp_path):
     member.stop()
 
 
+async def test_waiting_for_consistency_waits_for_what_another_server_wrote_a_moment_ago(etcd):
+    """Two stores on one etcd, as two servers share it: the watch cache on the first, a write through
+    the second that the first has not heard of yet. wait_consistent asks etcd for its revision now
+    (a namespace or priority class another server just created is found so), so it returns only
+    once the cache holds that write."""
+    from corral.server.watch import WatchCache
+    from corral.store import open_store
+
+    mine, theirs = await open_store(etcd.url), await open_store(etcd.url)
+    cache = WatchCache(mine)
+    await cache.start()
+    try:
+        written = await theirs.create("/core/namespaces/elsewhere", {"metadata": {"name": "elsewhere"}})
+        assert mine.revision < written.revision  # not heard of here yet
+        await cache.wait_consistent()
+        assert cache.get("/core/namespaces/elsewhere").revision == written.revision
+    finally:
+        await cache.stop()
+        await theirs.close()
+        await mine.close()
+
+
 async def test_two_replicas_share_reads_watches_and_optimistic_concurrency(tmp_path, etcd):
     a, b = replicas(tmp_path, etcd.url, 2, "--no-scheduler")
     try:

@@ -788,6 +788,29 @@ async def test_reads_and_pinned_writes_right_after_another_servers_write_see_it(
     assert await names(c) == []
 
 
+async def test_a_pod_whose_namespace_and_class_this_server_knows_is_created_without_asking_the_store_first(
+        server, c, monkeypatch):
+    """Asking the store for its revision is a round trip on every create: only a name the cache
+    lacks (another server may just have created it) is worth it."""
+    asked: list[int] = []
+    consistent = server.cache.wait_consistent
+
+    async def counted(*args, **kwargs):
+        asked.append(1)
+        await consistent(*args, **kwargs)
+
+    monkeypatch.setattr(server.cache, "wait_consistent", counted)
+    await c.create({"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": "known"},
+                    "value": 10})
+    await c.create(pod("plain"), "default")
+    await c.create({**pod("classed"), "spec": {**pod("classed")["spec"], "priorityClassName": "known"}}, "default")
+    assert asked == []
+    with pytest.raises(Invalid):
+        await c.create({**pod("unknown"), "spec": {**pod("unknown")["spec"], "priorityClassName": "nowhere"}},
+                       "default")
+    assert asked == [1]  # looked for once, in case it was just made elsewhere
+
+
 async def test_a_namespace_and_priority_class_another_server_just_created_take_a_pod_at_once(server, c, lagging_cache):
     """Created through another server, not yet in this one's cache: the pod still finds them."""
     await server.store.create(by_kind("Namespace").key(None, "fresh"), {
