@@ -12,7 +12,7 @@ import sqlite3
 import pytest
 
 from corral.store.base import Event, EventType, Record
-from corral.store.encrypted import EncryptedStore, SealError, Sealer, load_keys, open_encrypted
+from corral.store.encrypted import SEALING_KEY, EncryptedStore, SealError, Sealer, load_keys, open_encrypted
 from corral.store.sqlite import SQLiteStore
 from corral.testing.server import running_server
 
@@ -113,14 +113,84 @@ async def test_values_from_before_encryption_read_as_written_and_a_moved_ciphert
         await inner.close()
 
 
-def test_a_key_file_that_is_not_name_and_32_bytes_is_refused_naming_the_line(tmp_path):
+@pytest.mark.parametrize("line", [
+    pytest.param(f"key1:{base64.b64encode(os.urandom(16)).decode()}", id="16 bytes"),
+    pytest.param(f":{base64.b64encode(os.urandom(32)).decode()}", id="no name"),
+    pytest.param(f"key:1:{base64.b64encode(os.urandom(32)).decode()}", id="a colon in the name"),
+    pytest.param(f"key1:{base64.b64encode(os.urandom(32)).decode()[:20]}*{base64.b64encode(os.urandom(32)).decode()[20:]}",
+                 id="a character base64 does not have"),
+])
+def test_a_key_file_that_is_not_name_and_32_bytes_is_refused_naming_the_line(tmp_path, line):
     path = tmp_path / "keys"
-    path.write_text(f"# comment\nkey1:{base64.b64encode(os.urandom(16)).decode()}\n")
+    path.write_text(f"# comment\n{line}\n")
     with pytest.raises(ValueError, match=r"keys, line 2: expected NAME:BASE64 of a 32-byte key"):
         load_keys(str(path))
     keys = load_keys(str(tmp_path / "made"))
     assert len(keys) == 1 and len(keys[0][1]) == 32
     assert isinstance(EncryptedStore(None, Sealer(keys)), EncryptedStore)  # type: ignore[arg-type]
+
+
+def key_line(name: str) -> str:
+    return f"{name}:{base64.b64encode(os.urandom(32)).decode()}\n"
+
+
+async def test_the_sealing_key_is_recorded_once_and_again_when_a_new_first_key_seals(tmp_path):
+    inner = await SQLiteStore.open(str(tmp_path / "s.db"))
+    try:
+        keys = tmp_path / "keys"
+        await open_encrypted(inner, str(keys))
+        first = await inner.get(SEALING_KEY)
+        assert first.obj["name"] == "key1"
+        await open_encrypted(inner, str(keys))  # a restart with the same keys writes nothing
+        assert (await inner.get(SEALING_KEY)).revision == first.revision
+        rotated_file = tmp_path / "rotated"
+        new = key_line("key2")
+        rotated_file.write_text(new + keys.read_text())  # a new first key, the old one kept
+        await open_encrypted(inner, str(rotated_file))
+        rotated = await inner.get(SEALING_KEY)
+        assert rotated.obj["name"] == "key2" and rotated.revision > first.revision
+        # The old key's Secrets sealed again (as a rotation does), the old key may go: the store's
+        # record names the new one, so a server holding it alone starts.
+        only_new = tmp_path / "only-new"
+        only_new.write_text(new)
+        await open_encrypted(inner, str(only_new))
+    finally:
+        await inner.close()
+
+
+@pytest.mark.parametrize("recorded_before", [False, True], ids=["a first server", "a rotation"])
+async def test_a_sealing_key_another_server_records_meanwhile_is_checked_not_overwritten(
+        tmp_path, monkeypatch, recorded_before):
+    """Between reading the store's sealing record and writing its own, another server records a key
+    this one does not hold: the write must lose (compare-and-swap), and this server refuse to start."""
+    inner = await SQLiteStore.open(str(tmp_path / "s.db"))
+    try:
+        keys = tmp_path / "keys"
+        keys.write_text(key_line("mine"))
+        if recorded_before:
+            old = tmp_path / "old"
+            old.write_text(key_line("old"))
+            keys.write_text(keys.read_text() + old.read_text())
+            await open_encrypted(inner, str(old))
+        theirs = {"name": "theirs", "sha256": "0" * 64}
+        real_get, raced = inner.get, []
+
+        async def get_while_another_writes(key: str):
+            record = await real_get(key)
+            if not raced:
+                raced.append(key)
+                if record is None:
+                    await inner.create(SEALING_KEY, theirs)
+                else:
+                    await inner.update(SEALING_KEY, theirs, record.revision)
+            return record
+
+        monkeypatch.setattr(inner, "get", get_while_another_writes)
+        with pytest.raises(ValueError, match="sealed with key 'theirs', which .*keys does not hold"):
+            await open_encrypted(inner, str(keys))
+        assert raced == [SEALING_KEY] and (await real_get(SEALING_KEY)).obj == theirs
+    finally:
+        await inner.close()
 
 
 async def test_pages_and_watch_events_of_sealed_values_keep_everything_but_the_ciphertext(tmp_path):

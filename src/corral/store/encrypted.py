@@ -67,7 +67,7 @@ def load_keys(path: str) -> list[tuple[str, bytes]]:
                 key = base64.b64decode(encoded, validate=True)
             except (binascii.Error, ValueError):
                 key = b""
-            if not name or ":" in name or len(key) != 32:
+            if not name or len(key) != 32:
                 raise ValueError(f"{path}, line {number}: expected NAME:BASE64 of a 32-byte key")
             keys.append((name, key))
     if not keys:
