@@ -67,25 +67,57 @@ def etcd(tmp_path):
     member.stop()
 
 
-async def test_waiting_for_consistency_waits_for_what_another_server_wrote_a_moment_ago(etcd):
+async def test_waiting_for_consistency_waits_for_what_another_server_wrote_a_moment_ago(etcd, monkeypatch):
     """Two stores on one etcd, as two servers share it: the watch cache on the first, a write through
-    the second that the first has not heard of yet. wait_consistent asks etcd for its revision now
-    (a namespace or priority class another server just created is found so), so it returns only
-    once the cache holds that write."""
+    the second that the first has not heard of yet (its watch held back here). wait_consistent asks
+    etcd for its revision now (a namespace or priority class another server just created is found
+    so), so it returns only once the cache holds that write."""
     from corral.server.watch import WatchCache
     from corral.store import open_store
 
     mine, theirs = await open_store(etcd.url), await open_store(etcd.url)
+    gate, real_watch = asyncio.Event(), mine.watch
+
+    async def held_watch(*args, **kwargs):
+        await gate.wait()
+        async for batch in real_watch(*args, **kwargs):
+            yield batch
+
+    monkeypatch.setattr(mine, "watch", held_watch)
     cache = WatchCache(mine)
     await cache.start()
     try:
         written = await theirs.create("/core/namespaces/elsewhere", {"metadata": {"name": "elsewhere"}})
         assert mine.revision < written.revision  # not heard of here yet
-        await cache.wait_consistent()
+        waiting = asyncio.ensure_future(cache.wait_consistent())
+        await asyncio.sleep(0.3)
+        assert not waiting.done()  # it waits for the write, which the cache has not seen
+        gate.set()
+        await asyncio.wait_for(waiting, 10)
         assert cache.get("/core/namespaces/elsewhere").revision == written.revision
     finally:
         await cache.stop()
         await theirs.close()
+        await mine.close()
+
+
+async def test_on_an_etcd_shared_with_others_their_writes_do_not_hold_up_waiting_for_consistency(etcd):
+    """etcd's revision counts every write of the etcd, another application's (another root) too: the
+    cache hears of those as progress, so waiting for the revision etcd gives returns at once, not
+    after its 10 s timeout."""
+    from corral.server.watch import WatchCache
+    from corral.store import open_store
+
+    mine, others = await open_store(etcd.url, root="/corral"), await open_store(etcd.url, root="/another-app")
+    cache = WatchCache(mine)
+    await cache.start()
+    try:
+        written = await others.create("/core/pods/default/a", {"metadata": {"name": "a"}})
+        await asyncio.wait_for(cache.wait_consistent(), 3)
+        assert cache.revision >= written.revision and cache.get("/core/pods/default/a") is None  # not corral's
+    finally:
+        await cache.stop()
+        await others.close()
         await mine.close()
 
 
