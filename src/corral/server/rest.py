@@ -608,11 +608,12 @@ class ResourceAPI:
         deadline is the shorter grace counted from when its deletion was first asked for."""
         def terminate(current: Record, pod: dict[str, Any]) -> Reply | None:
             meta = pod["metadata"]
-            marked, given = meta.get("deletionTimestamp"), meta.get("deletionGracePeriodSeconds", 0)
-            if marked and grace >= given:
-                return Reply(200, current.value)  # already on its way, with no more time than this gives
             start = datetime.now(timezone.utc)
-            if marked:
+            marked = meta.get("deletionTimestamp")
+            if marked:  # marked here or by _delete_finalized: both give it its grace
+                given = meta["deletionGracePeriodSeconds"]
+                if grace >= given:
+                    return Reply(200, current.value)  # already on its way, with no more time than this gives
                 start = datetime.fromisoformat(marked) - timedelta(seconds=given)
             deadline = start + timedelta(seconds=grace)
             meta["deletionTimestamp"] = deadline.strftime("%Y-%m-%dT%H:%M:%SZ")
