@@ -14,6 +14,8 @@ from corral.controllers.deployment import HASH_LABEL, REVISION
 from corral.server import errors
 from corral.server.rest import WriteOptions
 from corral.server.scale import write_scale
+from corral.store import EventType
+from corral.testing.server import LateCache
 from corral.testing.waiting import until
 
 DEPLOYS, RS, PODS = by_kind("Deployment"), by_kind("ReplicaSet"), by_kind("Pod")
@@ -289,6 +291,33 @@ async def test_a_deployment_applied_again_adopts_the_replica_sets_an_orphaning_d
     assert sets[0]["metadata"]["uid"] == first["metadata"]["uid"]  # the same ReplicaSet, not a new one
     assert sets[0]["metadata"]["ownerReferences"][0]["uid"] == deploy["metadata"]["uid"]
     assert {p["metadata"]["name"] for p in live_pods(api)} == pods  # and the same pods
+
+
+async def test_replica_sets_it_adopted_are_its_own_even_when_its_cache_hears_of_the_adoption_late(server, monkeypatch):
+    """On etcd a server's own writes reach its cache a moment after they are acknowledged. A sync that
+    adopted ReplicaSets waits for them before it looks for its current one: looking first, it would
+    find none and make another for the same template."""
+    api = server.api
+    async with kubelet(api):
+        await api.create(DEPLOYS, "default", deployment(replicas=2), OPTS)
+        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 2))
+        (first,) = await replica_sets(api)
+        await api.delete(DEPLOYS, "default", "web", None, None, None, propagation="Orphan")
+        await until(lambda: replica_sets(api), lambda s: len(s) == 1 and not s[0]["metadata"].get("ownerReferences"))
+        added: list[str] = []
+        api.cache.on_event.append(lambda e: e.type is EventType.ADDED and e.key.startswith(RS.store_prefix)
+                                  and added.append(e.key))
+        late = LateCache(api.cache, monkeypatch)
+        late.hold_from(lambda batch: any(e.key.startswith(RS.store_prefix) and e.record.obj["metadata"].get(
+            "ownerReferences") for e in batch if e.type is EventType.MODIFIED))
+        await api.create(DEPLOYS, "default", deployment(replicas=2), OPTS)
+        await until(lambda: asyncio.sleep(0, late.held_events()), bool)  # adopted
+        await asyncio.sleep(0.5)  # what the sync would make on looking too early, it makes now
+        late.release()
+        deploy = await until(lambda: the_deployment(api), lambda d: rolled_out(d, 2))
+        sets = await replica_sets(api)
+    assert [rs["metadata"]["uid"] for rs in sets] == [first["metadata"]["uid"]]
+    assert added == [] and "collisionCount" not in deploy["status"]
 
 
 def _set(name: str, revision: int, replicas: int, desired: str | None = None) -> dict:

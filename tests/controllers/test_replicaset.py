@@ -5,6 +5,8 @@ serves their scale subresource."""
 from __future__ import annotations
 
 
+import asyncio
+
 import msgspec
 import pytest
 
@@ -13,9 +15,10 @@ from corral.controllers.replicaset import ReplicaSetController
 from corral.server import errors
 from corral.server.rest import WriteOptions
 from corral.server.scale import get_scale, write_scale
+from corral.store import EventType
 from corral.testing.builders import make_pod
 from corral.testing.clock import FakeClock
-from corral.testing.server import running_server
+from corral.testing.server import LateCache, running_server
 from corral.testing.waiting import until
 
 RS, PODS = by_kind("ReplicaSet"), by_kind("Pod")
@@ -118,6 +121,34 @@ async def test_matching_orphans_are_adopted_surplus_deleted_and_pods_that_stop_m
     replaced = await until(lambda: active(api), lambda ps: len(ps) == 1 and ps[0]["metadata"]["name"] != name)
     assert replaced[0]["metadata"]["name"].startswith("web-")
     assert owner_names((await api.current(PODS, "default", name)).obj) == []
+
+
+async def test_pods_it_adopted_count_as_its_replicas_even_when_its_cache_hears_of_the_adoption_late(
+        server, monkeypatch):
+    """On etcd a server's own writes reach its cache a moment after they are acknowledged. A sync
+    that adopted orphans waits for them before it counts its pods: counting first, it would create
+    a pod for every replica it had just adopted (and then delete as many)."""
+    api = server.api
+    strays = ["stray-a", "stray-b"]
+    for name in strays:
+        pod = make_pod(name).obj
+        pod["metadata"].pop("uid")
+        pod["metadata"]["labels"] = {"app": "web"}
+        await api.create(PODS, "default", pod, OPTS)
+    await api.cache.wait_consistent()
+    created: list[str] = []
+    api.cache.on_event.append(lambda e: e.type is EventType.ADDED and e.key.startswith(PODS.store_prefix)
+                              and created.append(e.key))
+    late = LateCache(api.cache, monkeypatch)
+    late.hold_from(lambda batch: any(e.key.startswith(PODS.store_prefix) for e in batch))
+    await api.create(RS, "default", replica_set(replicas=2), OPTS)
+    await until(lambda: asyncio.sleep(0, late.held_events()), lambda held: len(held) >= 2)  # both adopted
+    await asyncio.sleep(0.5)  # what the sync would create on counting too early, it creates now
+    late.release()
+    owned = await until(lambda: active(api), lambda ps: len(ps) == 2)
+    assert [p["metadata"]["name"] for p in owned] == strays
+    await api.cache.wait_consistent()
+    assert created == []
 
 
 async def test_ready_pods_are_available_only_after_min_ready_seconds(tmp_path):

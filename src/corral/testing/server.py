@@ -19,7 +19,7 @@ from corral.pki.kubeconfig import Credentials, load_credentials
 from corral.server.app import Server, ServerConfig
 from corral.testing.process import child_env
 
-__all__ = ["ServerProcess", "running_server", "recorded_events", "record_writes"]
+__all__ = ["ServerProcess", "running_server", "recorded_events", "record_writes", "LateCache"]
 
 
 class ServerProcess:
@@ -148,3 +148,35 @@ def record_writes(api: Any, monkeypatch: Any) -> list[tuple[str, tuple]]:
     for verb in ("create", "update", "patch", "delete"):
         monkeypatch.setattr(api, verb, lambda *a, _verb=verb, **k: writes.append((_verb, a[:3])))
     return writes
+
+
+class LateCache:
+    """An in-process server's watch cache made to hear of writes late, as it does on etcd, where even
+    this server's own writes come back through etcd's watch a moment after they are acknowledged.
+    :meth:`hold_from` arms it: from the first batch of store events ``starts`` accepts, every batch is
+    kept back (``held``) until :meth:`release` applies them, in their order."""
+
+    def __init__(self, cache: Any, monkeypatch: Any) -> None:
+        self._apply = cache._apply
+        self._starts: Any = None
+        self.held: list[list[Any]] | None = None
+        monkeypatch.setattr(cache, "_apply", self._maybe_apply)
+
+    def _maybe_apply(self, batch: list[Any]) -> None:
+        if self.held is None and self._starts is not None and self._starts(batch):
+            self.held = []
+        if self.held is None:
+            self._apply(batch)
+        else:
+            self.held.append(batch)
+
+    def hold_from(self, starts: Any) -> None:
+        self._starts = starts
+
+    def held_events(self) -> list[Any]:
+        return [event for batch in self.held or () for event in batch]
+
+    def release(self) -> None:
+        held, self.held, self._starts = self.held or [], None, None
+        for batch in held:
+            self._apply(batch)
