@@ -4,6 +4,7 @@ nodes as they change, rolled out within maxUnavailable, and its status."""
 
 from __future__ import annotations
 
+import asyncio
 import copy
 
 import pytest
@@ -12,7 +13,7 @@ from corral.api.resources import by_kind
 from corral.controllers.daemonset import HASH_LABEL, DaemonSetController, eligible
 from corral.server.rest import WriteOptions
 from corral.testing.builders import NodeBuilder
-from corral.testing.server import running_server
+from corral.testing.server import LateCache, running_server
 
 SETS, PODS, NODES = by_kind("DaemonSet"), by_kind("Pod"), by_kind("Node")
 OPTS = WriteOptions(warn=False)
@@ -392,6 +393,15 @@ def test_a_daemon_runs_where_its_tolerations_and_the_daemon_ones_cover_every_har
     assert eligible({"tolerations": tolerations}, node) is fits
 
 
+def test_a_taint_stored_without_a_value_is_tolerated_by_its_key_with_no_value_as_by_an_empty_one():
+    """`kubectl taint nodes n7 dedicated:NoSchedule` leaves the value out (it is omitempty)."""
+    node = NodeBuilder("n7").obj
+    node["spec"]["taints"] = [{"key": "dedicated", "effect": "NoSchedule"}]
+    assert eligible({"tolerations": [{"key": "dedicated", "operator": "Equal"}]}, node)
+    assert eligible({"tolerations": [{"key": "dedicated", "operator": "Equal", "value": ""}]}, node)
+    assert not eligible({"tolerations": [GPU]}, node)
+
+
 def test_node_affinity_terms_are_ored_their_expressions_anded_and_fields_match_the_node_name():
     zone_a, big, small = _expr("zone", "In", "a"), _expr("kind", "In", "big"), _expr("kind", "In", "small")
     assert eligible(_affinity({"matchExpressions": [zone_a, big]}), NODE)
@@ -442,6 +452,71 @@ async def test_during_a_surge_a_node_counts_its_old_daemon_until_it_is_gone(harn
     await harness.sync()
     status = await harness.status()
     assert (status["currentNumberScheduled"], status["updatedNumberScheduled"], status["numberReady"]) == (3, 0, 3)
+
+
+async def test_rolled_back_mid_surge_a_node_counts_its_older_daemon_even_when_that_is_the_current_one(harness):
+    """A surge's new daemon ready beside an old one that stopped being ready, and then the template
+    rolled back to the old one's: both stay (the current one is not available yet), and the node
+    is counted by its older daemon, the current revision's, as Kubernetes counts."""
+    api = harness.api
+    obj = daemon_set()
+    obj["spec"]["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    await api.create(SETS, "default", obj, OPTS)
+    await harness.sync()
+    await harness.bind_ready()
+    first = {node: pod["metadata"]["name"] for node, pod in (await harness.pods()).items()}
+    await asyncio.sleep(1.1)  # creation times have one-second resolution: the surge's daemon is younger
+
+    async def set_template(image: str) -> None:
+        current = copy.deepcopy((await api.current(SETS, "default", "agent")).obj)
+        current["spec"]["template"]["spec"]["containers"][0]["image"] = image
+        await api.update(SETS, "default", "agent", current, OPTS)
+
+    async def set_ready(name: str, ready: bool) -> None:
+        pod = (await api.current(PODS, "default", name)).obj
+        status = {"phase": "Running", "conditions": [{"type": "Ready", "status": str(ready),
+                                                      "lastTransitionTime": "2030-01-01T00:00:00Z"}]}
+        await api.update(PODS, "default", name, {**pod, "status": status}, OPTS, subresource="status")
+
+    await set_template("busybox:1.37")
+    await harness.sync()  # one new daemon beside the old one on n1 (maxSurge 1)
+    await api.cache.wait_consistent()
+    (surged,) = [r.obj["metadata"]["name"] for r in api.cache.items(PODS.store_prefix)
+                 if r.obj["metadata"]["name"] not in first.values()]
+    await api.bind("default", surged, {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": surged},
+                                       "target": {"kind": "Node", "name": "n1"}}, OPTS)
+    await set_ready(surged, True)
+    await set_ready(first["n1"], False)
+    await set_template("busybox:1.36")
+    await harness.sync()
+    await api.cache.wait_consistent()
+    assert {r.obj["metadata"]["name"] for r in api.cache.items(PODS.store_prefix)} == {*first.values(), surged}
+    status = await harness.status()
+    assert (status["currentNumberScheduled"], status["updatedNumberScheduled"], status["numberReady"]) == (3, 3, 2)
+
+
+@pytest.mark.parametrize("change", ["edited", "deleted"])
+async def test_a_status_write_that_lost_to_a_newer_change_is_left_to_the_sync_that_change_brings(
+        harness, monkeypatch, change):
+    """The sync read the DaemonSet from its cache, and meanwhile someone edited it (409) or deleted it
+    (404): the sync ends quietly, for the change's own event brings the key back, instead of failing
+    and being retried with backoff."""
+    api = harness.api
+    await api.create(SETS, "default", daemon_set(), OPTS)
+    await harness.sync()
+    await harness.bind_ready()
+    await api.cache.wait_consistent()
+    late = LateCache(api.cache, monkeypatch)
+    late.hold_from(lambda batch: True)  # the controller's view stays as it is now
+    if change == "edited":
+        await api.patch(SETS, "default", "agent", {"metadata": {"labels": {"team": "infra"}}}, "merge", OPTS)
+    else:
+        await api.delete(SETS, "default", "agent", None, None, None)
+    assert late.held_events()
+    harness.controller.reset()
+    harness.controller.initial_keys()
+    assert await harness.controller.sync(SETS.key("default", "agent")) is None  # 3 now ready: a status to write
+    late.release()
 
 
 async def test_a_settled_daemon_set_is_synced_without_a_single_write(harness, monkeypatch):
