@@ -141,6 +141,53 @@ async def test_recreate_removes_every_old_pod_before_it_makes_a_new_one(server):
     assert set() in mixed  # there was a moment with none
 
 
+async def test_recreate_waits_until_the_old_pods_have_stopped_not_only_until_they_are_told_to(server):
+    """Old pods on a node stop within their grace period: until their agent reports them gone they
+    still run (holding a port, a volume, a lock), and Recreate makes no new pod meanwhile, as
+    Kubernetes waits for every old pod out of a running phase."""
+    from corral.testing.builders import NodeBuilder
+
+    api = server.api
+    await api.create(by_kind("Node"), None, NodeBuilder("n1").obj, OPTS)
+
+    async def on_node() -> None:  # binds each new pod to n1, and runs it; stopping is left to the test
+        while True:
+            for pod in live_pods(api):
+                name = pod["metadata"]["name"]
+                with contextlib.suppress(errors.ApiError):
+                    if not pod["spec"].get("nodeName"):
+                        await api.bind("default", name, {"apiVersion": "v1", "kind": "Binding", "metadata": {
+                            "name": name}, "target": {"kind": "Node", "name": "n1"}}, OPTS)
+                    elif not is_ready(pod) and not pod["metadata"].get("deletionTimestamp"):
+                        status = {"phase": "Running", "conditions": [
+                            {"type": "Ready", "status": "True", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}
+                        await api.update(PODS, "default", name, {**pod, "status": status}, OPTS, subresource="status")
+            await asyncio.sleep(0.05)
+
+    def pods_of(image: str) -> list[dict]:
+        return [r.obj for r in api.cache.items(PODS.store_prefix) if r.obj["spec"]["containers"][0]["image"] == image]
+
+    running = asyncio.create_task(on_node())
+    try:
+        await api.create(DEPLOYS, "default", deployment(replicas=2, strategy={"type": "Recreate"}), OPTS)
+        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 2))
+        await set_image(api, "web:2")
+        stopping = await until(lambda: asyncio.sleep(0, pods_of("web:1")),
+                               lambda ps: len(ps) == 2 and all(p["metadata"].get("deletionTimestamp") for p in ps))
+        await asyncio.sleep(0.5)  # the old ReplicaSet's count is 0 by now: terminating pods are not replicas
+        assert pods_of("web:2") == []
+        for pod in stopping:  # what the agent reports once the containers have exited
+            current = (await api.current(PODS, "default", pod["metadata"]["name"])).obj
+            await api.update(PODS, "default", pod["metadata"]["name"], {**current, "status": {"phase": "Terminated"}},
+                             OPTS, subresource="status")
+        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 2))
+        assert pods_of("web:1") == [] and len(pods_of("web:2")) == 2
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+
+
 async def test_going_back_to_an_earlier_template_reuses_its_replica_set_as_the_newest_revision(server):
     api = server.api
     async with kubelet(api):
@@ -338,7 +385,10 @@ def _set(name: str, revision: int, replicas: int, desired: str | None = None) ->
                  id="a set already scaled for 8 takes nothing of what rounding leaves"),
     pytest.param([("a", 1, 1, None), ("b", 2, 3, "x")], 8, [2, 6],
                  id="without a readable annotation a set was scaled for the current total"),
+    pytest.param([("a", 1, 3, "7"), ("b", 2, 2, None)], 5, [3, 2],
+                 id="a set without the annotation counts as scaled for this size: what is left goes to the other"),
     pytest.param([("a", 1, 0, "4"), ("b", 2, 0, "4")], 3, [0, 3], id="all at 0: the newest takes them all"),
+    pytest.param([("a", 1, 0, "0")], 3, [3], id="a Deployment scaled back up from 0: its newest set alone"),
     pytest.param([], 3, [], id="no sets"),
 ])
 def test_a_paused_deployment_shares_its_replicas_among_its_sets_in_proportion(sets, wanted, counts):

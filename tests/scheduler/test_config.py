@@ -135,22 +135,19 @@ def test_files_that_cannot_be_read_or_parsed_are_named(tmp_path):
 
 
 def test_a_file_is_read_as_utf_8_whatever_the_locale(tmp_path):
-    """A config written in UTF-8 (a comment in French) reads the same in a process whose locale
-    encoding is ASCII (the C locale with Python's UTF-8 mode and locale coercion off)."""
-    import subprocess
-    import sys
-
-    from corral.testing.process import child_env
+    """A config written in UTF-8 (a comment in French) reads the same under a locale whose encoding
+    is ASCII (the C locale, as a process gets with Python's UTF-8 mode and locale coercion off)."""
+    import locale
 
     path = tmp_path / "sched.yaml"
     path.write_text("# réglages du planificateur\ntieBreak: name\n", encoding="utf-8")
-    code = ("import sys; from corral.scheduler.profiles import load_config; "
-            "print(sys.getfilesystemencoding(), load_config(sys.argv[1]).tie_break)")
-    env = child_env({"LC_ALL": "C", "LANG": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"})
-    done = subprocess.run([sys.executable, "-c", code, str(path)], env=env, capture_output=True, text=True,
-                          timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.split() == ["ascii", "name"]
+    before = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        assert locale.getencoding() == "ANSI_X3.4-1968"  # ASCII: what open() would decode with
+        assert load_config(str(path)).tie_break == "name"
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)
 
 
 class ScoreOnly(Plugin):

@@ -130,6 +130,23 @@ def test_a_key_file_that_is_not_name_and_32_bytes_is_refused_naming_the_line(tmp
     assert isinstance(EncryptedStore(None, Sealer(keys)), EncryptedStore)  # type: ignore[arg-type]
 
 
+def test_a_key_file_is_read_as_utf_8_whatever_the_locale(tmp_path):
+    """An operator's comment in UTF-8 (a name with an accent) reads the same under a locale whose
+    encoding is ASCII (the C locale, as a process gets with Python's UTF-8 mode and coercion off)."""
+    import locale
+
+    path = tmp_path / "keys"
+    key = os.urandom(32)
+    path.write_text(f"# tournée le 1er mars par Zoë\nkey1:{base64.b64encode(key).decode()}\n", encoding="utf-8")
+    before = locale.setlocale(locale.LC_CTYPE)
+    locale.setlocale(locale.LC_CTYPE, "C")
+    try:
+        assert locale.getencoding() == "ANSI_X3.4-1968"  # ASCII: what open() would decode with
+        assert load_keys(str(path)) == [("key1", key)]
+    finally:
+        locale.setlocale(locale.LC_CTYPE, before)
+
+
 def key_line(name: str) -> str:
     return f"{name}:{base64.b64encode(os.urandom(32)).decode()}\n"
 

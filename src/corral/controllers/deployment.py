@@ -12,7 +12,8 @@ ReplicaSets changes):
 2. **Rollout.** *RollingUpdate*: the new ReplicaSet grows while all ReplicaSets together stay within
    ``replicas + maxSurge``; the old ones shrink — their unavailable pods first — while the available
    pods stay at least ``replicas - maxUnavailable``. *Recreate*: the old ones go to zero, and the new
-   one grows only once none of their pods is left. Scaling a Deployment that is not rolling out
+   one grows only once none of their pods is left, or left running: a pod being deleted still runs
+   until its agent reports it stopped (its key is queued again when one of them goes). Scaling a Deployment that is not rolling out
    changes the new ReplicaSet alone.
 3. **History.** Old ReplicaSets scaled to zero beyond ``revisionHistoryLimit`` are deleted, oldest first.
 4. **Status.** The counts kubectl shows (``READY UP-TO-DATE AVAILABLE``) and two conditions:
@@ -44,6 +45,7 @@ from corral.store import Event, EventType
 __all__ = ["DeploymentController", "REVISION", "HASH_LABEL", "template_hash"]
 
 REVISION = "deployment.kubernetes.io/revision"
+FINISHED = ("Succeeded", "Failed")  # pod phases out of which a pod no longer runs
 DESIRED = "deployment.kubernetes.io/desired-replicas"  # the Deployment's size a ReplicaSet was last scaled for
 HASH_LABEL = "pod-template-hash"
 # Annotations of a Deployment its ReplicaSets do not inherit (kubectl's own, and the revision).
@@ -135,7 +137,7 @@ class DeploymentController(QueuedController):
     def __init__(self, api: ResourceAPI, *, clock=time.time) -> None:
         super().__init__(api)
         self.clock = clock
-        self._deploys, self._rs = by_kind("Deployment"), by_kind("ReplicaSet")
+        self._deploys, self._rs, self._pods = by_kind("Deployment"), by_kind("ReplicaSet"), by_kind("Pod")
         self._owned: dict[str, set[str]] = {}  # deployment uid → keys of the ReplicaSets it controls
         self._rs_owner: dict[str, str] = {}  # ReplicaSet key → its deployment's uid
         self._by_uid: dict[str, str] = {}  # deployment uid → its key
@@ -181,6 +183,8 @@ class DeploymentController(QueuedController):
                 return ()
             self._by_uid[uid] = key
             return (key,)
+        if key.startswith(self._pods.store_prefix):
+            return self._stopped(event)
         if not key.startswith(self._rs.store_prefix):
             return ()
         before = self._index_rs(key, None if deleted else event.record.obj)
@@ -191,6 +195,22 @@ class DeploymentController(QueuedController):
             prefix = f"{self._deploys.store_prefix}{namespace}/"
             keys.update(k for k in self._by_uid.values() if k.startswith(prefix))
         return keys
+
+    def _stopped(self, event: Event) -> tuple[str, ...]:
+        """A pod of one of a Recreate Deployment's ReplicaSets gone or finished: the Deployment, which
+        may be waiting for it (a pod's other changes reach it through its ReplicaSet's status)."""
+        pod = event.record.obj
+        if event.type is not EventType.DELETED and (pod.get("status") or {}).get("phase") not in FINISHED:
+            return ()
+        ref = controller_of(pod)
+        if ref is None or ref.get("kind") != "ReplicaSet":
+            return ()
+        uid = self._rs_owner.get(self._rs.key(pod["metadata"]["namespace"], ref.get("name", "")))
+        key = self._by_uid.get(uid) if uid else None
+        record = self.api.cache.get(key) if key else None
+        if record is None or ((record.obj.get("spec") or {}).get("strategy") or {}).get("type") != "Recreate":
+            return ()
+        return (record.key,)
 
     # --- one Deployment --------------------------------------------------------------------------------
 
@@ -371,9 +391,24 @@ class DeploymentController(QueuedController):
         for rs in old:
             if _replicas(rs):
                 await self._set_replicas(deploy, rs, 0)
-        if any(_replicas(rs) or _status_count(rs, "replicas") for rs in old):
-            return  # old pods still there: the new ones wait
-        await self._set_replicas(deploy, new, deploy["spec"]["replicas"])
+        wanted = deploy["spec"]["replicas"]
+        if _replicas(new) < wanted and self._still_running(old):
+            return  # old pods still there, or told to stop and not stopped yet: the new ones wait
+        await self._set_replicas(deploy, new, wanted)
+
+    def _still_running(self, old: list[Obj]) -> bool:
+        """Whether a pod of ``old`` is there and not finished (one being deleted included: it runs
+        until its agent reports it stopped), as Kubernetes' Recreate waits for them."""
+        uids = {rs["metadata"]["uid"] for rs in old}
+        if not uids:
+            return False
+        namespace_prefix = f"{self._pods.store_prefix}{old[0]['metadata']['namespace']}/"
+        for record in self.api.cache.items(self._pods.store_prefix, namespace_prefix):
+            ref = controller_of(record.obj)
+            if ref is not None and ref.get("uid") in uids and (record.obj.get("status") or {}).get(
+                    "phase") not in FINISHED:
+                return True
+        return False
 
     async def _set_replicas(self, deploy: Obj, rs: Obj, replicas: int) -> None:
         before = _replicas(rs)
