@@ -18,7 +18,7 @@ from corral.scheduler.cache.node_table import parse_timestamp
 from corral.server import errors
 from corral.server.rest import WriteOptions
 from corral.testing.clock import FakeClock
-from corral.testing.server import recorded_events, running_server
+from corral.testing.server import record_writes, recorded_events, running_server
 
 CRONJOBS, JOBS = by_kind("CronJob"), by_kind("Job")
 OPTS = WriteOptions(warn=False)
@@ -398,6 +398,28 @@ async def test_a_status_write_that_finds_the_cronjob_changed_or_gone_is_dropped(
     monkeypatch.setattr(harness.api, "update", update)
     await harness.sync()
     assert (await harness.status())["lastScheduleTime"]  # written on the next sync
+
+
+async def test_a_status_write_that_finds_the_cronjob_gone_is_dropped(harness, monkeypatch):
+    update = harness.api.update
+
+    async def gone_meanwhile(resource, namespace, name, obj, opts, subresource=None):
+        if resource is CRONJOBS and subresource == "status":  # deleted first: this one is a 404
+            await harness.api.delete(CRONJOBS, namespace, name, None, None, None)
+        return await update(resource, namespace, name, obj, opts, subresource=subresource)
+
+    monkeypatch.setattr(harness.api, "update", gone_meanwhile)
+    harness.clock.now = _next_five(harness.clock()) + 1
+    await harness.sync()  # no error: the delete's own event tells the controller it is gone
+    assert len(await harness.jobs()) == 1
+
+
+async def test_a_settled_cronjob_is_synced_without_a_single_write(harness, monkeypatch):
+    harness.clock.now = _next_five(harness.clock()) + 1
+    await harness.sync()  # its job made, its status written
+    writes = record_writes(harness.api, monkeypatch)
+    await harness.sync()
+    assert writes == []
 
 
 async def test_its_own_history_limits_keep_the_newest_finished_jobs_by_creation(harness):

@@ -15,7 +15,7 @@ from corral.server import errors
 from corral.server.rest import WriteOptions
 from corral.server.scale import write_scale
 from corral.store import EventType
-from corral.testing.server import LateCache
+from corral.testing.server import LateCache, record_writes, running_server
 from corral.testing.waiting import until
 
 DEPLOYS, RS, PODS = by_kind("Deployment"), by_kind("ReplicaSet"), by_kind("Pod")
@@ -296,14 +296,37 @@ async def test_each_scaling_of_a_replica_set_is_an_event_on_the_deployment(serve
         await until(lambda: the_deployment(api), lambda d: rolled_out(d, 2))
     old, new = (rs["metadata"]["name"] for rs in await replica_sets(api))
 
-    async def told() -> list[str]:
+    async def told() -> list[tuple[str, str]]:
         await api.cache.wait_consistent()
-        return sorted(e.obj["message"] for e in api.cache.items(by_kind("Event").store_prefix)
+        return sorted((e.obj["type"], e.obj["message"]) for e in api.cache.items(by_kind("Event").store_prefix)
                       if e.obj["involvedObject"]["kind"] == "Deployment" and e.obj["reason"] == "ScalingReplicaSet")
 
     assert await until(told, lambda ms: len(ms) == 3) == sorted([
-        f"Scaled up replica set {old} from 0 to 2", f"Scaled down replica set {old} from 2 to 0",
-        f"Scaled up replica set {new} from 0 to 2"])
+        ("Normal", f"Scaled up replica set {old} from 0 to 2"), ("Normal", f"Scaled down replica set {old} from 2 to 0"),
+        ("Normal", f"Scaled up replica set {new} from 0 to 2")])
+
+
+@pytest.mark.parametrize("how", ["RollingUpdate", "Recreate", "paused"])
+async def test_a_settled_deployment_is_synced_without_a_single_write_and_its_set_says_the_size_it_was_scaled_for(
+        server, monkeypatch, how):
+    from corral.controllers.deployment import DESIRED, DeploymentController
+
+    api = server.api
+    async with kubelet(api):
+        await api.create(DEPLOYS, "default", deployment(replicas=3, strategy={
+            "type": "Recreate" if how == "Recreate" else "RollingUpdate"}), OPTS)
+        await until(lambda: the_deployment(api), rolled_out)
+        if how == "paused":
+            await api.patch(DEPLOYS, "default", "web", {"spec": {"paused": True}}, "merge", OPTS)
+        await write_scale(api, DEPLOYS, "default", "web", {"spec": {"replicas": 2}}, OPTS, "merge")
+        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 2))
+    (rs,) = await replica_sets(api)
+    assert rs["metadata"]["annotations"][DESIRED] == "2"
+    controller = DeploymentController(api)
+    controller.initial_keys()
+    writes = record_writes(api, monkeypatch)
+    await controller.sync(DEPLOYS.key("default", "web"))
+    assert writes == []
 
 
 async def test_a_paused_deployment_mid_rollout_scales_its_replica_sets_in_proportion(server):
@@ -365,6 +388,41 @@ async def test_replica_sets_it_adopted_are_its_own_even_when_its_cache_hears_of_
         sets = await replica_sets(api)
     assert [rs["metadata"]["uid"] for rs in sets] == [first["metadata"]["uid"]]
     assert added == [] and "collisionCount" not in deploy["status"]
+
+
+async def test_a_replica_set_changed_since_the_controller_last_saw_it_is_not_written_over(tmp_path, monkeypatch):
+    """Its writes name the version of the ReplicaSet they were decided on: one that someone else has
+    changed meanwhile (here `kubectl scale rs` to 5, which the controller has not heard of yet) is
+    refused, not applied to the newer version, and the sync is tried again on what is now in view."""
+    from corral.controllers.deployment import DeploymentController
+
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        controller = DeploymentController(api)
+        key = DEPLOYS.key("default", "web")
+        await api.create(DEPLOYS, "default", deployment(replicas=3), OPTS)
+        await api.cache.wait_consistent()
+        controller.initial_keys()
+        await controller.sync(key)  # its ReplicaSet, of 3
+        (rs,) = await replica_sets(api)
+        await write_scale(api, DEPLOYS, "default", "web", {"spec": {"replicas": 2}}, OPTS, "merge")
+        await api.cache.wait_consistent()
+        controller.reset()
+        controller.initial_keys()
+        late = LateCache(api.cache, monkeypatch)
+        late.hold_from(lambda batch: True)
+        await write_scale(api, RS, "default", rs["metadata"]["name"], {"spec": {"replicas": 5}}, OPTS, "merge")
+        syncing = asyncio.ensure_future(controller.sync(key))  # decides on 3: to 2
+        await asyncio.sleep(0.3)  # its write lost to the newer version: it waits to hear of that one
+        late.release()
+        with pytest.raises(errors.ApiError) as refused:
+            await syncing
+        assert refused.value.code == 409
+        assert (await api.current(RS, "default", rs["metadata"]["name"])).obj["spec"]["replicas"] == 5
+        controller.reset()
+        controller.initial_keys()
+        await controller.sync(key)
+        assert [r["spec"]["replicas"] for r in await replica_sets(api)] == [2]
 
 
 def _set(name: str, revision: int, replicas: int, desired: str | None = None) -> dict:
