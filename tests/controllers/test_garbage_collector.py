@@ -13,7 +13,7 @@ from corral.client.rest import ApiError as ClientError
 from corral.controllers.garbage_collector import GarbageCollector
 from corral.server.rest import WriteOptions
 from corral.testing.builders import make_pod
-from corral.testing.server import running_server
+from corral.testing.server import LateCache, running_server
 from corral.testing.waiting import until
 
 RS, PODS = by_kind("ReplicaSet"), by_kind("Pod")
@@ -200,3 +200,31 @@ async def test_what_one_sync_does_with_each_kind_of_owner_reference(tmp_path):
         left = {p["metadata"]["name"]: p["metadata"].get("ownerReferences") for p in await pods(api)}
         assert left == {"gone-and-orphaning": None,  # released by its orphaning owner: kept, owned by nobody
                         "unknown-kind": [widget]}  # a kind corral does not serve is never judged gone
+
+
+@pytest.mark.parametrize("meanwhile", ["another finalizer removed", "finalized and gone"])
+async def test_an_owner_changed_since_the_collector_saw_it_keeps_that_change(tmp_path, monkeypatch, meanwhile):
+    """The collector removes its finalizer from the owner as it last saw it, naming that version: an
+    owner someone changed meanwhile (another finalizer removed, which a stale write would put back
+    and keep the owner forever; or finalized and gone) is left as it is, and the next sync works on
+    what is then in view."""
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        obj = replica_set(replicas=0)
+        obj["metadata"]["finalizers"] = ["example.com/audit"]
+        await api.create(RS, "default", obj, OPTS)
+        await api.delete(RS, "default", "web", None, None, None, propagation="Orphan")
+        assert (await the_replica_set(api))["metadata"]["finalizers"] == ["example.com/audit", "orphan"]
+        collector = GarbageCollector(api)
+        collector.initial_keys()
+        late = LateCache(api.cache, monkeypatch)
+        late.hold_from(lambda batch: True)
+        left = ["orphan"] if meanwhile == "another finalizer removed" else None
+        await api.patch(RS, "default", "web", {"metadata": {"finalizers": left}}, "merge", OPTS)
+        syncing = asyncio.ensure_future(collector.sync(RS.key("default", "web")))  # sees both finalizers
+        await asyncio.sleep(0.3)  # its write lost to the newer version: it waits to hear of that one
+        late.release()
+        await syncing  # no error: the change it lost to queues the owner again
+        await api.cache.wait_consistent()
+        await collector.sync(RS.key("default", "web"))
+        assert await the_replica_set(api) is None
