@@ -6,7 +6,7 @@ as many nodes as maxSurge allows."""
 from __future__ import annotations
 
 from corral.api.defaults import rfc3339
-from corral.controllers.node_rollout import HASH_LABEL, plan, pods_by_node
+from corral.controllers.node_rollout import HASH_LABEL, node_of, plan, pods_by_node, revision_of
 
 NOW = 10_000.0
 MIN_READY = 10
@@ -32,6 +32,12 @@ def test_a_second_pod_on_a_node_goes_and_the_current_revisions_is_kept():
     doomed, missing, live = planned(pods, {"n1", "n2", "n3"})  # OnDelete: no budget, nothing else replaced
     assert doomed == ["n1-old", "x"] and missing == ["n3"]
     assert live == {"n1": ["n1-new"], "n2": ["n2-old"]}
+
+
+def test_without_a_surge_a_second_pod_goes_even_while_the_new_one_is_not_available_yet():
+    pods = [pod("n1-old", "n1", "old"), pod("n1-new", "n1", "new", ready_for=None)]
+    doomed, missing, live = planned(pods, {"n1"})
+    assert doomed == ["n1-old"] and missing == [] and live == {"n1": ["n1-new"]}
 
 
 def test_a_surge_lets_the_old_pod_go_once_the_new_one_is_available():
@@ -62,3 +68,31 @@ def test_surge_pods_start_beside_old_ones_on_as_many_nodes_as_max_surge_allows()
             pod("n3-old", "n3", "old"), pod("n4-old", "n4", "old")]
     doomed, missing, _ = planned(pods, {"n1", "n2", "n3", "n4"}, surge=2, max_unavailable=0)
     assert doomed == ["n2-old"] and missing == ["n3"]  # 2 - 1 under way: one more, in name order
+
+
+def test_with_a_surge_available_old_pods_wait_for_their_successors_whatever_max_unavailable_allows():
+    pods = [pod("n1-old", "n1", "old"), pod("n2-old", "n2", "old"), pod("n3-old", "n3", "old", ready_for=None)]
+    doomed, missing, _ = planned(pods, {"n1", "n2", "n3"}, surge=1, max_unavailable=2)
+    assert doomed == ["n3-old"] and missing == ["n1"]  # the unavailable one goes; one surge pod starts
+
+
+def test_a_pod_already_going_is_not_counted_again_by_the_budget():
+    # n1's old pod goes as the second pod on its node; the budget of 1 then takes n2's, not n1's again.
+    pods = [pod("n1-old", "n1", "old", ready_for=50), pod("n1-new", "n1", "new"), pod("n2-old", "n2", "old", ready_for=200)]
+    todo = plan(pods_by_node(pods), {"n1", "n2"}, "new", min_ready=MIN_READY, now=NOW, surge=0, max_unavailable=1)
+    assert sorted(p["metadata"]["name"] for p in todo.doomed) == ["n1-old", "n2-old"]
+
+
+def test_the_node_a_pod_is_for_and_its_revision():
+    bound, unlabelled = pod("a", "n1", "r1"), pod("b", "n1", "r1")
+    unlabelled["metadata"]["labels"] = {}
+    assert (node_of(bound), revision_of(bound), revision_of(unlabelled)) == ("n1", "r1", "")
+
+    def pending(operator: str, values: list[str]) -> dict:
+        return {"metadata": {}, "spec": {"affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchFields": [{"key": "metadata.name", "operator": operator, "values": values}]}]}}}}}
+
+    assert node_of(pending("In", ["n2"])) == "n2"
+    assert node_of(pending("NotIn", ["n2"])) == ""  # not for one node: for none
+    assert node_of(pending("In", ["n2", "n3"])) == ""
+    assert node_of({"metadata": {}, "spec": {}}) == ""

@@ -171,6 +171,20 @@ async def test_a_template_change_rolls_out_within_the_budgets(harness, rolling, 
     assert all(len(ps) == 1 for ps in pods.values())
 
 
+async def test_max_unavailable_lets_that_many_copies_be_replaced_at_once(harness):
+    await harness.api.create(PLACEMENTS, "default", placement(unavailablePeriodSeconds=0, maxUnavailable=2,
+                                                              maxSurge=0), OPTS)
+    await harness.decide("n1", "n2", "n3")
+    await harness.sync()
+    await harness.ready()
+    await harness.sync()
+    current = await harness.stored()
+    current["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"
+    await harness.api.update(PLACEMENTS, "default", "web", current, OPTS)
+    await harness.sync()
+    assert len(await harness.pods()) == 1  # two of the three old copies went at once
+
+
 @pytest.mark.parametrize("rolling, at_least_available, at_most_pods", [
     pytest.param({"maxUnavailable": 0, "maxSurge": 1}, 2, 3, id="maxSurge 1: a new copy first, an old one goes once it is available"),
     pytest.param({"maxUnavailable": 1, "maxSurge": 0}, 1, 2, id="maxUnavailable 1: an old copy goes, then its replacement comes"),

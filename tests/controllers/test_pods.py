@@ -3,7 +3,10 @@ from the owner's, the owner as controller."""
 
 from __future__ import annotations
 
-from corral.controllers.pods import pod_from_template
+import pytest
+
+from corral.api.defaults import rfc3339
+from corral.controllers.pods import is_available, pod_from_template
 
 OWNER = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web-abc", "namespace": "team",
                                                                       "uid": "u-1"}}
@@ -42,3 +45,19 @@ def test_a_pod_for_a_node_adds_its_revision_the_node_affinity_and_only_the_toler
     assert pod["spec"]["tolerations"] == [own, extra]  # its own first, each once
     assert node_of(pod) == "n7" and template["spec"]["tolerations"] == [own]
     assert pod_for_node(OWNER, template, "n7", "rev-1")["spec"]["tolerations"] == [own]  # none to add
+
+
+def ready_pod(since: float) -> dict:
+    return {"metadata": {}, "status": {"phase": "Running", "conditions": [
+        {"type": "Ready", "status": "True", "lastTransitionTime": rfc3339(since)}]}}
+
+
+@pytest.mark.parametrize("ready_for, min_ready, available", [
+    (0.5, 1, False),  # one second asked, half a second ready
+    (1.0, 1, True),
+    (-30.0, 0, True),  # its agent's clock ahead of this one: without minReadySeconds, ready is available
+    (-30.0, 1, False),
+])
+def test_a_pod_is_available_once_ready_for_min_ready_seconds(ready_for, min_ready, available):
+    now = 1_800_000_000.5  # times are written to the second: now - 0.5 is one exactly
+    assert is_available(ready_pod(now - ready_for), min_ready, now) is available

@@ -97,6 +97,14 @@ async def test_scaling_down_deletes_not_ready_pods_before_ready_ones_and_newest_
     left = await until(lambda: active(api), lambda ps: len(ps) == 1)
     assert left[0]["metadata"]["name"] == keep
 
+    async def told() -> list[tuple[str, str]]:
+        await api.cache.wait_consistent()
+        return sorted((e.obj["type"], e.obj["message"]) for e in api.cache.items(by_kind("Event").store_prefix)
+                      if e.obj["reason"] == "SuccessfulDelete")
+
+    gone = sorted(p["metadata"]["name"] for p in made if p["metadata"]["name"] != keep)
+    assert await until(told, lambda es: len(es) == 2) == [("Normal", f"Deleted pod: {name}") for name in gone]
+
 
 async def test_matching_orphans_are_adopted_surplus_deleted_and_pods_that_stop_matching_released(server):
     api = server.api
