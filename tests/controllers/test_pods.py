@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from corral.api.defaults import rfc3339
-from corral.controllers.pods import is_available, pod_from_template
+from corral.controllers.pods import deletion_order, is_available, pod_from_template, ready_since
 
 OWNER = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web-abc", "namespace": "team",
                                                                       "uid": "u-1"}}
@@ -61,3 +61,43 @@ def ready_pod(since: float) -> dict:
 def test_a_pod_is_available_once_ready_for_min_ready_seconds(ready_for, min_ready, available):
     now = 1_800_000_000.5  # times are written to the second: now - 0.5 is one exactly
     assert is_available(ready_pod(now - ready_for), min_ready, now) is available
+
+
+def running(name: str = "p", *, node: str | None = "n1", phase: str | None = "Running",
+            ready_since_: float | None = 1000.0, ready: bool = True, restarts: tuple[int | None, ...] = (0,),
+            created: float = 500.0) -> dict:
+    conditions = [] if ready_since_ is None else [{"type": "Ready", "status": str(ready),
+                                                    "lastTransitionTime": rfc3339(ready_since_)}]
+    return {"metadata": {"name": name, "creationTimestamp": rfc3339(created)},
+            "spec": {"nodeName": node} if node else {},
+            "status": {"phase": phase, "conditions": conditions,
+                       "containerStatuses": [{"name": f"c{i}", **({} if n is None else {"restartCount": n})}
+                                             for i, n in enumerate(restarts)]}}
+
+
+@pytest.mark.parametrize("first, then", [
+    pytest.param(running(node=None), running(), id="not yet placed before placed"),
+    pytest.param(running(phase="Pending", ready_since_=None), running(phase="Unknown", ready_since_=None),
+                 id="Pending before Unknown"),
+    pytest.param(running(phase="Unknown", ready_since_=None), running(ready_since_=None), id="Unknown before Running"),
+    pytest.param(running(ready_since_=None), running(), id="not ready before ready"),
+    pytest.param(running(ready_since_=2000.0), running(ready_since_=1000.0), id="ready for less time before longer"),
+    pytest.param(running(restarts=(0, 3)), running(restarts=(2, 0)), id="more restarts (of any container) before fewer"),
+    pytest.param(running(restarts=(1,)), running(restarts=()), id="a restart before no container status at all"),
+    pytest.param(running(restarts=(1,)), running(restarts=(None,)), id="a restart before a status without a count"),
+    pytest.param(running(created=600.0), running(created=500.0), id="newer before older"),
+    pytest.param(running(phase=None, ready_since_=None), running(phase="Unknown", ready_since_=None),
+                 id="no phase yet counts as Pending"),
+    pytest.param(running(ready=False, ready_since_=1000.0, restarts=(3,)), running(ready=False, ready_since_=2000.0),
+                 id="between pods not ready, when they stopped being ready does not count"),
+    pytest.param({"metadata": {"name": "bare", "creationTimestamp": rfc3339(500.0)}, "spec": {}}, running(),
+                 id="a pod without a status yet is not placed, Pending, not ready"),
+])
+def test_a_scale_down_deletes_pods_in_kubernetes_order(first, then):
+    assert sorted([then, first], key=deletion_order) == [first, then]
+    assert sorted([first, then], key=deletion_order) == [first, then]
+
+
+def test_a_pod_never_ready_became_ready_at_time_zero():
+    assert ready_since(running(ready_since_=None)) == 0.0
+    assert ready_since(running(ready_since_=1234.0)) == 1234.0
