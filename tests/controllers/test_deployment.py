@@ -118,10 +118,14 @@ async def test_a_rolling_update_stays_within_max_surge_and_max_unavailable_at_ev
         seen: list[tuple[int, int]] = []
         api.cache.on_event.append(lambda _e: seen.append(
             (len(live_pods(api)), sum(1 for p in live_pods(api) if is_ready(p)))))
+        sizes: list[dict[str, int]] = []  # the ReplicaSets' replicas after each change
+        api.cache.on_event.append(lambda _e: sizes.append(
+            {r.obj["metadata"]["name"]: r.obj["spec"]["replicas"] for r in api.cache.items(RS.store_prefix)}))
         await set_image(api, "web:2")
         await until(lambda: the_deployment(api), rolled_out)
     assert max(total for total, _ in seen) <= max_pods
     assert min(ready for _, ready in seen) >= min_ready
+    assert max(sum(s.values()) for s in sizes) <= max_pods and max(max(s.values()) for s in sizes) == 3
     old, new = await replica_sets(api)
     assert (old["spec"]["replicas"], new["spec"]["replicas"]) == (0, 3)
     assert new["metadata"]["annotations"][REVISION] == "2"
@@ -462,11 +466,15 @@ async def test_scaling_a_rolled_out_deployment_resizes_its_one_replica_set(serve
     async with kubelet(api):
         await api.create(DEPLOYS, "default", deployment(replicas=3), OPTS)
         await until(lambda: the_deployment(api), lambda d: rolled_out(d, 3))
-        await write_scale(api, DEPLOYS, "default", "web", {"spec": {"replicas": 1}}, OPTS, "merge")
-        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 1))
+        sizes: list[int] = []
+        api.cache.on_event.append(lambda e: e.key.startswith(RS.store_prefix) and e.record.obj is not None
+                                  and sizes.append(e.record.obj["spec"]["replicas"]))
+        await write_scale(api, DEPLOYS, "default", "web", {"spec": {"replicas": 2}}, OPTS, "merge")
+        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 2))
+        assert set(sizes) <= {3, 2}  # straight to its new size
         (rs,) = await replica_sets(api)
-        assert rs["spec"]["replicas"] == 1 and rs["metadata"]["annotations"][REVISION] == "1"
-        await until(lambda: asyncio.sleep(0, live_pods(api)), lambda pods: len(pods) == 1)
+        assert rs["spec"]["replicas"] == 2 and rs["metadata"]["annotations"][REVISION] == "1"
+        await until(lambda: asyncio.sleep(0, live_pods(api)), lambda pods: len(pods) == 2)
 
 
 async def test_a_changed_min_ready_seconds_is_passed_to_the_replica_set_without_a_new_revision(server):
