@@ -651,3 +651,14 @@ async def test_metrics_go_to_the_registry_the_server_gives_and_a_scheduler_never
     scheduler.update_gauges()
     assert 'corral_scheduler_pending_pods{queue="active"} 0.0' in generate_latest(registry).decode()
     await scheduler.stop()
+
+
+async def test_without_preemption_a_pod_no_node_fits_is_unschedulable_with_why_alone():
+    h = Harness({"profiles": [{"plugins": {"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}}}]})
+    h.add_node(make_node("a").taint("dedicated", "gpu"))
+    key = h.add_pod(make_pod("p"))
+    await h.run()
+    assert h.pending() == [key]
+    condition = h.writer.conditions[key]
+    assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
+    assert condition["message"] == "0/1 nodes are available: 1 node(s) had untolerated taint(s)."

@@ -1,7 +1,7 @@
 import pytest
 
 from corral.testing.builders import make_node, make_pod
-from corral.testing.scheduler_harness import run_filter, run_score
+from corral.testing.scheduler_harness import filter_result, run_filter, run_score
 
 NODES = [
     make_node("a").zone("z1").labels(disk="ssd", cores="8"),
@@ -78,6 +78,14 @@ def passing(pod) -> set[str]:
 )
 def test_filter(pod, expected):
     assert passing(pod) == expected
+
+
+def test_a_node_the_affinity_rules_out_is_no_place_preemption_could_make_room_on():
+    # Unresolvable (Kubernetes' UnschedulableAndUnresolvable): evicting pods there would not change
+    # the node's labels, so preemption must not look at it.
+    pod = _terms({"matchExpressions": [{"key": "disk", "operator": "In", "values": ["ssd"]}]})
+    result = filter_result("NodeAffinity", NODES, pod)
+    assert [(bool(r.unresolvable), list(r.rows[:3])) for r in result.reasons] == [(True, [False, True, True])]
 
 
 def test_preferred_terms_add_their_weight():

@@ -1,7 +1,7 @@
 import pytest
 
 from corral.testing.builders import make_node, make_pod
-from corral.testing.scheduler_harness import run_filter, run_score
+from corral.testing.scheduler_harness import filter_result, run_filter, run_score
 
 ZONE = "topology.kubernetes.io/zone"
 HOST = "kubernetes.io/hostname"
@@ -36,6 +36,16 @@ def passing(pod, existing=(), nodes=NODES) -> set[str]:
 )
 def test_filter(pod, existing, expected):
     assert passing(pod, existing) == expected
+
+
+def test_a_node_without_the_topology_label_is_no_place_preemption_could_make_room_on():
+    # Kubernetes: a missing label is UnschedulableAndUnresolvable (evicting pods does not add it); a
+    # skew is not (evicting pods of the fuller domain may even it out).
+    nodes = [*NODES, make_node("d")]
+    result = filter_result("PodTopologySpread", nodes, make_pod("p").labels(app="web").spread(1, ZONE, app="web"),
+                           [web("w1", "a")])
+    assert [(bool(r.unresolvable), list(r.rows[:4])) for r in result.reasons] == [
+        (True, [False, False, False, True]), (False, [True, False, False, False])]
 
 
 def test_nodes_without_the_topology_label_are_refused_with_their_own_reason():
