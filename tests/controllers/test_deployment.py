@@ -316,9 +316,10 @@ async def test_a_settled_deployment_is_synced_without_a_single_write_and_its_set
     from corral.controllers.deployment import DESIRED, DeploymentController
 
     api = server.api
+    obj = deployment(replicas=3, strategy={"type": "Recreate" if how == "Recreate" else "RollingUpdate"})
+    obj["metadata"]["annotations"] = {"kubernetes.io/change-cause": "first"}  # its ReplicaSet carries it too
     async with kubelet(api):
-        await api.create(DEPLOYS, "default", deployment(replicas=3, strategy={
-            "type": "Recreate" if how == "Recreate" else "RollingUpdate"}), OPTS)
+        await api.create(DEPLOYS, "default", obj, OPTS)
         await until(lambda: the_deployment(api), rolled_out)
         if how == "paused":
             await api.patch(DEPLOYS, "default", "web", {"spec": {"paused": True}}, "merge", OPTS)
@@ -427,6 +428,49 @@ async def test_a_replica_set_changed_since_the_controller_last_saw_it_is_not_wri
         controller.initial_keys()
         await controller.sync(key)
         assert [r["spec"]["replicas"] for r in await replica_sets(api)] == [2]
+
+
+async def test_the_replica_sets_a_rollout_makes_are_whole_from_their_first_version(server):
+    """Each ReplicaSet as created (not as a later sync mends it): its revision, the size it is made
+    for, the Deployment as controller, minReadySeconds, the template with its hash label; the second
+    one starts within the surge, as kubectl rollout history and status read them."""
+    from corral.controllers.deployment import DESIRED
+
+    api = server.api
+    created: list[dict] = []
+    api.cache.on_event.append(lambda e: e.type is EventType.ADDED and e.key.startswith(RS.store_prefix)
+                              and created.append(e.record.obj))
+    strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
+    spec = deployment(replicas=3, strategy=strategy, minReadySeconds=5)
+    spec["spec"]["template"]["metadata"]["annotations"] = {"team": "web"}
+    async with kubelet(api):
+        await api.create(DEPLOYS, "default", spec, OPTS)
+        await until(lambda: the_deployment(api), rolled_out)
+        await set_image(api, "web:2")
+        deploy = await until(lambda: the_deployment(api), rolled_out)
+    uid = deploy["metadata"]["uid"]
+    assert len(created) == 2
+    for rs, revision, initial, image in ((created[0], "1", 3, "web:1"), (created[1], "2", 1, "web:2")):
+        meta, digest = rs["metadata"], rs["metadata"]["labels"][HASH_LABEL]
+        assert (meta["name"], meta["namespace"]) == (f"web-{digest}", "default")
+        assert meta["labels"] == {"app": "web", HASH_LABEL: digest}
+        assert (meta["annotations"][REVISION], meta["annotations"][DESIRED]) == (revision, "3")
+        assert meta["ownerReferences"] == [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "web", "uid": uid,
+                                            "controller": True, "blockOwnerDeletion": True}]
+        assert (rs["spec"]["replicas"], rs["spec"]["minReadySeconds"]) == (initial, 5)
+        assert rs["spec"]["selector"] == {"matchLabels": {"app": "web", HASH_LABEL: digest}}
+        template = rs["spec"]["template"]
+        assert template["metadata"] == {"labels": {"app": "web", HASH_LABEL: digest}, "annotations": {"team": "web"}}
+        assert template["spec"]["containers"][0]["image"] == image
+    assert deploy["metadata"]["annotations"][REVISION] == "2"
+
+    async def told() -> list[tuple[str, str]]:
+        await api.cache.wait_consistent()
+        return [(e.obj["type"], e.obj["message"]) for e in api.cache.items(by_kind("Event").store_prefix)
+                if e.obj["reason"] == "ScalingReplicaSet" and e.obj["message"].endswith("from 0 to 3")]
+
+    first = created[0]["metadata"]["name"]
+    assert await until(told, bool) == [("Normal", f"Scaled up replica set {first} from 0 to 3")]
 
 
 def _set(name: str, revision: int, replicas: int, desired: str | None = None) -> dict:
