@@ -662,3 +662,20 @@ async def test_without_preemption_a_pod_no_node_fits_is_unschedulable_with_why_a
     condition = h.writer.conditions[key]
     assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
     assert condition["message"] == "0/1 nodes are available: 1 node(s) had untolerated taint(s)."
+    assert [(e["type"], e["involvedObject"]["name"], e["message"]) for e in h.writer.event_objects
+            if e["reason"] == "FailedScheduling"] == [("Warning", "p", condition["message"])]
+
+
+async def test_a_pod_already_saying_why_it_is_unschedulable_is_not_written_again():
+    # A scheduler before this one (a restart, another replica) wrote the condition: same message, no write,
+    # whatever other conditions the pod has besides.
+    h = Harness({"profiles": [{"plugins": {"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}}}]})
+    h.add_node(make_node("a").taint("dedicated", "gpu"))
+    pod = make_pod("p").obj
+    pod["status"]["conditions"] = [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+         "message": "0/1 nodes are available: 1 node(s) had untolerated taint(s)."},
+        {"type": "Ready", "status": "False", "reason": "NotScheduled", "message": "not yet"}]
+    key = h.add_pod(pod)
+    await h.run()
+    assert h.pending() == [key] and h.writer.status_patches == []

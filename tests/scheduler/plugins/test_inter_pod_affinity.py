@@ -141,3 +141,41 @@ def test_existing_pods_preferences_reach_namespaces_their_selector_picks():
     red = run_score("InterPodAffinity", NODES, make_pod("p", "red-ns").labels(app="web"), [carrier],
                     namespaces=namespaces, raw=True)
     assert blue == {"a1": -40.0, "a2": -40.0, "b1": 0.0} and red == {"a1": 0.0, "a2": 0.0, "b1": 0.0}
+
+
+@pytest.mark.parametrize("pod, existing, namespaces", [
+    pytest.param(make_pod("p").anti_affinity(HOST, app="web").anti_affinity(HOST, app="db"),
+                 [make_pod("w").labels(app="web").node("a1"), make_pod("d").labels(app="db").node("b1")], None,
+                 id="two terms of its own, each ruling out a node"),
+    pytest.param(make_pod("p").labels(app="web", tier="front"),
+                 [make_pod("x").anti_affinity(HOST, app="web").node("a1"),
+                  make_pod("y").anti_affinity(HOST, tier="front").node("b1")], None,
+                 id="two existing pods' terms, each ruling out its node"),
+    pytest.param(make_pod("p", "blue-ns").labels(app="web"),
+                 [make_pod("x", "other")._pod_term("podAntiAffinity", True, HOST, {"app": "web"}, namespace_selector={
+                     "matchLabels": {"team": "blue"}}).node("a1")], {"blue-ns": {"team": "blue"}},
+                 id="an existing pod's term selecting namespaces by label"),
+    pytest.param(make_pod("p").anti_affinity(HOST, app="web"), [make_pod("w").labels(app="db").node("a1")], None,
+                 id="nothing to avoid: every node"),
+])
+def test_the_row_by_row_paths_agree_with_the_whole_filter(pod, existing, namespaces):
+    """What the scheduler asks of the nodes a placement changed (filter_rows, filter_one) answers as
+    the whole filter does, for a pod whose rules all hold node by node."""
+    import time
+
+    import numpy as np
+
+    from corral.scheduler.framework.interface import CycleState
+    from corral.scheduler.framework.podinfo import PodInfo
+    from corral.testing.scheduler_harness import _plugin, build_cache
+
+    cache = build_cache(NODES, existing, namespaces)
+    plugin = _plugin("InterPodAffinity", cache, None, time.time)
+    info, state, n = PodInfo.from_object(pod.obj), CycleState(), cache.table.size
+    plugin.pre_filter(state, info)
+    assert plugin.row_local(info)
+    whole = plugin.filter(state, info, cache.table.valid[:n].copy()).passed
+    assert list(plugin.filter_rows(state, info, np.arange(n))) == list(whole)
+    assert [plugin.filter_one(state, info, row) for row in range(n)] == list(whole)
+    expected = set(passing(pod, existing, namespaces))
+    assert {cache.table.names[row] for row in range(n) if whole[row]} == expected
