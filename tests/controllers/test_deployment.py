@@ -473,6 +473,53 @@ async def test_the_replica_sets_a_rollout_makes_are_whole_from_their_first_versi
     assert await until(told, bool) == [("Normal", f"Scaled up replica set {first} from 0 to 3")]
 
 
+@pytest.mark.parametrize("rolling, before, after", [
+    pytest.param({"maxSurge": 0, "maxUnavailable": 1}, [(3, 3), (1, 0), (0, 0)], [3, 0, 0],
+                 id="the budget goes to pods that serve nobody, wherever they are, before available ones"),
+    pytest.param({"maxSurge": 0, "maxUnavailable": 2}, [(3, 1), (1, 0), (0, 0)], [1, 1, 0],
+                 id="oldest first, and no further than the budget"),
+    pytest.param({"maxSurge": "0%", "maxUnavailable": "10%"}, [(4, 4), (0, 0)], [3, 0],
+                 id="budgets that both round to 0 let one pod go at a time"),
+    pytest.param({"maxSurge": 1, "maxUnavailable": 0}, [(0, 0), (2, 2)], [0, 4],
+                 id="the new set grows to the Deployment's size, not past it, however much room the surge leaves"),
+])
+async def test_one_step_of_a_rolling_update_from_a_given_state(tmp_path, rolling, before, after):
+    """ReplicaSets of revisions 1, 2, ... (the last the Deployment's current template) at (replicas,
+    available) ``before``: one sync leaves them at ``after`` replicas, as Kubernetes' rolling update
+    would (4 replicas wanted, so at least 4 - maxUnavailable available)."""
+    from corral.controllers.deployment import DeploymentController
+
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        controller = DeploymentController(api)
+        key = DEPLOYS.key("default", "web")
+
+        async def sync() -> None:
+            await api.cache.wait_consistent()
+            controller.reset()
+            controller.initial_keys()
+            await controller.sync(key)
+            await api.cache.wait_consistent()
+
+        await api.create(DEPLOYS, "default", deployment(replicas=4, strategy={
+            "type": "RollingUpdate", "rollingUpdate": rolling}), OPTS)
+        await sync()
+        for image in range(2, len(before) + 1):
+            await set_image(api, f"web:{image}")
+            await sync()
+        sets = await replica_sets(api)
+        assert [rs["metadata"]["annotations"][REVISION] for rs in sets] == [str(i + 1) for i in range(len(before))]
+        for rs, (replicas, available) in zip(sets, before):
+            name = rs["metadata"]["name"]
+            await write_scale(api, RS, "default", name, {"spec": {"replicas": replicas}}, OPTS, "merge")
+            current = (await api.current(RS, "default", name)).obj
+            await api.update(RS, "default", name, {**current, "status": {
+                "replicas": replicas, "readyReplicas": available, "availableReplicas": available,
+                "observedGeneration": current["metadata"]["generation"]}}, OPTS, subresource="status")
+        await sync()
+        assert [rs["spec"]["replicas"] for rs in await replica_sets(api)] == after
+
+
 def _set(name: str, revision: int, replicas: int, desired: str | None = None) -> dict:
     from corral.controllers.deployment import DESIRED
 
