@@ -152,13 +152,18 @@ async def test_a_second_daemon_pod_on_a_node_is_deleted(harness):
     assert sorted(await harness.pods()) == ["n1", "n2", "n4"]  # pods() asserts one per node
 
 
-async def test_with_max_surge_a_new_daemon_starts_beside_the_old_one_which_goes_once_it_is_available(harness):
-    api = harness.api
+async def surging_and_ready(harness) -> None:
+    """A DaemonSet updated with maxSurge 1 and maxUnavailable 0, its daemons bound and ready."""
     obj = daemon_set()
     obj["spec"]["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
-    await api.create(SETS, "default", obj, OPTS)
+    await harness.api.create(SETS, "default", obj, OPTS)
     await harness.sync()
     await harness.bind_ready()
+
+
+async def test_with_max_surge_a_new_daemon_starts_beside_the_old_one_which_goes_once_it_is_available(harness):
+    api = harness.api
+    await surging_and_ready(harness)
     current = (await api.current(SETS, "default", "agent")).obj
     current["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"
     await api.update(SETS, "default", "agent", current, OPTS)
@@ -459,11 +464,7 @@ async def test_rolled_back_mid_surge_a_node_counts_its_older_daemon_even_when_th
     rolled back to the old one's: both stay (the current one is not available yet), and the node
     is counted by its older daemon, the current revision's, as Kubernetes counts."""
     api = harness.api
-    obj = daemon_set()
-    obj["spec"]["updateStrategy"] = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}}
-    await api.create(SETS, "default", obj, OPTS)
-    await harness.sync()
-    await harness.bind_ready()
+    await surging_and_ready(harness)
     first = {node: pod["metadata"]["name"] for node, pod in (await harness.pods()).items()}
     await asyncio.sleep(1.1)  # creation times have one-second resolution: the surge's daemon is younger
 

@@ -351,14 +351,20 @@ async def test_a_paused_deployment_mid_rollout_scales_its_replica_sets_in_propor
         assert sorted(rs["spec"]["replicas"] for rs in sets) == [1, 2]
 
 
+async def orphaned_replica_set(api) -> dict:
+    """A Deployment of 2 rolled out, then deleted with ``--cascade=orphan``: its ReplicaSet, owned by nobody."""
+    await api.create(DEPLOYS, "default", deployment(replicas=2), OPTS)
+    await until(lambda: the_deployment(api), lambda d: rolled_out(d, 2))
+    (first,) = await replica_sets(api)
+    await api.delete(DEPLOYS, "default", "web", None, None, None, propagation="Orphan")
+    await until(lambda: replica_sets(api), lambda s: len(s) == 1 and not s[0]["metadata"].get("ownerReferences"))
+    return first
+
+
 async def test_a_deployment_applied_again_adopts_the_replica_sets_an_orphaning_delete_left(server):
     api = server.api
     async with kubelet(api):
-        await api.create(DEPLOYS, "default", deployment(replicas=2), OPTS)
-        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 2))
-        (first,) = await replica_sets(api)
-        await api.delete(DEPLOYS, "default", "web", None, None, None, propagation="Orphan")
-        await until(lambda: replica_sets(api), lambda s: len(s) == 1 and not s[0]["metadata"].get("ownerReferences"))
+        first = await orphaned_replica_set(api)
         pods = {p["metadata"]["name"] for p in live_pods(api)}
         await api.create(DEPLOYS, "default", deployment(replicas=2), OPTS)
         sets = await until(lambda: replica_sets(api), lambda s: len(s) == 1 and s[0]["metadata"].get("ownerReferences"))
@@ -374,11 +380,7 @@ async def test_replica_sets_it_adopted_are_its_own_even_when_its_cache_hears_of_
     find none and make another for the same template."""
     api = server.api
     async with kubelet(api):
-        await api.create(DEPLOYS, "default", deployment(replicas=2), OPTS)
-        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 2))
-        (first,) = await replica_sets(api)
-        await api.delete(DEPLOYS, "default", "web", None, None, None, propagation="Orphan")
-        await until(lambda: replica_sets(api), lambda s: len(s) == 1 and not s[0]["metadata"].get("ownerReferences"))
+        first = await orphaned_replica_set(api)
         added: list[str] = []
         api.cache.on_event.append(lambda e: e.type is EventType.ADDED and e.key.startswith(RS.store_prefix)
                                   and added.append(e.key))

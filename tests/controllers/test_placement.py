@@ -142,6 +142,15 @@ async def test_applied_and_available_follow_the_copies_and_the_schedulers_condit
     assert status["available"] == 2 and conditions(status)["Available"] == ("True", "Available")
 
 
+async def placed_and_ready(harness, **spec) -> None:
+    """A Placement of ``spec`` decided onto n1, n2 and n3, its copies made and ready."""
+    await harness.api.create(PLACEMENTS, "default", placement(**spec), OPTS)
+    await harness.decide("n1", "n2", "n3")
+    await harness.sync()
+    await harness.ready()
+    await harness.sync()
+
+
 @pytest.mark.parametrize("rolling, at_most_down, at_most_pods", [
     pytest.param({"maxUnavailable": 1, "maxSurge": 0}, 1, 3, id="maxUnavailable 1: one node at a time without a copy"),
     pytest.param({"maxUnavailable": 0, "maxSurge": 1}, 0, 4, id="maxSurge 1: a new copy beside the old before it goes"),
@@ -151,11 +160,7 @@ async def test_applied_and_available_follow_the_copies_and_the_schedulers_condit
     pytest.param({"maxUnavailable": 0, "maxSurge": "10%"}, 0, 4, id="a percentage of surge rounds up"),
 ])
 async def test_a_template_change_rolls_out_within_the_budgets(harness, rolling, at_most_down, at_most_pods):
-    await harness.api.create(PLACEMENTS, "default", placement(unavailablePeriodSeconds=0, **rolling), OPTS)
-    await harness.decide("n1", "n2", "n3")
-    await harness.sync()
-    await harness.ready()
-    await harness.sync()
+    await placed_and_ready(harness, unavailablePeriodSeconds=0, **rolling)
     current = await harness.stored()
     current["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"
     await harness.api.update(PLACEMENTS, "default", "web", current, OPTS)
@@ -172,12 +177,7 @@ async def test_a_template_change_rolls_out_within_the_budgets(harness, rolling, 
 
 
 async def test_max_unavailable_lets_that_many_copies_be_replaced_at_once(harness):
-    await harness.api.create(PLACEMENTS, "default", placement(unavailablePeriodSeconds=0, maxUnavailable=2,
-                                                              maxSurge=0), OPTS)
-    await harness.decide("n1", "n2", "n3")
-    await harness.sync()
-    await harness.ready()
-    await harness.sync()
+    await placed_and_ready(harness, unavailablePeriodSeconds=0, maxUnavailable=2, maxSurge=0)
     current = await harness.stored()
     current["spec"]["template"]["spec"]["containers"][0]["image"] = "busybox:1.37"
     await harness.api.update(PLACEMENTS, "default", "web", current, OPTS)
@@ -382,12 +382,7 @@ async def test_copies_on_nodes_let_go_leave_while_enough_others_stay_available(h
 
 
 async def test_a_duplicate_copy_on_a_selected_node_does_not_count_as_serving(harness):
-    await harness.api.create(PLACEMENTS, "default", placement(maxUnavailable=0, maxSurge=1,
-                                                              unavailablePeriodSeconds=0), OPTS)
-    await harness.decide("n1", "n2", "n3")
-    await harness.sync()
-    await harness.ready()
-    await harness.sync()
+    await placed_and_ready(harness, maxUnavailable=0, maxSurge=1, unavailablePeriodSeconds=0)
     dup = copy.deepcopy((await harness.pods())["n1"][0])
     dup["metadata"] = {"name": "web-dup", "labels": dup["metadata"]["labels"],
                        "ownerReferences": dup["metadata"]["ownerReferences"]}
