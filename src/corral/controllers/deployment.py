@@ -13,8 +13,8 @@ ReplicaSets changes):
    ``replicas + maxSurge``; the old ones shrink — their unavailable pods first — while the available
    pods stay at least ``replicas - maxUnavailable``. *Recreate*: the old ones go to zero, and the new
    one grows only once none of their pods is left, or left running: a pod being deleted still runs
-   until its agent reports it stopped (its key is queued again when one of them goes). Scaling a Deployment that is not rolling out
-   changes the new ReplicaSet alone.
+   until its agent reports it stopped (its key is queued again when one of them goes). Scaling a
+   Deployment that is not rolling out changes the new ReplicaSet alone.
 3. **History.** Old ReplicaSets scaled to zero beyond ``revisionHistoryLimit`` are deleted, oldest first.
 4. **Status.** The counts kubectl shows (``READY UP-TO-DATE AVAILABLE``) and two conditions:
    Available (at least ``replicas - maxUnavailable`` pods available) and Progressing (a new
@@ -34,7 +34,7 @@ import msgspec
 from corral.api.resources import by_kind
 from corral.api.kinds.apps import percent_or_count
 from corral.api.selectors import SelectorError, label_selector_from_struct
-from corral.controllers.pods import controller_of, owner_reference
+from corral.controllers.pods import FINISHED, controller_of, owner_reference
 from corral.controllers.queued import QueuedController
 from corral.scheduler.cache.node_table import parse_timestamp
 from corral.api.defaults import rfc3339
@@ -45,7 +45,6 @@ from corral.store import Event, EventType
 __all__ = ["DeploymentController", "REVISION", "HASH_LABEL", "template_hash"]
 
 REVISION = "deployment.kubernetes.io/revision"
-FINISHED = ("Succeeded", "Failed")  # pod phases out of which a pod no longer runs
 DESIRED = "deployment.kubernetes.io/desired-replicas"  # the Deployment's size a ReplicaSet was last scaled for
 HASH_LABEL = "pod-template-hash"
 # Annotations of a Deployment its ReplicaSets do not inherit (kubectl's own, and the revision).

@@ -8,7 +8,7 @@ from typing import Any
 
 from corral.scheduler.cache.node_table import parse_timestamp
 
-__all__ = ["controller_of", "is_active", "is_ready", "ready_since", "is_available", "owner_reference",
+__all__ = ["FINISHED", "controller_of", "is_active", "is_ready", "ready_since", "is_available", "owner_reference",
            "pod_from_template", "deletion_order"]
 
 Obj = dict[str, Any]
@@ -22,11 +22,14 @@ def controller_of(obj: Obj) -> Obj | None:
     return None
 
 
+FINISHED = ("Succeeded", "Failed")  # the phases of a pod that no longer runs
+
+
 def is_active(pod: Obj) -> bool:
     """Counted as one of a workload's replicas: not finished, not being deleted."""
     if (pod.get("metadata") or {}).get("deletionTimestamp"):
         return False
-    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    return (pod.get("status") or {}).get("phase") not in FINISHED
 
 
 def _ready_condition(pod: Obj) -> Obj | None:
