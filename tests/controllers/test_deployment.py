@@ -484,25 +484,17 @@ async def test_the_replica_sets_a_rollout_makes_are_whole_from_their_first_versi
                  id="budgets that both round to 0 let one pod go at a time"),
     pytest.param({"maxSurge": 1, "maxUnavailable": 0}, [(0, 0), (2, 2)], [0, 4],
                  id="the new set grows to the Deployment's size, not past it, however much room the surge leaves"),
+    pytest.param({"maxSurge": 1, "maxUnavailable": 1}, [(3, 3, 4), (1, 1)], [2, 1],
+                 id="pods a set was scaled down from and still counts fill the surge: the new set waits for them"),
 ])
 async def test_one_step_of_a_rolling_update_from_a_given_state(tmp_path, rolling, before, after):
     """ReplicaSets of revisions 1, 2, ... (the last the Deployment's current template) at (replicas,
-    available) ``before``: one sync leaves them at ``after`` replicas, as Kubernetes' rolling update
-    would (4 replicas wanted, so at least 4 - maxUnavailable available)."""
-    from corral.controllers.deployment import DeploymentController
-
+    available[, the pods its status counts when not ``replicas``]) ``before``: one sync leaves them
+    at ``after`` replicas, as Kubernetes' rolling update would (4 replicas wanted, so at least
+    4 - maxUnavailable available)."""
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
         api = server.api
-        controller = DeploymentController(api)
-        key = DEPLOYS.key("default", "web")
-
-        async def sync() -> None:
-            await api.cache.wait_consistent()
-            controller.reset()
-            controller.initial_keys()
-            await controller.sync(key)
-            await api.cache.wait_consistent()
-
+        sync = one_sync(api)
         await api.create(DEPLOYS, "default", deployment(replicas=4, strategy={
             "type": "RollingUpdate", "rollingUpdate": rolling}), OPTS)
         await sync()
@@ -511,15 +503,53 @@ async def test_one_step_of_a_rolling_update_from_a_given_state(tmp_path, rolling
             await sync()
         sets = await replica_sets(api)
         assert [rs["metadata"]["annotations"][REVISION] for rs in sets] == [str(i + 1) for i in range(len(before))]
-        for rs, (replicas, available) in zip(sets, before):
-            name = rs["metadata"]["name"]
-            await write_scale(api, RS, "default", name, {"spec": {"replicas": replicas}}, OPTS, "merge")
-            current = (await api.current(RS, "default", name)).obj
-            await api.update(RS, "default", name, {**current, "status": {
-                "replicas": replicas, "readyReplicas": available, "availableReplicas": available,
-                "observedGeneration": current["metadata"]["generation"]}}, OPTS, subresource="status")
+        for rs, (replicas, available, *counted) in zip(sets, before):
+            await set_state(api, rs["metadata"]["name"], replicas, available, *counted)
         await sync()
         assert [rs["spec"]["replicas"] for rs in await replica_sets(api)] == after
+
+
+def one_sync(api):
+    """A Deployment controller that syncs ``web`` once per call, from the store as it is then."""
+    from corral.controllers.deployment import DeploymentController
+
+    controller, key = DeploymentController(api), DEPLOYS.key("default", "web")
+
+    async def sync() -> None:
+        await api.cache.wait_consistent()
+        controller.reset()
+        controller.initial_keys()
+        await controller.sync(key)
+        await api.cache.wait_consistent()
+    return sync
+
+
+async def set_state(api, name: str, replicas: int, available: int, counted: int | None = None) -> None:
+    """ReplicaSet ``name`` at ``replicas``, ``available`` of its pods available, and its status
+    counting ``counted`` pods (``replicas`` by default)."""
+    await write_scale(api, RS, "default", name, {"spec": {"replicas": replicas}}, OPTS, "merge")
+    current = (await api.current(RS, "default", name)).obj
+    await api.update(RS, "default", name, {**current, "status": {
+        "replicas": replicas if counted is None else counted, "readyReplicas": available,
+        "availableReplicas": available, "observedGeneration": current["metadata"]["generation"]}},
+        OPTS, subresource="status")
+
+
+async def test_a_new_set_made_while_an_old_one_still_counts_pods_it_was_scaled_down_from_starts_within_the_surge(
+        tmp_path):
+    """Scaled to 0 and at once to 2 with a new image: the old set's two pods, not yet removed, fill
+    the surge but one, so the new set starts at 1, not at 2."""
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        sync = one_sync(api)
+        await api.create(DEPLOYS, "default", deployment(replicas=2, strategy={
+            "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}}), OPTS)
+        await sync()
+        [old] = await replica_sets(api)
+        await set_state(api, old["metadata"]["name"], 0, 2, 2)
+        await set_image(api, "web:2")
+        await sync()
+        assert [rs["spec"]["replicas"] for rs in await replica_sets(api)] == [0, 1]
 
 
 def _set(name: str, revision: int, replicas: int, desired: str | None = None) -> dict:

@@ -549,6 +549,17 @@ def spread(name: str, skew: int) -> dict:
     return make_pod(name).labels(app="a").requests(cpu="100m").spread(skew, "topology.kubernetes.io/zone", app="a").obj
 
 
+def test_a_pod_with_two_hard_spread_constraints_is_judged_by_both():
+    """Zones may differ by two, hostnames by one: n0 already holds a selected pod, so its zone is
+    allowed and its hostname is not. Both constraints judge, so the pod is not remembered by one domain."""
+    twin = zoned_twin("z1", "z1", "z2", "z2")
+    place(twin, "a0", "n0", "a")
+    obj = make_pod("s0").labels(app="a").requests(cpu="100m").spread(2, "topology.kubernetes.io/zone", app="a").spread(
+        1, "kubernetes.io/hostname", app="a").obj
+    assert probe(twin, obj) == ("n1", 3)
+    assert twin.fwks[0].remembered.hits == 0
+
+
 def test_a_row_that_changes_in_a_barred_zone_stays_barred():
     twin = zoned_twin("z1", "z1", "z2", "z3")
     place(twin, "a0", "n0", "a")

@@ -10,7 +10,9 @@ ReplicaSets changes):
    (revision: one more than the highest), its revision raised when an older template comes back
    (``kubectl rollout undo``). A paused Deployment makes none: it only scales.
 2. **Rollout.** *RollingUpdate*: the new ReplicaSet grows while all ReplicaSets together stay within
-   ``replicas + maxSurge``; the old ones shrink — their unavailable pods first — while the available
+   ``replicas + maxSurge`` (a ReplicaSet counted at its size, or at the pods its status still counts
+   while its controller has not yet removed those it was scaled down from: pods, not only sizes,
+   stay within the surge); the old ones shrink — their unavailable pods first — while the available
    pods stay at least ``replicas - maxUnavailable``. *Recreate*: the old ones go to zero, and the new
    one grows only once none of their pods is left, or left running: a pod being deleted still runs
    until its agent reports it stopped (its key is queued again when one of them goes). Scaling a
@@ -127,6 +129,12 @@ def _replicas(rs: Obj) -> int:
 
 def _status_count(rs: Obj, field: str) -> int:
     return int((rs.get("status") or {}).get(field) or 0)
+
+
+def _pods_at_most(rs: Obj) -> int:
+    """The pods ``rs`` may have: its size, or more while its status still counts pods it was
+    scaled down from (its controller has not removed them yet, or not yet said so)."""
+    return max(_replicas(rs), _status_count(rs, "replicas"))
 
 
 class DeploymentController(QueuedController):
@@ -281,13 +289,13 @@ class DeploymentController(QueuedController):
         annotations[REVISION] = str(max((_revision(rs) for rs in old), default=0) + 1)
         wanted = spec["replicas"]
         annotations[DESIRED] = str(wanted)
-        if any(_replicas(rs) for rs in old):
+        if any(_pods_at_most(rs) for rs in old):
             # Rolling: start within the surge; Recreate: start at none, once the old pods are gone.
             if spec["strategy"]["type"] == "Recreate":
                 initial = 0
             else:
                 surge, _ = self._limits(deploy)
-                initial = max(0, min(wanted, wanted + surge - sum(_replicas(rs) for rs in old)))
+                initial = max(0, min(wanted, wanted + surge - sum(_pods_at_most(rs) for rs in old)))
         else:
             initial = wanted
         rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
@@ -361,7 +369,7 @@ class DeploymentController(QueuedController):
         if _replicas(new) > wanted:
             await self._set_replicas(deploy, new, wanted)
         elif _replicas(new) < wanted:
-            room = wanted + surge - sum(_replicas(rs) for rs in everyone)
+            room = wanted + surge - sum(_pods_at_most(rs) for rs in everyone)
             if room > 0:
                 await self._set_replicas(deploy, new, _replicas(new) + min(room, wanted - _replicas(new)))
         # Shrink the old ones while enough pods stay available.
