@@ -484,6 +484,8 @@ async def test_the_replica_sets_a_rollout_makes_are_whole_from_their_first_versi
                  id="budgets that both round to 0 let one pod go at a time"),
     pytest.param({"maxSurge": 1, "maxUnavailable": 0}, [(0, 0), (2, 2)], [0, 4],
                  id="the new set grows to the Deployment's size, not past it, however much room the surge leaves"),
+    pytest.param({"maxSurge": 0, "maxUnavailable": 1}, [(2, 2), (2, 2), (0, 0)], [1, 2, 0],
+                 id="what one set took of the budget the next cannot take again"),
     pytest.param({"maxSurge": 1, "maxUnavailable": 1}, [(3, 3, 4), (1, 1)], [2, 1],
                  id="pods a set was scaled down from and still counts fill the surge: the new set waits for them"),
 ])
@@ -507,6 +509,32 @@ async def test_one_step_of_a_rolling_update_from_a_given_state(tmp_path, rolling
             await set_state(api, rs["metadata"]["name"], replicas, available, *counted)
         await sync()
         assert [rs["spec"]["replicas"] for rs in await replica_sets(api)] == after
+
+
+@pytest.mark.parametrize("before, after", [
+    pytest.param([(2, 2), (3, 3)], [0, 3], id="the new set already at the new size"),
+    pytest.param([(3, 3), (1, 0)], [2, 1], id="the new set with no room to grow"),
+])
+async def test_a_deployment_scaled_to_3_mid_rollout_leaves_every_set_it_scales_desiring_3(tmp_path, before, after):
+    """The desired-replicas annotation says what size the Deployment had when it last sized a set:
+    the new set carries the new size even where its own size stays."""
+    from corral.controllers.deployment import DESIRED
+
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        sync = one_sync(api)
+        await api.create(DEPLOYS, "default", deployment(replicas=4, strategy={
+            "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}}), OPTS)
+        await sync()
+        await set_image(api, "web:2")
+        await sync()
+        for rs, (replicas, available) in zip(await replica_sets(api), before):
+            await set_state(api, rs["metadata"]["name"], replicas, available)
+        await api.patch(DEPLOYS, "default", "web", {"spec": {"replicas": 3}}, "merge", OPTS)
+        await sync()
+        sets = await replica_sets(api)
+    assert [rs["spec"]["replicas"] for rs in sets] == after
+    assert [rs["metadata"]["annotations"][DESIRED] for rs in sets] == ["3", "3"]
 
 
 def one_sync(api):
@@ -610,12 +638,35 @@ async def test_a_changed_min_ready_seconds_is_passed_to_the_replica_set_without_
     assert len(sets) == 1 and sets[0]["metadata"]["annotations"][REVISION] == "1"
 
 
+async def test_a_deployment_deleted_as_its_replica_set_is_made_ends_the_sync_quietly(tmp_path, monkeypatch):
+    """The Deployment goes between its new ReplicaSet's creation and the revision annotation on it:
+    the sync ends without an error (the garbage collector takes the ReplicaSet)."""
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        sync = one_sync(api)
+        await api.create(DEPLOYS, "default", deployment(replicas=2), OPTS)
+        create = api.create
+
+        async def create_then_delete(resource, *args, **kwargs):
+            reply = await create(resource, *args, **kwargs)
+            if resource is RS:
+                await api.delete(DEPLOYS, "default", "web", None, None, None)
+            return reply
+        monkeypatch.setattr(api, "create", create_then_delete)
+        await sync()
+        assert [rs["spec"]["replicas"] for rs in await replica_sets(api)] == [2]
+
+
 async def test_a_replica_set_name_another_template_holds_counts_a_collision_and_the_template_is_hashed_again(server):
     from corral.controllers.deployment import template_hash
 
     api = server.api
+    statuses: list[dict] = []  # the Deployment's, as each write left it
+    api.cache.on_event.append(lambda e: e.key == DEPLOYS.key("default", "web") and e.record is not None
+                              and statuses.append(e.record.obj.get("status") or {}))
     async with kubelet(api):
         await api.create(DEPLOYS, "default", deployment(replicas=1, paused=True), OPTS)  # paused: no ReplicaSet yet
+        await until(lambda: the_deployment(api), lambda d: d.get("status", {}).get("conditions"))
         template = (await the_deployment(api))["spec"]["template"]
         taken = f"web-{template_hash(template)}"
         other = {"metadata": {"labels": {"app": "other"}}, "spec": {"containers": [{"name": "c", "image": "other"}]}}
@@ -627,6 +678,8 @@ async def test_a_replica_set_name_another_template_holds_counts_a_collision_and_
         names = sorted(r.obj["metadata"]["name"] for r in api.cache.items(RS.store_prefix))
     assert deploy["status"]["collisionCount"] == 1
     assert names == sorted([taken, f"web-{template_hash(template, 1)}"])
+    counted = next(i for i, status in enumerate(statuses) if "collisionCount" in status)
+    assert statuses[counted] == {**statuses[counted - 1], "collisionCount": 1}  # the rest of it kept
 
 
 @pytest.mark.parametrize("strategy, available", [

@@ -159,6 +159,16 @@ async def test_events_are_created_with_defaults_and_their_count_patched(writer, 
     assert (await c.get("events", "p.abc", namespace, raw=True))["count"] == 4
 
 
+async def test_a_framework_built_without_a_binder_refuses_to_bind_with_a_reason():
+    from corral.scheduler.cache.cache import Cache
+    from corral.scheduler.framework.interface import CycleState
+    from corral.scheduler.profiles import build_frameworks, parse_config
+
+    fwk = build_frameworks(parse_config({}), cache=Cache(), clock=FakeClock())["default-scheduler"]
+    status = await fwk.binders[0].bind(CycleState(), PodInfo.from_object(make_pod("p").obj), "n1")
+    assert status == Status.error("no binder configured", "DefaultBinder")
+
+
 async def test_a_server_that_lost_the_leader_lease_binds_nothing(server):
     async with server.client() as c:
         info = await created_info(c, "p")

@@ -365,13 +365,13 @@ class DeploymentController(QueuedController):
         wanted = deploy["spec"]["replicas"]
         surge, unavailable = self._limits(deploy)
         everyone = [new, *old]
-        # Grow the new ReplicaSet within the surge (or shrink it to the wanted count).
+        # Grow the new ReplicaSet within the surge (or shrink it to the wanted count); its
+        # desired-replicas annotation follows the Deployment's size either way.
         if _replicas(new) > wanted:
             await self._set_replicas(deploy, new, wanted)
-        elif _replicas(new) < wanted:
+        else:
             room = wanted + surge - sum(_pods_at_most(rs) for rs in everyone)
-            if room > 0:
-                await self._set_replicas(deploy, new, _replicas(new) + min(room, wanted - _replicas(new)))
+            await self._set_replicas(deploy, new, _replicas(new) + max(0, min(room, wanted - _replicas(new))))
         # Shrink the old ones while enough pods stay available.
         if not any(_replicas(rs) for rs in old):
             return
@@ -385,10 +385,11 @@ class DeploymentController(QueuedController):
             cut = min(budget, max(0, _replicas(rs) - _status_count(rs, "availableReplicas")))
             left[rs["metadata"]["name"]] -= cut
             budget -= cut
-        available = sum(_status_count(rs, "availableReplicas") for rs in everyone)
-        budget = min(budget, available - min_available)
-        for rs in old:  # then available ones, oldest first, as far as availability allows
-            cut = max(0, min(budget, left[rs["metadata"]["name"]]))
+        # What is left of the budget is the available pods beyond min_available (fewer while an old
+        # set's status still counts pods beyond its size; 0 when the unavailable ones took it all):
+        # the available ones go, oldest first, as far as it reaches.
+        for rs in old:
+            cut = min(budget, left[rs["metadata"]["name"]])
             left[rs["metadata"]["name"]] -= cut
             budget -= cut
         for rs in old:
