@@ -537,6 +537,19 @@ async def test_a_deployment_scaled_to_3_mid_rollout_leaves_every_set_it_scales_d
     assert [rs["metadata"]["annotations"][DESIRED] for rs in sets] == ["3", "3"]
 
 
+async def test_the_sync_that_makes_a_replica_set_numbers_the_deployment_with_its_revision(tmp_path):
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        sync = one_sync(api)
+        await api.create(DEPLOYS, "default", deployment(replicas=1), OPTS)
+        revisions = []
+        for image in ("web:1", "web:2"):
+            await set_image(api, image)
+            await sync()
+            revisions.append((await the_deployment(api))["metadata"]["annotations"][REVISION])
+    assert revisions == ["1", "2"]
+
+
 def one_sync(api):
     """A Deployment controller that syncs ``web`` once per call, from the store as it is then."""
     from corral.controllers.deployment import DeploymentController
