@@ -11,7 +11,7 @@ from fractions import Fraction
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from corral.api.decoding import DecodeError, decode_json, decode_yaml
+from corral.api.wire.decoding import DecodeError, decode_json, decode_yaml
 from corral.api.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
 from corral.api.quantity import QuantityError, parse_quantity
 from corral.api.resources import by_kind

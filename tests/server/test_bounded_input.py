@@ -11,7 +11,7 @@ import time
 import aiohttp
 import pytest
 
-from corral.api.decoding import MAX_DEPTH
+from corral.api.wire.decoding import MAX_DEPTH
 
 BOMB = b"""apiVersion: v1
 kind: Pod

@@ -47,7 +47,7 @@ def _files(path: str) -> list[str]:
 
 
 def _documents(source: str, text: str) -> list[Any]:
-    from corral.api.decoding import DecodeError, decode_json, yaml_documents
+    from corral.api.wire.decoding import DecodeError, decode_json, yaml_documents
 
     if source.endswith(".json") or text.lstrip().startswith(("{", "[")):
         try:

@@ -78,7 +78,7 @@ def _exit_2_on_error(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _scheduler_config(path: str) -> dict[str, Any]:
-    from corral.api.decoding import DecodeError, yaml_documents
+    from corral.api.wire.decoding import DecodeError, yaml_documents
 
     try:
         with open(path, "rb") as f:

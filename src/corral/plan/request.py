@@ -63,7 +63,7 @@ def _node_spec(value: Any, path: str) -> NodeSpec:
 def _documents(text: Any) -> list[Any]:
     """``manifests``: YAML or JSON text as a user pastes it (documents, Lists expanded), decoded
     with the API's bounds (size, depth, aliases)."""
-    from corral.api.decoding import DecodeError, yaml_documents
+    from corral.api.wire.decoding import DecodeError, yaml_documents
 
     if not isinstance(text, str) or not text.strip():
         raise PlanInputError("manifests", "must be the manifests' YAML or JSON text")

@@ -17,8 +17,8 @@ from typing import Any
 import msgspec
 from aiohttp import web
 
-from corral.api import protobuf
-from corral.api.decoding import DecodeError, decode_json, decode_yaml
+from corral.api.wire import protobuf
+from corral.api.wire.decoding import DecodeError, decode_json, decode_yaml
 from corral.api.resources import PROPAGATION_FINALIZERS, ResourceType, by_plural
 from corral.api.selectors import SelectorError, parse_field_selector, parse_label_selector
 from corral.api.validation import MAX_GRACE_SECONDS
@@ -177,7 +177,7 @@ def _write_options(request: web.Request) -> WriteOptions:
 
 async def read_body(request: web.Request, *, max_yaml_bytes: int = MAX_BODY_BYTES) -> Any:
     """The decoded request body (JSON, or YAML by content type, or protobuf for the kinds that have
-    a schema), bounded as :mod:`corral.api.decoding` says; 400 / 413 / 415 with a Status. YAML
+    a schema), bounded as :mod:`corral.api.wire.decoding` says; 400 / 413 / 415 with a Status. YAML
     bodies are limited to ``max_yaml_bytes`` (the largest object the store takes) since decoding
     YAML costs a hundred times what JSON does; bodies past ``OFF_LOOP_BYTES`` are decoded in a
     thread, so no request holds the event loop for its whole decoding."""

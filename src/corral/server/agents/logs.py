@@ -6,7 +6,7 @@ from typing import Any
 
 from aiohttp import web
 
-from corral.api.decoding import DecodeError, decode_json
+from corral.api.wire.decoding import DecodeError, decode_json
 from corral.server import errors
 from corral.server.agents.connector import AgentConnector
 from corral.server.params import flag, int_param

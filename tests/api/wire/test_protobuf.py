@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from corral.api.protobuf import ProtobufError, decode_object
+from corral.api.wire.protobuf import ProtobufError, decode_object
 
 # kubectl auth can-i create pods (namespace default), byte for byte
 CAN_I_CREATE_PODS = (
