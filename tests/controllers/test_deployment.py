@@ -146,9 +146,10 @@ async def test_recreate_removes_every_old_pod_before_it_makes_a_new_one(server):
 
 
 async def test_recreate_waits_until_the_old_pods_have_stopped_not_only_until_they_are_told_to(server):
-    """Old pods on a node stop within their grace period: until their agent reports them gone they
-    still run (holding a port, a volume, a lock), and Recreate makes no new pod meanwhile, as
-    Kubernetes waits for every old pod out of a running phase."""
+    """Old pods on a node stop within their grace period: until their agent reports them finished
+    (Failed or Succeeded, still there until it reports them gone) they still run (holding a port, a
+    volume, a lock), and Recreate makes no new pod meanwhile, as Kubernetes waits for every old pod
+    out of a running phase."""
     from corral.testing.builders import NodeBuilder
 
     api = server.api
@@ -180,16 +181,41 @@ async def test_recreate_waits_until_the_old_pods_have_stopped_not_only_until_the
                                lambda ps: len(ps) == 2 and all(p["metadata"].get("deletionTimestamp") for p in ps))
         await asyncio.sleep(0.5)  # the old ReplicaSet's count is 0 by now: terminating pods are not replicas
         assert pods_of("web:2") == []
-        for pod in stopping:  # what the agent reports once the containers have exited
+
+        async def report(pod: dict, phase: str) -> None:  # as the agent does when the containers exit
             current = (await api.current(PODS, "default", pod["metadata"]["name"])).obj
-            await api.update(PODS, "default", pod["metadata"]["name"], {**current, "status": {"phase": "Terminated"}},
-                             OPTS, subresource="status")
+            await api.update(PODS, "default", pod["metadata"]["name"], {**current, "status": {
+                **current["status"], "phase": phase}}, OPTS, subresource="status")
+        await report(stopping[0], "Failed")  # exited with an error as it stopped
+        await asyncio.sleep(0.5)
+        assert pods_of("web:2") == []  # the other one still runs
+        await report(stopping[1], "Succeeded")
+        await until(lambda: asyncio.sleep(0, pods_of("web:2")), lambda ps: len(ps) == 2)
+        assert len(pods_of("web:1")) == 2  # both finished, neither gone yet
+        for pod in stopping:  # and then gone
+            await report(pod, "Terminated")
         await until(lambda: the_deployment(api), lambda d: rolled_out(d, 2))
         assert pods_of("web:1") == [] and len(pods_of("web:2")) == 2
     finally:
         running.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await running
+
+
+async def test_a_recreate_deployment_scales_up_at_once_its_own_pods_running_or_not(server):
+    """Scaling is no rollout: neither the new set's own running pods nor old sets with no pod left
+    hold it back, before a rollout (no old set) or after one."""
+    api = server.api
+    async with kubelet(api):
+        await api.create(DEPLOYS, "default", deployment(replicas=1, strategy={"type": "Recreate"}), OPTS)
+        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 1))
+        await api.patch(DEPLOYS, "default", "web", {"spec": {"replicas": 2}}, "merge", OPTS)
+        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 2))
+        await set_image(api, "web:2")
+        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 2))
+        await api.patch(DEPLOYS, "default", "web", {"spec": {"replicas": 3}}, "merge", OPTS)
+        await until(lambda: the_deployment(api), lambda d: rolled_out(d, 3))
+        assert sorted(p["spec"]["containers"][0]["image"] for p in live_pods(api)) == ["web:2"] * 3
 
 
 async def test_going_back_to_an_earlier_template_reuses_its_replica_set_as_the_newest_revision(server):
