@@ -234,3 +234,30 @@ async def test_a_reloaded_cache_starts_the_controller_over_from_its_initial_keys
         finally:
             await controller.stop()
         assert controller.loaded == 2 and controller._on_reload not in server.api.cache.on_reload
+
+
+async def test_delete_if_unchanged_deletes_only_the_object_read_and_says_whether_it_did(tmp_path, monkeypatch):
+    """Replaced meanwhile (same name, another uid: 409) or gone (404): nothing deleted, False, no
+    error; any other refusal is raised."""
+    from corral.server import errors
+
+    cm = by_kind("ConfigMap")
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api, controller = server.api, Recording(server.api)
+        await configmap(server, "a")
+        read = (await api.current(cm, "default", "a")).obj
+        await api.delete(cm, "default", "a", None, None, None)
+        assert await controller.delete_if_unchanged(cm, read) is False  # gone
+        await configmap(server, "a")  # replaced: the one read is gone, this one stays
+        assert await controller.delete_if_unchanged(cm, read) is False
+        current = (await api.current(cm, "default", "a")).obj
+        assert current["metadata"]["uid"] != read["metadata"]["uid"]
+        assert await controller.delete_if_unchanged(cm, current) is True
+        with pytest.raises(errors.ApiError, match="not found"):
+            await api.current(cm, "default", "a")
+
+        async def refuse(*args, **kwargs):
+            raise errors.ApiError(403, "Forbidden", "not allowed")
+        monkeypatch.setattr(api, "delete", refuse)
+        with pytest.raises(errors.ApiError, match="not allowed"):
+            await controller.delete_if_unchanged(cm, current)
