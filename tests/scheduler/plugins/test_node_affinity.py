@@ -106,3 +106,20 @@ def test_the_affinity_masks_kept_for_reuse_are_bounded():
         pod = PodInfo.from_object(make_pod(f"p{i}").require_node("cores", "NotIn", str(i)).obj)
         assert required_mask(table, pod).tolist() == [i != 8, i != 4, True]
         assert len(table.memo) <= 257
+
+
+def test_the_remembered_selector_mask_follows_every_node_change_a_removal_included():
+    """The mask of nodes a selector admits is kept per node-table version: a node relabelled and then
+    another removed is a new version twice, never the one the mask was worked out at."""
+    from corral.scheduler.cache.cache import Cache
+    from corral.scheduler.framework.podinfo import PodInfo
+    from corral.scheduler.plugins.node_affinity import required_mask
+
+    cache = Cache()
+    for b in NODES:
+        cache.set_node(b.obj)
+    table, pod = cache.table, PodInfo.from_object(make_pod("p").node_selector(disk="ssd").obj)
+    assert required_mask(table, pod)[:table.size].tolist() == [True, False, False]
+    cache.set_node(make_node("a").zone("z1").labels(disk="hdd").obj)
+    cache.remove_node("c")
+    assert required_mask(table, pod)[:table.size].tolist() == [False, False, False]
