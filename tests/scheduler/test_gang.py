@@ -399,3 +399,27 @@ async def test_members_made_before_their_podgroup_go_to_the_queue_once_it_is_mad
     await h.scheduler.write_gang_statuses()
     assert h.writer.group_statuses["default/train"] == {"phase": "Scheduled", "scheduled": 3, "members": 3,
                                                         "message": ""}
+
+
+async def test_a_member_that_arrives_after_its_gangs_deadline_ends_the_wait_at_once():
+    """The first member waits 30 s for the rest; the second is placed after those 30 s have passed
+    (on the gangs' clock): the gang has timed out, and both are refused now, not a moment later."""
+    now = [1000.0]
+    h = Harness()
+    h.scheduler.cache.gangs.clock = lambda: now[0]  # the gangs' own clock
+    for i in range(3):
+        h.add_node(make_node(f"n{i}").capacity(cpu=1, memory="4Gi", pods=10))
+    h.add_group("train", 3, timeout=30)
+    for i in range(3):
+        h.add_pod(member(f"w{i}"))
+    s = h.scheduler
+    s.events.start()
+    await s.attempt(s.queue.pop_nowait())
+    gang = s.cache.gangs.gang("default/train")
+    async with asyncio.timeout(5):
+        while not gang.waiting:  # the first member at Permit, its deadline set
+            await asyncio.sleep(0)
+    now[0] += 31
+    await s.attempt(s.queue.pop_nowait())
+    await asyncio.wait_for(asyncio.gather(*list(s._inflight)), 0.9)  # no wait at all: well within
+    assert h.placements() == {} and cpu_held(h) == 0

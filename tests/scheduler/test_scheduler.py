@@ -334,3 +334,12 @@ async def test_stopping_the_scheduler_cancels_the_bindings_on_their_way():
     await asyncio.wait_for(started.wait(), 10)
     await asyncio.wait_for(h.scheduler.stop(), 10)
     assert cancelled == ["default/web"] and not h.scheduler._inflight
+
+
+async def test_a_profile_with_no_permit_plugin_binds_as_the_default_one_does():
+    h = Harness({"profiles": [{"schedulerName": "default-scheduler", "plugins": {
+        "permit": {"disabled": [{"name": "Coscheduling"}]}}}]})
+    h.add_node(make_node("n0").capacity(cpu=2, memory="4Gi", pods=10))
+    h.add_pod(make_pod("p").requests(cpu="1"))
+    await h.run()
+    assert h.placements() == {"default/p": "n0"}

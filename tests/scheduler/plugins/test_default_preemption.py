@@ -110,6 +110,35 @@ async def test_victim_selection(nodes, pods, cpu, expected):
         assert deleted == [] and "default/hi" not in h.placements()
 
 
+async def test_a_resource_the_pod_does_not_request_is_no_need_even_where_the_node_is_overcommitted_on_it():
+    """n0 holds more memory than it has (a pod bound by name); the preemptor asks for none, so
+    removing the pod that holds the cpu it needs is enough, as NodeResourcesFit would judge."""
+    overcommit = started(make_pod("big").requests(cpu="1", memory="3Gi").priority(20).node("n0"), 1)
+    h = await preempt([make_node("n0").capacity(cpu=4, memory="2Gi", pods=20)], [overcommit, low("b", "n0", "3")],
+                      make_pod("hi").requests(cpu="2").priority(10))
+    assert sorted(h.writer.deleted) == ["default/b"] and h.placements()["default/hi"] == "n0"
+
+
+def test_a_single_unit_of_an_extended_resource_is_a_need_removing_pods_must_meet():
+    """The one GPU is held by a more important pod: freeing the cpu would not let the pod in, so
+    the columns offer no candidate for the exact dry run to turn down."""
+    from corral.scheduler.cache.cache import Cache
+    from corral.scheduler.plugins.default_preemption.candidates import find_candidates
+    from corral.scheduler.profiles import build_frameworks, parse_config
+
+    gpu = "example.com/gpu"
+    cache = Cache()
+    cache.set_node(make_node("n0").capacity(cpu=4, memory="16Gi", pods=20, **{gpu: 1}).obj)
+    cache.set_pod(started(make_pod("holder").requests(cpu="500m", **{gpu: 1}).priority(20).node("n0"), 1))
+    cache.set_pod(low("b", "n0", "3500m"))
+    fwk = build_frameworks(parse_config({}), cache=cache, clock=lambda: 0.0)["default-scheduler"]
+    pod = PodInfo.from_object(make_pod("hi").requests(cpu="1", **{gpu: 1}).priority(10).obj)
+    _, diagnosis = fwk.find_feasible(CycleState(), pod, cache.table)
+    potential = diagnosis.preemptable_rows()
+    assert potential[:1].tolist() == [True]
+    assert find_candidates(cache, pod, potential).ranked.tolist() == []
+
+
 async def test_pods_this_scheduler_placed_rank_by_the_start_time_they_report_later():
     """Victims the scheduler placed itself (assumed, then bound) get their start time from the
     status their agents write afterwards: as for the running pods it found, the node whose victim
@@ -329,7 +358,11 @@ def clusters(draw):
     port = draw(st.booleans())
     budgets = draw(st.dictionaries(st.sampled_from(["a", "b"]), st.integers(0, 2), max_size=2))
     apps = [draw(st.sampled_from(["a", "b", ""])) for _ in pods]
-    return nodes, pods, want, port, budgets, apps
+    # memory and ephemeral storage: (node GiB, the pod's GiB); pods bound by name may overcommit a
+    # small node, and a request of 0 is no need at all
+    storage = (draw(st.sampled_from([16, 2])), draw(st.sampled_from([0, 1])), draw(st.sampled_from([8, 1])),
+               draw(st.sampled_from([0, 1])))
+    return nodes, pods, want, port, budgets, apps, storage
 
 
 @settings(max_examples=150, deadline=None)
@@ -339,23 +372,25 @@ def test_the_columns_choose_the_victims_kubernetes_dry_run_chooses_on_every_node
     from corral.scheduler.plugins.default_preemption.candidates import find_candidates
     from corral.scheduler.profiles import build_frameworks, parse_config
 
-    nodes, pods, want, port, budgets, apps = cluster
+    nodes, pods, want, port, budgets, apps, (node_mem, want_mem, node_disk, want_disk) = cluster
     cache = Cache()
     for app, allowed in budgets.items():
         cache.set_budget(f"default/{app}", {"metadata": {"name": app, "namespace": "default"},
                                             "spec": {"selector": {"matchLabels": {"app": app}}},
                                             "status": {"disruptionsAllowed": allowed}})
     for i in range(nodes):
-        cache.set_node(make_node(f"n{i}").capacity(cpu=4, memory="16Gi", pods=6).obj)
+        cache.set_node(make_node(f"n{i}").capacity(cpu=4, memory=f"{node_mem}Gi", ephemeral_storage=f"{node_disk}Gi",
+                                                   pods=6).obj)
     for (name, where, cpu, priority, start, mem_gi, holds_port), app in zip(pods, apps):
-        b = make_pod(name).requests(cpu=f"{cpu}m", memory=f"{mem_gi}Gi").priority(priority).node(where)
+        b = make_pod(name).requests(cpu=f"{cpu}m", memory=f"{mem_gi}Gi", ephemeral_storage=f"{mem_gi % 2}Gi").priority(
+            priority).node(where)
         if app:
             b.labels(app=app)
         if holds_port:
             b.host_port(9000)
         cache.set_pod(started(b, start))
     fwk = build_frameworks(parse_config({}), cache=cache, clock=lambda: 0.0)["default-scheduler"]
-    b = make_pod("hi").requests(cpu=f"{want}m", memory="1Gi").priority(10)
+    b = make_pod("hi").requests(cpu=f"{want}m", memory=f"{want_mem}Gi", ephemeral_storage=f"{want_disk}Gi").priority(10)
     if port:
         b.host_port(9000)
     pod = PodInfo.from_object(b.obj)
