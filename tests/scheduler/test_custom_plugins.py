@@ -114,6 +114,17 @@ async def test_reserve_and_permit_run_around_binding_and_a_refusal_unreserves():
     await s.events.stop()
 
 
+async def test_a_pod_a_reserve_plugin_refuses_is_not_placed_and_waits_in_backoff():
+    h = Harness(CONFIG)
+    h.add_node(make_node("n0"))
+    h.add_pod(make_pod("no").labels(refuse="reserve"))
+    s = h.scheduler
+    assert s.schedule_one(s.queue.pop_nowait()) is None  # decided on n0, then refused
+    assert [c for c in CALLS if c[1] == "no"] == [("reserve", "no"), ("unreserve", "no")]
+    assert not s.cache.is_assumed("default/no") and s.queue.get("default/no").where == "backoff"
+    assert not s._inflight and h.placements() == {}
+
+
 class RaisingPermit(Plugin):
     NAME = "RaisingPermit"
 
@@ -312,3 +323,32 @@ async def test_a_gang_member_refused_by_a_later_reserve_plugin_lets_the_members_
     await asyncio.wait_for(asyncio.gather(*list(s._inflight)), timeout=5)
     assert h.placements() == {} and not gang.waiting
     assert h.writer.conditions["default/w0"]["message"] == "PodGroup default/train: member default/w2 could not be bound"
+
+
+class QuotaPreFilter(Plugin):
+    """Refuses every pod at PreFilter: resolvably (pods removed could make room) unless labelled final."""
+    NAME = "QuotaPreFilter"
+
+    def pre_filter(self, state, pod) -> Status:
+        return Status.unschedulable("over quota", plugin=self.NAME, unresolvable=pod.labels.get("final") == "true")
+
+
+@pytest.mark.parametrize("final, preemptable", [(False, [True, True]), (True, [False, False])])
+def test_a_pre_filter_refusal_rules_every_node_in_or_out_of_preemption_as_it_says(final, preemptable):
+    from corral.scheduler.cache.cache import Cache
+    from corral.scheduler.framework.interface import CycleState
+    from corral.scheduler.framework.podinfo import PodInfo
+    from corral.scheduler.profiles import build_frameworks, parse_config
+
+    register(QuotaPreFilter)
+    try:
+        cache = Cache()
+        for i in range(2):
+            cache.set_node(make_node(f"n{i}").obj)
+        fwk = build_frameworks(parse_config({"profiles": [{"plugins": {"preFilter": {"enabled": [
+            {"name": "QuotaPreFilter"}]}}}]}), cache=cache, clock=lambda: 0.0)["default-scheduler"]
+    finally:
+        REGISTRY.pop("QuotaPreFilter")
+    pod = PodInfo.from_object(make_pod("p").labels(final=str(final).lower()).obj)
+    _, diagnosis = fwk.find_feasible(CycleState(), pod, cache.table)
+    assert diagnosis.preemptable_rows()[:2].tolist() == preemptable

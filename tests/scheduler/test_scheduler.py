@@ -343,3 +343,17 @@ async def test_a_profile_with_no_permit_plugin_binds_as_the_default_one_does():
     h.add_pod(make_pod("p").requests(cpu="1"))
     await h.run()
     assert h.placements() == {"default/p": "n0"}
+
+
+async def test_each_attempt_reports_its_own_duration_and_outcome():
+    """What `corral bench` reads for its latency percentiles: the seconds of each attempt."""
+    h = Harness()
+    h.add_node(make_node("n0").capacity(cpu=1, memory="4Gi", pods=10))
+    seen: list[tuple[str, float]] = []
+    h.scheduler.attempt_observer = lambda seconds, outcome: seen.append((outcome, seconds))
+    for name, cpu in (("fits", "1"), ("too-big", "2")):
+        h.add_pod(make_pod(name).requests(cpu=cpu))
+        h.scheduler.schedule_one(h.scheduler.queue.pop_nowait())
+    await asyncio.gather(*list(h.scheduler._inflight))
+    assert [outcome for outcome, _ in seen] == ["scheduled", "unschedulable"]
+    assert all(0 <= seconds < 5 for _, seconds in seen)

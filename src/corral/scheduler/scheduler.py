@@ -302,11 +302,9 @@ class Scheduler:
         return self._order
 
     def schedule_one(self, qp: QueuedPod) -> ScheduleResult | None:
-        """One attempt for one pod: decide synchronously, then bind in the background."""
-        fwk = self.frameworks.get(qp.info.scheduler_name)
-        if fwk is None:
-            self.queue.delete(qp.key)
-            return None
+        """One attempt for one pod: decide synchronously, then bind in the background. The result,
+        or None when the pod was not placed (none fits, or a Reserve plugin refused)."""
+        fwk = self.frameworks[qp.info.scheduler_name]  # only its profiles' pods are queued (pod_changed)
         start = time.perf_counter()
         state = CycleState()
         fit: FitError | None = None
@@ -336,10 +334,7 @@ class Scheduler:
         """As :meth:`schedule_one`, with the extenders asked about the nodes the filters passed.
         The cache may change while they answer: the decision is taken afterwards, on the cache as
         it is then, among the nodes every extender passed."""
-        fwk = self.frameworks.get(qp.info.scheduler_name)
-        if fwk is None:
-            self.queue.delete(qp.key)
-            return
+        fwk = self.frameworks[qp.info.scheduler_name]
         start = time.perf_counter()
         info = qp.info
         try:
