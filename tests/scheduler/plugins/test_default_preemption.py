@@ -119,24 +119,48 @@ async def test_a_resource_the_pod_does_not_request_is_no_need_even_where_the_nod
     assert sorted(h.writer.deleted) == ["default/b"] and h.placements()["default/hi"] == "n0"
 
 
-def test_a_single_unit_of_an_extended_resource_is_a_need_removing_pods_must_meet():
-    """The one GPU is held by a more important pod: freeing the cpu would not let the pod in, so
-    the columns offer no candidate for the exact dry run to turn down."""
+def column_candidates(nodes: list, pods: list, preemptor: Any) -> tuple[list[bool], list[int]]:
+    """(the rows preemption could help on, the candidate rows the columns offer the exact dry run)."""
     from corral.scheduler.cache.cache import Cache
     from corral.scheduler.plugins.default_preemption.candidates import find_candidates
     from corral.scheduler.profiles import build_frameworks, parse_config
 
-    gpu = "example.com/gpu"
     cache = Cache()
-    cache.set_node(make_node("n0").capacity(cpu=4, memory="16Gi", pods=20, **{gpu: 1}).obj)
-    cache.set_pod(started(make_pod("holder").requests(cpu="500m", **{gpu: 1}).priority(20).node("n0"), 1))
-    cache.set_pod(low("b", "n0", "3500m"))
+    for n in nodes:
+        cache.set_node(n.obj)
+    for p in pods:
+        cache.set_pod(p)
     fwk = build_frameworks(parse_config({}), cache=cache, clock=lambda: 0.0)["default-scheduler"]
-    pod = PodInfo.from_object(make_pod("hi").requests(cpu="1", **{gpu: 1}).priority(10).obj)
+    pod = PodInfo.from_object(preemptor.obj)
     _, diagnosis = fwk.find_feasible(CycleState(), pod, cache.table)
     potential = diagnosis.preemptable_rows()
-    assert potential[:1].tolist() == [True]
-    assert find_candidates(cache, pod, potential).ranked.tolist() == []
+    return potential[:len(nodes)].tolist(), find_candidates(cache, pod, potential).ranked.tolist()
+
+
+def test_a_single_unit_of_an_extended_resource_is_a_need_removing_pods_must_meet():
+    """The one GPU is held by a more important pod: freeing the cpu would not let the pod in, so
+    the columns offer no candidate for the exact dry run to turn down."""
+    gpu = "example.com/gpu"
+    holder = started(make_pod("holder").requests(cpu="500m", **{gpu: 1}).priority(20).node("n0"), 1)
+    assert column_candidates([make_node("n0").capacity(cpu=4, memory="16Gi", pods=20, **{gpu: 1})],
+                             [holder, low("b", "n0", "3500m")],
+                             make_pod("hi").requests(cpu="1", **{gpu: 1}).priority(10)) == ([True], [])
+
+
+def test_a_host_port_held_by_a_more_important_pod_rules_its_node_out_whatever_other_ports_are_free():
+    """Of the nine ports the pod wants only 9000 is in use, by a pod it may not remove: removing the
+    one it may frees the cpu, not the port (every wanted port is checked, not up to the first free one)."""
+    keeper = started(make_pod("keeper").requests(cpu="100m").host_port(9000).priority(50).node("n0"), 1)
+    wants = make_pod("hi").requests(cpu="500m").priority(10)
+    for port in (*range(8000, 8008), 9000):
+        wants.host_port(port)
+    assert column_candidates([node("n0", cpu=1)], [keeper, low("filler", "n0", "900m")], wants) == ([True], [])
+    h = Harness()
+    h.add_node(node("n0", cpu=1).heartbeat_age(0))
+    for p in (keeper, low("filler", "n0", "900m")):
+        h.add_pod(p)
+    assert [n.get("preemption") for n in h.scheduler.explain(wants.obj)["nodes"]] == [
+        {"reasons": ["node(s) didn't have free ports for the requested pod ports"]}]
 
 
 async def test_pods_this_scheduler_placed_rank_by_the_start_time_they_report_later():
@@ -324,9 +348,11 @@ async def test_a_nomination_read_back_after_a_restart_keeps_its_room():
 
 async def test_explain_shows_per_node_the_victims_or_why_preemption_cannot_help():
     h = Harness()
-    for n in (node("n0"), node("n1"), node("n2").taint("dedicated", "gpu")):
+    for n in (node("n0"), node("n1"), node("n2").taint("dedicated", "gpu"),
+              make_node("n3").capacity(cpu=4, memory="16Gi", pods=1)):
         h.add_node(n)
-    for p in (low("a", "n0", "2"), low("b", "n0", "2", priority=3), low("c", "n1", "4", priority=50)):
+    for p in (low("a", "n0", "2"), low("b", "n0", "2", priority=3), low("c", "n1", "4", priority=50),
+              low("d", "n3", "0", priority=50), low("e", "n3", "0")):  # n3 holds one pod more than it may
         h.add_pod(p)
     report = h.scheduler.explain(make_pod("hi").requests(cpu="2").priority(10).obj)
     by_node = {n["node"]: n.get("preemption") for n in report["nodes"]}
@@ -334,6 +360,7 @@ async def test_explain_shows_per_node_the_victims_or_why_preemption_cannot_help(
         "n0": {"victims": [{"pod": "default/a", "priority": 0}]},
         "n1": {"reasons": ["No preemption victims found for incoming pod"]},
         "n2": {"reasons": ["Preemption is not helpful for scheduling"]},
+        "n3": {"reasons": ["Too many pods"]},  # even with e gone, d fills it
     }
     assert report["preemption"] == {
         "message": "preemption: node n0 nominated, preempting 1 pod(s) of lower priority: default/a.", "node": "n0",
