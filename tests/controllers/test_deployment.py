@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 
 import pytest
 
@@ -576,11 +577,75 @@ async def test_the_sync_that_makes_a_replica_set_numbers_the_deployment_with_its
     assert revisions == ["1", "2"]
 
 
-def one_sync(api):
+async def test_the_status_a_deployment_goes_through_as_kubectl_reads_it(tmp_path):
+    """Each sync's whole status on a fake clock: made, available, settled (nothing rewritten), a new
+    template, past its progress deadline, paused. A condition's lastTransitionTime moves only when its
+    status changes; its lastUpdateTime also when the Deployment progressed or its reason changed."""
+    from corral.api.defaults import rfc3339
+
+    now = [1_800_000_000.0]
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        sync = one_sync(api, clock=lambda: now[0])
+
+        async def status_after(seconds: float) -> dict:
+            now[0] += seconds
+            await sync()
+            return (await the_deployment(api))["status"]
+
+        def counts(replicas: int, updated: int, available: int, unavailable: int) -> dict:
+            return {"replicas": replicas, "updatedReplicas": updated, "readyReplicas": available,
+                    "availableReplicas": available, "unavailableReplicas": unavailable}
+
+        def condition(kind: str, status: str, updated: float, transition: float, reason: str, message: str) -> dict:
+            return {"type": kind, "status": status, "lastUpdateTime": rfc3339(updated),
+                    "lastTransitionTime": rfc3339(transition), "reason": reason, "message": message}
+
+        t0 = now[0]
+        await api.create(DEPLOYS, "default", deployment(replicas=2, progressDeadlineSeconds=60), OPTS)
+        made = await status_after(0)
+        [first] = [rs["metadata"]["name"] for rs in await replica_sets(api)]
+        assert made == {"observedGeneration": 1, **counts(0, 0, 0, 2), "conditions": [
+            condition("Available", "False", t0, t0, "MinimumReplicasUnavailable",
+                      "Deployment does not have minimum availability."),
+            condition("Progressing", "True", t0, t0, "NewReplicaSetCreated", f'Created new replica set "{first}"')]}
+
+        await set_state(api, first, 2, 2)
+        t1 = t0 + 10
+        available = await status_after(10)
+        assert available == {"observedGeneration": 1, **counts(2, 2, 2, 0), "conditions": [
+            condition("Available", "True", t1, t1, "MinimumReplicasAvailable", "Deployment has minimum availability."),
+            condition("Progressing", "True", t1, t0, "NewReplicaSetAvailable",
+                      f'ReplicaSet "{first}" has successfully progressed.')]}
+        assert await status_after(10) == available  # settled: nothing to write
+
+        await set_image(api, "web:2")
+        t3 = t1 + 20
+        rolling = await status_after(10)
+        [second] = [rs["metadata"]["name"] for rs in await replica_sets(api) if rs["metadata"]["name"] != first]
+        progressing = condition("Progressing", "True", t3, t0, "NewReplicaSetCreated",
+                                f'Created new replica set "{second}"')
+        assert rolling == {"observedGeneration": 2, **counts(2, 0, 2, 0), "conditions": [
+            available["conditions"][0], progressing]}
+        assert await status_after(30) == rolling  # no progress, within the deadline: as it was
+
+        t5 = t3 + 61
+        stuck = await status_after(31)
+        assert stuck == {**rolling, "conditions": [available["conditions"][0], condition(
+            "Progressing", "False", t5, t5, "ProgressDeadlineExceeded", f'ReplicaSet "{second}" has timed out progressing.')]}
+
+        await api.patch(DEPLOYS, "default", "web", {"spec": {"paused": True}}, "merge", OPTS)
+        t6 = t5 + 1
+        assert await status_after(1) == {**rolling, "observedGeneration": 3, "conditions": [
+            available["conditions"][0],
+            condition("Progressing", "Unknown", t6, t6, "DeploymentPaused", "Deployment is paused")]}
+
+
+def one_sync(api, clock=time.time):
     """A Deployment controller that syncs ``web`` once per call, from the store as it is then."""
     from corral.controllers.deployment import DeploymentController
 
-    controller, key = DeploymentController(api), DEPLOYS.key("default", "web")
+    controller, key = DeploymentController(api, clock=clock), DEPLOYS.key("default", "web")
 
     async def sync() -> None:
         await api.cache.wait_consistent()

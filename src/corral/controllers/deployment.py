@@ -238,10 +238,10 @@ class DeploymentController(QueuedController):
         created = False
         if not spec.get("paused"):
             if new is None:
-                new = await self._create_new(deploy, template, old)
+                new, deploy = await self._create_new(deploy, template, old)
                 created = new is not None
             else:
-                new = await self._keep_new_current(deploy, new, old)
+                new, deploy = await self._keep_new_current(deploy, new, old)
         if new is not None and not spec.get("paused"):
             if spec["strategy"]["type"] == "Recreate":
                 await self._recreate(deploy, new, old)
@@ -278,7 +278,8 @@ class DeploymentController(QueuedController):
             adopted = True
         return adopted
 
-    async def _create_new(self, deploy: Obj, template: Obj, old: list[Obj]) -> Obj | None:
+    async def _create_new(self, deploy: Obj, template: Obj, old: list[Obj]) -> tuple[Obj | None, Obj]:
+        """(the new ReplicaSet, or None after a name collision; the Deployment as this left it)."""
         meta, spec = deploy["metadata"], deploy["spec"]
         collisions = int((deploy.get("status") or {}).get("collisionCount") or 0)
         digest = template_hash(template, collisions)
@@ -313,16 +314,17 @@ class DeploymentController(QueuedController):
             status = {**(deploy.get("status") or {}), "collisionCount": collisions + 1}
             await self.api.update(self._deploys, meta["namespace"], meta["name"], {**deploy, "status": status},
                                   self.opts, subresource="status")
-            return None
-        await self._annotate_revision(deploy, annotations[REVISION])
+            return None, deploy
+        deploy = await self._annotate_revision(deploy, annotations[REVISION])
         if initial:
             self.events.record(deploy, "Normal", "ScalingReplicaSet",
                                f"Scaled up replica set {rs['metadata']['name']} from 0 to {initial}")
-        return msgspec.json.decode(reply.body)
+        return msgspec.json.decode(reply.body), deploy
 
-    async def _keep_new_current(self, deploy: Obj, new: Obj, old: list[Obj]) -> Obj:
+    async def _keep_new_current(self, deploy: Obj, new: Obj, old: list[Obj]) -> tuple[Obj, Obj]:
         """An older template back (rollout undo): its ReplicaSet becomes the newest revision again;
-        and it follows the Deployment's annotations and minReadySeconds."""
+        and it follows the Deployment's annotations and minReadySeconds. (That ReplicaSet, the
+        Deployment as this left it.)"""
         spec = deploy["spec"]
         highest = max((_revision(rs) for rs in old), default=0)
         patch: Obj = {}
@@ -338,17 +340,23 @@ class DeploymentController(QueuedController):
         if patch:
             new = await self._patch_rs(new, patch)
         if str(_revision(new)) != (deploy["metadata"].get("annotations") or {}).get(REVISION):
-            await self._annotate_revision(deploy, str(_revision(new)))
-        return new
+            deploy = await self._annotate_revision(deploy, str(_revision(new)))
+        return new, deploy
 
-    async def _annotate_revision(self, deploy: Obj, revision: str) -> None:
+    async def _annotate_revision(self, deploy: Obj, revision: str) -> Obj:
+        """The Deployment numbered ``revision``, as the patch left it: the status this sync writes
+        needs its resourceVersion. Gone meanwhile, or its spec changed (which the status written from
+        this sync's spec must not claim to have observed): ``deploy`` as it was."""
         meta = deploy["metadata"]
         try:
-            await self.api.patch(self._deploys, meta["namespace"], meta["name"],
-                                 {"metadata": {"annotations": {REVISION: revision}}}, "merge", self.opts)
+            reply = await self.api.patch(self._deploys, meta["namespace"], meta["name"],
+                                         {"metadata": {"annotations": {REVISION: revision}}}, "merge", self.opts)
         except errors.ApiError as exc:
             if exc.code != 404:
                 raise
+            return deploy
+        patched = msgspec.json.decode(reply.body)
+        return patched if patched["metadata"].get("generation") == meta.get("generation") else deploy
 
     def _limits(self, deploy: Obj) -> tuple[int, int]:
         """(maxSurge, maxUnavailable) as pod counts, as Kubernetes resolves them: never both 0."""
