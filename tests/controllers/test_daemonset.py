@@ -552,3 +552,33 @@ async def test_each_daemon_made_or_replaced_is_an_event_on_the_daemon_set(harnes
     assert created == [f"Created pod on node {n}" for n in sorted(made)]
     deleted = [m for t, r, m in events if (t, r) == ("Normal", "SuccessfulDelete")]
     assert len(deleted) == 1 and deleted[0] in {f"Deleted pod: {p['metadata']['name']}" for p in made.values()}
+
+
+async def test_a_node_change_queues_the_daemon_sets_only_when_its_labels_or_taints_change(harness):
+    """A heartbeat (status) changes nothing a DaemonSet reads; a label, a taint, a node added or
+    removed may change where its daemons belong."""
+    api, controller = harness.api, harness.controller
+    await api.create(SETS, "default", daemon_set(), OPTS)
+    await harness.sync()
+    events: list = []
+    api.cache.on_event.append(events.append)
+
+    async def queued_by(change) -> list[list[str]]:
+        events.clear()
+        await change()
+        await api.cache.wait_consistent()
+        return [sorted(controller.keys_for(e)) for e in events if e.key.startswith(NODES.store_prefix)]
+
+    ds = [SETS.key("default", "agent")]
+    def beat(second: int):
+        return lambda: api.patch(NODES, None, "n2", {"status": {"conditions": [{
+            "type": "Ready", "status": "True", "lastHeartbeatTime": f"2030-01-01T00:00:{second:02d}Z"}]}},
+            "merge", OPTS, subresource="status")
+    assert await queued_by(beat(1)) == [ds]  # the first it hears of n2: its shape not known yet
+    assert await queued_by(beat(2)) == [[]]
+    assert await queued_by(lambda: api.patch(NODES, None, "n2", {"metadata": {"labels": {"disk": "ssd"}}},
+                                             "merge", OPTS)) == [ds]
+    assert await queued_by(lambda: api.patch(NODES, None, "n2", {"spec": {"taints": [
+        {"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}}, "merge", OPTS)) == [ds]
+    assert await queued_by(lambda: api.create(NODES, None, NodeBuilder("n9").obj, OPTS)) == [ds]
+    assert await queued_by(lambda: api.delete(NODES, None, "n9", None, None, None)) == [ds]
