@@ -31,6 +31,12 @@ def deployment(replicas: int = 3, image: str = "web:1", **spec) -> dict:
                                   "spec": {"containers": [{"name": "c", "image": image}]}}, **spec}}
 
 
+def rolling(replicas: int, surge: int | str, unavailable: int | str) -> dict:
+    """A RollingUpdate Deployment of ``replicas`` with these maxSurge and maxUnavailable."""
+    return deployment(replicas=replicas, strategy={"type": "RollingUpdate", "rollingUpdate": {
+        "maxSurge": surge, "maxUnavailable": unavailable}})
+
+
 
 def live_pods(api) -> list[dict]:
     return [r.obj for r in api.cache.items(PODS.store_prefix) if not r.obj["metadata"].get("deletionTimestamp")]
@@ -112,9 +118,8 @@ async def test_a_deployment_runs_its_replicas_through_one_replica_set_named_afte
 async def test_a_rolling_update_stays_within_max_surge_and_max_unavailable_at_every_change(
         server, surge, unavailable, max_pods, min_ready):
     api = server.api
-    strategy = {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": surge, "maxUnavailable": unavailable}}
     async with kubelet(api):
-        await api.create(DEPLOYS, "default", deployment(strategy=strategy), OPTS)
+        await api.create(DEPLOYS, "default", rolling(3, surge, unavailable), OPTS)
         await until(lambda: the_deployment(api), rolled_out)
         seen: list[tuple[int, int]] = []
         api.cache.on_event.append(lambda _e: seen.append(
@@ -502,7 +507,7 @@ async def test_the_replica_sets_a_rollout_makes_are_whole_from_their_first_versi
     assert await until(told, bool) == [("Normal", f"Scaled up replica set {first} from 0 to 3")]
 
 
-@pytest.mark.parametrize("rolling, before, after", [
+@pytest.mark.parametrize("limits, before, after", [
     pytest.param({"maxSurge": 0, "maxUnavailable": 1}, [(3, 3), (1, 0), (0, 0)], [3, 0, 0],
                  id="the budget goes to pods that serve nobody, wherever they are, before available ones"),
     pytest.param({"maxSurge": 0, "maxUnavailable": 2}, [(3, 1), (1, 0), (0, 0)], [1, 1, 0],
@@ -516,7 +521,7 @@ async def test_the_replica_sets_a_rollout_makes_are_whole_from_their_first_versi
     pytest.param({"maxSurge": 1, "maxUnavailable": 1}, [(3, 3, 4), (1, 1)], [2, 1],
                  id="pods a set was scaled down from and still counts fill the surge: the new set waits for them"),
 ])
-async def test_one_step_of_a_rolling_update_from_a_given_state(tmp_path, rolling, before, after):
+async def test_one_step_of_a_rolling_update_from_a_given_state(tmp_path, limits, before, after):
     """ReplicaSets of revisions 1, 2, ... (the last the Deployment's current template) at (replicas,
     available[, the pods its status counts when not ``replicas``]) ``before``: one sync leaves them
     at ``after`` replicas, as Kubernetes' rolling update would (4 replicas wanted, so at least
@@ -524,8 +529,7 @@ async def test_one_step_of_a_rolling_update_from_a_given_state(tmp_path, rolling
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
         api = server.api
         sync = one_sync(api)
-        await api.create(DEPLOYS, "default", deployment(replicas=4, strategy={
-            "type": "RollingUpdate", "rollingUpdate": rolling}), OPTS)
+        await api.create(DEPLOYS, "default", rolling(4, limits["maxSurge"], limits["maxUnavailable"]), OPTS)
         await sync()
         for image in range(2, len(before) + 1):
             await set_image(api, f"web:{image}")
@@ -550,8 +554,7 @@ async def test_a_deployment_scaled_to_3_mid_rollout_leaves_every_set_it_scales_d
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
         api = server.api
         sync = one_sync(api)
-        await api.create(DEPLOYS, "default", deployment(replicas=4, strategy={
-            "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}}), OPTS)
+        await api.create(DEPLOYS, "default", rolling(4, 1, 1), OPTS)
         await sync()
         await set_image(api, "web:2")
         await sync()
@@ -674,8 +677,7 @@ async def test_a_new_set_made_while_an_old_one_still_counts_pods_it_was_scaled_d
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
         api = server.api
         sync = one_sync(api)
-        await api.create(DEPLOYS, "default", deployment(replicas=2, strategy={
-            "type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 1}}), OPTS)
+        await api.create(DEPLOYS, "default", rolling(2, 1, 1), OPTS)
         await sync()
         [old] = await replica_sets(api)
         await set_state(api, old["metadata"]["name"], 0, 2, 2)
