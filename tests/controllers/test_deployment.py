@@ -644,6 +644,53 @@ async def test_the_status_a_deployment_goes_through_as_kubectl_reads_it(tmp_path
             condition("Progressing", "Unknown", t6, t6, "DeploymentPaused", "Deployment is paused")]}
 
 
+async def test_only_a_stopped_pod_of_a_recreate_deployment_queues_it(tmp_path):
+    """What a pod's deletion queues: its Deployment when it ran for a Recreate one (which may be
+    waiting for it); nothing for a rolling Deployment's pod, a bare ReplicaSet's, another kind's or
+    an ownerless one."""
+    from corral.controllers.deployment import DeploymentController
+
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        controller = DeploymentController(api)
+        await api.create(DEPLOYS, "default", rolling(1, 1, 0), OPTS)
+        await api.create(DEPLOYS, "default", {**deployment(1, strategy={"type": "Recreate"}),
+                                              "metadata": {"name": "old"}}, OPTS)
+        await api.create(RS, "default", {"metadata": {"name": "solo"}, "spec": {  # owned by no Deployment
+            "replicas": 0, "selector": {"matchLabels": {"app": "solo"}},
+            "template": {"metadata": {"labels": {"app": "solo"}}, "spec": {"containers": [
+                {"name": "c", "image": "solo"}]}}}}, OPTS)
+        for name in ("web", "old"):
+            await api.cache.wait_consistent()
+            controller.reset()
+            controller.initial_keys()
+            await controller.sync(DEPLOYS.key("default", name))
+        await api.cache.wait_consistent()
+        controller.reset()
+        controller.initial_keys()
+        sets = {rs["metadata"]["ownerReferences"][0]["name"] if rs["metadata"].get("ownerReferences") else "solo": rs
+                for rs in (r.obj for r in api.cache.items(RS.store_prefix))}
+
+        def owned_by(kind: str, owner: dict | None) -> list:
+            return [] if owner is None else [{"apiVersion": "apps/v1", "kind": kind, "name": owner["metadata"]["name"],
+                                              "uid": owner["metadata"]["uid"], "controller": True}]
+
+        events: list = []
+        api.cache.on_event.append(events.append)
+        queued = {}
+        for name, refs in (("of-old", owned_by("ReplicaSet", sets["old"])), ("of-web", owned_by("ReplicaSet", sets["web"])),
+                           ("of-solo", owned_by("ReplicaSet", sets["solo"])), ("of-job", owned_by("Job", sets["old"])),
+                           ("bare", [])):
+            await api.create(PODS, "default", {"metadata": {"name": name, "ownerReferences": refs},
+                                               "spec": {"containers": [{"name": "c", "image": "x"}]}}, OPTS)
+            events.clear()
+            await api.delete(PODS, "default", name, None, None, None)
+            await api.cache.wait_consistent()
+            queued[name] = [sorted(controller.keys_for(e)) for e in events if e.key.startswith(PODS.store_prefix)]
+    assert queued == {"of-old": [[DEPLOYS.key("default", "old")]], "of-web": [[]], "of-solo": [[]], "of-job": [[]],
+                      "bare": [[]]}
+
+
 def one_sync(api, clock=time.time):
     """A Deployment controller that syncs ``web`` once per call, from the store as it is then."""
     from corral.controllers.deployment import DeploymentController
