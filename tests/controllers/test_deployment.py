@@ -691,6 +691,45 @@ async def test_only_a_stopped_pod_of_a_recreate_deployment_queues_it(tmp_path):
                       "bare": [[]]}
 
 
+@pytest.mark.parametrize("annotations, revision", [
+    ({REVISION: "3"}, 3), ({REVISION: "three"}, 0), ({}, 0), (None, 0)])
+def test_a_revision_is_read_from_its_annotation_and_is_0_without_a_number(annotations, revision):
+    from corral.controllers.deployment import _revision
+
+    assert _revision({"metadata": {"annotations": annotations}} if annotations is not None else {}) == revision
+
+
+def test_a_new_replica_set_inherits_the_deployments_annotations_but_its_own_bookkeeping():
+    from corral.controllers.deployment import _inherited
+
+    deploy = {"metadata": {"annotations": {"kubernetes.io/change-cause": "image web:2", "team": "web", REVISION: "4",
+                                           "kubectl.kubernetes.io/last-applied-configuration": "{}"}}}
+    assert _inherited(deploy) == {"kubernetes.io/change-cause": "image web:2", "team": "web"}
+    assert _inherited({"metadata": {}}) == {}
+
+
+async def test_history_keeps_an_old_replica_set_until_its_last_pod_is_gone(tmp_path):
+    """revisionHistoryLimit 0: the old set scaled to 0 is deleted only once its status counts no pod
+    (deleting it earlier would leave its stopping pods to the garbage collector)."""
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        sync = one_sync(api)
+        await api.create(DEPLOYS, "default", {**rolling(2, 2, 0), "spec": {
+            **rolling(2, 2, 0)["spec"], "revisionHistoryLimit": 0}}, OPTS)
+        await sync()
+        [old] = [rs["metadata"]["name"] for rs in await replica_sets(api)]
+        await set_image(api, "web:2")
+        await sync()
+        new = next(rs["metadata"]["name"] for rs in await replica_sets(api) if rs["metadata"]["name"] != old)
+        await set_state(api, new, 2, 2)
+        await set_state(api, old, 0, 0, 2)  # scaled to 0, two pods still stopping
+        await sync()
+        assert sorted(rs["metadata"]["name"] for rs in await replica_sets(api)) == sorted([old, new])
+        await set_state(api, old, 0, 0)
+        await sync()
+        assert [rs["metadata"]["name"] for rs in await replica_sets(api)] == [new]
+
+
 def one_sync(api, clock=time.time):
     """A Deployment controller that syncs ``web`` once per call, from the store as it is then."""
     from corral.controllers.deployment import DeploymentController
