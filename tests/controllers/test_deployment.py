@@ -730,6 +730,42 @@ async def test_history_keeps_an_old_replica_set_until_its_last_pod_is_gone(tmp_p
         assert [rs["metadata"]["name"] for rs in await replica_sets(api)] == [new]
 
 
+async def test_adoption_takes_only_the_orphans_its_selector_matches_and_keeps_their_other_owners(tmp_path):
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        sync = one_sync(api)
+        keeper = {"apiVersion": "v1", "kind": "ConfigMap", "name": "keeper", "uid": "keeper-uid"}  # no controller
+        for name, app, refs in (("aaa-other", "other", []), ("web-old", "web", [keeper])):
+            await api.create(RS, "default", {"metadata": {"name": name, "labels": {"app": app},
+                                                          "ownerReferences": refs}, "spec": {
+                "replicas": 0, "selector": {"matchLabels": {"app": app}}, "template": {
+                    "metadata": {"labels": {"app": app}}, "spec": {"containers": [{"name": "c", "image": app}]}}}},
+                OPTS)
+        await api.create(DEPLOYS, "default", deployment(replicas=1), OPTS)
+        await sync()
+        uid = (await the_deployment(api))["metadata"]["uid"]
+        owners = {rs["metadata"]["name"]: [r["uid"] for r in rs["metadata"].get("ownerReferences") or ()]
+                  for rs in (r.obj for r in api.cache.items(RS.store_prefix))}
+    assert owners.pop("aaa-other") == [] and owners.pop("web-old") == ["keeper-uid", uid]
+    assert list(owners.values()) == [[uid]]  # and its own for its template
+
+
+async def test_a_paused_deployment_scaled_up_with_every_set_at_0_grows_its_newest(tmp_path):
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        sync = one_sync(api)
+        await api.create(DEPLOYS, "default", deployment(replicas=1), OPTS)
+        await sync()
+        await set_image(api, "web:2")
+        await sync()
+        sets = [rs["metadata"]["name"] for rs in await replica_sets(api)]
+        for name in sets:
+            await set_state(api, name, 0, 0)
+        await api.patch(DEPLOYS, "default", "web", {"spec": {"paused": True, "replicas": 2}}, "merge", OPTS)
+        await sync()
+        assert [rs["spec"]["replicas"] for rs in await replica_sets(api)] == [0, 2]
+
+
 def one_sync(api, clock=time.time):
     """A Deployment controller that syncs ``web`` once per call, from the store as it is then."""
     from corral.controllers.deployment import DeploymentController

@@ -248,7 +248,7 @@ class DeploymentController(QueuedController):
             else:
                 await self._roll(deploy, new, old)
         elif spec.get("paused"):  # scaling only (no rollout meanwhile): shared out among the ReplicaSets that run
-            running = [rs for rs in sets if _replicas(rs)] or sorted(sets, key=_revision)[-1:]
+            running = [rs for rs in sets if _replicas(rs)] or sorted(sets, key=_revision)  # none: the newest grows
             for rs, replicas in _proportional(running, spec["replicas"]):
                 await self._set_replicas(deploy, rs, replicas)
         await self._trim_history(deploy, old)
