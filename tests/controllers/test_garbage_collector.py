@@ -12,7 +12,7 @@ from corral.api.resources import by_kind
 from corral.client.rest import ApiError as ClientError
 from corral.controllers.garbage_collector import GarbageCollector
 from corral.server.rest import WriteOptions
-from corral.testing.builders import make_pod
+from corral.testing.builders import make_node, make_pod
 from corral.testing.server import LateCache, running_server
 from corral.testing.waiting import until
 
@@ -186,7 +186,16 @@ async def test_what_one_sync_does_with_each_kind_of_owner_reference(tmp_path):
                  "uid": "5b1d4c6e-0000-4000-8000-00000000dead"}
         widget = {"apiVersion": "example.com/v1", "kind": "Widget", "name": "w",
                   "uid": "5b1d4c6e-0000-4000-8000-00000000beef"}
-        cases = {"gone-and-orphaning": [ghost, orphaning], "unknown-kind": [widget], "gone": [ghost]}
+        node = await api.create(by_kind("Node"), None, make_node("n1").obj, OPTS)
+        cluster_owner = {"apiVersion": "v1", "kind": "Node", "name": "n1",
+                         "uid": json.loads(node.body)["metadata"]["uid"]}  # cluster-scoped: found by name alone
+        held = await api.create(RS, "default", {**replica_set(replicas=0), "metadata": {
+            "name": "held", "finalizers": ["example.com/hold"]}}, OPTS)
+        await api.delete(RS, "default", "held", None, None, None)  # in the background: held by its finalizer
+        deleting = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "held",
+                    "uid": json.loads(held.body)["metadata"]["uid"]}
+        cases = {"gone-and-orphaning": [ghost, orphaning], "unknown-kind": [widget], "gone": [ghost],
+                 "cluster-owner": [cluster_owner], "owner-held": [deleting]}
         for name, refs in cases.items():
             pod = make_pod(name).obj
             pod["metadata"].pop("uid")
@@ -199,7 +208,9 @@ async def test_what_one_sync_does_with_each_kind_of_owner_reference(tmp_path):
             await collector.sync(PODS.key("default", name))
         left = {p["metadata"]["name"]: p["metadata"].get("ownerReferences") for p in await pods(api)}
         assert left == {"gone-and-orphaning": None,  # released by its orphaning owner: kept, owned by nobody
-                        "unknown-kind": [widget]}  # a kind corral does not serve is never judged gone
+                        "unknown-kind": [widget],  # a kind corral does not serve is never judged gone
+                        "cluster-owner": [cluster_owner],
+                        "owner-held": [deleting]}  # a background deletion takes dependents once the owner is gone
 
 
 @pytest.mark.parametrize("meanwhile", ["another finalizer removed", "finalized and gone"])

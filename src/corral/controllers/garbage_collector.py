@@ -122,7 +122,7 @@ class GarbageCollector(QueuedController):
             resource = by_kind(ref.get("kind") or "")
         except UnknownResource:
             return False, None
-        owner = self.api.cache.get(resource.key(namespace if resource.namespaced else None, ref.get("name") or ""))
+        owner = self.api.cache.get(resource.key(namespace, ref.get("name") or ""))  # cluster-scoped: by name alone
         if owner is None or owner.obj["metadata"].get("uid") != ref.get("uid"):
             return True, None
         return True, owner.obj
