@@ -272,3 +272,19 @@ async def test_the_pods_it_creates_and_deletes_are_told_as_events_on_the_replica
     assert [e[:2] for e in events] == [("ReplicaSet", "SuccessfulCreate")] * 2 + [("ReplicaSet", "SuccessfulDelete")]
     assert {e[2] for e in events if e[1] == "SuccessfulCreate"} == {f"Created pod: {p['metadata']['name']}" for p in made}
     assert deleted[0][2].startswith("Deleted pod: web-")
+
+
+async def test_a_selector_of_expressions_counts_fully_labelled_only_the_pods_with_the_templates_labels(server):
+    """`app In (web, api)` adopts a stray labelled app=api; the template says app=web, so of the two
+    pods one is fully labelled."""
+    api = server.api
+    stray = make_pod("stray").obj
+    stray["metadata"].pop("uid")
+    stray["metadata"]["labels"] = {"app": "api"}
+    await api.create(PODS, "default", stray, OPTS)
+    rs = replica_set(replicas=2)
+    rs["spec"]["selector"] = {"matchExpressions": [{"key": "app", "operator": "In", "values": ["web", "api"]}]}
+    rs["spec"]["template"]["metadata"]["labels"] = {"app": "web"}
+    await api.create(RS, "default", rs, OPTS)
+    status = await until(lambda: _status(api), lambda s: s.get("replicas") == 2)
+    assert status["fullyLabeledReplicas"] == 1
