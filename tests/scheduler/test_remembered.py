@@ -560,6 +560,19 @@ def test_a_pod_with_two_hard_spread_constraints_is_judged_by_both():
     assert twin.fwks[0].remembered.hits == 0
 
 
+def test_a_hard_zone_spread_with_a_soft_hostname_spread_is_judged_by_zone_and_scored_afresh():
+    """The soft constraint's PreScore keeps its per-cycle state: the remembered path judges by zone,
+    then gives the cycle's state to the scorers, and the soft spread (not row-local) is scored by the
+    full evaluation. n3 is the lowest zone alone (one node left: remembered); once every zone holds
+    one, the hostname spread prefers z1's empty n1 over n0."""
+    twin = zoned_twin("z1", "z1", "z2", "z3")
+    nodes = [twin.schedule(make_pod(f"s{i}").labels(app="a").requests(cpu="100m")
+                           .spread(1, "topology.kubernetes.io/zone", app="a")
+                           .spread(1, "kubernetes.io/hostname", hard=False, app="a").obj) for i in range(6)]
+    assert nodes == ["n0", "n2", "n3", "n1", "n2", "n3"]
+    assert twin.fwks[0].remembered.hits == 2  # the two decisions a single allowed node settles
+
+
 def test_a_row_that_changes_in_a_barred_zone_stays_barred():
     twin = zoned_twin("z1", "z1", "z2", "z3")
     place(twin, "a0", "n0", "a")
