@@ -929,3 +929,153 @@ async def test_a_deployment_is_available_with_at_most_max_unavailable_replicas_m
                              lambda d: (d.get("status") or {}).get("availableReplicas") == 3)
     (condition,) = [c for c in deploy["status"]["conditions"] if c["type"] == "Available"]
     assert condition["status"] == available
+
+
+T = 1_800_000_000.0  # the sync's time in the table below
+
+
+def _rs(name: str, size: int, replicas: int = 0, available: int = 0) -> dict:
+    return {"metadata": {"name": name}, "spec": {"replicas": size},
+            "status": {"replicas": replicas, "readyReplicas": available, "availableReplicas": available}}
+
+
+def _counts(replicas: int, updated: int, available: int, unavailable: int) -> dict:
+    return {"replicas": replicas, "updatedReplicas": updated, "readyReplicas": available,
+            "availableReplicas": available, "unavailableReplicas": unavailable}
+
+
+def _condition(kind: str, status: str, reason: str, message: str, updated: float, transition: float) -> dict:
+    from corral.api.defaults import rfc3339
+
+    return {"type": kind, "status": status, "lastUpdateTime": rfc3339(updated),
+            "lastTransitionTime": rfc3339(transition), "reason": reason, "message": message}
+
+
+AVAILABLE = _condition("Available", "True", "MinimumReplicasAvailable", "Deployment has minimum availability.",
+                       T - 100, T - 100)
+UPDATED = 'ReplicaSet "new" is progressing.'
+TIMED_OUT = 'ReplicaSet "new" has timed out progressing.'
+
+# (id, wanted, paused, new, old, the counts of the status before, its Progressing condition, the one
+# expected (None: nothing written), when the sync looks again (seconds; None: it need not)). maxSurge
+# 1, maxUnavailable 0, a progress deadline of 60 s; no ReplicaSet was made by the sync.
+STATUS_CASES = [
+    ("progress under the same reason moves its update time, not its transition time",
+     2, False, _rs("new", 2, 1, 1), [_rs("old", 1, 1, 1)], _counts(3, 1, 2, 0),
+     _condition("Progressing", "True", "ReplicaSetUpdated", UPDATED, T - 10, T - 100),
+     _condition("Progressing", "True", "ReplicaSetUpdated", UPDATED, T, T - 100), 60.0),
+    ("no progress within the deadline: kept as it was, looked at again when the deadline would pass",
+     2, False, _rs("new", 1, 1, 0), [_rs("old", 2, 2, 2)], _counts(3, 1, 2, 0),
+     _condition("Progressing", "True", "ReplicaSetUpdated", UPDATED, T - 30, T - 100), None, 30.0),
+    ("exactly at the deadline it has not passed yet",
+     2, False, _rs("new", 1, 1, 0), [_rs("old", 2, 2, 2)], _counts(3, 1, 2, 0),
+     _condition("Progressing", "True", "ReplicaSetUpdated", UPDATED, T - 60, T - 100), None, 0.1),
+    ("a second past the deadline it has timed out",
+     2, False, _rs("new", 1, 1, 0), [_rs("old", 2, 2, 2)], _counts(3, 1, 2, 0),
+     _condition("Progressing", "True", "ReplicaSetUpdated", UPDATED, T - 61, T - 100),
+     _condition("Progressing", "False", "ProgressDeadlineExceeded", TIMED_OUT, T, T), None),
+    ("timed out without progress since: kept, its times too, and not looked at again",
+     2, False, _rs("new", 1, 1, 0), [_rs("old", 2, 2, 2)], _counts(3, 1, 2, 0),
+     _condition("Progressing", "False", "ProgressDeadlineExceeded", TIMED_OUT, T - 5, T - 5), None, None),
+    ("paused again with nothing new (no ReplicaSet of its template yet): nothing written",
+     2, True, None, [_rs("old", 2, 2, 2)], _counts(2, 0, 2, 0),
+     _condition("Progressing", "Unknown", "DeploymentPaused", "Deployment is paused", T - 5, T - 5), None, None),
+    ("resumed with nothing moved: progressing from now",
+     2, False, _rs("new", 1, 1, 0), [_rs("old", 2, 2, 2)], _counts(3, 1, 2, 0),
+     _condition("Progressing", "Unknown", "DeploymentPaused", "Deployment is paused", T - 5, T - 5),
+     _condition("Progressing", "True", "ReplicaSetUpdated", UPDATED, T, T), 60.0),
+    ("settled, then grown with its counts as they were: progressing from now",
+     3, False, _rs("new", 2, 2, 2), [], _counts(2, 2, 2, 1),
+     _condition("Progressing", "True", "NewReplicaSetAvailable", 'ReplicaSet "new" has successfully progressed.',
+                T - 50, T - 100),
+     _condition("Progressing", "True", "ReplicaSetUpdated", UPDATED, T, T - 100), 60.0),
+    ("as many pods as wanted, not all of the new template: not complete",
+     2, False, _rs("new", 2, 1, 1), [_rs("old", 0, 1, 1)], _counts(3, 1, 2, 0),
+     _condition("Progressing", "True", "ReplicaSetUpdated", UPDATED, T - 10, T - 100),
+     _condition("Progressing", "True", "ReplicaSetUpdated", UPDATED, T, T - 100), 60.0),
+    ("a status without counts (another client's) counts 0 for each, as Kubernetes reads it: nothing moved",
+     0, False, _rs("new", 1), [], {},
+     _condition("Progressing", "True", "ReplicaSetUpdated", UPDATED, T - 10, T - 100),
+     _condition("Progressing", "True", "ReplicaSetUpdated", UPDATED, T - 10, T - 100), 50.0),
+]
+
+
+@pytest.mark.parametrize("wanted, paused, new, old, counts, before, after, again",
+                         [pytest.param(*case[1:], id=case[0]) for case in STATUS_CASES])
+async def test_a_deployment_s_progress_from_its_replica_sets(tmp_path, wanted, paused, new, old, counts, before,
+                                                           after, again):
+    """Kubernetes' rules for the Progressing condition, one sync each: its reason and message, which
+    of its times move, and when the controller looks again (the progress deadline)."""
+    from corral.controllers.deployment import DeploymentController
+
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        spec = {**rolling(wanted, 1, 0)["spec"], "progressDeadlineSeconds": 60, "paused": paused}
+        await api.create(DEPLOYS, "default", {**deployment(), "spec": spec}, OPTS)
+        stored = await the_deployment(api)
+        previous = {"observedGeneration": 1, **counts, "conditions": [AVAILABLE, before]}
+        asked = await DeploymentController(api, clock=lambda: T)._write_status(
+            {**stored, "status": previous}, new, old, False)
+        written = await the_deployment(api)
+    assert asked == again
+    if after is None:
+        assert written["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"]  # nothing written
+    else:
+        assert written["status"]["conditions"][1] == after
+
+
+async def test_conditions_written_without_their_times_are_given_the_sync_s(tmp_path):
+    """A status written by another client may lack a condition's times: the sync fills them in."""
+    from corral.api.defaults import rfc3339
+    from corral.controllers.deployment import DeploymentController
+
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        await api.create(DEPLOYS, "default", {**deployment(), "spec": {**rolling(2, 1, 0)["spec"]}}, OPTS)
+        stored = await the_deployment(api)
+        bare = [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                 "message": "Deployment has minimum availability."},
+                {"type": "Progressing", "status": "True", "reason": "NewReplicaSetAvailable",
+                 "message": 'ReplicaSet "new" has successfully progressed.'}]
+        await DeploymentController(api, clock=lambda: T)._write_status(
+            {**stored, "status": {"observedGeneration": 1, **_counts(2, 2, 2, 0), "conditions": bare}},
+            _rs("new", 2, 2, 2), [], False)
+        written = await the_deployment(api)
+    assert written["status"]["conditions"] == [{**c, "lastUpdateTime": rfc3339(T), "lastTransitionTime": rfc3339(T)}
+                                               for c in bare]
+
+
+async def test_a_current_replica_set_sharing_its_revision_with_an_older_one_is_numbered_past_it(tmp_path):
+    """Two ReplicaSets of one revision (an annotation copied by hand): the current one becomes the
+    newest, as Kubernetes numbers it, and the Deployment with it."""
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        sync = one_sync(api)
+        await api.create(DEPLOYS, "default", deployment(replicas=1), OPTS)
+        await sync()
+        await set_image(api, "web:2")
+        await sync()
+        first, second = await replica_sets(api)
+        await api.patch(RS, "default", first["metadata"]["name"], {"metadata": {"annotations": {REVISION: "2"}}},
+                        "merge", OPTS)
+        await sync()
+        current = api.cache.get(RS.key("default", second["metadata"]["name"])).obj
+        assert current["metadata"]["annotations"][REVISION] == "3"
+        assert (await the_deployment(api))["metadata"]["annotations"][REVISION] == "3"
+
+
+async def test_numbering_a_deployment_whose_spec_changed_meanwhile_leaves_its_status_to_the_next_sync(tmp_path):
+    """The revision patch answers with the Deployment as it is now: if its spec changed since the
+    sync read it, the sync goes on with what it read (its status must not claim the new spec)."""
+    from corral.controllers.deployment import DeploymentController
+
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        await api.create(DEPLOYS, "default", deployment(replicas=1), OPTS)
+        read = await the_deployment(api)
+        controller = DeploymentController(api)
+        same = await controller._annotate_revision(read, "1")
+        assert same["metadata"]["annotations"][REVISION] == "1" and same["metadata"]["generation"] == 1
+        assert same["metadata"]["resourceVersion"] != read["metadata"]["resourceVersion"]  # the patch's
+        await api.patch(DEPLOYS, "default", "web", {"spec": {"replicas": 2}}, "merge", OPTS)
+        assert await controller._annotate_revision(read, "2") is read

@@ -490,9 +490,9 @@ class DeploymentController(QueuedController):
         if spec.get("paused"):
             out.append(condition("Progressing", "Unknown", "DeploymentPaused", "Deployment is paused", progressed=False))
         elif complete:
+            # Its times move only when it is new: a settled Deployment keeps the time it settled.
             out.append(condition("Progressing", "True", "NewReplicaSetAvailable",
-                                 f'ReplicaSet "{name}" has successfully progressed.',
-                                 progressed=old_progress.get("reason") != "NewReplicaSetAvailable"))
+                                 f'ReplicaSet "{name}" has successfully progressed.', progressed=False))
         elif moved or old_progress.get("reason") in (None, "NewReplicaSetAvailable", "DeploymentPaused"):
             reason = "NewReplicaSetCreated" if created else "ReplicaSetUpdated"
             message = f'Created new replica set "{name}"' if created else f'ReplicaSet "{name}" is progressing.'
