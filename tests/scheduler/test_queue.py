@@ -186,3 +186,27 @@ async def test_pop_waits_for_the_first_backoff_to_end_then_returns_that_pod():
     qp = await asyncio.wait_for(q.pop(), 10)
     assert qp.key == "default/p" and time.monotonic() >= ends
     assert len(reads) < 20, f"pop read the clock {len(reads)} times while it waited"
+
+
+async def test_pop_waits_for_the_first_backoff_to_end_and_no_longer(monkeypatch):
+    """With nothing active, pop sleeps until the earliest backoff ends (here 0.25 s away on the fake
+    clock, whose time the stand-in wait moves on), then serves that pod."""
+    import asyncio
+
+    from corral.scheduler.queue import scheduling_queue
+
+    q, clock = queue()
+    q.add(info("a"))
+    q.requeue_backoff(q.pop_nowait())  # 1 s of backoff
+    clock.advance(0.75)
+    waited: list = []
+
+    async def wait_for(awaitable, timeout):  # as asyncio.wait_for when nothing wakes the queue
+        awaitable.close()
+        waited.append(timeout)
+        clock.advance(timeout)
+        raise asyncio.TimeoutError
+
+    monkeypatch.setattr(scheduling_queue.asyncio, "wait_for", wait_for)
+    assert (await q.pop()).info.name == "a"
+    assert waited == [0.25]

@@ -573,6 +573,25 @@ def test_a_hard_zone_spread_with_a_soft_hostname_spread_is_judged_by_zone_and_sc
     assert twin.fwks[0].remembered.hits == 2  # the two decisions a single allowed node settles
 
 
+def test_a_barred_hostname_among_rows_changing_at_once_stays_barred():
+    """Over forty hostnames (more domains than are ranked one by one) a node already holding a pod of
+    a maxSkew 1 spread is barred; relabelled with five others between two decisions (their rows
+    judged again together, the domains' counts as they were), it stays barred."""
+    twin = Twin({"tieBreak": "name"}, time.time)
+    node = lambda i, **labels: make_node(f"n{i:02d}").capacity(cpu=4, memory="8Gi", pods=10).labels(  # noqa: E731
+        **labels).obj
+    for i in range(40):  # rack r1 known from the start: a relabel to it changes rows, not the label columns
+        twin.each(lambda c, i=i: c.set_node(node(i, rack="r1" if i == 39 else "r0")))
+    place(twin, "a0", "n00", "a")
+    pod = lambda name: make_pod(name).labels(app="a").requests(cpu="100m").spread(  # noqa: E731
+        1, "kubernetes.io/hostname", app="a").obj
+    assert probe(twin, pod("s0")) == ("n01", 39)
+    for i in range(6):
+        twin.each(lambda c, i=i: c.set_node(node(i, rack="r1")))
+    assert probe(twin, pod("s1")) == ("n01", 39)
+    assert twin.fwks[0].remembered.hits == 2
+
+
 def test_a_row_that_changes_in_a_barred_zone_stays_barred():
     twin = zoned_twin("z1", "z1", "z2", "z3")
     place(twin, "a0", "n0", "a")
@@ -891,6 +910,127 @@ def test_a_filter_that_is_not_row_local_is_never_remembered():
         del REGISTRY[Everywhere.NAME]
 
 
+def test_a_row_local_plugin_s_cycle_state_reaches_each_of_its_row_by_row_answers():
+    """A custom row-local filter and scorer that keep what PreFilter and PreScore found in the
+    cycle's state: every path of a remembered decision (one row, a few rows, many rows changed since)
+    hands them the cycle's state, as the full evaluation does; and only the rows that changed are
+    evaluated again, one by one in plain Python when they are few (up to SCALAR_ROWS), else together
+    in columns: what keeps a decision's cost from growing with the cluster."""
+    from corral.scheduler.framework.interface import FilterResult, Plugin
+    from corral.scheduler.framework.status import SUCCESS
+    from corral.scheduler.plugins import REGISTRY
+
+    calls: dict[int, list[tuple[str, int]]] = {}  # per cache: (method, rows it was asked about)
+
+    class RackOfPod(Plugin):  # nodes of the pod's rack; scored by the pod's weight and the node's slot
+        NAME = "RackOfPodForTest"
+        ROW_LOCAL_FILTER = ROW_LOCAL_SCORE = True
+
+        def _called(self, method: str, rows: int) -> None:
+            calls.setdefault(id(self.cache), []).append((method, rows))
+
+        def signature(self, pod):
+            return pod.labels.get("rack"), pod.labels.get("weight")
+
+        def pre_filter(self, state, pod):
+            state[self.NAME] = pod.labels["rack"]
+            return SUCCESS
+
+        def _fits(self, state, row: int) -> bool:
+            return self.cache.table.node_labels(row).get("rack") == state[self.NAME]
+
+        def _slot(self, state, row: int) -> float:
+            return state[self.NAME + "/weight"] * float(self.cache.table.node_labels(row).get("slot", "0"))
+
+        def filter(self, state, pod, candidates):
+            self._called("filter", self.cache.table.size)
+            return FilterResult.reject_where(
+                np.array([not self._fits(state, r) for r in range(self.cache.table.size)], dtype=bool), "other rack")
+
+        def filter_rows(self, state, pod, rows):
+            self._called("filter_rows", len(rows))
+            return np.array([self._fits(state, int(r)) for r in rows], dtype=bool)
+
+        def filter_one(self, state, pod, row):
+            self._called("filter_one", 1)
+            return self._fits(state, row)
+
+        def pre_score(self, state, pod, rows):
+            state[self.NAME + "/weight"] = float(pod.labels["weight"])
+            return SUCCESS
+
+        def score_one(self, state, pod, row):
+            self._called("score_one", 1)
+            return self._slot(state, row)
+
+        def score(self, state, pod, rows):
+            every = np.array([self._slot(state, r) for r in range(self.cache.table.size)])[rows]
+            self._called("score", len(every))
+            return every
+
+    REGISTRY[RackOfPod.NAME] = RackOfPod
+    try:
+        twin = Twin({"tieBreak": "name", "profiles": [{"schedulerName": "default-scheduler", "plugins": {
+            "preFilter": {"enabled": [{"name": RackOfPod.NAME}]}, "filter": {"enabled": [{"name": RackOfPod.NAME}]},
+            "preScore": {"enabled": [{"name": RackOfPod.NAME}]},
+            "score": {"enabled": [{"name": RackOfPod.NAME, "weight": 1}]}}}]}, time.time)
+        node = lambda i, slot: make_node(f"n{i:02d}").capacity(cpu=8, memory="8Gi", pods=50).labels(  # noqa: E731
+            rack="r1" if i % 2 else "r0", slot=str(slot)).obj
+        for i in range(40):
+            twin.each(lambda c, i=i: c.set_node(node(i, i % 5)))
+        pod = lambda name: make_pod(name).labels(rack="r1", weight="3").requests(cpu="100m").obj  # noqa: E731
+        fast = calls.setdefault(id(twin.caches[0]), [])
+        chosen, asked = [twin.schedule(pod("p0"), explain=False)], [list(fast)]
+        # Changed since the last decision: the node it chose and these relabelled, 2, 4, then 6 rows (n07 twice).
+        for changed in ([1], [3, 5, 7], [1, 3, 5, 7, 9, 11]):
+            for i in changed:
+                twin.each(lambda c, i=i: c.set_node(node(i, (i * 7) % 5)))
+            fast.clear()
+            chosen.append(twin.schedule(pod(f"p{len(chosen)}"), explain=False))
+            asked.append(list(fast))
+        assert twin.fwks[0].remembered.hits == 4
+        assert chosen == ["n09", "n19", "n07", "n29"]  # slot 4 of rack r1, the emptiest first, by name
+        assert asked == [
+            [("filter_rows", 40), ("score", 40)],
+            [("filter_one", 1)] * 2 + [("score_one", 1)] * 2,
+            [("filter_one", 1)] * 4 + [("score_one", 1)] * 4,
+            [("filter_rows", 6), ("score", 6)],
+        ]
+    finally:
+        del REGISTRY[RackOfPod.NAME]
+
+
+@pytest.mark.parametrize("requests, taken, ignored, fits", [
+    pytest.param({"ephemeral_storage": "1Gi"}, {}, (), True, id="ephemeral storage is checked under its own name"),
+    pytest.param({"memory": "1Gi"}, {"cpu": "6"}, (), True,
+                 id="a node overcommitted on cpu takes a pod that asks for no cpu"),
+    pytest.param({"cpu": "1m"}, {"cpu": "4"}, (), False, id="a millicpu more than is free does not fit"),
+    pytest.param({"example.com/gpu": "1"}, {}, ("example.com/gpu",), True,
+                 id="a resource an extender manages is not the scheduler's to check"),
+])
+def test_a_node_that_changed_is_judged_row_by_row_as_the_columns_judge_it(requests, taken, ignored, fits):
+    """Both nodes change between two decisions of one signature (n0 cordoned, n1 written again): their
+    fit is judged again in plain Python (NodeResourcesFit.filter_one), which must answer as the
+    column filter does."""
+    twin = Twin({"tieBreak": "name"}, time.time)
+    if ignored:
+        for fwk in twin.fwks:
+            next(p for p in fwk.filters if p.NAME == "NodeResourcesFit").ignored_resources = frozenset(ignored)
+    node = lambda name: make_node(name).capacity(  # noqa: E731
+        cpu=4, memory="8Gi", pods=10, ephemeral_storage="10Gi", **{"example.com/gpu": 0})
+    for name in ("n0", "n1"):
+        twin.each(lambda c, name=name: c.set_node(node(name).obj))
+    pod = lambda name: make_pod(name).requests(**requests).obj  # noqa: E731
+    assert twin.schedule(pod("p0")) == "n0"  # remembered from here on
+    if taken:
+        hog = PodInfo.from_object(make_pod("hog").requests(**taken).obj)
+        twin.each(lambda c: c.assume(hog, "n1"))
+    twin.each(lambda c: c.set_node(node("n0").unschedulable().obj))
+    twin.each(lambda c: c.set_node(node("n1").obj))
+    assert twin.schedule(pod("p1")) == ("n1" if fits else None)
+    assert twin.fwks[0].remembered.hits == 2 if fits else 1
+
+
 def test_spread_constraints_that_differ_are_remembered_apart():
     twin = zoned_twin("z1", "z1", "z2", "z3")
     for name, node in (("a0", "n0"), ("a1", "n0")):
@@ -929,11 +1069,16 @@ def test_a_toleration_validation_would_refuse_still_makes_a_signature():
 def test_without_score_plugins_every_node_ties_at_every_decision():
     twin = Twin({"profiles": [{"schedulerName": "default-scheduler",
                                "plugins": {"score": {"disabled": [{"name": "*"}]}}}]}, time.time)
-    for i in range(8):
-        twin.each(lambda c, i=i: c.set_node(make_node(f"n{i}").capacity(cpu=4, memory="8Gi", pods=10).obj))
+    node = lambda i, rack: make_node(f"n{i}").capacity(cpu=4, memory="8Gi", pods=10).labels(rack=rack).obj  # noqa: E731
+    for i in range(40):
+        twin.each(lambda c, i=i: c.set_node(node(i, "r1" if i == 39 else "r0")))
     for i in range(12):
         twin.schedule(make_pod(f"p{i}").requests(cpu="100m").obj)
     assert twin.fwks[0].remembered.hits == 12
+    for i in range(6):  # more rows changed at once than are scored one by one: no column to sum either
+        twin.each(lambda c, i=i: c.set_node(node(i, "r1")))
+    twin.schedule(make_pod("q").requests(cpu="100m").obj)
+    assert twin.fwks[0].remembered.hits == 13
 
 
 def test_at_most_so_many_signatures_are_remembered():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import Counter
 
@@ -357,3 +358,44 @@ async def test_each_attempt_reports_its_own_duration_and_outcome():
     await asyncio.gather(*list(h.scheduler._inflight))
     assert [outcome for outcome, _ in seen] == ["scheduled", "unschedulable"]
     assert all(0 <= seconds < 5 for _, seconds in seen)
+
+
+async def test_the_loop_lets_other_tasks_run_after_each_5_ms_of_cycles(monkeypatch):
+    """Informer events and bindings run on the same event loop: between bursts of cycles the loop
+    yields (sleep(0)) once 5 ms have gone, not after every cycle and not never. Its clock here moves
+    0.5 ms at every reading, a cycle reading it a few times."""
+    import types
+
+    from corral.scheduler import scheduler as scheduler_module
+
+    now = [0.0]
+
+    def perf_counter() -> float:
+        now[0] += 0.0005
+        return now[0]
+
+    slept: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def sleep(delay, *args):
+        slept.append(delay)
+        await real_sleep(0)
+
+    monkeypatch.setattr(scheduler_module, "time", types.SimpleNamespace(
+        perf_counter=perf_counter, time=time.time, monotonic=time.monotonic))
+    monkeypatch.setattr(scheduler_module, "asyncio", types.SimpleNamespace(
+        **{**{name: getattr(asyncio, name) for name in dir(asyncio) if not name.startswith("_")}, "sleep": sleep}))
+    h = Harness()
+    h.add_node(make_node("n0").capacity(cpu=64, memory="64Gi", pods=110))
+    for i in range(40):
+        h.add_pod(make_pod(f"p{i}").requests(cpu="100m"))
+    loop = asyncio.create_task(h.scheduler.run())
+    try:
+        while len(h.placements()) < 40:
+            await real_sleep(0.01)
+    finally:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop
+    per_yield = 40 / len(slept)
+    assert set(slept) == {0} and 2 <= per_yield <= 10, (len(slept), now[0])
