@@ -170,3 +170,82 @@ async def test_the_store_is_full_from_the_moment_its_pages_in_use_reach_the_quot
         assert store.full() is None
     finally:
         await store.close()
+
+
+def _pages_in_use(path: str) -> int:
+    """What the store's quota counts, measured from another connection (every committed page)."""
+    import sqlite3
+
+    from corral.store.sqlite import _USED_BYTES
+
+    with sqlite3.connect(path) as db:
+        return db.execute(_USED_BYTES).fetchone()[0]
+
+
+@pytest.mark.parametrize("size, room", [(8192, 256 * 1024), (200 * 1024, 3 * 2**20)],
+                         ids=["small objects", "objects larger than a page split could add"])
+async def test_a_write_is_refused_exactly_once_the_pages_in_use_reach_the_quota(tmp_path, size, room):
+    """The pages in use are not measured after every commit; the store must still take each write
+    while there is room (the one that crosses the quota included, as etcd) and refuse every one
+    after, as if it had measured every time."""
+    from corral.store import StoreFull
+
+    path = str(tmp_path / "quota.db")
+    store = await open_store(path)
+    try:
+        await store.create("/k/first", obj("first"))
+        store.quota_bytes = _pages_in_use(path) + room
+        for i in range(200):
+            before = _pages_in_use(path)
+            try:
+                await store.create(f"/k/{i}", obj(str(i), data="x" * size))
+            except StoreFull:
+                assert before >= store.quota_bytes, f"write {i} refused with {before} of {store.quota_bytes} bytes used"
+                break
+            assert before < store.quota_bytes, f"write {i} taken with {before} of {store.quota_bytes} bytes used"
+        else:
+            pytest.fail(f"200 writes of {size} bytes never filled {room} bytes")
+        assert i > 10  # most of the room was used
+    finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("writes", [3, 150], ids=["a batch written by one statement",
+                                                  "a batch written by several statements in a transaction"])
+async def test_a_batch_whose_write_fails_leaves_nothing_of_itself_and_the_store_goes_on(tmp_path, writes):
+    """A write SQLite refuses (a full disk, an I/O error; here a trigger) fails every write of its
+    batch, and none of them is kept, whether the batch took one INSERT or several."""
+    import sqlite3
+
+    from corral.store import StoreError
+
+    path = str(tmp_path / "fail.db")
+    store = await open_store(path)
+    blocker = sqlite3.connect(path, isolation_level=None)
+    try:
+        before = (await store.create("/k/plug", obj("plug"))).revision
+        # An error of SQLite's own (as a full disk or an I/O error would give): integer overflow.
+        blocker.execute("CREATE TRIGGER poison BEFORE INSERT ON log WHEN NEW.key = '/k/poison' "
+                        "BEGIN SELECT abs(-9223372036854775808); END")
+        # Hold the writer on a first write (another connection has the database's write lock), so
+        # that every write below waits in its queue and goes into one batch once the lock is free.
+        blocker.execute("BEGIN IMMEDIATE")
+        held = asyncio.ensure_future(store.update("/k/plug", obj("plug", v=1), before))
+        async with asyncio.timeout(10):
+            while not store._ops.empty():
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)  # the writer is in its INSERT, waiting for the lock
+        batch = [asyncio.ensure_future(store.create(f"/k/{i}", obj(str(i)))) for i in range(writes - 1)]
+        batch.append(asyncio.ensure_future(store.create("/k/poison", obj("poison"))))
+        await asyncio.sleep(0.05)
+        blocker.execute("ROLLBACK")
+        assert (await held).revision == before + 1
+        results = await asyncio.gather(*batch, return_exceptions=True)
+        assert all(type(r) is StoreError and str(r) == "write failed: integer overflow" for r in results), results[:3]
+        assert [r.key for r in (await store.list("/k/")).items] == ["/k/plug"]
+        with sqlite3.connect(path) as db:
+            assert db.execute("SELECT COUNT(*) FROM log").fetchone()[0] == 2
+        assert (await store.create("/k/after", obj("after"))).revision == before + 2
+    finally:
+        blocker.close()
+        await store.close()

@@ -86,6 +86,11 @@ _MAX_BATCH = 2000
 _INSERT_ROWS = 64
 _USED_BYTES = ("SELECT (p.page_count - f.freelist_count) * s.page_size "
                "FROM pragma_page_count() p, pragma_freelist_count() f, pragma_page_size() s")
+# Measuring the pages in use is a statement too, so it is not done after every commit: only after a
+# compaction and after a commit that may have brought the store to its quota. A row adds at most its
+# value, its key thrice (the table and two indexes) and a page split per level of each of the three
+# B-trees: _ROW_GROWTH bounds the rest generously.
+_ROW_GROWTH = 64 * 1024
 
 
 def _insert(rows: int) -> str:
@@ -139,7 +144,8 @@ class SQLiteStore:
         self._synchronous = synchronous.upper()
         self.max_value_bytes = DEFAULT_MAX_VALUE_BYTES  # a larger object is refused (TooLarge); 0: no limit
         self.quota_bytes = 0  # past this many bytes in use, creates and updates are refused (StoreFull); 0: none
-        self.used_bytes = 0  # the database's pages in use (not free), after the last commit
+        self.used_bytes = 0  # the database's pages in use (not free), as last measured (see _ROW_GROWTH)
+        self._unmeasured = 0  # what the rows written since then may at most have added to it
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ops: queue.SimpleQueue[_Op | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
@@ -324,8 +330,15 @@ class SQLiteStore:
         start = self._write_revision
         rev = start
         compacted: int | None = None
+        # A statement is a transaction of its own: a batch whose rows go in with one INSERT needs
+        # no BEGIN and COMMIT around it. Each statement hands the interpreter's lock to the event
+        # loop and waits to take it back (the loop takes it at every TLS record it reads or writes),
+        # so the fewer statements a batch takes, the less the loop and this thread wait on each other.
+        # A batch that compacts, or whose rows take several INSERTs, is one explicit transaction.
+        transaction = len(batch) > _INSERT_ROWS or any(op.kind == "compact" for op in batch)
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            if transaction:
+                conn.execute("BEGIN IMMEDIATE")
             for op in batch:
                 try:
                     if op.kind == "compact":
@@ -345,9 +358,10 @@ class SQLiteStore:
                 chunk = rows[i:i + _INSERT_ROWS]
                 conn.execute(_INSERT_FULL if len(chunk) == _INSERT_ROWS else _insert(len(chunk)),
                              [v for row in chunk for v in row])
-            conn.execute("COMMIT")
-            if rows or compacted is not None:
-                self.used_bytes = _used_bytes(conn)
+            if transaction:
+                conn.execute("COMMIT")
+            if compacted is not None or rows and self._may_be_full(rows):
+                self.used_bytes, self._unmeasured = _used_bytes(conn), 0
         except Exception as exc:  # the whole transaction failed: nothing of it was written
             try:
                 conn.execute("ROLLBACK")
@@ -361,6 +375,12 @@ class SQLiteStore:
         else:
             self._write_revision = rev
         self._loop.call_soon_threadsafe(self._committed, results, events, compacted)  # type: ignore[union-attr]
+
+    def _may_be_full(self, rows: list[tuple]) -> bool:
+        """Count what ``rows`` may have added to the pages in use since they were last measured: True
+        when the store may have reached its quota (then they are measured again)."""
+        self._unmeasured += sum(len(row[1]) * 3 + len(row[-1]) for row in rows) + _ROW_GROWTH * len(rows)
+        return bool(self.quota_bytes) and self.used_bytes + self._unmeasured >= self.quota_bytes
 
     def _apply(self, conn: sqlite3.Connection, op: _Op, rev: int, encode, decode,
                pending: dict[int, bytes]) -> tuple[Event, tuple]:
