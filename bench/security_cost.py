@@ -29,6 +29,7 @@ import argparse
 import asyncio
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -40,7 +41,7 @@ import aiohttp
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 sys.path.insert(0, os.path.dirname(__file__))
 
-from api_bench import bench_creates, user_credentials  # noqa: E402
+from api_bench import pod_body, session, user_credentials  # noqa: E402
 from corral.pki.kubeconfig import Credentials  # noqa: E402
 from corral.testing import ServerProcess  # noqa: E402
 from corral.testing.process import child_env  # noqa: E402
@@ -151,6 +152,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _own_cpu_seconds() -> float:
+    """User + system CPU time of this process (the clients) so far."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
 async def _ready(url: str, ssl: object) -> None:
     async with aiohttp.ClientSession() as http:
         for _ in range(200):
@@ -164,31 +171,71 @@ async def _ready(url: str, ssl: object) -> None:
     raise RuntimeError(f"{url} never became ready")
 
 
-async def measure(kind: str, pods: int, clients: int) -> dict:
-    """One server of ``kind`` (baseline | admin | rbac) on a fresh data directory: creates/s, latency
-    and the server's CPU time per create."""
-    with tempfile.TemporaryDirectory(prefix=f"corral-cost-{kind}-") as data_dir:
-        if kind == "baseline":
-            proc = BaselineProcess(data_dir)
-            url = proc.start()
-            creds: Credentials = _Plain(url, b"")
-            pid = proc.proc.pid  # type: ignore[union-attr]
-        else:
-            proc = ServerProcess(data_dir, "--no-scheduler")  # type: ignore[assignment]
-            proc.start()
-            creds = proc.credentials()  # type: ignore[attr-defined]
-            if kind == "rbac":
-                creds = await user_credentials(creds, "bench")
-            pid = proc.proc.pid  # type: ignore[union-attr]
-        try:
-            await _ready(creds.server, creds.ssl_context())
-            await asyncio.sleep(1.0)  # start-up's own writes settle
-            before = cpu_seconds(pid)
-            result = await bench_creates(creds, pods, clients, kind)
-            result["serverCpuMsPerCreate"] = round((cpu_seconds(pid) - before) * 1000 / pods, 4)
-        finally:
-            proc.stop()
-    return result
+class Target:
+    """One server under test and its clients' session (kept open: handshakes are not what is measured)."""
+
+    def __init__(self, kind: str, proc, creds: Credentials) -> None:
+        self.kind, self.proc, self.creds = kind, proc, creds
+        self.http: aiohttp.ClientSession | None = None
+        self.rates: list[float] = []
+        self.latencies: list[float] = []
+        self.server_cpu: list[float] = []
+        self.client_cpu: list[float] = []
+        self.created = 0
+
+    async def open(self, clients: int) -> None:
+        await _ready(self.creds.server, self.creds.ssl_context())
+        self.http = session(self.creds, limit=clients)
+        await self.chunk(clients, clients, record=False)  # every connection opened (and handshaken) once
+
+    async def chunk(self, pods: int, clients: int, *, record: bool = True) -> float:
+        """``pods`` creates from ``clients`` concurrent connections: the rate, and what it cost."""
+        assert self.http is not None
+        bodies = [pod_body(f"{self.kind}-{self.created + i}") for i in range(pods)]
+        self.created += pods
+        latencies: list[float] = []
+        left = iter(bodies)
+
+        async def worker() -> None:
+            for body in left:
+                t0 = time.perf_counter()
+                async with self.http.post("/api/v1/namespaces/default/pods", data=body,  # type: ignore[union-attr]
+                                          headers={"Content-Type": "application/json"}) as r:
+                    await r.read()
+                    if r.status != 201:
+                        raise RuntimeError(f"{self.kind}: create failed: {r.status} {await r.text()}")
+                latencies.append(time.perf_counter() - t0)
+
+        server_before, client_before = cpu_seconds(self.proc.proc.pid), _own_cpu_seconds()
+        start = time.perf_counter()
+        await asyncio.gather(*(worker() for _ in range(clients)))
+        rate = pods / (time.perf_counter() - start)
+        if record:
+            self.rates.append(rate)
+            self.latencies.extend(latencies)
+            self.server_cpu.append((cpu_seconds(self.proc.proc.pid) - server_before) * 1000 / pods)
+            self.client_cpu.append((_own_cpu_seconds() - client_before) * 1000 / pods)
+        return rate
+
+    def summary(self) -> dict:
+        lat = sorted(self.latencies)
+        return {"createsPerSecond": round(statistics.median(self.rates), 1),
+                "latencyMs": {q: round(lat[int(len(lat) * f) - 1] * 1000, 2) for q, f in (("p50", 0.5), ("p99", 0.99))},
+                "serverCpuMsPerCreate": round(statistics.median(self.server_cpu), 4),
+                "clientCpuMsPerCreate": round(statistics.median(self.client_cpu), 4)}
+
+
+async def start(kind: str, data_dir: str) -> Target:
+    """A server for ``kind``: the baseline, or the real server measured as the admin or through RBAC."""
+    if kind == "baseline":
+        proc = BaselineProcess(data_dir)
+        return Target(kind, proc, _Plain(proc.start(), b""))
+    proc = ServerProcess(data_dir, "--no-scheduler")
+    proc.start()
+    creds = proc.credentials()
+    if kind == "rbac":
+        creds = await user_credentials(creds, "bench")
+    return Target(kind, proc, creds)
 
 
 def _cost(secure: float, baseline: float) -> float:
@@ -198,44 +245,50 @@ def _cost(secure: float, baseline: float) -> float:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--pods", type=int, default=8000)
+    parser.add_argument("--rounds", type=int, default=30)
+    parser.add_argument("--pods", type=int, default=1000, help="creates per server and round")
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead of a summary")
     args = parser.parse_args()
     kinds = ("baseline", "admin", "rbac")
-    runs: dict[str, list[dict]] = {k: [] for k in kinds}
-    for r in range(args.rounds):
-        order = kinds if r % 2 == 0 else kinds[::-1]  # alternate which goes first
-        for kind in order:
-            result = await measure(kind, args.pods, args.clients)
-            runs[kind].append(result)
-            print(f"round {r + 1} {kind:8s} {result['createsPerSecond']:8.1f} creates/s  p50 "
-                  f"{result['latencyMs']['p50']} ms  p99 {result['latencyMs']['p99']} ms  "
-                  f"server {result['serverCpuMsPerCreate']} ms CPU/create", file=sys.stderr)
-
-    def med(kind: str, key: str, sub: str = "") -> float:
-        return statistics.median(r[key][sub] if sub else r[key] for r in runs[kind])
-
-    summary = {k: {"createsPerSecond": med(k, "createsPerSecond"), "p50Ms": med(k, "latencyMs", "p50"),
-                   "p99Ms": med(k, "latencyMs", "p99"), "serverCpuMsPerCreate": med(k, "serverCpuMsPerCreate")}
-               for k in kinds}
+    targets: list[Target] = []
+    with tempfile.TemporaryDirectory(prefix="corral-cost-") as top:
+        try:
+            for kind in kinds:
+                targets.append(await start(kind, os.path.join(top, kind)))
+            for t in targets:
+                await t.open(args.clients)
+            await asyncio.sleep(1.0)  # start-up's own writes settle
+            for r in range(args.rounds):
+                shift = r % len(targets)  # each kind goes first in turn
+                for t in targets[shift:] + targets[:shift]:
+                    await t.chunk(args.pods, args.clients)
+                print(f"round {r + 1}: " + ", ".join(f"{t.kind} {t.rates[-1]:.0f}/s" for t in targets), file=sys.stderr)
+        finally:
+            for t in targets:
+                if t.http is not None:
+                    await t.http.close()
+                t.proc.stop()
+    by_kind = {t.kind: t for t in targets}
+    summary = {t.kind: t.summary() for t in targets}
+    base = by_kind["baseline"].rates
     for k in ("admin", "rbac"):
-        summary[k]["costPercent"] = _cost(summary[k]["createsPerSecond"], summary["baseline"]["createsPerSecond"])
-        # Per round too: the baseline of the same round, so a drift of the machine cancels out.
-        summary[k]["costPercentPerRound"] = [_cost(s["createsPerSecond"], b["createsPerSecond"])
-                                             for s, b in zip(runs[k], runs["baseline"])]
+        # Per round, against the baseline's chunk of the same round: what the machine did then weighs on both.
+        per_round = [_cost(s, b) for s, b in zip(by_kind[k].rates, base)]
+        summary[k]["costPercent"] = round(statistics.median(per_round), 1)
+        summary[k]["costPercentQuartiles"] = [round(q, 1) for q in statistics.quantiles(per_round, n=4)]
     if args.json:
-        print(json.dumps({"rounds": args.rounds, "pods": args.pods, "clients": args.clients,
-                          "summary": summary, "runs": runs}, indent=2))
+        print(json.dumps({"rounds": args.rounds, "pods": args.pods, "clients": args.clients, "summary": summary,
+                          "rates": {t.kind: [round(x, 1) for x in t.rates] for t in targets}}, indent=2))
         return
-    print(f"\nmedians of {args.rounds} rounds, {args.pods} creates from {args.clients} clients each:")
+    print(f"\n{args.rounds} rounds of {args.pods} creates per server from {args.clients} clients; medians:")
     for k in kinds:
         s = summary[k]
-        cost = "" if k == "baseline" else (f"  cost {s['costPercent']} % (per round: "
-                                           f"{', '.join(str(c) for c in s['costPercentPerRound'])})")
-        print(f"  {k:8s} {s['createsPerSecond']:8.1f} creates/s  p50 {s['p50Ms']} ms  p99 {s['p99Ms']} ms  "
-              f"{s['serverCpuMsPerCreate']} ms CPU/create{cost}")
+        cost = "" if k == "baseline" else (f"  cost {s['costPercent']} % (quartiles "
+                                           f"{', '.join(str(c) for c in s['costPercentQuartiles'])})")
+        print(f"  {k:8s} {s['createsPerSecond']:8.1f} creates/s  p50 {s['latencyMs']['p50']} ms  p99 "
+              f"{s['latencyMs']['p99']} ms  CPU/create: server {s['serverCpuMsPerCreate']} ms, clients "
+              f"{s['clientCpuMsPerCreate']} ms{cost}")
 
 
 if __name__ == "__main__":
