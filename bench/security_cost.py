@@ -276,9 +276,11 @@ async def main() -> None:
         # Per round, against the baseline's chunk of the same round: what the machine did then weighs on both.
         per_round = [_cost(s, b) for s, b in zip(by_kind[k].rates, base)]
         summary[k]["costPercent"] = round(statistics.median(per_round), 1)
-        summary[k]["costPercentQuartiles"] = [round(q, 1) for q in statistics.quantiles(per_round, n=4)]
+        quartiles = statistics.quantiles(per_round, n=4) if len(per_round) > 1 else per_round * 3
+        summary[k]["costPercentQuartiles"] = [round(q, 1) for q in quartiles]
     if args.json:
         print(json.dumps({"rounds": args.rounds, "pods": args.pods, "clients": args.clients, "summary": summary,
+                          "servers": {t.kind: t.creds.server for t in targets},
                           "rates": {t.kind: [round(x, 1) for x in t.rates] for t in targets}}, indent=2))
         return
     print(f"\n{args.rounds} rounds of {args.pods} creates per server from {args.clients} clients; medians:")

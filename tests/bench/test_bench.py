@@ -147,3 +147,30 @@ def test_the_decision_benchmarks_and_their_profiles_run_from_a_fresh_install(scr
                           timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert says in proc.stdout
+
+
+def test_the_security_cost_benchmark_compares_the_real_server_with_a_plain_baseline_of_the_same_code():
+    """At toy size: #10's figure comes from this script; it must keep running, measure all three
+    servers in every round, and measure the baseline over plain HTTP and the real server over TLS."""
+    import json
+    import os
+    import statistics
+    import subprocess
+    import sys
+
+    from corral.testing.process import child_env
+
+    proc = subprocess.run([sys.executable, os.path.join("bench", "security_cost.py"), "--rounds", "2", "--pods", "20",
+                           "--clients", "4", "--json"], capture_output=True, text=True, timeout=110, env=child_env(None))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert [len(result["rates"][k]) for k in ("baseline", "admin", "rbac")] == [2, 2, 2]
+    assert all(rate > 0 for rates in result["rates"].values() for rate in rates)
+    assert result["servers"]["baseline"].startswith("http://")
+    assert result["servers"]["admin"].startswith("https://") and result["servers"]["rbac"].startswith("https://")
+    for kind in ("admin", "rbac"):
+        summary = result["summary"][kind]
+        assert summary["serverCpuMsPerCreate"] >= 0 and len(summary["costPercentQuartiles"]) == 3
+        # The median of the per-round costs, each against the baseline's chunk of the same round.
+        per_round = [100 * (1 - s / b) for s, b in zip(result["rates"][kind], result["rates"]["baseline"])]
+        assert abs(summary["costPercent"] - statistics.median(per_round)) < 0.2
