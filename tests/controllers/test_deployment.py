@@ -1079,3 +1079,35 @@ async def test_numbering_a_deployment_whose_spec_changed_meanwhile_leaves_its_st
         assert same["metadata"]["resourceVersion"] != read["metadata"]["resourceVersion"]  # the patch's
         await api.patch(DEPLOYS, "default", "web", {"spec": {"replicas": 2}}, "merge", OPTS)
         assert await controller._annotate_revision(read, "2") is read
+
+
+async def test_an_orphan_whose_adoption_fails_does_not_stop_the_others_from_being_adopted(tmp_path):
+    """One orphan changed meanwhile (its patch refused) is adopted when its change queues the
+    Deployment again; the other orphans are adopted by this very sync."""
+    from corral.controllers.deployment import DeploymentController
+
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        for name in ("web-a", "web-b"):
+            await api.create(RS, "default", {"metadata": {"name": name, "labels": {"app": "web"}}, "spec": {
+                "replicas": 0, "selector": {"matchLabels": {"app": "web"}}, "template": {
+                    "metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": name}]}}}},
+                OPTS)
+        await api.create(DEPLOYS, "default", deployment(replicas=1), OPTS)
+        await api.cache.wait_consistent()
+        controller = DeploymentController(api, clock=time.time)
+        patch = controller._patch_rs
+
+        async def refuse_the_first(rs, change):
+            if rs["metadata"]["name"] == "web-a":
+                raise errors.ApiError(409, "Conflict", "the object has been modified")
+            return await patch(rs, change)
+
+        controller._patch_rs = refuse_the_first
+        controller.initial_keys()
+        await controller.sync(DEPLOYS.key("default", "web"))
+        await api.cache.wait_consistent()
+        uid = (await the_deployment(api))["metadata"]["uid"]
+        owners = {r.obj["metadata"]["name"]: [o["uid"] for o in r.obj["metadata"].get("ownerReferences") or ()]
+                  for r in api.cache.items(RS.store_prefix)}
+    assert owners["web-a"] == [] and owners["web-b"] == [uid]

@@ -288,3 +288,26 @@ async def test_a_selector_of_expressions_counts_fully_labelled_only_the_pods_wit
     await api.create(RS, "default", rs, OPTS)
     status = await until(lambda: _status(api), lambda s: s.get("replicas") == 2)
     assert status["fullyLabeledReplicas"] == 1
+
+
+async def test_a_large_replica_sets_pods_are_created_in_batches_that_double_without_a_cap(server):
+    """As Kubernetes' slowStartBatch: 1, 2, 4, ... while creates succeed, past the 64 other
+    controllers stop at (255 replicas: the eighth batch is 128 creates at once)."""
+    api = server.api
+    create, in_flight, most = api.create, 0, 0
+
+    async def counting(resource, namespace, obj, opts):
+        nonlocal in_flight, most
+        if resource is not PODS:
+            return await create(resource, namespace, obj, opts)
+        in_flight += 1
+        most = max(most, in_flight)
+        try:
+            return await create(resource, namespace, obj, opts)
+        finally:
+            in_flight -= 1
+
+    api.create = counting
+    await create(RS, "default", replica_set(replicas=255), OPTS)
+    await until(lambda: active(api), lambda ps: len(ps) == 255, timeout=60)
+    assert most == 128

@@ -679,3 +679,45 @@ async def test_a_pod_already_saying_why_it_is_unschedulable_is_not_written_again
     key = h.add_pod(pod)
     await h.run()
     assert h.pending() == [key] and h.writer.status_patches == []
+
+
+async def test_deleting_a_node_twice_or_one_never_seen_is_harmless_and_scheduling_goes_on():
+    """A relist may tell a deletion again, or of a node created and deleted before this scheduler
+    started: neither may stop the scheduler's event handling."""
+    h = Harness()
+    h.add_node(make_node("n0").capacity(cpu=2, memory="4Gi", pods=10).heartbeat_age(0))
+    h.add_node(make_node("gone").capacity(cpu=2, memory="4Gi", pods=10).heartbeat_age(0))
+    h.scheduler.node_changed("gone", None)
+    h.scheduler.node_changed("gone", None)
+    h.scheduler.node_changed("never-seen", None)
+    h.add_pod(make_pod("p").requests(cpu="1"))
+    await h.run()
+    assert h.placements() == {"default/p": "n0"}
+
+
+async def test_a_bursts_bindings_are_bounded_at_512_in_flight_the_rest_wait_for_a_slot():
+    """Ten thousand pods placed in a burst do not open ten thousand binding requests at once."""
+    h = Harness()
+    h.add_node(make_node("big").capacity(cpu=1000, memory="4000Gi", pods=1000).heartbeat_age(0))
+    for i in range(600):
+        h.add_pod(make_pod(f"p{i}").requests(cpu="100m"))
+    bind, release, in_flight, most = h.writer.bind, asyncio.Event(), 0, 0
+
+    async def held(pod, node):
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        await release.wait()
+        in_flight -= 1
+        return await bind(pod, node)
+
+    h.writer.bind = held
+    s = h.scheduler
+    while (qp := s.queue.pop_nowait()) is not None:
+        s.schedule_one(qp)
+    for _ in range(20):
+        await asyncio.sleep(0)
+    assert (most, in_flight) == (512, 512)
+    release.set()
+    await asyncio.gather(*list(s._inflight), return_exceptions=True)
+    assert len(h.placements()) == 600 and most == 512

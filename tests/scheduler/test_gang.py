@@ -423,3 +423,16 @@ async def test_a_member_that_arrives_after_its_gangs_deadline_ends_the_wait_at_o
     await s.attempt(s.queue.pop_nowait())
     await asyncio.wait_for(asyncio.gather(*list(s._inflight)), 0.9)  # no wait at all: well within
     assert h.placements() == {} and cpu_held(h) == 0
+
+
+async def test_a_queued_member_updated_after_its_gang_fell_short_leaves_the_queue_to_wait_outside_it():
+    h = cluster(3)
+    h.add_group("train", 3)
+    for i in range(3):
+        h.add_pod(member(f"w{i}"))
+    assert all(f"default/w{i}" in h.scheduler.queue for i in range(3))
+    h.delete_pod("default/w2")
+    updated = member("w0")
+    updated["metadata"]["labels"]["tier"] = "trainer"  # any update: its gang is short now
+    h.add_pod(updated)
+    assert "default/w0" not in h.scheduler.queue and "default/w0" in h.scheduler.cache.gangs.gated

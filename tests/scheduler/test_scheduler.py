@@ -399,3 +399,26 @@ async def test_the_loop_lets_other_tasks_run_after_each_5_ms_of_cycles(monkeypat
             await loop
     per_yield = 40 / len(slept)
     assert set(slept) == {0} and 2 <= per_yield <= 10, (len(slept), now[0])
+
+
+async def test_by_default_backoff_and_unschedulable_pods_are_flushed_every_second(monkeypatch):
+    """The period the README promises: a pod whose backoff ended is tried again within a second,
+    and a Placement sees node changes within a second (both wait for this flush)."""
+    from corral.scheduler.profiles import parse_config
+    from corral.scheduler.scheduler import Scheduler
+    from corral.testing.scheduler_harness import RecordingWriter
+
+    s = Scheduler(parse_config({}), RecordingWriter())
+    periods: list[float] = []
+    real_sleep = asyncio.sleep
+
+    async def counting_sleep(seconds: float, *args):
+        periods.append(seconds)
+        if len(periods) == 3:
+            raise asyncio.CancelledError
+        await real_sleep(0)
+
+    monkeypatch.setattr(asyncio, "sleep", counting_sleep)
+    with pytest.raises(asyncio.CancelledError):
+        await s._flush_loop()
+    assert periods == [1.0, 1.0, 1.0]

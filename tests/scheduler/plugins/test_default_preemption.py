@@ -847,3 +847,41 @@ async def test_a_pod_of_the_same_priority_terminating_on_the_nominated_node_is_n
     h.add_pod(hi)
     await h.run()
     assert h.writer.deleted == ["default/a"] and h.scheduler.cache.nominator.node_of("default/hi") == "n1"
+
+
+@pytest.mark.parametrize("a_priorities, b_priorities, chosen", [
+    pytest.param((1, 8), (7, 6), "n1", id="the guarded victim is the row's least important: the other one is its highest"),
+    pytest.param((7, 6), (1, 8), "n0", id="the guarded victim is the row's most important: it is its highest"),
+])
+async def test_past_the_dry_runs_limit_the_columns_rank_by_each_nodes_most_important_victim_though_budgets_reorder_them(
+        a_priorities, b_priorities, chosen):
+    """Both nodes break one budget; then the node whose most important victim is the least important
+    wins (Kubernetes' second criterion), whichever of a node's victims the budget guards (victims a
+    budget would lose are put first for the reprieve, which must not change which one is highest)."""
+    h = Harness(dry_run_limit(1))
+    for name, (guarded_priority, other_priority) in (("n0", a_priorities), ("n1", b_priorities)):
+        h.add_node(node(name, cpu=2).heartbeat_age(0))
+        h.add_pod(low(f"g-{name}", name, "1", priority=guarded_priority, app="guarded"))
+        h.add_pod(low(f"o-{name}", name, "1", priority=other_priority))
+    h.add_budget("guarded", allowed=0, app="guarded")
+    report = h.scheduler.explain(make_pod("hi").requests(cpu="2").priority(10).obj)
+    assert report["preemption"]["node"] == chosen
+
+
+async def test_an_update_carrying_an_older_nomination_does_not_move_the_claim_the_scheduler_holds():
+    """Only a nomination the scheduler holds no claim for is read from the pod (after a restart): an
+    echo of an earlier write, still naming the old node, must not move the room it claims now."""
+    h = Harness()
+    for name in ("n0", "n1"):
+        h.add_node(node(name).heartbeat_age(0))
+    waiting = make_pod("hi").requests(cpu="3").priority(10).obj
+    waiting["status"]["nominatedNodeName"] = "n0"
+    h.add_pod(waiting)
+    assert h.scheduler.cache.nominator.node_of("default/hi") == "n0"
+    h.scheduler.cache.nominator.nominate(PodInfo.from_object(waiting), "n1")  # preemption chose again
+    echo = copy.deepcopy(waiting)
+    echo["metadata"]["labels"] = {"seen": "again"}
+    h.add_pod(echo)
+    assert h.scheduler.cache.nominator.node_of("default/hi") == "n1"
+    table = h.scheduler.cache.table
+    assert [int(table.requested["cpu"][table.row_of[n]]) for n in ("n0", "n1")] == [0, 3000]
