@@ -18,7 +18,7 @@ from corral.server.scale import get_scale, write_scale
 from corral.store import EventType
 from corral.testing.builders import make_pod
 from corral.testing.clock import FakeClock
-from corral.testing.server import LateCache, running_server
+from corral.testing.server import LateCache, record_writes, running_server
 from corral.testing.waiting import until
 
 RS, PODS = by_kind("ReplicaSet"), by_kind("Pod")
@@ -311,3 +311,281 @@ async def test_a_large_replica_sets_pods_are_created_in_batches_that_double_with
     await create(RS, "default", replica_set(replicas=255), OPTS)
     await until(lambda: active(api), lambda ps: len(ps) == 255, timeout=60)
     assert most == 128
+
+
+# --- ownership, one sync at a time -----------------------------------------------------------------
+
+KEEPER = {"apiVersion": "v1", "kind": "ConfigMap", "name": "keeper", "uid": "keeper-uid"}  # owns, controls nothing
+
+
+def rs_sync(api):
+    """A ReplicaSet controller that syncs ``web`` once per call; its indexes follow the cache's
+    events from its first call on, as the running controller's do."""
+    controller, key = ReplicaSetController(api), RS.key("default", "web")
+
+    async def sync() -> None:
+        await api.cache.wait_consistent()
+        if controller.keys_for not in api.cache.on_event:
+            controller.initial_keys()
+            api.cache.on_event.append(controller.keys_for)
+        await controller.sync(key)
+        await api.cache.wait_consistent()
+    return sync
+
+
+async def bare_pod(api, name: str, *, app: str = "web", owners: list | None = None, deleting: bool = False) -> None:
+    pod = make_pod(name).obj
+    pod["metadata"].pop("uid")
+    pod["metadata"]["labels"] = {"app": app, "tier": "front"}
+    pod["metadata"]["ownerReferences"] = list(owners or ())
+    if deleting:
+        pod["metadata"]["finalizers"] = ["example.com/hold"]  # so that a delete leaves it terminating
+    await api.create(PODS, "default", pod, OPTS)
+    if deleting:
+        await api.delete(PODS, "default", name, None, None, None)
+
+
+async def owners_of(api, name: str) -> list[tuple[str, bool]]:
+    await api.cache.wait_consistent()
+    pod = (await api.current(PODS, "default", name)).obj
+    return [(r["name"], bool(r.get("controller"))) for r in pod["metadata"].get("ownerReferences") or ()]
+
+
+async def test_adoption_and_release_keep_a_pods_other_owners(tmp_path):
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        sync = rs_sync(api)
+        await bare_pod(api, "stray", owners=[KEEPER])
+        await api.create(RS, "default", replica_set(replicas=1), OPTS)
+        await sync()
+        assert await owners_of(api, "stray") == [("keeper", False), ("web", True)]
+        await api.patch(PODS, "default", "stray", {"metadata": {"labels": {"app": "debug"}}}, "merge", OPTS)
+        await sync()
+        assert await owners_of(api, "stray") == [("keeper", False)]
+
+
+async def test_a_pod_being_deleted_is_neither_adopted_nor_released_and_the_others_still_are(tmp_path):
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        sync = rs_sync(api)
+        await bare_pod(api, "a-going", deleting=True)  # sorted first: the ones after it must still be adopted
+        await bare_pod(api, "b-stray")
+        await api.create(RS, "default", replica_set(replicas=10), OPTS)
+        await sync()
+        assert await owners_of(api, "a-going") == [] and await owners_of(api, "b-stray") == [("web", True)]
+        # Both of its pods stop matching; the first is being deleted: it keeps its owner, the other is released.
+        await bare_pod(api, "c-mine", owners=[])
+        await sync()
+        assert await owners_of(api, "c-mine") == [("web", True)]
+        for name in ("b-stray", "c-mine"):
+            await api.patch(PODS, "default", name, {"metadata": {"labels": {"app": "debug"}}}, "merge", OPTS)
+        await api.patch(PODS, "default", "b-stray", {"metadata": {"finalizers": ["example.com/hold"]}}, "merge", OPTS)
+        await api.delete(PODS, "default", "b-stray", None, None, None)
+        await sync()
+        assert await owners_of(api, "b-stray") == [("web", True)] and await owners_of(api, "c-mine") == []
+
+
+class _Stale:
+    """A view of ``target`` whose attributes are its own, but for those given."""
+
+    def __init__(self, target, **own) -> None:
+        self._target, self.__dict__ = target, {**own, "_target": target}
+
+    def __getattr__(self, name):
+        return getattr(self._target, name)
+
+
+async def test_an_orphan_changed_after_the_cache_showed_it_is_not_written_over(tmp_path):
+    """Adoption and release are compare-and-swap: another controller that took the pod meanwhile
+    keeps it (one controller only), and the change queues this ReplicaSet again."""
+    from corral.controllers.replicaset import _Tally
+
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        await bare_pod(api, "stray")
+        await api.create(RS, "default", replica_set(replicas=1), OPTS)
+        await api.cache.wait_consistent()
+        key = PODS.key("default", "stray")
+        seen = api.cache.get(key)  # what the controller's view still shows while the change is on its way
+        other = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "other", "uid": "other-uid", "controller": True}
+        await api.patch(PODS, "default", "stray", {"metadata": {"ownerReferences": [other]}}, "merge", OPTS)
+        await api.cache.wait_consistent()
+        controller = ReplicaSetController(_Stale(api, cache=_Stale(api.cache, get=lambda k: seen if k == key
+                                                                           else api.cache.get(k))))
+        controller._orphans["default"] = {key}
+        rs = (await api.current(RS, "default", "web")).obj
+        controller._index_rs(RS.key("default", "web"), rs)
+        assert await controller._claim(rs, controller._selector_of[rs["metadata"]["uid"]]) is False
+        assert await owners_of(api, "stray") == [("other", True)]
+        # Released the same way: taken meanwhile by another writer, it is not written over either.
+        mine = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": rs["metadata"]["uid"],
+                "controller": True}
+        await api.patch(PODS, "default", "stray", {"metadata": {"ownerReferences": [mine],
+                                                                "labels": {"app": "debug"}}}, "merge", OPTS)
+        await api.cache.wait_consistent()
+        seen = api.cache.get(key)
+        await api.patch(PODS, "default", "stray", {"metadata": {"ownerReferences": [mine, {**KEEPER}]}}, "merge", OPTS)
+        controller._orphans.clear()
+        controller._tallies[rs["metadata"]["uid"]] = _Tally(pods={key}, unmatched={key})
+        assert await controller._claim(rs, controller._selector_of[rs["metadata"]["uid"]]) is False
+        assert await owners_of(api, "stray") == [("web", True), ("keeper", False)]
+
+
+async def status_of(api) -> dict:
+    await api.cache.wait_consistent()
+    return (await api.current(RS, "default", "web")).obj.get("status") or {}
+
+
+async def test_the_sync_that_creates_or_releases_pods_writes_a_status_that_counts_them(tmp_path, monkeypatch):
+    """It waits for its cache to hear of its own writes before counting (on etcd they come back a
+    moment after they are acknowledged): the status it writes is already right, not one sync behind."""
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        sync = rs_sync(api)
+        late = LateCache(api.cache, monkeypatch)
+
+        async def sync_hearing_late() -> None:
+            late.hold_from(lambda batch: any(e.key.startswith(PODS.store_prefix) for e in batch))
+            task = asyncio.ensure_future(sync())
+            await asyncio.sleep(0.3)
+            late.release()
+            await task
+
+        await api.create(RS, "default", replica_set(replicas=1), OPTS)
+        await sync_hearing_late()
+        assert (await status_of(api))["replicas"] == 1
+        await bare_pod(api, "stray", owners=[])
+        mine = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "controller": True,
+                "uid": (await api.current(RS, "default", "web")).obj["metadata"]["uid"]}
+        await api.patch(PODS, "default", "stray", {"metadata": {"ownerReferences": [mine],
+                                                                "labels": {"app": "debug"}}}, "merge", OPTS)
+        await sync_hearing_late()  # releases it; one pod left, as wanted
+        assert await owners_of(api, "stray") == []
+        assert (await status_of(api))["replicas"] == 1
+
+
+async def test_a_pod_whose_release_failed_is_replaced_at_once_as_no_longer_its_own(tmp_path, monkeypatch):
+    """A controlled pod the selector stopped matching is not counted, released or not: when the
+    release is refused (the pod changed meanwhile), one new pod is made all the same, not two."""
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        await api.create(RS, "default", replica_set(replicas=1), OPTS)
+        await rs_sync(api)()
+        [pod] = await active(api)
+        await api.patch(PODS, "default", pod["metadata"]["name"], {"metadata": {"labels": {"app": "debug"}}},
+                        "merge", OPTS)
+        await api.cache.wait_consistent()
+        controller = ReplicaSetController(api)
+        controller.initial_keys()
+
+        async def refused(pod, patch):
+            return False
+
+        monkeypatch.setattr(controller, "_patch_pod", refused)
+        await controller.sync(RS.key("default", "web"))
+        await api.cache.wait_consistent()
+        mine = [p["metadata"]["name"] for p in await active(api)]
+        assert pod["metadata"]["name"] in mine and len(mine) == 2
+
+
+async def test_a_settled_replica_set_is_synced_without_a_write(tmp_path, monkeypatch):
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        sync = rs_sync(api)
+        await api.create(RS, "default", replica_set(replicas=2), OPTS)
+        await sync()
+        await sync()  # the status the first wrote is read back
+        writes = record_writes(api, monkeypatch)
+        await sync()
+        assert writes == []
+
+
+@pytest.mark.parametrize("code", [404, 409])
+async def test_a_status_write_refused_as_gone_or_changed_ends_the_sync_quietly_and_others_fail_it(tmp_path, monkeypatch,
+                                                                                                  code):
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        await api.create(RS, "default", replica_set(replicas=0), OPTS)
+        await api.cache.wait_consistent()
+        controller = ReplicaSetController(api)
+        controller.initial_keys()
+        update = api.update
+
+        async def refusing(resource, namespace, name, obj, opts, *, subresource=None, refuse=code):
+            if subresource == "status":
+                raise errors.ApiError(refuse, "Conflict" if refuse == 409 else "NotFound", "refused")
+            return await update(resource, namespace, name, obj, opts, subresource=subresource)
+
+        monkeypatch.setattr(api, "update", refusing)
+        assert await controller.sync(RS.key("default", "web")) is None
+        monkeypatch.setattr(api, "update", lambda *a, **k: refusing(*a, **k, refuse=500))
+        with pytest.raises(errors.ApiError):
+            await controller.sync(RS.key("default", "web"))
+
+
+async def test_with_template_labels_the_selector_implies_every_pod_counts_as_fully_labelled(tmp_path):
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        rs = replica_set(replicas=2)
+        rs["spec"]["template"]["metadata"]["labels"] = {"app": "web"}  # what the selector asks, nothing more
+        await api.create(RS, "default", rs, OPTS)
+        sync = rs_sync(api)
+        await sync()
+        status = await status_of(api)
+        assert (status["replicas"], status["fullyLabeledReplicas"]) == (2, 2)
+
+
+async def test_a_pod_ready_for_less_than_min_ready_seconds_is_not_available_and_is_looked_at_again_when_it_is(tmp_path):
+    clock = FakeClock(1_000_000.0)
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        rs = replica_set(replicas=1, min_ready=1)
+        rs["spec"]["template"]["metadata"]["labels"] = {"app": "web"}  # nothing the pods need be looked at for
+        await api.create(RS, "default", rs, OPTS)
+        controller = ReplicaSetController(api, clock=clock)
+        await api.cache.wait_consistent()
+        controller.initial_keys()
+        await controller.sync(RS.key("default", "web"))
+        await api.cache.wait_consistent()
+        [pod] = await active(api)
+        await set_ready(api, pod["metadata"]["name"], since="1970-01-12T13:46:39.700000Z")  # 0.3 s ago
+        await api.cache.wait_consistent()
+        controller.reset()
+        controller.initial_keys()
+        assert await controller.sync(RS.key("default", "web")) == 0.7
+        status = await status_of(api)
+        assert (status["readyReplicas"], status["availableReplicas"]) == (1, 0)
+
+
+async def test_a_deleted_replica_set_leaves_nothing_of_itself_in_the_controllers_indexes(tmp_path):
+    """Kept for every ReplicaSet the cluster ever had, its indexes would grow with every rollout."""
+    from corral.store import Event, Record
+
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        await api.create(RS, "default", replica_set(replicas=0), OPTS)
+        await api.cache.wait_consistent()
+        controller = ReplicaSetController(api)
+        controller.initial_keys()
+        key = RS.key("default", "web")
+        assert list(controller._selectors) == [key] and len(controller._rs_by_uid) == len(controller._selector_of) == 1
+        record = api.cache.get(key)
+        assert controller.keys_for(Event(EventType.DELETED, Record(key, record.revision, record.value,
+                                                                   record.obj))) == (key,)
+        assert (controller._selectors, controller._rs_by_uid, controller._selector_of) == ({}, {}, {})
+
+
+async def test_an_orphan_appearing_queues_the_replica_sets_whose_selector_matches_it(tmp_path):
+    from corral.store import Event
+
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        await api.create(RS, "default", replica_set(replicas=0), OPTS)
+        await api.create(RS, "default", {**replica_set("db", replicas=0, app="db")}, OPTS)
+        await api.cache.wait_consistent()
+        controller = ReplicaSetController(api)
+        controller.initial_keys()
+        await bare_pod(api, "stray")
+        await api.cache.wait_consistent()
+        record = api.cache.get(PODS.key("default", "stray"))
+        assert controller.keys_for(Event(EventType.ADDED, record)) == {RS.key("default", "web")}
