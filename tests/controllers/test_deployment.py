@@ -1111,3 +1111,16 @@ async def test_an_orphan_whose_adoption_fails_does_not_stop_the_others_from_bein
         owners = {r.obj["metadata"]["name"]: [o["uid"] for o in r.obj["metadata"].get("ownerReferences") or ()]
                   for r in api.cache.items(RS.store_prefix)}
     assert owners["web-a"] == [] and owners["web-b"] == [uid]
+
+
+def test_a_templates_hash_is_stable_across_releases_whatever_the_order_of_its_fields():
+    """The hash names each ReplicaSet (``web-5d98bb5557``) and labels its pods: computed otherwise
+    after an upgrade, every Deployment would find no ReplicaSet of its template and roll out again.
+    A collision count makes another name; none is the plain hash."""
+    from corral.controllers.deployment import template_hash
+
+    template = {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "web:1"}]}}
+    reordered = {"spec": {"containers": [{"image": "web:1", "name": "c"}]}, "metadata": {"labels": {"app": "web"}}}
+    assert [template_hash(template), template_hash(template, 1), template_hash(template, 2)] == [
+        "5d98bb5557", "789f9868dd", "794fdc9789"]
+    assert template_hash(reordered) == template_hash(template, 0) == "5d98bb5557"

@@ -46,11 +46,13 @@ def recorder(log: list, fail: set[int] = frozenset()):
     (10, 64, [1, 2, 4, 3]),
     (10, 2, [1, 2, 2, 2, 2, 1]),
     (1, 64, [1]),
+    (200, None, [1, 2, 4, 8, 16, 32, 64, 64, 9]),  # by default at most 64 at once
 ])
 async def test_calls_start_in_batches_that_double_up_to_the_limit(count, limit, expected):
     log: list = []
     call = recorder(log)
-    assert await slow_start([call(i) for i in range(count)], limit=limit) == list(range(count))
+    calls = [call(i) for i in range(count)]
+    assert await (slow_start(calls) if limit is None else slow_start(calls, limit=limit)) == list(range(count))
     assert batches(log) == expected
 
 
@@ -131,15 +133,16 @@ async def test_changes_during_a_long_syncs_hold_are_gathered_into_one_later_sync
         begun = time.monotonic()
         try:
             for i in range(30):
+                last_change = time.monotonic()  # a sync must begin after the last change is made
                 await server.api.create(configmaps, "default", {"apiVersion": "v1", "kind": "ConfigMap",
                                                                 "metadata": {"name": f"c{i}"}}, WriteOptions(warn=False))
                 await asyncio.sleep(0.01)
-            await asyncio.sleep(0.3)
+            await asyncio.sleep(0.3 + cost * (1 + HOLD_FACTOR))  # past any hold the last change met
         finally:
             await controller.stop()
             took = time.monotonic() - begun
     gaps = [b - a for a, b in zip(controller.synced, controller.synced[1:])]
-    assert controller.synced  # every change is seen
+    assert controller.synced and controller.synced[-1] >= last_change  # every change is seen, the last too
     if cost:  # each sync is followed by a hold of HOLD_FACTOR times what it held the loop
         period = (cost + 0.02 + cost * HOLD_FACTOR) * 0.9
         assert min(gaps) >= period
@@ -261,3 +264,72 @@ async def test_delete_if_unchanged_deletes_only_the_object_read_and_says_whether
         monkeypatch.setattr(api, "delete", refuse)
         with pytest.raises(errors.ApiError, match="not allowed"):
             await controller.delete_if_unchanged(cm, current)
+
+
+def test_each_failed_create_is_a_warning_event_on_its_owner_and_the_first_failure_fails_the_sync():
+    """As Kubernetes' controllers: FailedCreate "Error creating: ..." per refused create, and the
+    sync fails (its key is tried again with backoff) with the first refusal."""
+    from types import SimpleNamespace
+
+    from corral.controllers.batches import record_creates
+    from corral.server import errors
+
+    recorded: list[tuple] = []
+    controller = SimpleNamespace(events=SimpleNamespace(record=lambda *args: recorded.append(args)))
+    owner = {"metadata": {"name": "web", "namespace": "default"}}
+    quota = errors.ApiError(403, "Forbidden", 'pods "web-x" is forbidden: exceeded quota')
+    invalid = errors.ApiError(422, "Invalid", "spec.containers[0].image: Required value")
+    with pytest.raises(errors.ApiError) as raised:
+        record_creates(controller, owner, ["made", quota, invalid], lambda result, i: f"Created pod: {result}-{i}")
+    assert raised.value is quota
+    assert recorded == [(owner, "Normal", "SuccessfulCreate", "Created pod: made-0"),
+                        (owner, "Warning", "FailedCreate", 'Error creating: pods "web-x" is forbidden: exceeded quota'),
+                        (owner, "Warning", "FailedCreate", "Error creating: spec.containers[0].image: Required value")]
+    recorded.clear()
+    record_creates(controller, owner, ["made"], lambda result, i: f"Created pod: {result}")  # nothing failed: no raise
+    assert recorded == [(owner, "Normal", "SuccessfulCreate", "Created pod: made")]
+
+
+class Holding(QueuedController):
+    """One key for every ConfigMap change, whose sync holds the loop for 30 ms (a hold of 90 ms after it)."""
+
+    name = "holding"
+    workers = 1
+
+    def __init__(self, api) -> None:
+        super().__init__(api)
+        self.synced: list[tuple[float, float]] = []  # (began, ended)
+
+    def keys_for(self, event):
+        return ["all"] if event.key.startswith(by_kind("ConfigMap").store_prefix) else []
+
+    def initial_keys(self):
+        return []
+
+    async def sync(self, key: str) -> None:
+        began = time.monotonic()
+        time.sleep(0.03)
+        self.synced.append((began, time.monotonic()))
+
+
+async def test_changes_arriving_during_a_hold_are_synced_once_when_it_ends(tmp_path):
+    """After a sync that held the loop 30 ms the key waits 90 ms: changes arriving in that window
+    (none queued before them) are neither lost nor synced early, and two of them make one sync."""
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        controller = Holding(server.api)
+        controller.start()
+        try:
+            await configmap(server, "first")
+            async with asyncio.timeout(5):
+                while not controller.synced:
+                    await asyncio.sleep(0.001)
+            hold_ends = controller.synced[0][1] + HOLD_FACTOR * 0.03
+            await asyncio.sleep(0.02)
+            await configmap(server, "during-1")
+            await configmap(server, "during-2")
+            assert time.monotonic() < hold_ends - 0.01, "the machine was too slow to change things within the hold"
+            await asyncio.sleep(0.4)
+        finally:
+            await controller.stop()
+    assert len(controller.synced) == 2
+    assert controller.synced[1][0] >= hold_ends - 0.005

@@ -217,7 +217,7 @@ async def test_a_binding_through_a_server_that_cannot_be_reached_is_an_error_wor
 async def test_a_repeated_event_raises_the_count_and_is_written_at_most_once_per_interval():
     clock = FakeClock()
     w = RecordingWriter()
-    rec = EventRecorder(w, repeat_interval=300.0, clock=clock, component="sched", host="box")
+    rec = EventRecorder(w, clock=clock, component="sched", host="box")  # by default, once per 5 minutes
     rec.start()
     try:
         p = PodInfo.from_object(make_pod("p").obj)
