@@ -1124,3 +1124,74 @@ def test_a_templates_hash_is_stable_across_releases_whatever_the_order_of_its_fi
     assert [template_hash(template), template_hash(template, 1), template_hash(template, 2)] == [
         "5d98bb5557", "789f9868dd", "794fdc9789"]
     assert template_hash(reordered) == template_hash(template, 0) == "5d98bb5557"
+
+
+@pytest.mark.parametrize("code", [404, 409])
+async def test_a_deployments_status_write_refused_as_gone_or_changed_ends_the_sync_quietly(tmp_path, monkeypatch, code):
+    from corral.controllers.deployment import DeploymentController
+
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        await api.create(DEPLOYS, "default", deployment(replicas=1), OPTS)
+        await api.cache.wait_consistent()
+        controller = DeploymentController(api, clock=time.time)
+        controller.initial_keys()
+        update = api.update
+
+        async def refusing(resource, namespace, name, obj, opts, *, subresource=None):
+            if resource is DEPLOYS and subresource == "status":
+                raise errors.ApiError(code, "Conflict" if code == 409 else "NotFound", "refused")
+            return await update(resource, namespace, name, obj, opts, subresource=subresource)
+
+        monkeypatch.setattr(api, "update", refusing)
+        await controller.sync(DEPLOYS.key("default", "web"))  # no error: the change that did it queues it again
+
+
+async def test_an_orphan_replica_set_being_deleted_is_not_adopted(tmp_path):
+    from corral.controllers.deployment import DeploymentController
+
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        await api.create(RS, "default", {"metadata": {"name": "leaving", "labels": {"app": "web"},
+                                                      "finalizers": ["example.com/hold"]}, "spec": {
+            "replicas": 0, "selector": {"matchLabels": {"app": "web"}}, "template": {
+                "metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}},
+            OPTS)
+        await api.delete(RS, "default", "leaving", None, None, None)  # held by its finalizer
+        await api.create(DEPLOYS, "default", deployment(replicas=1), OPTS)
+        await api.cache.wait_consistent()
+        controller = DeploymentController(api, clock=time.time)
+        controller.initial_keys()
+        await controller.sync(DEPLOYS.key("default", "web"))
+        await api.cache.wait_consistent()
+        leaving = api.cache.get(RS.key("default", "leaving")).obj
+        assert leaving["metadata"].get("ownerReferences") is None
+
+
+async def test_the_replica_set_index_follows_adoption_and_deletion_and_a_deleted_set_queues_its_deployment(tmp_path):
+    """An orphan once adopted is no orphan any more (no other Deployment adopts it), and a deleted
+    ReplicaSet leaves nothing behind but the key of the Deployment that must make it again."""
+    from corral.controllers.deployment import DeploymentController
+    from corral.store import Event
+
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        await api.create(RS, "default", {"metadata": {"name": "stray", "labels": {"app": "web"}}, "spec": {
+            "replicas": 0, "selector": {"matchLabels": {"app": "web"}}, "template": {
+                "metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "x"}]}}}},
+            OPTS)
+        await api.create(DEPLOYS, "default", deployment(replicas=1), OPTS)
+        await api.cache.wait_consistent()
+        controller = DeploymentController(api, clock=time.time)
+        controller.initial_keys()
+        api.cache.on_event.append(controller.keys_for)
+        stray = RS.key("default", "stray")
+        assert controller._orphans == {"default": {stray}}
+        await controller.sync(DEPLOYS.key("default", "web"))
+        await api.cache.wait_consistent()
+        uid = (await the_deployment(api))["metadata"]["uid"]
+        assert controller._orphans == {"default": set()}
+        assert controller._rs_owner[stray] == uid and stray in controller._owned[uid]
+        record = api.cache.get(stray)
+        assert list(controller.keys_for(Event(EventType.DELETED, record))) == [DEPLOYS.key("default", "web")]
+        assert stray not in controller._rs_owner and stray not in controller._owned[uid]

@@ -195,12 +195,16 @@ async def test_what_one_sync_does_with_each_kind_of_owner_reference(tmp_path):
         deleting = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "held",
                     "uid": json.loads(held.body)["metadata"]["uid"]}
         cases = {"gone-and-orphaning": [ghost, orphaning], "unknown-kind": [widget], "gone": [ghost],
-                 "cluster-owner": [cluster_owner], "owner-held": [deleting]}
+                 "cluster-owner": [cluster_owner], "owner-held": [deleting],
+                 "gone-then-alive": [ghost, cluster_owner], "being-deleted": [ghost, cluster_owner]}
         for name, refs in cases.items():
             pod = make_pod(name).obj
             pod["metadata"].pop("uid")
             pod["metadata"]["ownerReferences"] = refs
+            if name == "being-deleted":
+                pod["metadata"]["finalizers"] = ["example.com/hold"]
             await api.create(PODS, "default", pod, OPTS)
+        await api.delete(PODS, "default", "being-deleted", None, None, None)  # held by its finalizer
         collector = GarbageCollector(api)
         collector.initial_keys()
         for name in cases:
@@ -210,7 +214,9 @@ async def test_what_one_sync_does_with_each_kind_of_owner_reference(tmp_path):
         assert left == {"gone-and-orphaning": None,  # released by its orphaning owner: kept, owned by nobody
                         "unknown-kind": [widget],  # a kind corral does not serve is never judged gone
                         "cluster-owner": [cluster_owner],
-                        "owner-held": [deleting]}  # a background deletion takes dependents once the owner is gone
+                        "owner-held": [deleting],  # a background deletion takes dependents once the owner is gone
+                        "gone-then-alive": [cluster_owner],  # one owner left: the dangling reference goes, not the pod
+                        "being-deleted": [ghost, cluster_owner]}  # on its way out already: left as it is
 
 
 @pytest.mark.parametrize("meanwhile", ["another finalizer removed", "finalized and gone"])
@@ -239,3 +245,56 @@ async def test_an_owner_changed_since_the_collector_saw_it_keeps_that_change(tmp
         await api.cache.wait_consistent()
         await collector.sync(RS.key("default", "web"))
         assert await the_replica_set(api) is None
+
+
+async def test_an_object_carrying_the_collectors_finalizer_but_not_deleted_is_left_alone(tmp_path):
+    """The orphan and foregroundDeletion finalizers mean something only on an object being deleted:
+    one written with them by hand keeps them, and its dependents keep it as their owner."""
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        obj = replica_set(replicas=0)
+        obj["metadata"]["finalizers"] = ["orphan"]
+        created = json.loads((await api.create(RS, "default", obj, OPTS)).body)
+        pod = make_pod("p").obj
+        pod["metadata"].pop("uid")
+        ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "uid": created["metadata"]["uid"]}
+        pod["metadata"]["ownerReferences"] = [ref]
+        await api.create(PODS, "default", pod, OPTS)
+        collector = GarbageCollector(api)
+        await api.cache.wait_consistent()
+        collector.initial_keys()
+        await collector.sync(RS.key("default", "web"))
+        await collector.sync(PODS.key("default", "p"))
+        assert (await the_replica_set(api))["metadata"]["finalizers"] == ["orphan"]
+        assert [p["metadata"]["ownerReferences"] for p in await pods(api)] == [[ref]]
+        await api.delete(PODS, "default", "p", 0, None, None)  # no dependent left to wait for either
+        await api.cache.wait_consistent()
+        await collector.sync(RS.key("default", "web"))
+        assert (await the_replica_set(api))["metadata"]["finalizers"] == ["orphan"]
+
+
+async def test_a_dangling_reference_is_removed_only_from_the_version_the_collector_saw(tmp_path):
+    """Compare-and-swap: a dependent changed meanwhile (another owner added) keeps that change; the
+    change queues it again, and the next sync works on what is then in view."""
+    from tests.controllers.test_replicaset import _Stale
+
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        ghost = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "ghost",
+                 "uid": "5b1d4c6e-0000-4000-8000-00000000dead"}
+        node = json.loads((await api.create(by_kind("Node"), None, make_node("n1").obj, OPTS)).body)
+        alive = {"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": node["metadata"]["uid"]}
+        pod = make_pod("p").obj
+        pod["metadata"].pop("uid")
+        pod["metadata"]["ownerReferences"] = [ghost, alive]
+        await api.create(PODS, "default", pod, OPTS)
+        await api.cache.wait_consistent()
+        key = PODS.key("default", "p")
+        seen = api.cache.get(key)
+        await api.patch(PODS, "default", "p", {"metadata": {"labels": {"changed": "meanwhile"}}}, "merge", OPTS)
+        await api.cache.wait_consistent()
+        collector = GarbageCollector(_Stale(api, cache=_Stale(api.cache, get=lambda k: seen if k == key
+                                                                        else api.cache.get(k))))
+        await collector.sync(key)  # refused (409): no error
+        now = (await pods(api))[0]["metadata"]
+        assert now["labels"] == {"changed": "meanwhile"} and now["ownerReferences"] == [ghost, alive]

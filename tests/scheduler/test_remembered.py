@@ -1088,3 +1088,18 @@ def test_at_most_so_many_signatures_are_remembered():
     for i in range(MAX_SIGNATURES + 6):  # each cpu request its own signature
         twin.schedule(make_pod(f"p{i}").requests(cpu=f"{10 + i}m").obj)
     assert len(twin.fwks[0].remembered.entries) == MAX_SIGNATURES
+
+
+def test_a_resource_no_node_declares_is_short_everywhere_when_many_rows_are_judged_again():
+    """Past SCALAR_ROWS changed rows NodeResourcesFit answers for them in columns; a resource no node
+    declares has no column at all: every one of those rows is short of it (and nothing raises)."""
+    twin = Twin({"tieBreak": "name"}, time.time)
+    node = lambda name: make_node(name).capacity(cpu=4, memory="8Gi", pods=10)  # noqa: E731
+    names = [f"n{i}" for i in range(remembered.SCALAR_ROWS + 4)]
+    for name in names:
+        twin.each(lambda c, name=name: c.set_node(node(name).obj))
+    pod = lambda name: make_pod(name).requests(cpu="1", **{"example.com/fpga": "1"}).obj  # noqa: E731
+    assert twin.schedule(pod("p0")) is None
+    for name in names:  # every row written again: judged again, in columns
+        twin.each(lambda c, name=name: c.set_node(node(name).labels(again="yes").obj))
+    assert twin.schedule(pod("p1")) is None
