@@ -272,6 +272,12 @@ def check(cache: Cache, model: Model) -> None:
             assert columns.keys[slot] is None and columns.row[slot] == -1
             assert not any(col[slot] for col in columns.requests.values())
     assert sum(columns.priorities.values()) == len(slots)
+    # the pods of each node, as preemption lists them (pods_on): every counted pod under its row, no
+    # row left without pods
+    by_row: dict[int, set[str]] = {}
+    for key, cached in cache.pods.items():
+        by_row.setdefault(cached.row, set()).add(key)
+    assert cache.on_row == by_row
 
 
 @settings(max_examples=150, deadline=None)

@@ -256,3 +256,19 @@ def test_explain_names_the_first_filter_when_it_is_the_one_that_refused_a_node()
     report = explain(fwk, cache, PodInfo.from_object(make_pod("p").obj))
     (down,) = [n for n in report["nodes"] if not n["feasible"]]
     assert down["node"] == "down" and down["plugin"] == "NodeReady" and down["reasons"]
+
+
+def test_one_message_reported_by_two_of_a_plugins_checks_is_counted_over_both():
+    """The summary counts nodes per message, Kubernetes' way: a plugin whose two checks say the same
+    thing of different nodes (two constraints of one kind, say) is summed, not the last one kept."""
+    import numpy as np
+
+    from corral.scheduler.framework.runtime import Diagnosis
+
+    d = Diagnosis(5, np.array([0, 0, 0, 1, -1]), ["PodTopologySpread", "NodeResourcesFit"])
+    message = "node(s) didn't match pod topology spread constraints"
+    d.reasons = [(0, message, np.array([True, True, False, False, False]), False),
+                 (0, message, np.array([False, False, True, False, False]), False),
+                 (1, "Insufficient cpu", np.array([False, False, False, True, False]), False)]
+    assert d.message(1) == ("1/5 nodes are available: 1 Insufficient cpu, "
+                            "3 node(s) didn't match pod topology spread constraints.")

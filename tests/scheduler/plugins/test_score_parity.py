@@ -159,9 +159,20 @@ def test_a_node_that_does_not_offer_a_scored_resource_is_scored_on_the_others():
                  id="requests count as written, not as the non-zero defaults: fractions 0.25 and 0, 87"),
     pytest.param(make_node("n").capacity(cpu=4, pods=110), [], pod("1", "1Gi"), 100,
                  id="a resource the node does not offer is left out: one fraction has no deviation, 100"),
+    pytest.param(make_node("n").capacity(cpu=4, memory="1Gi", pods=110), [on("n", "1", "2Gi")], pod("1", "512Mi"), 75,
+                 id="a memory fraction above 1 counts as 1: (1 - |0.5 - 1| / 2) * 100 = 75"),
 ])
 def test_balanced_allocation_scores_equal_kube_scheduler(node, existing, incoming, expected):
     assert run_score("NodeResourcesBalancedAllocation", [node], incoming, existing) == {"n": expected}
+
+
+def test_balanced_allocation_counts_the_least_amount_of_a_resource_as_offered():
+    """With a node somewhere that offers no memory, each node is asked whether it offers both: one
+    millicpu is an offer (fractions 1 and 0.125: (1 - 0.4375) * 100 = 56), so is one byte (fractions
+    0.00025 and 1: floor(50.0125) = 50), none is not (100)."""
+    nodes = [make_node("n").capacity(cpu="1m", memory="8Gi", pods=110), make_node("cpu-only").capacity(cpu=4, pods=110),
+             make_node("byte").capacity(cpu=4, memory="1", pods=110)]
+    assert run_score("NodeResourcesBalancedAllocation", nodes, pod("1m", "1Gi")) == {"n": 56, "cpu-only": 100, "byte": 50}
 
 
 def test_balanced_allocation_does_not_score_a_pod_that_requests_nothing():
