@@ -1103,3 +1103,24 @@ def test_a_resource_no_node_declares_is_short_everywhere_when_many_rows_are_judg
     for name in names:  # every row written again: judged again, in columns
         twin.each(lambda c, name=name: c.set_node(node(name).labels(again="yes").obj))
     assert twin.schedule(pod("p1")) is None
+
+
+def test_a_heartbeat_growing_stale_with_no_node_changing_is_seen_by_the_remembered_decision():
+    """Time alone makes a node NotReady for scheduling (its heartbeat past 90 s): no row changes, so
+    what the remembered decision kept must be judged again for it (NodeReady's memo key)."""
+    now = [1_000_000.0]
+    twin = Twin({"tieBreak": "name"}, lambda: now[0])
+
+    def node(name: str, cpu: int, beat: float) -> dict:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(beat))
+        return make_node(name).capacity(cpu=cpu, memory="64Gi", pods=110).heartbeat_at(stamp).obj
+
+    twin.each(lambda c: c.set_node(node("big", 64, now[0])))  # the emptiest: chosen while fresh
+    twin.each(lambda c: c.set_node(node("small", 4, now[0])))
+    pod = lambda name: make_pod(name).requests(cpu="100m").obj  # noqa: E731
+    assert twin.schedule(pod("p0")) == "big"  # remembered from here on
+    now[0] += 60
+    twin.each(lambda c: c.set_node(node("small", 4, now[0])))  # small beats again; big says nothing
+    assert twin.schedule(pod("p1")) == "big"
+    now[0] += 40  # big last beat 100 s ago: stale; small 40 s ago
+    assert twin.schedule(pod("p2")) == "small"
