@@ -83,6 +83,8 @@ def test_system_default_spreading_applies_to_controlled_pods_only():
     # matching pod: round(ln5 + 2 + ln5 + 4) = 9; b and c: 2 + 4 = 6. Normalised: 66, 100, 100.
     assert run_score("PodTopologySpread", NODES, controlled, existing) == {"a": 66, "b": 100, "c": 100}
     assert run_score("PodTopologySpread", NODES, make_pod("p").labels(app="web"), existing) == {}
+    # defaultingType List: only the profile's defaultConstraints apply, and it gives none here.
+    assert run_score("PodTopologySpread", NODES, controlled, existing, args={"defaultingType": "List"}) == {}
 
 
 @pytest.mark.parametrize("effect", ["NoSchedule", "NoExecute"])

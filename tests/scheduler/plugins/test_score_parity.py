@@ -91,6 +91,8 @@ DOWN = {"scoringStrategy": {"type": "RequestedToCapacityRatio", "requestedToCapa
                  id="below a shape's first point the score is the first point's: 20 for cpu 25 and memory 3"),
     pytest.param(UP, make_node("n"), [], pod("1"), 25,
                  id="requested to capacity ratio leaves a zero resource score out of the mean: 25, not 12"),
+    pytest.param(UP, make_node("n"), [on("n", "3979m", "18Gi")], pod("1m", "1Gi"), 79,
+                 id="utilisation is floored to a whole percent: cpu 99.5 → 99, memory 59.375 → 59: round(158 / 2) = 79"),
 ])
 def test_node_resources_fit_scores_equal_kube_scheduler(args, node, existing, incoming, expected):
     assert run_score("NodeResourcesFit", [node], incoming, existing, args=args) == {"n": expected}
@@ -103,6 +105,9 @@ def test_an_extended_resource_the_pod_does_not_request_is_left_out_of_the_score(
     assert run_score("NodeResourcesFit", nodes, pod("1"), args=args) == {"gpu": 75, "plain": 75}
     only_gpu = {"scoringStrategy": {"resources": [{"name": "example.com/gpu", "weight": 1}]}}
     assert run_score("NodeResourcesFit", nodes, pod("1"), args=only_gpu) == {"gpu": 0, "plain": 0}
+    # Left out however much ephemeral storage the pod asks for (that is another resource).
+    storage = make_pod("p").requests(cpu="1", ephemeral_storage="1Gi")
+    assert run_score("NodeResourcesFit", nodes, storage, args=args) == {"gpu": 75, "plain": 75}
 
 
 GPU = {"example.com/gpu": 1}

@@ -1,0 +1,56 @@
+"""The events controllers write about the objects they act on: whole, as ``kubectl describe`` and
+``kubectl get events`` read them, in the object's namespace (a cluster-scoped object's in
+``default``), never holding the controller up."""
+
+from __future__ import annotations
+
+import re
+
+from corral.api.resources import by_kind
+from corral.controllers.events import ObjectEvents
+from corral.testing.server import running_server
+
+EVENTS = by_kind("Event")
+
+
+async def written(api) -> list[dict]:
+    await api.cache.wait_consistent()
+    return sorted((r.obj for r in api.cache.items(EVENTS.store_prefix)), key=lambda e: e["reason"])
+
+
+async def test_an_event_about_an_object_is_written_whole_in_its_namespace(tmp_path):
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        events = ObjectEvents(api, "replicaset-controller")
+        events.start()
+        try:
+            rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+                  "metadata": {"name": "web", "namespace": "shop", "uid": "uid-web"}}
+            node = {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1", "uid": "uid-n1"}}
+            await api.create(by_kind("Namespace"), None, {"metadata": {"name": "shop"}}, events._opts)
+            events.record(rs, "Normal", "SuccessfulCreate", "Created pod: web-x1")
+            events.record(node, "Warning", "NodeNotReady", "Node n1 status is now: NodeNotReady")
+            await events.drain()
+        finally:
+            await events.stop()
+        made, created = await written(api), {}
+        for event in made:
+            meta = event.pop("metadata")
+            assert re.fullmatch(rf"{event['involvedObject']['name']}\.\w+", meta["name"])
+            created[event["reason"]] = (meta["namespace"], event)
+    stamp = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ")
+    for _, event in created.values():
+        assert stamp.fullmatch(event.pop("firstTimestamp")) and stamp.fullmatch(event.pop("lastTimestamp"))
+        event.pop("apiVersion", None), event.pop("kind", None)
+    assert created == {
+        "SuccessfulCreate": ("shop", {
+            "involvedObject": {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web", "namespace": "shop",
+                               "uid": "uid-web"},
+            "reason": "SuccessfulCreate", "message": "Created pod: web-x1", "type": "Normal", "count": 1,
+            "source": {"component": "replicaset-controller"}, "reportingComponent": "replicaset-controller"}),
+        "NodeNotReady": ("default", {  # a cluster-scoped object's events go to default, as Kubernetes'
+            "involvedObject": {"apiVersion": "v1", "kind": "Node", "name": "n1", "uid": "uid-n1"},
+            "reason": "NodeNotReady", "message": "Node n1 status is now: NodeNotReady", "type": "Warning",
+            "count": 1, "source": {"component": "replicaset-controller"},
+            "reportingComponent": "replicaset-controller"}),
+    }
