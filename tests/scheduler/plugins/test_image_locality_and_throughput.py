@@ -69,6 +69,15 @@ def test_network_throughput_when_every_node_holds_the_image_or_no_node_knows_its
     assert run_score("NetworkThroughput", nodes, make_pod("p").image("registry.local/unknown:1")) == {}
 
 
+def test_network_throughput_counts_an_image_of_a_single_byte():
+    # The smallest size a node can report still has to be pulled: 8 bits over each node's link.
+    nodes = [make_node("holder").image("registry.local/tiny:1", 1).download("1Gbps"),
+             make_node("lacks").download("1Gbps")]
+    pod = make_pod("p").image("registry.local/tiny:1")
+    assert run_score("NetworkThroughput", nodes, pod, raw=True) == {"holder": 0.0, "lacks": pytest.approx(8 / 1e9)}
+    assert run_score("NetworkThroughput", nodes, pod) == {"holder": 100.0, "lacks": 0.0}
+
+
 @pytest.mark.parametrize("image, names", [
     ("nginx", ("nginx", "nginx:latest")),
     ("nginx:1.25", ("nginx:1.25",)),
