@@ -429,9 +429,13 @@ def test_anti_affinity_on_hostname_is_remembered_and_holds_both_ways():
     assert twin.fwks[0].remembered.hits == 7
 
 
-def test_a_hard_spread_constraint_is_remembered_by_domain():
+@pytest.mark.parametrize("narrow", [remembered.NARROW_DOMAINS, 0], ids=["ranked per zone", "every row"])
+def test_a_hard_spread_constraint_is_remembered_by_domain(narrow, monkeypatch):
     """Zones of unequal size and pods one zone may not take more of: a node's verdict follows its
-    zone's count and the lowest count, both kept from the rows that changed."""
+    zone's count and the lowest count, both kept from the rows that changed; with more zones than
+    are ranked per zone (``narrow`` 0), every row's verdict again when a zone's changes, not only
+    the rows that changed."""
+    monkeypatch.setattr(remembered, "NARROW_DOMAINS", narrow)
     twin = Twin({}, time.time)
     for i, zone in enumerate(["z1", "z1", "z1", "z2", "z2", "z3"]):
         twin.each(lambda c, i=i, zone=zone: c.set_node(
@@ -1121,6 +1125,95 @@ def test_a_heartbeat_growing_stale_with_no_node_changing_is_seen_by_the_remember
     assert twin.schedule(pod("p0")) == "big"  # remembered from here on
     now[0] += 60
     twin.each(lambda c: c.set_node(node("small", 4, now[0])))  # small beats again; big says nothing
-    assert twin.schedule(pod("p1")) == "big"
+    assert probe(twin, pod("p1")) == ("big", 2)  # decided, not carried out: no row changes after it
     now[0] += 40  # big last beat 100 s ago: stale; small 40 s ago
     assert twin.schedule(pod("p2")) == "small"
+
+
+
+def test_a_pre_score_that_reads_its_rows_is_given_the_feasible_ones_with_no_domain_filter():
+    """The same as above for pods decided row by row (no spread): every row while every node is
+    feasible, only the feasible rows once one is cordoned."""
+    from corral.scheduler.framework.interface import Plugin, count_rows
+    from corral.scheduler.framework.status import SKIP, SUCCESS
+    from corral.scheduler.plugins import REGISTRY
+
+    class LastWhenSomeAreOut(Plugin):
+        NAME = "LastWhenSomeAreOutForTest"
+
+        def pre_score_reads_rows(self, pod) -> bool:
+            return True
+
+        def pre_score(self, state, pod, rows):
+            return SKIP if count_rows(rows) == self.handle.cache.table.size else SUCCESS
+
+        def score(self, state, pod, rows):
+            return np.arange(self.handle.cache.table.size, dtype=np.float64)[rows] * 10
+
+    REGISTRY[LastWhenSomeAreOut.NAME] = LastWhenSomeAreOut
+    try:
+        twin = zoned_twin("z1", "z1", "z1", "z1", scorer=LastWhenSomeAreOut.NAME)
+        pod = lambda name: make_pod(name).requests(cpu="100m").obj  # noqa: E731
+        assert twin.schedule(pod("p0"), explain=False) == "n0"  # every node feasible: skipped
+        assert twin.schedule(pod("p1"), explain=False) == "n1"  # remembered; n0 has a pod more
+        twin.each(lambda c: c.set_node(make_node("n1").capacity(cpu=8, memory="8Gi", pods=20).zone("z1")
+                                       .unschedulable().obj))
+        # n1 out: n0, n2 and n3 scored; n2 and n3 tie on resources, the scorer prefers the last
+        assert twin.schedule(pod("p2"), explain=False) == "n3"
+    finally:
+        del REGISTRY[LastWhenSomeAreOut.NAME]
+
+
+@pytest.mark.parametrize("measured", ["every", "first"])
+def test_download_time_takes_part_with_every_node_feasible_where_image_locality_is_off(measured):
+    """NetworkThroughput (not row-local: the full evaluation decides) takes part when some feasible
+    node has a measured link; with ImageLocality off, nothing else sends the pod to the full
+    evaluation. With every node feasible its PreScore is asked about every row, the first among them:
+    asked about none, or all but the first (the only one measured), it would skip."""
+    twin = Twin({"tieBreak": "name", "profiles": [{"schedulerName": "default-scheduler", "plugins": {
+        "score": {"disabled": [{"name": "ImageLocality"}]}}}]}, time.time)
+    for i in range(4):
+        b = make_node(f"n{i}").capacity(cpu=4, memory="8Gi", pods=10)
+        if i == 3:
+            b.image("registry.local/app:1", 500 * 1024 * 1024)
+        if measured == "every" or i == 0:
+            b.download(f"{(i + 1) * 100}Mbps")
+        twin.each(lambda c, b=b: c.set_node(b.obj))
+    pod = lambda name: make_pod(name).requests(cpu="100m").image("registry.local/app:1").obj  # noqa: E731
+    for n in range(3):
+        assert twin.schedule(pod(f"p{n}")) is not None  # the twins agree on the node and every plugin's score
+    result = schedule_pod(twin.fwks[0], twin.caches[0], PodInfo.from_object(pod("q")), scores=True)
+    assert "NetworkThroughput" in result.scores.by_plugin and "ImageLocality" not in result.scores.by_plugin
+
+
+def test_two_domain_filters_take_the_full_evaluation():
+    """A custom domain filter beside PodTopologySpread (here one that allows only the zones with the
+    fewest matching pods, whatever the skew): the remembered path judges one domain filter's sums, so
+    with two the pod is decided by the full evaluation, and both are obeyed."""
+    from corral.scheduler.plugins import REGISTRY
+    from corral.scheduler.plugins.pod_topology_spread import PodTopologySpread
+
+    class FewestOnly(PodTopologySpread):
+        NAME = "FewestOnlyForTest"
+
+        def domain_allowed(self, pod, c, totals, present):
+            present = present.copy()
+            present[0] = False
+            allowed = totals == (totals[present].min() if present.any() else 0)
+            allowed[0] = False
+            return allowed
+
+    REGISTRY[FewestOnly.NAME] = FewestOnly
+    try:
+        twin = Twin({"tieBreak": "name", "profiles": [{"schedulerName": "default-scheduler", "plugins": {
+            "preFilter": {"enabled": [{"name": FewestOnly.NAME}]},
+            "filter": {"enabled": [{"name": FewestOnly.NAME}]}}}]}, time.time)
+        for name, zone, cpu in [("n0", "z1", 64), ("n1", "z2", 4)]:  # LeastAllocated prefers n0
+            twin.each(lambda c, name=name, zone=zone, cpu=cpu: c.set_node(
+                make_node(name).capacity(cpu=cpu, memory="64Gi", pods=20).zone(zone).obj))
+        pod = lambda name: (make_pod(name).labels(app="a").requests(cpu="100m")  # noqa: E731
+                            .spread(2, "topology.kubernetes.io/zone", app="a").obj)
+        assert [twin.schedule(pod(f"p{i}")) for i in range(4)] == ["n0", "n1", "n0", "n1"]
+        assert twin.fwks[0].remembered.hits == 0
+    finally:
+        del REGISTRY[FewestOnly.NAME]
