@@ -19,7 +19,10 @@ from hypothesis import strategies as st
 
 from corral.scheduler.cache.cache import Cache
 from corral.scheduler.framework import remembered
+from corral.scheduler.framework.interface import Plugin, count_rows
 from corral.scheduler.framework.podinfo import PodInfo
+from corral.scheduler.framework.status import SKIP, SUCCESS
+from corral.scheduler.plugins import REGISTRY
 from corral.scheduler.profiles import build_frameworks, parse_config
 from corral.scheduler.schedule_one import FitError, schedule_pod
 from corral.testing.builders import make_node, make_pod
@@ -336,33 +339,42 @@ def test_tied_nodes_tie_again_within_their_zone_when_a_pod_leaves():
     assert twin.fwks[0].remembered.hits == 35
 
 
-def test_a_pre_score_that_reads_its_rows_is_given_the_feasible_ones():
+class LastWhenSomeAreOut(Plugin):
+    """A scorer that takes part only when some node is infeasible, and then prefers the last node."""
+
+    NAME = "LastWhenSomeAreOutForTest"
+
+    def pre_score_reads_rows(self, pod) -> bool:
+        return True
+
+    def pre_score(self, state, pod, rows):
+        return SKIP if count_rows(rows) == self.handle.cache.table.size else SUCCESS
+
+    def score(self, state, pod, rows):
+        return np.arange(self.handle.cache.table.size, dtype=np.float64)[rows] * 10
+
+
+def test_a_pre_score_that_reads_its_rows_is_given_the_feasible_ones(monkeypatch):
     """A PreScore plugin that says it reads its rows gets the feasible rows from the remembered path
-    too, not every row: here a scorer that takes part only when some node is infeasible, and then
-    prefers the last node."""
-    from corral.scheduler.framework.interface import Plugin, count_rows
-    from corral.scheduler.framework.status import SKIP, SUCCESS
-    from corral.scheduler.plugins import REGISTRY
+    too, not every row."""
+    monkeypatch.setitem(REGISTRY, LastWhenSomeAreOut.NAME, LastWhenSomeAreOut)
+    twin = zoned_twin("z1", "z1", "z2", "z3", scorer=LastWhenSomeAreOut.NAME)
+    assert twin.schedule(spread("s0", 1), explain=False) == "n0"  # every node feasible: skipped
+    assert twin.schedule(spread("s1", 1), explain=False) == "n3"  # z1 barred: n2 and n3, the last
 
-    class LastWhenSomeAreOut(Plugin):
-        NAME = "LastWhenSomeAreOutForTest"
 
-        def pre_score_reads_rows(self, pod) -> bool:
-            return True
-
-        def pre_score(self, state, pod, rows):
-            return SKIP if count_rows(rows) == self.handle.cache.table.size else SUCCESS
-
-        def score(self, state, pod, rows):
-            return np.arange(self.handle.cache.table.size, dtype=np.float64)[rows] * 10
-
-    REGISTRY[LastWhenSomeAreOut.NAME] = LastWhenSomeAreOut
-    try:
-        twin = zoned_twin("z1", "z1", "z2", "z3", scorer=LastWhenSomeAreOut.NAME)
-        assert twin.schedule(spread("s0", 1), explain=False) == "n0"  # every node feasible: skipped
-        assert twin.schedule(spread("s1", 1), explain=False) == "n3"  # z1 barred: n2 and n3, the last
-    finally:
-        del REGISTRY[LastWhenSomeAreOut.NAME]
+def test_a_pre_score_that_reads_its_rows_is_given_the_feasible_ones_with_no_domain_filter(monkeypatch):
+    """The same for pods decided row by row (no spread): every row while every node is feasible, only
+    the feasible rows once one is cordoned."""
+    monkeypatch.setitem(REGISTRY, LastWhenSomeAreOut.NAME, LastWhenSomeAreOut)
+    twin = zoned_twin("z1", "z1", "z1", "z1", scorer=LastWhenSomeAreOut.NAME)
+    pod = lambda name: make_pod(name).requests(cpu="100m").obj  # noqa: E731
+    assert twin.schedule(pod("p0"), explain=False) == "n0"  # every node feasible: skipped
+    assert twin.schedule(pod("p1"), explain=False) == "n1"  # remembered; n0 has a pod more
+    twin.each(lambda c: c.set_node(make_node("n1").capacity(cpu=8, memory="8Gi", pods=20).zone("z1")
+                                   .unschedulable().obj))
+    # n1 out: n0, n2 and n3 scored; n2 and n3 tie on resources, the scorer prefers the last
+    assert twin.schedule(pod("p2"), explain=False) == "n3"
 
 
 def test_a_row_local_scorer_whose_pre_score_reads_its_rows_is_given_the_feasible_ones_by_zone():
@@ -1129,39 +1141,6 @@ def test_a_heartbeat_growing_stale_with_no_node_changing_is_seen_by_the_remember
     now[0] += 40  # big last beat 100 s ago: stale; small 40 s ago
     assert twin.schedule(pod("p2")) == "small"
 
-
-
-def test_a_pre_score_that_reads_its_rows_is_given_the_feasible_ones_with_no_domain_filter():
-    """The same as above for pods decided row by row (no spread): every row while every node is
-    feasible, only the feasible rows once one is cordoned."""
-    from corral.scheduler.framework.interface import Plugin, count_rows
-    from corral.scheduler.framework.status import SKIP, SUCCESS
-    from corral.scheduler.plugins import REGISTRY
-
-    class LastWhenSomeAreOut(Plugin):
-        NAME = "LastWhenSomeAreOutForTest"
-
-        def pre_score_reads_rows(self, pod) -> bool:
-            return True
-
-        def pre_score(self, state, pod, rows):
-            return SKIP if count_rows(rows) == self.handle.cache.table.size else SUCCESS
-
-        def score(self, state, pod, rows):
-            return np.arange(self.handle.cache.table.size, dtype=np.float64)[rows] * 10
-
-    REGISTRY[LastWhenSomeAreOut.NAME] = LastWhenSomeAreOut
-    try:
-        twin = zoned_twin("z1", "z1", "z1", "z1", scorer=LastWhenSomeAreOut.NAME)
-        pod = lambda name: make_pod(name).requests(cpu="100m").obj  # noqa: E731
-        assert twin.schedule(pod("p0"), explain=False) == "n0"  # every node feasible: skipped
-        assert twin.schedule(pod("p1"), explain=False) == "n1"  # remembered; n0 has a pod more
-        twin.each(lambda c: c.set_node(make_node("n1").capacity(cpu=8, memory="8Gi", pods=20).zone("z1")
-                                       .unschedulable().obj))
-        # n1 out: n0, n2 and n3 scored; n2 and n3 tie on resources, the scorer prefers the last
-        assert twin.schedule(pod("p2"), explain=False) == "n3"
-    finally:
-        del REGISTRY[LastWhenSomeAreOut.NAME]
 
 
 @pytest.mark.parametrize("measured", ["every", "first"])
