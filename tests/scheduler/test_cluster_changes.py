@@ -75,6 +75,26 @@ async def test_a_pod_being_deleted_is_never_queued_and_leaves_the_queue():
     assert "default/q" not in h.scheduler.queue
 
 
+async def test_a_nominated_pod_being_deleted_gives_up_the_room_it_claimed():
+    """A pending pod nominated to a node (here claimed before a restart) holds room there for itself
+    against pods of lower priority; once it is being deleted, that room is free again."""
+    h = Harness()
+    h.add_node(make_node("n").capacity(cpu=4, memory="8Gi", pods=20))
+    h.add_pod(make_pod("running").requests(cpu="2").priority(1).node("n"))
+    claiming = make_pod("hi").requests(cpu="4").priority(10).obj
+    claiming["status"]["nominatedNodeName"] = "n"
+    h.add_pod(claiming)
+    assert h.scheduler.cache.nominator.node_of("default/hi") == "n"
+    deleting = make_pod("hi").requests(cpu="4").priority(10).obj
+    deleting["status"]["nominatedNodeName"] = "n"
+    deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"  # a finalizer holds it
+    h.scheduler.pod_changed("default/hi", deleting)
+    assert not h.scheduler.cache.nominator.node_of("default/hi")
+    h.add_pod(make_pod("lo").requests(cpu="2").priority(1))
+    await h.run()
+    assert h.placements() == {"default/lo": "n"}
+
+
 async def test_a_pod_without_a_scheduler_name_belongs_to_the_default_scheduler():
     h = Harness()
     h.add_node(make_node("n"))
