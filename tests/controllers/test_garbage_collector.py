@@ -196,7 +196,8 @@ async def test_what_one_sync_does_with_each_kind_of_owner_reference(tmp_path):
                     "uid": json.loads(held.body)["metadata"]["uid"]}
         cases = {"gone-and-orphaning": [ghost, orphaning], "unknown-kind": [widget], "gone": [ghost],
                  "cluster-owner": [cluster_owner], "owner-held": [deleting],
-                 "gone-then-alive": [ghost, cluster_owner], "being-deleted": [ghost, cluster_owner]}
+                 "gone-then-alive": [ghost, cluster_owner], "being-deleted": [ghost, cluster_owner],
+                 "orphaning-then-alive": [orphaning, cluster_owner]}
         for name, refs in cases.items():
             pod = make_pod(name).obj
             pod["metadata"].pop("uid")
@@ -216,6 +217,7 @@ async def test_what_one_sync_does_with_each_kind_of_owner_reference(tmp_path):
                         "cluster-owner": [cluster_owner],
                         "owner-held": [deleting],  # a background deletion takes dependents once the owner is gone
                         "gone-then-alive": [cluster_owner],  # one owner left: the dangling reference goes, not the pod
+                        "orphaning-then-alive": [cluster_owner],  # released by one, still owned by the other
                         "being-deleted": [ghost, cluster_owner]}  # on its way out already: left as it is
 
 

@@ -331,6 +331,34 @@ async def test_events_are_written_several_at_once_and_a_repeat_meanwhile_only_co
         await rec.stop()
 
 
+async def test_by_default_ten_thousand_events_wait_and_sixteen_are_written_at_once():
+    w = RecordingWriter()
+    release = asyncio.Event()
+    started: list[str] = []
+
+    async def slow(namespace, event):
+        started.append(event["message"])
+        await release.wait()
+
+    w.create_event = slow
+    rec = EventRecorder(w)
+    p = PodInfo.from_object(make_pod("p").obj)
+    for i in range(10_001):
+        rec.record(p, "Normal", "Scheduled", f"m{i}")
+    assert rec.dropped == 1  # the 10,001st
+    rec.start()
+    try:
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert started == [f"m{i}" for i in range(16)]  # sixteen on their way, the rest waiting
+        for i in range(17):  # room for the sixteen taken out of the queue, not one more
+            rec.record(p, "Normal", "Scheduled", f"late{i}")
+        assert rec.dropped == 2
+    finally:
+        release.set()
+        await rec.stop()
+
+
 # --- sources -----------------------------------------------------------------------------------------
 
 async def seed(c: Client) -> None:
