@@ -431,6 +431,22 @@ async def test_an_orphan_changed_after_the_cache_showed_it_is_not_written_over(t
         assert await owners_of(api, "stray") == [("web", True), ("keeper", False)]
 
 
+async def test_an_orphan_already_gone_from_the_cache_does_not_stop_the_adoption_of_the_next(tmp_path):
+    """The orphan index hears of a deletion after the cache shows it: the gone pod is passed over,
+    the orphans after it are still adopted."""
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        await bare_pod(api, "b-stray")
+        await api.create(RS, "default", replica_set(replicas=1), OPTS)
+        await api.cache.wait_consistent()
+        controller = ReplicaSetController(api)
+        controller._orphans["default"] = {PODS.key("default", "a-gone"), PODS.key("default", "b-stray")}
+        rs = (await api.current(RS, "default", "web")).obj
+        controller._index_rs(RS.key("default", "web"), rs)
+        assert await controller._claim(rs, controller._selector_of[rs["metadata"]["uid"]]) is True
+        assert await owners_of(api, "b-stray") == [("web", True)]
+
+
 async def status_of(api) -> dict:
     await api.cache.wait_consistent()
     return (await api.current(RS, "default", "web")).obj.get("status") or {}

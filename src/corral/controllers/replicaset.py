@@ -223,7 +223,7 @@ class ReplicaSetController(QueuedController):
     async def _scale(self, rs: Obj, replicas: int) -> bool:
         """Create the missing pods or delete the surplus ones; True if it did either."""
         tally = self._tallies.get(rs["metadata"]["uid"], _NO_PODS)
-        releasing = sum(1 for k in tally.unmatched if self._pod_state.get(k, ("", False))[1])  # not ours for long
+        releasing = sum(1 for k in tally.unmatched if self._pod_state[k][1])  # not ours for long (indexed together)
         diff = replicas - (tally.active - releasing)
         if diff > 0:
             await self._create(rs, min(diff, MAX_BURST))
