@@ -374,6 +374,8 @@ async def test_a_pod_being_deleted_is_neither_adopted_nor_released_and_the_other
         await sync()
         assert await owners_of(api, "a-going") == [] and await owners_of(api, "b-stray") == [("web", True)]
         # Both of its pods stop matching; the first is being deleted: it keeps its owner, the other is released.
+        # One more wanted, so that adopting the new orphan leaves no surplus to delete (it is the newest).
+        await api.patch(RS, "default", "web", {"spec": {"replicas": 11}}, "merge", OPTS)
         await bare_pod(api, "c-mine", owners=[])
         await sync()
         assert await owners_of(api, "c-mine") == [("web", True)]
