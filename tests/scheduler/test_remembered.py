@@ -377,13 +377,9 @@ def test_a_pre_score_that_reads_its_rows_is_given_the_feasible_ones_with_no_doma
     assert twin.schedule(pod("p2"), explain=False) == "n3"
 
 
-def test_a_row_local_scorer_whose_pre_score_reads_its_rows_is_given_the_feasible_ones_by_zone():
+def test_a_row_local_scorer_whose_pre_score_reads_its_rows_is_given_the_feasible_ones_by_zone(monkeypatch):
     """The same with a row-local scorer and a hard zone spread, decided from the zones' sums: its
     PreScore is given the rows of the allowed zones, the rows the full evaluation gives it."""
-    from corral.scheduler.framework.interface import Plugin
-    from corral.scheduler.framework.status import SKIP, SUCCESS
-    from corral.scheduler.plugins import REGISTRY
-
     given: dict[int, list[list[int]]] = {}  # per cache: the rows of each PreScore call
 
     class LastWhenSomeAreOut(Plugin):
@@ -405,20 +401,17 @@ def test_a_row_local_scorer_whose_pre_score_reads_its_rows_is_given_the_feasible
         def score(self, state, pod, rows):
             return np.arange(self.handle.cache.table.size, dtype=np.float64)[rows] * 10
 
-    REGISTRY[LastWhenSomeAreOut.NAME] = LastWhenSomeAreOut
-    try:
-        twin = zoned_twin("z1", "z1", "z2", "z3", scorer=LastWhenSomeAreOut.NAME)
-        pod = lambda name: make_pod(name).labels(app="a", reads="rows").requests(cpu="100m").spread(  # noqa: E731
-            1, "topology.kubernetes.io/zone", app="a").obj
-        assert twin.schedule(pod("s0"), explain=False) == "n0"  # every node feasible: skipped
-        assert twin.schedule(pod("s1"), explain=False) == "n3"  # z1 barred: n2 and n3, the last
-        assert twin.schedule(pod("s2"), explain=False) == "n2"  # z2 alone holds fewer
-        assert twin.schedule(pod("s3"), explain=False) == "n1"  # z1's other node is emptier than n0
-        fast, full = (given[id(c)] for c in twin.caches)
-        assert fast == full == [[0, 1, 2, 3], [2, 3], [0, 1, 2, 3]]  # one node left: no PreScore
-        assert twin.fwks[0].remembered.hits == 4
-    finally:
-        del REGISTRY[LastWhenSomeAreOut.NAME]
+    monkeypatch.setitem(REGISTRY, LastWhenSomeAreOut.NAME, LastWhenSomeAreOut)
+    twin = zoned_twin("z1", "z1", "z2", "z3", scorer=LastWhenSomeAreOut.NAME)
+    pod = lambda name: make_pod(name).labels(app="a", reads="rows").requests(cpu="100m").spread(  # noqa: E731
+        1, "topology.kubernetes.io/zone", app="a").obj
+    assert twin.schedule(pod("s0"), explain=False) == "n0"  # every node feasible: skipped
+    assert twin.schedule(pod("s1"), explain=False) == "n3"  # z1 barred: n2 and n3, the last
+    assert twin.schedule(pod("s2"), explain=False) == "n2"  # z2 alone holds fewer
+    assert twin.schedule(pod("s3"), explain=False) == "n1"  # z1's other node is emptier than n0
+    fast, full = (given[id(c)] for c in twin.caches)
+    assert fast == full == [[0, 1, 2, 3], [2, 3], [0, 1, 2, 3]]  # one node left: no PreScore
+    assert twin.fwks[0].remembered.hits == 4
 
 
 def test_anti_affinity_on_hostname_is_remembered_and_holds_both_ways():
@@ -905,9 +898,8 @@ def test_sampling_takes_the_full_evaluation():
     assert twin.fwks[0].remembered.hits == 0
 
 
-def test_a_filter_that_is_not_row_local_is_never_remembered():
-    from corral.scheduler.framework.interface import ALL_PASS, Plugin
-    from corral.scheduler.plugins import REGISTRY
+def test_a_filter_that_is_not_row_local_is_never_remembered(monkeypatch):
+    from corral.scheduler.framework.interface import ALL_PASS
 
     class Everywhere(Plugin):  # a custom filter that promises nothing about rows
         NAME = "EverywhereForTest"
@@ -915,26 +907,21 @@ def test_a_filter_that_is_not_row_local_is_never_remembered():
         def filter(self, state, pod, candidates):
             return ALL_PASS
 
-    REGISTRY[Everywhere.NAME] = Everywhere
-    try:
-        twin = Twin({"profiles": [{"schedulerName": "default-scheduler",
-                                   "plugins": {"filter": {"enabled": [{"name": Everywhere.NAME}]}}}]}, time.time)
-        twin.each(lambda c: c.set_node(make_node("n0").capacity(cpu=4, memory="8Gi", pods=10).obj))
-        twin.schedule(make_pod("p").requests(cpu="1").obj)
-        assert twin.fwks[0].remembered.hits == 0
-    finally:
-        del REGISTRY[Everywhere.NAME]
+    monkeypatch.setitem(REGISTRY, Everywhere.NAME, Everywhere)
+    twin = Twin({"profiles": [{"schedulerName": "default-scheduler",
+                               "plugins": {"filter": {"enabled": [{"name": Everywhere.NAME}]}}}]}, time.time)
+    twin.each(lambda c: c.set_node(make_node("n0").capacity(cpu=4, memory="8Gi", pods=10).obj))
+    twin.schedule(make_pod("p").requests(cpu="1").obj)
+    assert twin.fwks[0].remembered.hits == 0
 
 
-def test_a_row_local_plugin_s_cycle_state_reaches_each_of_its_row_by_row_answers():
+def test_a_row_local_plugin_s_cycle_state_reaches_each_of_its_row_by_row_answers(monkeypatch):
     """A custom row-local filter and scorer that keep what PreFilter and PreScore found in the
     cycle's state: every path of a remembered decision (one row, a few rows, many rows changed since)
     hands them the cycle's state, as the full evaluation does; and only the rows that changed are
     evaluated again, one by one in plain Python when they are few (up to SCALAR_ROWS), else together
     in columns: what keeps a decision's cost from growing with the cluster."""
-    from corral.scheduler.framework.interface import FilterResult, Plugin
-    from corral.scheduler.framework.status import SUCCESS
-    from corral.scheduler.plugins import REGISTRY
+    from corral.scheduler.framework.interface import FilterResult
 
     calls: dict[int, list[tuple[str, int]]] = {}  # per cache: (method, rows it was asked about)
 
@@ -984,36 +971,33 @@ def test_a_row_local_plugin_s_cycle_state_reaches_each_of_its_row_by_row_answers
             self._called("score", len(every))
             return every
 
-    REGISTRY[RackOfPod.NAME] = RackOfPod
-    try:
-        twin = Twin({"tieBreak": "name", "profiles": [{"schedulerName": "default-scheduler", "plugins": {
-            "preFilter": {"enabled": [{"name": RackOfPod.NAME}]}, "filter": {"enabled": [{"name": RackOfPod.NAME}]},
-            "preScore": {"enabled": [{"name": RackOfPod.NAME}]},
-            "score": {"enabled": [{"name": RackOfPod.NAME, "weight": 1}]}}}]}, time.time)
-        node = lambda i, slot: make_node(f"n{i:02d}").capacity(cpu=8, memory="8Gi", pods=50).labels(  # noqa: E731
-            rack="r1" if i % 2 else "r0", slot=str(slot)).obj
-        for i in range(40):
-            twin.each(lambda c, i=i: c.set_node(node(i, i % 5)))
-        pod = lambda name: make_pod(name).labels(rack="r1", weight="3").requests(cpu="100m").obj  # noqa: E731
-        fast = calls.setdefault(id(twin.caches[0]), [])
-        chosen, asked = [twin.schedule(pod("p0"), explain=False)], [list(fast)]
-        # Changed since the last decision: the node it chose and these relabelled, 2, 4, then 6 rows (n07 twice).
-        for changed in ([1], [3, 5, 7], [1, 3, 5, 7, 9, 11]):
-            for i in changed:
-                twin.each(lambda c, i=i: c.set_node(node(i, (i * 7) % 5)))
-            fast.clear()
-            chosen.append(twin.schedule(pod(f"p{len(chosen)}"), explain=False))
-            asked.append(list(fast))
-        assert twin.fwks[0].remembered.hits == 4
-        assert chosen == ["n09", "n19", "n07", "n29"]  # slot 4 of rack r1, the emptiest first, by name
-        assert asked == [
-            [("filter_rows", 40), ("score", 40)],
-            [("filter_one", 1)] * 2 + [("score_one", 1)] * 2,
-            [("filter_one", 1)] * 4 + [("score_one", 1)] * 4,
-            [("filter_rows", 6), ("score", 6)],
-        ]
-    finally:
-        del REGISTRY[RackOfPod.NAME]
+    monkeypatch.setitem(REGISTRY, RackOfPod.NAME, RackOfPod)
+    twin = Twin({"tieBreak": "name", "profiles": [{"schedulerName": "default-scheduler", "plugins": {
+        "preFilter": {"enabled": [{"name": RackOfPod.NAME}]}, "filter": {"enabled": [{"name": RackOfPod.NAME}]},
+        "preScore": {"enabled": [{"name": RackOfPod.NAME}]},
+        "score": {"enabled": [{"name": RackOfPod.NAME, "weight": 1}]}}}]}, time.time)
+    node = lambda i, slot: make_node(f"n{i:02d}").capacity(cpu=8, memory="8Gi", pods=50).labels(  # noqa: E731
+        rack="r1" if i % 2 else "r0", slot=str(slot)).obj
+    for i in range(40):
+        twin.each(lambda c, i=i: c.set_node(node(i, i % 5)))
+    pod = lambda name: make_pod(name).labels(rack="r1", weight="3").requests(cpu="100m").obj  # noqa: E731
+    fast = calls.setdefault(id(twin.caches[0]), [])
+    chosen, asked = [twin.schedule(pod("p0"), explain=False)], [list(fast)]
+    # Changed since the last decision: the node it chose and these relabelled, 2, 4, then 6 rows (n07 twice).
+    for changed in ([1], [3, 5, 7], [1, 3, 5, 7, 9, 11]):
+        for i in changed:
+            twin.each(lambda c, i=i: c.set_node(node(i, (i * 7) % 5)))
+        fast.clear()
+        chosen.append(twin.schedule(pod(f"p{len(chosen)}"), explain=False))
+        asked.append(list(fast))
+    assert twin.fwks[0].remembered.hits == 4
+    assert chosen == ["n09", "n19", "n07", "n29"]  # slot 4 of rack r1, the emptiest first, by name
+    assert asked == [
+        [("filter_rows", 40), ("score", 40)],
+        [("filter_one", 1)] * 2 + [("score_one", 1)] * 2,
+        [("filter_one", 1)] * 4 + [("score_one", 1)] * 4,
+        [("filter_rows", 6), ("score", 6)],
+    ]
 
 
 @pytest.mark.parametrize("requests, taken, ignored, fits", [
@@ -1142,7 +1126,6 @@ def test_a_heartbeat_growing_stale_with_no_node_changing_is_seen_by_the_remember
     assert twin.schedule(pod("p2")) == "small"
 
 
-
 @pytest.mark.parametrize("measured", ["every", "first"])
 def test_download_time_takes_part_with_every_node_feasible_where_image_locality_is_off(measured):
     """NetworkThroughput (not row-local: the full evaluation decides) takes part when some feasible
@@ -1165,11 +1148,10 @@ def test_download_time_takes_part_with_every_node_feasible_where_image_locality_
     assert "NetworkThroughput" in result.scores.by_plugin and "ImageLocality" not in result.scores.by_plugin
 
 
-def test_two_domain_filters_take_the_full_evaluation():
+def test_two_domain_filters_take_the_full_evaluation(monkeypatch):
     """A custom domain filter beside PodTopologySpread (here one that allows only the zones with the
     fewest matching pods, whatever the skew): the remembered path judges one domain filter's sums, so
     with two the pod is decided by the full evaluation, and both are obeyed."""
-    from corral.scheduler.plugins import REGISTRY
     from corral.scheduler.plugins.pod_topology_spread import PodTopologySpread
 
     class FewestOnly(PodTopologySpread):
@@ -1182,17 +1164,14 @@ def test_two_domain_filters_take_the_full_evaluation():
             allowed[0] = False
             return allowed
 
-    REGISTRY[FewestOnly.NAME] = FewestOnly
-    try:
-        twin = Twin({"tieBreak": "name", "profiles": [{"schedulerName": "default-scheduler", "plugins": {
-            "preFilter": {"enabled": [{"name": FewestOnly.NAME}]},
-            "filter": {"enabled": [{"name": FewestOnly.NAME}]}}}]}, time.time)
-        for name, zone, cpu in [("n0", "z1", 64), ("n1", "z2", 4)]:  # LeastAllocated prefers n0
-            twin.each(lambda c, name=name, zone=zone, cpu=cpu: c.set_node(
-                make_node(name).capacity(cpu=cpu, memory="64Gi", pods=20).zone(zone).obj))
-        pod = lambda name: (make_pod(name).labels(app="a").requests(cpu="100m")  # noqa: E731
-                            .spread(2, "topology.kubernetes.io/zone", app="a").obj)
-        assert [twin.schedule(pod(f"p{i}")) for i in range(4)] == ["n0", "n1", "n0", "n1"]
-        assert twin.fwks[0].remembered.hits == 0
-    finally:
-        del REGISTRY[FewestOnly.NAME]
+    monkeypatch.setitem(REGISTRY, FewestOnly.NAME, FewestOnly)
+    twin = Twin({"tieBreak": "name", "profiles": [{"schedulerName": "default-scheduler", "plugins": {
+        "preFilter": {"enabled": [{"name": FewestOnly.NAME}]},
+        "filter": {"enabled": [{"name": FewestOnly.NAME}]}}}]}, time.time)
+    for name, zone, cpu in [("n0", "z1", 64), ("n1", "z2", 4)]:  # LeastAllocated prefers n0
+        twin.each(lambda c, name=name, zone=zone, cpu=cpu: c.set_node(
+            make_node(name).capacity(cpu=cpu, memory="64Gi", pods=20).zone(zone).obj))
+    pod = lambda name: (make_pod(name).labels(app="a").requests(cpu="100m")  # noqa: E731
+                        .spread(2, "topology.kubernetes.io/zone", app="a").obj)
+    assert [twin.schedule(pod(f"p{i}")) for i in range(4)] == ["n0", "n1", "n0", "n1"]
+    assert twin.fwks[0].remembered.hits == 0
