@@ -54,3 +54,21 @@ async def test_an_event_about_an_object_is_written_whole_in_its_namespace(tmp_pa
             "count": 1, "source": {"component": "replicaset-controller"},
             "reportingComponent": "replicaset-controller"}),
     }
+
+
+async def test_events_past_the_queue_limit_are_dropped_and_counted_and_the_rest_written(tmp_path):
+    """The controller never waits for its events: past ``max_pending`` waiting, an event is dropped
+    and counted, and those queued before are written once the writer runs."""
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        events = ObjectEvents(api, "replicaset-controller", max_pending=2)
+        rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web", "namespace": "default"}}
+        for i in range(5):
+            events.record(rs, "Normal", f"Reason{i}", f"event {i}")
+        assert events.dropped == 3
+        events.start()
+        try:
+            await events.drain()
+        finally:
+            await events.stop()
+        assert [e["reason"] for e in await written(api)] == ["Reason0", "Reason1"]

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corral.api.selectors import LabelSelector, Requirement
-from corral.scheduler.cache.cache import Cache
+from corral.testing.builders import make_pod
+from corral.scheduler.cache.cache import Cache, PodGroups
 from corral.scheduler.framework.podinfo import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, PodInfo
 
 Mi = 1024 * 1024
@@ -488,3 +489,38 @@ def test_lower_priority_takes_the_valid_pods_below_the_priority_on_the_rows_aske
     assert keys(cols.lower_priority(5, np.array([True, True]))) == ["default/a", "default/b"]
     assert keys(cols.lower_priority(5, np.array([False, True, True]))) == ["default/b", "default/c"]
     assert keys(cols.lower_priority(1, np.array([True, True, True]))) == []
+
+
+@pytest.mark.parametrize("live, kept_until, dropped_at", [
+    pytest.param(1, 64, 65, id="64 empty groups are kept beside one live one, the 65th starts a clean-up"),
+    pytest.param(200, 200, 201, id="beside 200 live groups, empty ones are kept until they outnumber the rest"),
+])
+def test_empty_label_groups_are_dropped_once_they_outnumber_the_rest_and_64(live, kept_until, dropped_at):
+    """One pod relabelled again and again beside ``live`` groups that keep their pods: each label it
+    leaves is an empty group, kept until the empty ones number more than 64 and more than half of
+    all groups; then every empty one goes at once and the live ones stay."""
+    groups = PodGroups(capacity=4)
+    for i in range(live):
+        groups.add(PodInfo.from_object(make_pod(f"keep{i}").labels(app="keep", i=str(i)).obj), 0, +1)
+    label = lambda n: PodInfo.from_object(make_pod("p").labels(app="p", n=str(n)).obj)  # noqa: E731
+    groups.add(label(0), 1, +1)
+    sizes = {}
+    for n in range(dropped_at):
+        groups.add(label(n), 1, -1)
+        groups.add(label(n + 1), 1, +1)
+        sizes[n + 1] = len(groups.groups)
+    assert sizes[kept_until] == live + kept_until + 1  # the live ones, the empty ones, the pod's own
+    assert sizes[dropped_at] == live + 1
+    assert sorted(labels.get("i", "p") for _, labels in groups.groups) == sorted([str(i) for i in range(live)] + ["p"])
+
+
+def test_pods_of_one_template_coming_and_going_share_one_label_set():
+    """Budgets are matched once per distinct (namespace, labels), not once per pod: a thousand pods
+    of one Deployment's template, replaced again and again, leave one label set, not one each."""
+    cache = Cache()
+    cache.set_node(node_obj("n0", 2000, 0, "a", False))
+    for i in range(1000):
+        cache.set_pod(pod_obj(f"web-{i}", "default", "web", 1, 0, False, 0, False, 0, False, False, node="n0"))
+        if i >= 10:
+            cache.remove_pod(f"default/web-{i - 10}")
+    assert cache.columns.label_sets == [("default", {"app": "web"})]

@@ -159,6 +159,7 @@ async def test_a_pre_enqueue_plugin_keeps_a_pod_out_of_the_queue():
 # --- the order of the points, and the cycle state carried through them ---------------------------------
 
 TRACE: list[tuple] = []
+PRE_FILTERS: list[tuple[str, str]] = []  # (plugin, pod) of each PreFilter call
 
 
 class Tracer(Plugin):
@@ -170,6 +171,7 @@ class Tracer(Plugin):
         return Status.unschedulable("refused") if pod.labels.get("refuse") == f"{self.NAME}.{point}" else SUCCESS
 
     def pre_filter(self, state, pod) -> Status:
+        PRE_FILTERS.append((self.NAME, pod.name))
         state[self.NAME] = f"cycle of {pod.name}"
         return SUCCESS
 
@@ -217,6 +219,7 @@ def traced():
     for plugin in (First, Second, TracingBinder):
         register(plugin)
     TRACE.clear()
+    PRE_FILTERS.clear()
     yield
     for plugin in (First, Second, TracingBinder):
         REGISTRY.pop(plugin.NAME)
@@ -278,6 +281,8 @@ async def test_post_filter_gets_the_cycle_state_and_the_diagnosis_of_a_pod_that_
     await one_round(h)
     assert [(point, plugin, count, seen) for point, plugin, _, count, seen in TRACE] == [
         ("post_filter", "First", 2, "cycle of huge"), ("post_filter", "Second", 2, "cycle of huge")]
+    # PreFilter ran once in that cycle, though the remembered answers handed it to the full evaluation.
+    assert PRE_FILTERS == [("First", "huge"), ("Second", "huge")]
 
 
 @pytest.mark.parametrize("base", [object, Plugin], ids=["no NAME at all", "Plugin's empty NAME"])

@@ -10,6 +10,7 @@ import pytest
 
 from corral.api.kinds.scheduling import POD_GROUP_LABEL
 from corral.testing.builders import make_node, make_pod
+from corral.testing.clock import FakeClock
 from corral.testing.scheduler_harness import Harness
 
 
@@ -75,6 +76,30 @@ async def test_a_gang_that_does_not_fit_whole_binds_nothing_and_holds_nothing_af
     await one_round(h)
     assert list(h.placements()) == ["default/small"]
     assert all(h.scheduler.queue.get(f"default/w{i}").where == "unschedulable" for i in range(8))
+
+
+async def test_a_gang_denied_after_its_timeout_says_for_how_long_and_is_tried_again_when_that_ends():
+    """Denied for its timeout after it fell short: members tried meanwhile are refused on every node,
+    saying when the gang is tried again (removing pods would not help, so none is removed); at that
+    moment, with room for all now, the gang binds."""
+    h = cluster(7)
+    now = FakeClock()
+    h.scheduler.cache.gangs.clock = now
+    h.add_group("train", 8, timeout=1)
+    for i in range(8):
+        h.add_pod(member(f"w{i}"))
+    await one_round(h)  # seven placed, held for the timeout, given back
+    h.queue_clock.advance(10)
+    h.scheduler.queue.flush_backoff()
+    await one_round(h)
+    assert h.writer.conditions["default/w0"]["message"] == (
+        "0/7 nodes are available: 7 PodGroup default/train did not fit whole within its timeout; tried again "
+        "in 1s. preemption: 0/7 nodes are available: 7 Preemption is not helpful for scheduling.")
+    assert all(h.scheduler.queue.get(f"default/w{i}").where == "unschedulable" for i in range(8))
+    now.advance(1)
+    h.add_node(make_node("n7").capacity(cpu=1, memory="4Gi", pods=10))
+    await h.run()
+    assert len(h.placements()) == 8 and h.writer.deleted == []
 
 
 async def test_members_wait_outside_the_queue_until_the_gang_can_be_whole():

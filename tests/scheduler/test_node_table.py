@@ -173,3 +173,19 @@ def test_the_change_log_stays_bounded():
         table.add_requests(0, pod.requests, (), +1)
         table.add_requests(0, pod.requests, (), -1)
     assert table.epoch > epoch and len(table.changed_since(table.tick - 10)) == 10
+
+
+def test_whether_every_node_offers_a_resource_follows_each_change_of_a_node():
+    """Remembered per table version: node a's GPUs taken away and given back, step after step (the
+    version passes every small number, the row count among them), is seen at each step."""
+    table = NodeTable()
+    gpus = lambda name, n: make_node(name).capacity(cpu=4, memory="8Gi", pods=10).allocatable(  # noqa: E731
+        **{"example.com/gpu": n}).obj
+    table.set_node(gpus("a", 1))
+    table.set_node(gpus("b", 1))
+    table.set_node(gpus("c", 1))
+    answers = []
+    for step in range(8):
+        table.set_node(gpus("a", step % 2))
+        answers.append(table.offered_everywhere("example.com/gpu"))
+    assert answers == [False, True] * 4

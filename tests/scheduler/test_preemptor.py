@@ -134,3 +134,22 @@ async def test_a_claim_of_the_preemptors_own_priority_keeps_its_room():
     assert h.scheduler.cache.nominator.node_of("default/peer") == "n1"
     await settle(h)
     assert "default/peer" not in dict(h.writer.status_patches)
+
+
+def test_a_claim_stays_hidden_from_more_important_pods_after_another_of_its_priority_is_cleared():
+    """Two claims of priority 5 on n1, one of them cleared (bound elsewhere): a pod of priority 10
+    still does not see the other, a pod of priority 5 does."""
+    h = Harness()
+    h.add_node(make_node("n1").capacity(cpu=4, memory="8Gi", pods=20))
+    cache = h.scheduler.cache
+    table, nominator = cache.table, cache.nominator
+    for name in ("a", "b"):
+        nominator.nominate(PodInfo.from_object(make_pod(name).requests(cpu="1").priority(5).obj), "n1")
+    assert nominator.clear("default/a")
+
+    def cpu_seen_by(priority: int) -> int:
+        with nominator.hidden_from(PodInfo.from_object(make_pod("x").priority(priority).obj)):
+            return int(table.requested["cpu"][table.row_of["n1"]])
+
+    assert (cpu_seen_by(10), cpu_seen_by(5)) == (0, 1000)
+    assert nominator.lower_on("n1", 10) == ["default/b"]

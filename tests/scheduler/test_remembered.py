@@ -1126,6 +1126,31 @@ def test_a_heartbeat_growing_stale_with_no_node_changing_is_seen_by_the_remember
     assert twin.schedule(pod("p2")) == "small"
 
 
+def test_heartbeats_growing_stale_one_after_another_with_no_node_changing_are_each_seen():
+    """The same twice over: each time a heartbeat ages past the limit, with no row changed between,
+    the remembered decision judges the nodes again (not only the first time)."""
+    now = [1_000_000.0]
+    twin = Twin({"tieBreak": "name"}, lambda: now[0])
+
+    def node(name: str, cpu: int, beat: float) -> dict:
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(beat))
+        return make_node(name).capacity(cpu=cpu, memory="64Gi", pods=110).heartbeat_at(stamp).obj
+
+    for name, cpu in (("big", 64), ("mid", 16), ("small", 4)):  # the emptiest is chosen while fresh
+        twin.each(lambda c, name=name, cpu=cpu: c.set_node(node(name, cpu, now[0])))
+    pod = lambda name: make_pod(name).requests(cpu="100m").obj  # noqa: E731
+    assert twin.schedule(pod("p0")) == "big"
+    now[0] += 50
+    twin.each(lambda c: c.set_node(node("mid", 16, now[0])))
+    now[0] += 20
+    twin.each(lambda c: c.set_node(node("small", 4, now[0])))
+    assert probe(twin, pod("p1")) == ("big", 3)  # big last beat 70 s ago
+    now[0] += 25
+    assert probe(twin, pod("p2")) == ("mid", 2)  # big 95 s ago: stale
+    now[0] += 50
+    assert probe(twin, pod("p3")) == ("small", 1)  # mid 95 s ago: stale too
+
+
 @pytest.mark.parametrize("measured", ["every", "first"])
 def test_download_time_takes_part_with_every_node_feasible_where_image_locality_is_off(measured):
     """NetworkThroughput (not row-local: the full evaluation decides) takes part when some feasible

@@ -44,6 +44,23 @@ async def test_pods_that_do_not_fit_stay_pending_with_kubernetes_message_and_an_
     assert ("default/big", "FailedScheduling", message) in h.writer.events
 
 
+async def test_a_removed_node_is_in_no_count_of_why_a_pod_is_pending():
+    """A node gone leaves its row empty in the scheduler's table until another takes it: the
+    message of a pod that fits nowhere, preemption's part too, counts the nodes there are."""
+    h = Harness()
+    h.add_node(make_node("small").capacity(cpu=1, memory="1Gi", pods=10))
+    h.add_node(make_node("gone").capacity(cpu=1, memory="1Gi", pods=10))
+    h.add_node(make_node("gpu").taint("dedicated", "gpu"))
+    h.scheduler.node_changed("gone", None)
+    h.add_pod(make_pod("big").requests(cpu="2"))
+    await h.run()
+    assert h.pending() == ["default/big"]
+    assert h.writer.conditions["default/big"]["message"] == (
+        "0/2 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s). preemption: 0/2 "
+        "nodes are available: 1 No preemption victims found for incoming pod, 1 Preemption is not helpful "
+        "for scheduling.")
+
+
 async def test_a_cordoned_node_is_skipped_but_its_pods_keep_running():
     h = Harness()
     h.add_node(make_node("cordoned").unschedulable())

@@ -183,6 +183,19 @@ async def test_pods_this_scheduler_placed_rank_by_the_start_time_they_report_lat
     assert h.writer.deleted == ["default/b"] and h.placements()["default/hi"] == "n1"
 
 
+async def test_a_victim_with_no_start_time_yet_counts_as_started_last():
+    """As Kubernetes counts a pod that has not reported its start as started now: its node is the
+    one whose victim started last."""
+    h = Harness()
+    for name in ("n0", "n1"):
+        h.add_node(node(name).heartbeat_age(0))
+    h.add_pod(low("a", "n0", "4", start=10))
+    h.add_pod(make_pod("b").requests(cpu="4").node("n1"))  # bound, not started yet
+    h.add_pod(make_pod("hi").requests(cpu="4").priority(10))
+    await h.run()
+    assert h.writer.deleted == ["default/b"] and h.placements()["default/hi"] == "n1"
+
+
 # --- PodDisruptionBudgets ----------------------------------------------------------------------------
 
 @pytest.mark.parametrize("allowed, victim", [
