@@ -164,15 +164,23 @@ def test_the_change_log_names_each_changed_row_and_a_new_epoch_what_no_row_descr
         assert table.epoch > epoch and table.changed_since(table.tick) == []
 
 
-def test_the_change_log_stays_bounded():
+def test_the_change_log_holds_4096_changes_and_four_a_row_then_starts_a_new_epoch():
+    """Bounded: past 4096 changes and four per row, answers start over (cheaper than reading back a
+    long log); until then every change is there to read."""
     table = NodeTable()
-    table.set_node(make_node("a").capacity(cpu=4, memory="8Gi", pods=10).obj)
+    for name in ("a", "b"):
+        table.set_node(make_node(name).capacity(cpu=4, memory="8Gi", pods=10).obj)
     pod = PodInfo.from_object(make_pod("p").requests(cpu="1").obj)
-    epoch = table.epoch
-    for _ in range(5000):
+    epoch, tick = table.epoch, table.tick
+    for i in range(4096 + 4 * 2):
+        table.add_requests(0, pod.requests, (), -1 if i % 2 else +1)
+    assert table.epoch == epoch and len(table.changed_since(tick)) == 4104
+    table.add_requests(1, pod.requests, (), +1)
+    assert table.epoch == epoch + 1 and table.changed_since(table.tick) == []
+    for _ in range(5000):  # and so on, however long it runs
         table.add_requests(0, pod.requests, (), +1)
         table.add_requests(0, pod.requests, (), -1)
-    assert table.epoch > epoch and len(table.changed_since(table.tick - 10)) == 10
+    assert table.epoch > epoch + 1 and len(table.changed_since(table.tick - 10)) == 10
 
 
 def test_whether_every_node_offers_a_resource_follows_each_change_of_a_node():
@@ -189,3 +197,15 @@ def test_whether_every_node_offers_a_resource_follows_each_change_of_a_node():
         table.set_node(gpus("a", step % 2))
         answers.append(table.offered_everywhere("example.com/gpu"))
     assert answers == [False, True] * 4
+
+
+def test_an_extended_resource_is_counted_in_the_units_a_pod_asks_for():
+    """Three of a node's four GPUs taken leave one free, and giving them back leaves four."""
+    table = NodeTable()
+    row = table.set_node(make_node("a").capacity(cpu=4, memory="8Gi", pods=10, **{"example.com/gpu": 4}).obj)
+    pod = PodInfo.from_object(make_pod("p").requests(**{"example.com/gpu": "3"}).obj)
+    free = lambda: (int(table.free["example.com/gpu"][row]), int(table.requested["example.com/gpu"][row]))  # noqa: E731
+    table.add_requests(row, pod.requests, (), +1)
+    assert free() == (1, 3)
+    table.add_requests(row, pod.requests, (), -1)
+    assert free() == (4, 0)
