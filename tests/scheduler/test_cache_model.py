@@ -13,9 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from corral.api.selectors import LabelSelector, Requirement
-from corral.testing.builders import make_pod
 from corral.scheduler.cache.cache import Cache, PodGroups
 from corral.scheduler.framework.podinfo import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, PodInfo
+from corral.testing.builders import make_pod
 
 Mi = 1024 * 1024
 NODES = [f"n{i}" for i in range(6)]

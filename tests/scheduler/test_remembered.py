@@ -382,7 +382,7 @@ def test_a_row_local_scorer_whose_pre_score_reads_its_rows_is_given_the_feasible
     PreScore is given the rows of the allowed zones, the rows the full evaluation gives it."""
     given: dict[int, list[list[int]]] = {}  # per cache: the rows of each PreScore call
 
-    class LastWhenSomeAreOut(Plugin):
+    class RowLocalLastWhenSomeAreOut(Plugin):
         NAME = "LastWhenSomeAreOutRowLocalForTest"
         ROW_LOCAL_SCORE = True
 
@@ -401,8 +401,8 @@ def test_a_row_local_scorer_whose_pre_score_reads_its_rows_is_given_the_feasible
         def score(self, state, pod, rows):
             return np.arange(self.handle.cache.table.size, dtype=np.float64)[rows] * 10
 
-    monkeypatch.setitem(REGISTRY, LastWhenSomeAreOut.NAME, LastWhenSomeAreOut)
-    twin = zoned_twin("z1", "z1", "z2", "z3", scorer=LastWhenSomeAreOut.NAME)
+    monkeypatch.setitem(REGISTRY, RowLocalLastWhenSomeAreOut.NAME, RowLocalLastWhenSomeAreOut)
+    twin = zoned_twin("z1", "z1", "z2", "z3", scorer=RowLocalLastWhenSomeAreOut.NAME)
     pod = lambda name: make_pod(name).labels(app="a", reads="rows").requests(cpu="100m").spread(  # noqa: E731
         1, "topology.kubernetes.io/zone", app="a").obj
     assert twin.schedule(pod("s0"), explain=False) == "n0"  # every node feasible: skipped
@@ -1105,22 +1105,24 @@ def test_a_resource_no_node_declares_is_short_everywhere_when_many_rows_are_judg
     assert twin.schedule(pod("p1")) is None
 
 
+def beating_node(name: str, cpu: int, beat: float) -> dict:
+    """A node whose Ready heartbeat was at ``beat`` (seconds since the epoch)."""
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(beat))
+    return make_node(name).capacity(cpu=cpu, memory="64Gi", pods=110).heartbeat_at(stamp).obj
+
+
 def test_a_heartbeat_growing_stale_with_no_node_changing_is_seen_by_the_remembered_decision():
     """Time alone makes a node NotReady for scheduling (its heartbeat past 90 s): no row changes, so
     what the remembered decision kept must be judged again for it (NodeReady's memo key)."""
     now = [1_000_000.0]
     twin = Twin({"tieBreak": "name"}, lambda: now[0])
 
-    def node(name: str, cpu: int, beat: float) -> dict:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(beat))
-        return make_node(name).capacity(cpu=cpu, memory="64Gi", pods=110).heartbeat_at(stamp).obj
-
-    twin.each(lambda c: c.set_node(node("big", 64, now[0])))  # the emptiest: chosen while fresh
-    twin.each(lambda c: c.set_node(node("small", 4, now[0])))
+    twin.each(lambda c: c.set_node(beating_node("big", 64, now[0])))  # the emptiest: chosen while fresh
+    twin.each(lambda c: c.set_node(beating_node("small", 4, now[0])))
     pod = lambda name: make_pod(name).requests(cpu="100m").obj  # noqa: E731
     assert twin.schedule(pod("p0")) == "big"  # remembered from here on
     now[0] += 60
-    twin.each(lambda c: c.set_node(node("small", 4, now[0])))  # small beats again; big says nothing
+    twin.each(lambda c: c.set_node(beating_node("small", 4, now[0])))  # small beats again; big says nothing
     assert probe(twin, pod("p1")) == ("big", 2)  # decided, not carried out: no row changes after it
     now[0] += 40  # big last beat 100 s ago: stale; small 40 s ago
     assert twin.schedule(pod("p2")) == "small"
@@ -1132,18 +1134,14 @@ def test_heartbeats_growing_stale_one_after_another_with_no_node_changing_are_ea
     now = [1_000_000.0]
     twin = Twin({"tieBreak": "name"}, lambda: now[0])
 
-    def node(name: str, cpu: int, beat: float) -> dict:
-        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(beat))
-        return make_node(name).capacity(cpu=cpu, memory="64Gi", pods=110).heartbeat_at(stamp).obj
-
     for name, cpu in (("big", 64), ("mid", 16), ("small", 4)):  # the emptiest is chosen while fresh
-        twin.each(lambda c, name=name, cpu=cpu: c.set_node(node(name, cpu, now[0])))
+        twin.each(lambda c, name=name, cpu=cpu: c.set_node(beating_node(name, cpu, now[0])))
     pod = lambda name: make_pod(name).requests(cpu="100m").obj  # noqa: E731
     assert twin.schedule(pod("p0")) == "big"
     now[0] += 50
-    twin.each(lambda c: c.set_node(node("mid", 16, now[0])))
+    twin.each(lambda c: c.set_node(beating_node("mid", 16, now[0])))
     now[0] += 20
-    twin.each(lambda c: c.set_node(node("small", 4, now[0])))
+    twin.each(lambda c: c.set_node(beating_node("small", 4, now[0])))
     assert probe(twin, pod("p1")) == ("big", 3)  # big last beat 70 s ago
     now[0] += 25
     assert probe(twin, pod("p2")) == ("mid", 2)  # big 95 s ago: stale
