@@ -9,7 +9,7 @@ import math
 import numpy as np
 import pytest
 
-from corral.scheduler.cache.node_table import NodeTable, parse_bandwidth, parse_timestamp
+from corral.scheduler.cache.node_table import LabelColumns, NodeTable, parse_bandwidth, parse_timestamp
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.testing.builders import make_node, make_pod
 
@@ -98,6 +98,11 @@ def test_quantities_are_counted_exactly_to_the_byte_even_at_exabytes():
     assert int(table.free["memory"][row]) == 2 and int(table.nonzero_memory[row]) == 2**62 - 2
     table.add_requests(row, requests, (), -1)  # ...and the first pod's byte comes back exactly
     assert int(table.free["memory"][row]) == 3 and int(table.requested["memory"][row]) == 2**62 - 3
+    gpu = make_node("big").capacity(cpu="4", memory="4Ei", pods="110", **{"example.com/units": "4Ei"}).obj
+    row = table.set_node(gpu)  # an extended resource's column is int64 too
+    table.add_requests(row, PodInfo.from_object(make_pod("u").requests(**{"example.com/units": "1"}).obj).requests,
+                       (), +1)
+    assert int(table.free["example.com/units"][row]) == 2**62 - 1
 
 
 def test_a_node_reporting_only_capacity_offers_its_capacity():
@@ -155,6 +160,7 @@ def test_the_change_log_names_each_changed_row_and_a_new_epoch_what_no_row_descr
     for change in (
         lambda: table.set_node(make_node("d").capacity(cpu=4, memory="8Gi", pods=10).obj),  # joins
         lambda: table.set_node(make_node("a").capacity(cpu=8, memory="8Gi", pods=10).obj),  # resized
+        lambda: table.set_node(make_node("c").capacity(cpu=4, memory="8Gi").obj),  # stops reporting pods
         lambda: table.remove_node("a"),
         lambda: table.add_requests(table.row_of["b"], PodInfo.from_object(
             make_pod("g").requests(**{"example.com/gpu": "1"}).obj).requests, (), +1),  # a new column
@@ -209,3 +215,54 @@ def test_an_extended_resource_is_counted_in_the_units_a_pod_asks_for():
     assert free() == (1, 3)
     table.add_requests(row, pod.requests, (), -1)
     assert free() == (4, 0)
+
+
+def test_a_label_value_is_shared_exactly_while_two_or_more_nodes_hold_it():
+    """What anti-affinity's row-local shortcut relies on: one_per_node(key) is false while any value of
+    the key is held by two rows, and set_row says True exactly when that answer flips."""
+    labels = LabelColumns(8)
+    zone = lambda value: {"zone": value}  # noqa: E731
+    assert labels.one_per_node("zone") and labels.set_row(0, {}, zone("a")) is False
+    assert labels.set_row(1, {}, zone("b")) is False and labels.one_per_node("zone")
+    assert labels.set_row(2, {}, zone("a")) is True and not labels.one_per_node("zone")  # a: 1 → 2
+    assert labels.set_row(3, {}, zone("a")) is False  # a: 2 → 3, shared already
+    assert labels.set_row(4, {}, zone("b")) is False  # b shared too
+    assert labels.set_row(3, zone("a"), {}) is False  # a: 3 → 2, still shared
+    assert labels.set_row(2, zone("a"), zone("c")) is False  # a: 2 → 1, but b is still shared
+    assert not labels.one_per_node("zone")
+    assert labels.set_row(4, zone("b"), {}) is True and labels.one_per_node("zone")  # b: 2 → 1
+    assert labels.set_row(2, zone("c"), zone("a")) is True and not labels.one_per_node("zone")
+    assert labels.set_row(0, zone("a"), zone("d")) is True and labels.one_per_node("zone")  # left a
+    assert [int(c) for c in labels.column("zone")[:5]] == [labels.code("zone", v) for v in "dba"] + [0, 0]
+    assert labels.one_per_node("rack")  # a key no node has
+
+
+def test_a_flip_of_one_key_is_reported_whatever_the_other_keys_of_the_same_change_do():
+    """One set_row changing several keys reports a flip made by any of them, first or last: removed keys,
+    a value left, a value taken."""
+    labels = LabelColumns(4)
+    labels.set_row(0, {}, {"zone": "a", "rack": "r1", "disk": "ssd"})
+    labels.set_row(1, {}, {"zone": "a", "rack": "r2", "disk": "ssd"})
+    # zone and disk stop being shared by leaving the key; rack stays one per node
+    assert labels.set_row(1, {"zone": "a", "rack": "r2", "disk": "ssd"}, {"rack": "r3"}) is True
+    assert labels.one_per_node("zone") and labels.one_per_node("disk")
+    # the first key flips (zone taken again), the later ones do not
+    assert labels.set_row(1, {"rack": "r3"}, {"zone": "a", "rack": "r4"}) is True
+    # a row leaves a shared value for a new one: the flip is in the leaving, not the taking
+    assert labels.set_row(1, {"zone": "a", "rack": "r4"}, {"zone": "b", "rack": "r4"}) is True
+    assert labels.one_per_node("zone")
+    # two keys removed: the first flips, the second does not
+    assert labels.set_row(2, {}, {"disk": "ssd", "rack": "r5"}) is True  # ssd: row 0's and row 2's
+    assert labels.set_row(2, {"disk": "ssd", "rack": "r5"}, {}) is True and labels.one_per_node("disk")
+
+
+def test_a_label_change_that_shares_a_value_with_another_node_starts_a_new_epoch():
+    """Sharing changes other rows' domains, so no single row's change describes it."""
+    table = NodeTable()
+    table.set_node(make_node("a").capacity(cpu=4, memory="8Gi", pods=10).zone("z1").obj)
+    table.set_node(make_node("b").capacity(cpu=4, memory="8Gi", pods=10).zone("z2").obj)
+    epoch = table.epoch
+    table.set_node(make_node("b").capacity(cpu=4, memory="8Gi", pods=10).zone("z3").obj)
+    assert table.epoch == epoch  # still one node per zone: b's row alone changed
+    table.set_node(make_node("b").capacity(cpu=4, memory="8Gi", pods=10).zone("z1").obj)
+    assert table.epoch == epoch + 1 and table.changed_since(table.tick) == []

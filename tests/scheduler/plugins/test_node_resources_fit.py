@@ -112,3 +112,10 @@ def test_a_resource_weight_outside_1_to_100_is_refused(weight):
     args = {"scoringStrategy": {"resources": [{"name": "cpu", "weight": weight}]}}
     with pytest.raises(ValueError, match=r"^NodeResourcesFit: resource weight of cpu not in valid range \[1, 100\]$"):
         run_score("NodeResourcesFit", [small()], make_pod("p"), args=args)
+
+
+def test_weights_at_both_ends_of_1_to_100_are_taken_and_weigh_the_score():
+    """cpu 75 free of 100, memory 50 free of 100: weighted 100 to 1 the score is cpu's, almost."""
+    args = {"scoringStrategy": {"resources": [{"name": "cpu", "weight": 100}, {"name": "memory", "weight": 1}]}}
+    pod = make_pod("p").requests(cpu="500m", memory="2Gi")
+    assert run_score("NodeResourcesFit", [small()], pod, args=args, raw=True) == {"n": (75 * 100 + 50) // 101}
