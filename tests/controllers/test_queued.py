@@ -5,14 +5,18 @@ gathered into fewer syncs."""
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import time
 
 import pytest
 
 from corral.aio import OnLoop
 from corral.api.resources import by_kind
+from corral.client.workqueue import WorkQueue
 from corral.controllers.batches import slow_start
 from corral.controllers.queued import HOLD_FACTOR, QueuedController
+from corral.server import errors
 from corral.server.rest import WriteOptions
 from corral.testing.server import running_server
 
@@ -160,9 +164,10 @@ class Recording(QueuedController):
     name = "recording"
     workers = 1
 
-    def __init__(self, api, failures: dict[str, int] | None = None, again: dict[str, float] | None = None) -> None:
+    def __init__(self, api, failures: dict[str, int] | None = None, again: dict[str, float] | None = None,
+                 error: Exception | None = None) -> None:
         super().__init__(api)
-        self.failures, self.again = dict(failures or {}), dict(again or {})
+        self.failures, self.again, self.error = dict(failures or {}), dict(again or {}), error
         self.synced: list[tuple[str, float]] = []
         self.loaded = 0
 
@@ -181,7 +186,7 @@ class Recording(QueuedController):
         self.synced.append((key, time.monotonic()))
         if self.failures.get(key, 0) > 0:
             self.failures[key] -= 1
-            raise RuntimeError(f"{key} failed")
+            raise self.error or RuntimeError(f"{key} failed")
         return self.again.pop(key, None)
 
 
@@ -223,6 +228,35 @@ async def test_a_failed_sync_is_tried_again_after_a_growing_backoff_and_a_delay_
     base = controller.queue._base
     assert second - first >= base * 0.9 and third - second >= 2 * base * 0.9  # 5 ms, then 10 ms
     assert fourth - third >= 0.2 * 0.9  # the third succeeded and asked to look again in 0.2 s
+
+
+@pytest.mark.parametrize("error, quiet", [
+    pytest.param(RuntimeError("the disk is full"), 3, id="any error: warned from the fourth failure in a row"),
+    pytest.param(errors.ApiError(409, "Conflict", "the object has been modified"), 20,
+                 id="a lost race: warned from the twenty-first"),
+])
+async def test_a_failing_sync_is_logged_quietly_at_first_and_warned_of_with_its_traceback_once_it_keeps_failing(
+        tmp_path, caplog, error, quiet):
+    """Operators see a key that keeps failing, not every race a retry resolves; a success starts the
+    count over."""
+    caplog.set_level(logging.DEBUG, logger=__name__)
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        controller = Recording(server.api, failures={"flaky": quiet + 2}, error=error)
+        controller.queue = WorkQueue(base_delay=1e-4, max_delay=1e-3)
+        controller.start()
+        try:
+            await configmap(server, "flaky")
+            await synced(controller, "flaky", quiet + 3)  # the last one succeeds
+            controller.failures["flaky"] = quiet
+            controller.queue.add("flaky")
+            await synced(controller, "flaky", 2 * quiet + 4)
+        finally:
+            await controller.stop()
+    failed = [r for r in caplog.records if r.name == __name__ and "sync of flaky failed" in r.getMessage()]
+    assert [r.levelno for r in failed] == [logging.DEBUG] * quiet + [logging.WARNING] * 2 + [logging.DEBUG] * quiet
+    assert [bool(r.exc_info) for r in failed] == [r.levelno == logging.WARNING for r in failed]
+    assert failed[-1].getMessage() == f"recording: sync of flaky failed ({error}); again in 0.00s"
+    assert failed[quiet].exc_info[1] is error
 
 
 async def test_a_reloaded_cache_starts_the_controller_over_from_its_initial_keys(tmp_path):
@@ -314,7 +348,8 @@ class Holding(QueuedController):
 
 async def test_changes_arriving_during_a_hold_are_synced_once_when_it_ends(tmp_path):
     """After a sync that held the loop 30 ms the key waits 90 ms: changes arriving in that window
-    (none queued before them) are neither lost nor synced early, and two of them make one sync."""
+    (none queued before them) are neither lost nor synced early, and two of them make one sync; and
+    so again in the hold after that sync."""
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
         controller = Holding(server.api)
         controller.start()
@@ -328,8 +363,143 @@ async def test_changes_arriving_during_a_hold_are_synced_once_when_it_ends(tmp_p
             await configmap(server, "during-1")
             await configmap(server, "during-2")
             assert time.monotonic() < hold_ends - 0.01, "the machine was too slow to change things within the hold"
+            async with asyncio.timeout(5):
+                while len(controller.synced) < 2:
+                    await asyncio.sleep(0.001)
+            second_hold_ends = controller.synced[1][1] + HOLD_FACTOR * 0.03
+            await configmap(server, "during-the-second")  # the next hold gathers its changes the same way
+            assert time.monotonic() < second_hold_ends - 0.01, "the machine was too slow to change things within the hold"
             await asyncio.sleep(0.4)
         finally:
             await controller.stop()
-    assert len(controller.synced) == 2
-    assert controller.synced[1][0] >= hold_ends - 0.005
+    assert len(controller.synced) == 3
+    assert controller.synced[1][0] >= hold_ends - 0.005 and controller.synced[2][0] >= second_hold_ends - 0.005
+
+
+class Records:
+    """The two calls OwnedIndex makes of the watch cache, over a dict of key → object."""
+
+    def __init__(self, *objects: dict) -> None:
+        self.by_key = {key_of(o): o for o in objects}
+
+    def items(self, prefix: str):
+        return [record(o) for k, o in sorted(self.by_key.items()) if k.startswith(prefix)]
+
+    def get(self, key: str):
+        return record(self.by_key[key]) if key in self.by_key else None
+
+
+def job_obj(name: str) -> dict:
+    return {"kind": "Job", "metadata": {"namespace": "default", "name": name, "uid": f"uid-{name}"}}
+
+
+def pod_obj(name: str, *refs: tuple[str, str, bool]) -> dict:
+    """A pod with ownerReferences (kind, owner name, controller?)."""
+    return {"kind": "Pod", "metadata": {"namespace": "default", "name": name, "ownerReferences": [
+        {"kind": kind, "name": owner, "uid": f"uid-{owner}", "controller": controller} for kind, owner, controller in refs]}}
+
+
+def key_of(obj: dict) -> str:
+    return by_kind(obj["kind"]).key("default", obj["metadata"]["name"])
+
+
+def record(obj: dict):
+    from corral.store.base import Record
+    return Record(key_of(obj), 1, json.dumps(obj).encode())
+
+
+def test_the_owned_index_routes_each_change_to_the_owners_it_concerned_before_and_after():
+    """The Job, CronJob and DaemonSet controllers learn of their objects' changes through it: a pod
+    controlled by a Job concerns that Job, one adopted or released concerns both owners, a deleted
+    owner stops being anyone's; ownerReferences that do not control, or name another kind, are no
+    Job's business."""
+    from corral.controllers.queued import OwnedIndex
+    from corral.store.base import Event, EventType
+
+    jobs, pods = by_kind("Job"), by_kind("Pod")
+    j1, j2 = key_of(job_obj("j1")), key_of(job_obj("j2"))
+    cache = Records(job_obj("j1"), pod_obj("p1", ("Job", "j1", True)), pod_obj("rs", ("ReplicaSet", "j1", True)),
+                    pod_obj("loose", ("Job", "j1", False)), pod_obj("bare"))
+    index = OwnedIndex(cache, jobs, pods)
+    assert index.load() == [j1] and index.keys_of(job_obj("j1")) == [key_of(pod_obj("p1"))]
+
+    def change(obj: dict, kind: EventType = EventType.MODIFIED) -> set[str]:
+        if kind is EventType.DELETED:
+            cache.by_key.pop(key_of(obj), None)
+        else:
+            cache.by_key[key_of(obj)] = obj
+        return index.keys_for(Event(kind, record(obj)))
+
+    def owned(job: str) -> list[str]:
+        return [o["metadata"]["name"] for o in index.objects_of(job_obj(job))]
+
+    assert change(job_obj("j2"), EventType.ADDED) == {j2} and sorted(index.owner_keys()) == [j1, j2]
+    assert change(pod_obj("p2", ("Job", "j2", True)), EventType.ADDED) == {j2} and owned("j2") == ["p2"]
+    assert change(pod_obj("p2", ("Job", "j1", True))) == {j1, j2}  # adopted by j1
+    assert (owned("j1"), owned("j2")) == (["p1", "p2"], [])
+    assert change(pod_obj("p2")) == {j1} and owned("j1") == ["p1"]  # released
+    assert change(pod_obj("p2", ("Job", "j2", True))) == {j2} and owned("j2") == ["p2"]
+    assert change(pod_obj("p2", ("ReplicaSet", "j2", True))) == {j2} and owned("j2") == []  # another kind's now
+    assert change(pod_obj("p1", ("Job", "j1", True)), EventType.DELETED) == {j1} and index.keys_of(job_obj("j1")) == []
+    assert change(pod_obj("other", ("Job", "j1", False)), EventType.ADDED) == set()
+    assert change({"kind": "ConfigMap", "metadata": {"name": "j1", "uid": "uid-j1"}}, EventType.ADDED) == set()
+    assert change(job_obj("j2"), EventType.DELETED) == {j2} and index.owner_keys() == [j1]
+    assert change(pod_obj("p3", ("Job", "j2", True)), EventType.ADDED) == set()  # its owner is gone
+    assert change(job_obj("never-seen"), EventType.DELETED) == {key_of(job_obj("never-seen"))}
+
+
+class Owners(QueuedController):
+    """Routes by its OwnedIndex (the default keys_for and initial_keys); records an event per sync."""
+
+    name = "owners"
+
+    def __init__(self, api, component: str = "") -> None:
+        self.component = component
+        super().__init__(api)
+        from corral.controllers.queued import OwnedIndex
+        self.index = OwnedIndex(api.cache, by_kind("Job"), by_kind("Pod"))
+        self.synced: list[tuple[str, float]] = []
+
+    async def sync(self, key: str) -> None:
+        self.synced.append((key, time.monotonic()))
+        self.events.record((await self.api.current(by_kind("Job"), "default", key.rsplit("/", 1)[1])).obj,
+                           "Normal", "Synced", key)
+
+
+@pytest.mark.parametrize("component, source", [("", "owners"), ("job-controller", "job-controller")])
+async def test_a_controller_with_an_owned_index_syncs_the_owner_of_each_change_and_names_itself(
+        tmp_path, component, source):
+    """Started with a Job in the store, it syncs it; a pod that Job controls, created later, brings
+    it back. Its events name it as their source (its component, else its name), as kubectl shows
+    them; its workers' tasks carry its name."""
+    jobs, pods = by_kind("Job"), by_kind("Pod")
+    opts = WriteOptions(warn=False)
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        job = (await server.api.create(jobs, "default", {"apiVersion": "batch/v1", "kind": "Job",
+                                                          "metadata": {"name": "work"}, "spec": {"template": {
+                                                              "spec": {"restartPolicy": "Never", "containers": [
+                                                                  {"name": "c", "image": "busybox"}]}}}}, opts))
+        uid = json.loads(job.body)["metadata"]["uid"]
+        await server.api.cache.wait_consistent()
+        controller = Owners(server.api, component)
+        controller.start()
+        try:
+            assert {t.get_name() for t in asyncio.all_tasks()} >= {"owners-0", "owners-1"}
+            await synced(controller, jobs.key("default", "work"), 1)
+            await server.api.create(pods, "default", {"apiVersion": "v1", "kind": "Pod", "metadata": {
+                "name": "work-1", "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "work",
+                                                       "uid": uid, "controller": True}]},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}, opts)
+            await synced(controller, jobs.key("default", "work"), 2)
+            await controller.events.drain()
+        finally:
+            await controller.stop()
+        await server.api.cache.wait_consistent()
+        events = [r.obj for r in server.api.cache.items(by_kind("Event").store_prefix)]
+    assert {(e["source"]["component"], e["reportingComponent"]) for e in events} == {(source, source)}
+
+
+async def test_a_controller_stopped_before_it_started_stops_cleanly(tmp_path):
+    """A leader whose controllers failed to start part-way stops them all, the ones never started too."""
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        await Owners(server.api).stop()
