@@ -556,7 +556,7 @@ async def test_each_daemon_made_or_replaced_is_an_event_on_the_daemon_set(harnes
 
 async def test_a_node_change_queues_the_daemon_sets_only_when_its_labels_or_taints_change(harness):
     """A heartbeat (status) changes nothing a DaemonSet reads; a label, a taint, a node added or
-    removed may change where its daemons belong."""
+    removed may change where its daemons belong. A change of one of its pods queues it too."""
     api, controller = harness.api, harness.controller
     await api.create(SETS, "default", daemon_set(), OPTS)
     await harness.sync()
@@ -582,3 +582,11 @@ async def test_a_node_change_queues_the_daemon_sets_only_when_its_labels_or_tain
         {"key": "dedicated", "value": "x", "effect": "NoSchedule"}]}}, "merge", OPTS)) == [ds]
     assert await queued_by(lambda: api.create(NODES, None, NodeBuilder("n9").obj, OPTS)) == [ds]
     assert await queued_by(lambda: api.delete(NODES, None, "n9", None, None, None)) == [ds]
+    uid = api.cache.get(ds[0]).obj["metadata"]["uid"]
+    events.clear()
+    await api.create(PODS, "default", {"apiVersion": "v1", "kind": "Pod", "metadata": {
+        "name": "agent-extra", "ownerReferences": [{"apiVersion": "apps/v1", "kind": "DaemonSet", "name": "agent",
+                                                    "uid": uid, "controller": True}]},
+        "spec": {"containers": [{"name": "c", "image": "busybox"}]}}, OPTS)
+    await api.cache.wait_consistent()
+    assert [sorted(controller.keys_for(e)) for e in events if e.key.startswith(PODS.store_prefix)] == [ds]  # its pod

@@ -1195,3 +1195,44 @@ async def test_the_replica_set_index_follows_adoption_and_deletion_and_a_deleted
         record = api.cache.get(stray)
         assert list(controller.keys_for(Event(EventType.DELETED, record))) == [DEPLOYS.key("default", "web")]
         assert stray not in controller._rs_owner and stray not in controller._owned[uid]
+
+
+async def test_each_change_queues_the_deployments_it_concerns_and_no_other(tmp_path):
+    """A Deployment's own change queues it; a ReplicaSet's change queues its owner before and after
+    (made, adopted by another); an orphan queues every Deployment of its namespace (one of them may
+    adopt it), none of another namespace; a set controlled by an unknown or deleted Deployment queues
+    nothing."""
+    import json
+
+    from corral.controllers.deployment import DeploymentController
+    from corral.store import Event
+    from corral.store.base import Record
+
+    def event(kind, resource, namespace, name, uid=None, owner=None, etype=EventType.MODIFIED):
+        meta = {"namespace": namespace, "name": name, "uid": uid or f"uid-{name}"}
+        if owner:
+            meta["ownerReferences"] = [{"kind": "Deployment", "name": owner, "uid": f"uid-{owner}", "controller": True}]
+        return Event(etype, Record(resource.key(namespace, name), 1, json.dumps({"kind": kind, "metadata": meta}).encode()))
+
+    deploy = lambda ns, name, etype=EventType.ADDED: event("Deployment", DEPLOYS, ns, name, etype=etype)  # noqa: E731
+    rs = lambda ns, name, owner=None, etype=EventType.MODIFIED: event("ReplicaSet", RS, ns, name, owner=owner,  # noqa: E731
+                                                                       etype=etype)
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        await api.create(DEPLOYS, "default", deployment(replicas=1), OPTS)
+        await api.cache.wait_consistent()
+        controller = DeploymentController(api, clock=time.time)
+        web = DEPLOYS.key("default", "web")
+        assert list(controller.initial_keys()) == [web]
+        a, b, c = DEPLOYS.key("default", "a"), DEPLOYS.key("default", "b"), DEPLOYS.key("other", "c")
+        keys = lambda e: set(controller.keys_for(e))  # noqa: E731
+        assert [keys(deploy(*k.split("/")[3:])) for k in (a, b, c)] == [{a}, {b}, {c}]
+        assert keys(rs("default", "r", "a", EventType.ADDED)) == {a}  # made by a
+        assert keys(rs("default", "r", "b")) == {a, b}  # adopted by b
+        assert keys(rs("default", "r", "b")) == {b}
+        assert keys(rs("default", "stray", etype=EventType.ADDED)) == {web, a, b}  # an orphan: not c
+        assert keys(rs("other", "stray", etype=EventType.ADDED)) == {c}
+        assert keys(rs("default", "q", "nobody", EventType.ADDED)) == set()
+        assert keys(deploy("default", "b", EventType.DELETED)) == set()
+        assert keys(rs("default", "r", "b")) == set()  # its owner is gone
+        assert keys(deploy("default", "never-seen", EventType.DELETED)) == set()

@@ -607,3 +607,39 @@ async def test_an_orphan_appearing_queues_the_replica_sets_whose_selector_matche
         await api.cache.wait_consistent()
         record = api.cache.get(PODS.key("default", "stray"))
         assert controller.keys_for(Event(EventType.ADDED, record)) == {RS.key("default", "web")}
+
+
+async def test_a_pods_change_queues_its_owner_before_and_after_and_an_orphan_every_set_that_selects_it(tmp_path):
+    """Owned: its owner alone (not every set whose selector matches). Released: the old owner and
+    every set that may adopt it. Controlled by a set the controller does not know: nothing. Gone:
+    nothing left of it in the owner's tally or among the orphans."""
+    import json
+
+    from corral.store import Event, Record
+
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        await api.create(RS, "default", replica_set(replicas=0), OPTS)
+        await api.create(RS, "default", replica_set("twin", replicas=0), OPTS)  # selects app=web too
+        await api.cache.wait_consistent()
+        controller = ReplicaSetController(api)
+        controller.initial_keys()
+        web, twin = RS.key("default", "web"), RS.key("default", "twin")
+        uid = api.cache.get(web).obj["metadata"]["uid"]
+
+        def pod(name: str, owner_uid: str | None = None, etype=EventType.MODIFIED) -> set[str]:
+            obj = make_pod(name).obj
+            obj["metadata"]["labels"] = {"app": "web"}
+            obj["metadata"]["ownerReferences"] = [{"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "web",
+                                                   "uid": owner_uid, "controller": True}] if owner_uid else []
+            record = Record(PODS.key("default", name), 1, json.dumps(obj).encode())
+            return set(controller.keys_for(Event(etype, record)))
+
+        assert pod("p", uid, EventType.ADDED) == {web}
+        assert pod("p", uid) == {web}
+        assert pod("p") == {web, twin}  # released: an orphan either may adopt
+        assert pod("p", etype=EventType.DELETED) == set()
+        assert pod("q", "uid-of-a-set-never-seen", EventType.ADDED) == set()
+        assert pod("r", uid, EventType.ADDED) == {web}
+        assert pod("r", etype=EventType.DELETED) == {web}
+        assert controller._orphans.get("default") == set() and uid not in controller._tallies
