@@ -300,3 +300,54 @@ async def test_a_dangling_reference_is_removed_only_from_the_version_the_collect
         await collector.sync(key)  # refused (409): no error
         now = (await pods(api))[0]["metadata"]
         assert now["labels"] == {"changed": "meanwhile"} and now["ownerReferences"] == [ghost, alive]
+
+
+async def test_each_change_queues_exactly_the_objects_the_collector_must_look_at(tmp_path):
+    """At start: every dependent, and every owner held by the collector's finalizer (not one held
+    by another's). Then: a dependent whose owners did not change is not looked at again, nor an
+    object with none; a dependent that stops naming an owner held for it queues that owner, unless
+    the owner is no longer held by the collector (finished, or deleted); a deleted object leaves
+    nothing behind."""
+    from corral.api.resources import FOREGROUND_FINALIZER
+    from corral.store import Event, EventType, Record
+
+    cms = by_kind("ConfigMap")
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+
+        async def make(name: str, *owners: str, finalizers: tuple = ()) -> dict:
+            refs = [{"apiVersion": "v1", "kind": "ConfigMap", "name": o, "uid": uid[o]} for o in owners]
+            meta = {"name": name, "ownerReferences": refs, "finalizers": list(finalizers)}
+            created = json.loads((await api.create(cms, "default", {"metadata": meta}, OPTS)).body)
+            uid[name] = created["metadata"]["uid"]
+            return created
+
+        uid: dict[str, str] = {}
+        for name in ("owner", "plain", "held", "also-held", "other-held"):
+            await make(name, finalizers=("example.com/hold",))
+        for name, owner in (("dep", "owner"), ("dep2", "held"), ("dep3", "other-held"), ("dep4", "also-held")):
+            await make(name, owner)
+        for name, policy in (("held", "Foreground"), ("also-held", "Foreground"), ("other-held", None)):
+            await api.delete(cms, "default", name, None, None, None, propagation=policy)
+        await api.cache.wait_consistent()
+        collector = GarbageCollector(api)
+        key = lambda name: cms.key("default", name)  # noqa: E731
+        assert sorted(collector.initial_keys()) == sorted(map(key, ("dep", "dep2", "dep3", "dep4", "held", "also-held")))
+
+        def change(name: str, etype=EventType.MODIFIED, **meta) -> list[str]:
+            obj = json.loads(json.dumps(api.cache.get(key(name)).obj))
+            obj["metadata"].update(meta)
+            return sorted(collector.keys_for(Event(etype, Record(key(name), 1, json.dumps(obj).encode()))))
+
+        assert change("dep", labels={"a": "b"}) == []  # same owners, not being deleted
+        assert change("plain", labels={"a": "b"}) == [] and change("plain", EventType.ADDED) == []
+        assert change("dep3", EventType.DELETED) == []  # other-held is not the collector's to finish
+        assert change("dep", EventType.DELETED) == [] and change("owner", EventType.DELETED) == []
+        held = api.cache.get(key("held")).obj["metadata"]
+        assert FOREGROUND_FINALIZER in held["finalizers"]
+        assert change("dep2", ownerReferences=[]) == [key("held")]  # held waits for its dependents
+        assert change("dep2") == [key("dep2"), key("held")]  # named again: both looked at
+        assert change("held", finalizers=["example.com/hold"]) == []  # no longer the collector's to finish...
+        assert change("dep2", ownerReferences=[]) == []  # ...so its dependent going is no concern of it
+        assert change("also-held", EventType.DELETED) == [key("dep4")]
+        assert change("dep4", ownerReferences=[]) == []

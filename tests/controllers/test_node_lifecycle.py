@@ -213,13 +213,13 @@ async def test_the_loop_runs_rounds_at_its_interval_and_survives_a_failing_round
 
     rounds = []
 
-    class Flaky(NodeLifecycleController):
-        async def reconcile(self):
-            rounds.append(1)
-            if len(rounds) == 1:
-                raise RuntimeError("store hiccup")
+    async def flaky():
+        rounds.append(1)
+        if len(rounds) == 1:
+            raise RuntimeError("store hiccup")
 
-    controller = Flaky(server.api, interval=0.01)
+    controller = NodeLifecycleController(server.api, interval=0.01)
+    controller.reconcile = flaky
     with caplog.at_level(logging.ERROR, logger="corral.controllers.node_lifecycle"):
         controller.start()
         try:
@@ -228,7 +228,8 @@ async def test_the_loop_runs_rounds_at_its_interval_and_survives_a_failing_round
                     await asyncio.sleep(0.01)
         finally:
             await controller.stop()
-    assert "node lifecycle round failed" in caplog.messages
+    failed = [r for r in caplog.records if r.getMessage() == "node lifecycle round failed"]
+    assert [(r.name, r.exc_info[1].args) for r in failed] == [("corral.controllers.node_lifecycle", ("store hiccup",))]
     assert controller._task.done() and controller._task.get_name() == "node-lifecycle"
 
 
