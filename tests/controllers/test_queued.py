@@ -471,7 +471,7 @@ async def test_a_controller_with_an_owned_index_syncs_the_owner_of_each_change_a
         tmp_path, component, source):
     """Started with a Job in the store, it syncs it; a pod that Job controls, created later, brings
     it back. Its events name it as their source (its component, else its name), as kubectl shows
-    them; its workers' tasks carry its name."""
+    them; its workers' tasks carry its name, and its events' writer the name of their source."""
     jobs, pods = by_kind("Job"), by_kind("Pod")
     opts = WriteOptions(warn=False)
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
@@ -484,7 +484,7 @@ async def test_a_controller_with_an_owned_index_syncs_the_owner_of_each_change_a
         controller = Owners(server.api, component)
         controller.start()
         try:
-            assert {t.get_name() for t in asyncio.all_tasks()} >= {"owners-0", "owners-1"}
+            assert {t.get_name() for t in asyncio.all_tasks()} >= {"owners-0", "owners-1", f"{source}-events"}
             await synced(controller, jobs.key("default", "work"), 1)
             await server.api.create(pods, "default", {"apiVersion": "v1", "kind": "Pod", "metadata": {
                 "name": "work-1", "ownerReferences": [{"apiVersion": "batch/v1", "kind": "Job", "name": "work",
