@@ -98,6 +98,10 @@ def test_quantities_are_counted_exactly_to_the_byte_even_at_exabytes():
     assert int(table.free["memory"][row]) == 2 and int(table.nonzero_memory[row]) == 2**62 - 2
     table.add_requests(row, requests, (), -1)  # ...and the first pod's byte comes back exactly
     assert int(table.free["memory"][row]) == 3 and int(table.requested["memory"][row]) == 2**62 - 3
+    odd = table.set_node(make_node("odd").capacity(cpu=f"{2**53 + 1}m", memory=str(2**62 + 1), pods="110").obj)
+    assert int(table.allocatable["memory"][odd]) == 2**62 + 1 == int(table.free["memory"][odd])
+    table.add_requests(odd, PodInfo.from_object(make_pod("o").requests(cpu=f"{2**53 + 1}m").obj).requests, (), +1)
+    assert int(table.nonzero_cpu[odd]) == 2**53 + 1 and int(table.free["cpu"][odd]) == 0
     gpu = make_node("big").capacity(cpu="4", memory="4Ei", pods="110", **{"example.com/units": "4Ei"}).obj
     row = table.set_node(gpu)  # an extended resource's column is int64 too
     table.add_requests(row, PodInfo.from_object(make_pod("u").requests(**{"example.com/units": "1"}).obj).requests,
