@@ -249,3 +249,28 @@ async def test_a_batch_whose_write_fails_leaves_nothing_of_itself_and_the_store_
     finally:
         blocker.close()
         await store.close()
+
+
+@pytest.mark.parametrize("writes, size", [(1, 20_000), (300, 40)], ids=["one large write", "a batch of many small writes"])
+async def test_what_a_commit_may_have_added_to_the_pages_in_use_is_never_underestimated(tmp_path, writes, size):
+    """The quota is checked against the pages in use as last measured plus what the commits since may
+    at most have added; that count must bound what they did add, however a batch is made up, or a
+    full store would take writes."""
+    import sqlite3
+
+    path = str(tmp_path / "count.db")
+    store = await open_store(path)
+    blocker = sqlite3.connect(path, isolation_level=None)
+    try:
+        await store.create("/k/plug", obj("plug"))
+        measured, counted = _pages_in_use(path), store._unmeasured
+        blocker.execute("BEGIN IMMEDIATE")  # every write below waits, then goes in one batch
+        batch = [asyncio.ensure_future(store.create(f"/k/{i}", obj(str(i), data="x" * size))) for i in range(writes)]
+        await asyncio.sleep(0.05)
+        blocker.execute("ROLLBACK")
+        await asyncio.gather(*batch)
+        grown = _pages_in_use(path) - measured
+        assert grown > 0 and store._unmeasured - counted >= grown  # no quota: counted, never measured again
+    finally:
+        blocker.close()
+        await store.close()
