@@ -83,6 +83,16 @@ def test_a_taint_with_a_null_or_missing_field_is_the_taint_with_that_field_empty
     assert table.taints[table.row_of["a"]].tolist() == [1, 2, 3, 4]
 
 
+def test_a_taint_is_one_code_however_many_nodes_carry_it_and_however_often_they_report():
+    """TaintToleration checks a pod against each distinct taint once: heartbeats must not add codes."""
+    table = NodeTable()
+    for beat in range(5):
+        for name in ("a", "b"):
+            table.set_node(make_node(name).taint("dedicated", "db").heartbeat_at(f"2026-12-03T10:00:0{beat}Z").obj)
+    assert table.taint_list == [("", "", ""), ("dedicated", "db", "NoSchedule")]
+    assert [table.taints[table.row_of[n]].tolist() for n in ("a", "b")] == [[1], [1]]
+
+
 def test_quantities_are_counted_exactly_to_the_byte_even_at_exabytes():
     """kube-scheduler counts in int64: a float column would round 4Ei − 1 up to 4Ei."""
     table = NodeTable()

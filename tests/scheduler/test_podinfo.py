@@ -77,6 +77,13 @@ def test_the_largest_init_container_sets_a_floor_per_resource_and_overhead_is_ad
                                                         (("example.com/fpga", 1),))
 
 
+def test_an_init_container_asking_for_zero_adds_nothing():
+    spec = {"containers": [container()],
+            "initContainers": [container(requests={"cpu": "0", "example.com/gpu": "0"})]}
+    r = requests_of(spec)
+    assert (r.cpu, r.extended) == (0, ())
+
+
 def test_extended_resources_are_sorted_zero_amounts_dropped_and_bad_quantities_skipped():
     spec = {"containers": [
         container(requests={"nvidia.com/gpu": "2", "example.com/zero": "0", "cpu": "lots", "memory": "1Gi"}),
