@@ -130,6 +130,21 @@ def test_a_key_file_that_is_not_name_and_32_bytes_is_refused_naming_the_line(tmp
     assert isinstance(EncryptedStore(None, Sealer(keys)), EncryptedStore)  # type: ignore[arg-type]
 
 
+def test_a_key_file_of_comments_only_is_refused_naming_the_file(tmp_path):
+    path = tmp_path / "keys"
+    path.write_text("# the cluster's keys\n\n")
+    with pytest.raises(ValueError, match=r"keys: no key in the file$"):
+        load_keys(str(path))
+
+
+def test_the_recorded_digest_of_a_key_is_pinned():
+    """The store records the sealing key's digest and a server checks its key file against it at
+    start: a digest computed another way after an upgrade would refuse the cluster's own key file."""
+    sealer = Sealer([("key1", bytes(range(32))), ("old", bytes(32))])
+    assert sealer.sealing == {"name": "key1",
+                              "sha256": "5541955b769050fa9d1f87e64ce6ccf0a3382cf1e8bae7f2ba5d73e46303e465"}
+
+
 def test_a_key_file_is_read_as_utf_8_whatever_the_locale(tmp_path):
     """An operator's comment in UTF-8 (a name with an accent) reads the same under a locale whose
     encoding is ASCII (the C locale, as a process gets with Python's UTF-8 mode and coercion off)."""

@@ -274,3 +274,15 @@ async def test_what_a_commit_may_have_added_to_the_pages_in_use_is_never_underes
     finally:
         blocker.close()
         await store.close()
+
+
+async def test_many_lists_at_once_open_no_more_reading_connections_than_the_read_pool_has(store):
+    """Each reading connection keeps its own page cache: the store's memory is bounded by the
+    writer's, the event loop's and one per read thread, however many lists run at once."""
+    from corral.store.sqlite import _READ_THREADS
+
+    await store.create("/k/one", obj("one"))
+    await store.get("/k/one")  # the event loop's own, for point reads
+    results = await asyncio.gather(*(store.list("/k/") for _ in range(40)))
+    assert all(len(r.items) == 1 for r in results)
+    assert len(store._readers) <= _READ_THREADS + 1
