@@ -315,6 +315,34 @@ async def test_the_event_window_keeps_a_bounded_size_of_superseded_versions_and_
         await store.close()
 
 
+async def test_the_cache_applies_the_changes_that_follow_a_progress_event_in_the_same_batch(tmp_path):
+    """On etcd, a write another program made under another prefix shows as PROGRESS in the middle of
+    a batch of corral's own changes: those after it must reach the cache too."""
+    from corral.server.watch import WatchCache
+    from corral.store import open_store
+    from corral.store.base import Event, EventType, Record
+
+    store = await open_store(f"sqlite://{tmp_path}/progress.db")
+
+    class ForeignWritesBetween:  # the SQLite store, with a foreign write before each batch
+        def __getattr__(self, name):
+            return getattr(store, name)
+
+        async def watch(self, prefix, from_revision, *, progress=False):
+            async for batch in store.watch(prefix, from_revision, progress=progress):
+                yield [Event(EventType.PROGRESS, Record("", batch[0].revision - 1, b"")), *batch]
+
+    cache = WatchCache(ForeignWritesBetween())  # type: ignore[arg-type]
+    await cache.start()
+    try:
+        created = await store.create("/core/pods/default/p", pod("p"))
+        await cache.wait_fresh(created.revision)
+        assert cache.get("/core/pods/default/p") is not None
+    finally:
+        await cache.stop()
+        await store.close()
+
+
 async def test_waiting_for_a_revision_the_cache_never_reaches_gives_up_after_the_timeout(server):
     waiting = asyncio.ensure_future(server.cache.wait_fresh(server.cache.revision + 100, timeout=0.05))
     await asyncio.wait({waiting}, timeout=3)
