@@ -19,7 +19,10 @@ survive. ``restore`` therefore also compares each test file with the one the sta
 from (mutants/corral-test-files.json: git blob hashes, kept with the statistics; without it, the files
 of the statistics' commit): the tests of a file that changed are dropped from the statistics, so that
 mutmut collects them again as new, and the survivors of the functions they reached, and the mutants no
-test reached, are checked again. Which functions a changed or new test reaches now is known only once
+test reached, are checked again; a survivor reviewed as equivalent stands (no test can kill it, and in
+the store and the watch cache checking one again runs most of the suite), so the ledger lists those by
+name (``reviewed``) for a fresh clone, where mutmut has not yet written the mutated sources the review
+is read from. Which functions a changed or new test reaches now is known only once
 mutmut has taken its statistics, at the start of the run: ``recheck``, after the run, forgets the
 results of the survivors left standing at the restore whose functions those tests reach now, and exits 0
 when it forgot any, for `make mutation` to run mutmut a second time on them.
@@ -34,12 +37,14 @@ import datetime
 import hashlib
 import json
 import lzma
+import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mutation_report import ROOT, _metas, forget, function_of, module_of, source_of  # noqa: E402
+from mutation_report import ROOT, _metas, forget, function_of, judge, load, module_of, source_of  # noqa: E402
 
 LEDGER = ROOT / "tools" / "mutation_results.json"
 STATS = ROOT / "tools" / "mutation_stats.json.xz"
@@ -72,16 +77,38 @@ def collect(mutants: Path) -> dict[str, list]:
     return out
 
 
-def write(functions: dict[str, list], path: Path = LEDGER) -> None:
-    """One line per function, so that a commit of new results shows as the functions they changed."""
+def write(functions: dict[str, list], path: Path = LEDGER, reviewed: set[str] = frozenset()) -> None:
+    """One line per function (and per reviewed survivor), so that a commit of new results shows as the
+    functions they changed."""
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
                             text=True).stdout.strip()
     head = {"saved": datetime.date.today().isoformat(), "commit": commit,
             "about": "mutmut's results, kept by tools/mutation_ledger.py; a result stands until its function changes"}
     lines = [json.dumps(k) + ": " + json.dumps(v, ensure_ascii=False) for k, v in head.items()]
     body = [json.dumps(name, ensure_ascii=False) + ": " + json.dumps(value) for name, value in sorted(functions.items())]
-    text = "{\n" + ",\n".join(lines) + ',\n"functions": {\n' + ",\n".join(body) + "\n}}\n"
+    names = ",\n".join(json.dumps(name, ensure_ascii=False) for name in sorted(reviewed))
+    text = ("{\n" + ",\n".join(lines) + ',\n"reviewed": [\n' + names + '\n],\n"functions": {\n'
+            + ",\n".join(body) + "\n}}\n")
     path.write_text(text, encoding="utf-8")
+
+
+def reviewed_survivors(mutants: Path, entries: dict[str, dict[str, str]] | None = None) -> set[str]:
+    """The survivors in ``mutants`` that the report counts as equivalent (a rule, a hand-reviewed entry
+    of ``entries``: by default tools/mutation_equivalents.toml). Reads the mutated sources a run wrote
+    to ``mutants``: before the first run of a fresh clone there are none, and this is empty; the
+    ledger keeps the names (``reviewed``) for that restore."""
+    if entries is None:
+        listed = ROOT / "tools" / "mutation_equivalents.toml"
+        entries = tomllib.loads(listed.read_text()).get("equivalent", {}) if listed.exists() else {}
+    results = load(mutants)
+    here = os.getcwd()
+    os.chdir(mutants.parent)  # mutmut reads its mutated sources from ./mutants
+    try:
+        equivalents, _, _ = judge(results, entries)
+    finally:
+        os.chdir(here)
+    return {name for statuses in results.values() for name, s in statuses.items()
+            if s == "survived" and name in equivalents}
 
 
 def restore(mutants: Path, path: Path = LEDGER, root: Path = ROOT) -> tuple[int, int]:
@@ -168,11 +195,12 @@ def hashes_of_tests_at(commit: str | None, root: Path = ROOT) -> dict[str, str] 
     return out
 
 
-def refresh_stats(mutants: Path, root: Path = ROOT) -> tuple[list[str], int, int]:
+def refresh_stats(mutants: Path, root: Path = ROOT, keep: set[str] = frozenset()) -> tuple[list[str], int, int]:
     """Drop from mutmut's statistics the tests of every test file that is not the one they were taken
-    from, forget the results of the survivors of the functions those tests reached and of the mutants no
-    test reached, and record today's files as the statistics' own. Returns (the changed files, tests
-    dropped, results forgotten). A mutants/ without statistics is left alone: mutmut takes them all."""
+    from, forget the results of the survivors of the functions those tests reached (but those in
+    ``keep``: reviewed as equivalent, which no test can kill) and of the mutants no test reached, and
+    record today's files as the statistics' own. Returns (the changed files, tests dropped, results
+    forgotten). A mutants/ without statistics is left alone: mutmut takes them all."""
     stats_path, files_path = mutants / "mutmut-stats.json", mutants / TEST_FILES
     if not stats_path.exists():
         return [], 0, 0
@@ -196,7 +224,7 @@ def refresh_stats(mutants: Path, root: Path = ROOT) -> tuple[list[str], int, int
     forgotten = 0
     if stale:
         stats_path.write_text(json.dumps(stats))
-        forgotten = forget(mutants, (0,), reached) + forget(mutants, (5, 33))
+        forgotten = forget(mutants, (0,), reached, keep=keep) + forget(mutants, (5, 33))
     if changed:
         remember_retaken(mutants, changed_files)
     files_path.write_text(json.dumps(now, sort_keys=True))
@@ -213,11 +241,12 @@ def remember_retaken(mutants: Path, files: set[str]) -> None:
     path.write_text(json.dumps({"files": sorted(files.union(before)), "standing": standing}))
 
 
-def recheck(mutants: Path) -> int:
+def recheck(mutants: Path, keep: set[str] | None = None) -> int:
     """After a run that took the statistics of the test files :func:`refresh_stats` noted: forget the
     results of the survivors then standing (checked without those tests' new reach) whose functions
     the tests of those files reach now, and the note. Returns how many were forgotten: a second run
-    checks them with the new tests."""
+    checks them with the new tests. Survivors reviewed as equivalent (``keep``; by default those
+    :func:`reviewed_survivors` finds) stand."""
     path = mutants / RETAKEN
     if not path.exists():
         return 0
@@ -226,7 +255,9 @@ def recheck(mutants: Path) -> int:
     stats = json.loads((mutants / "mutmut-stats.json").read_text())
     reached = {function for function, tests in stats["tests_by_mangled_function_name"].items()
                if any(test.partition("::")[0] in files for test in tests)}
-    forgotten = forget(mutants, (0,), reached, standing)
+    if keep is None:
+        keep = reviewed_survivors(mutants)
+    forgotten = forget(mutants, (0,), reached, standing, keep=keep)
     path.unlink()
     return forgotten
 
@@ -241,7 +272,7 @@ def main() -> int:
         if not functions:
             print("no checked mutants in mutants/: nothing saved", file=sys.stderr)
             return 1
-        write(functions)
+        write(functions, reviewed=reviewed_survivors(mutants))
         checked = sum(code is not None for _, codes, _ in functions.values() for code in codes)
         print(f"{checked} results of {len(functions)} functions saved to {LEDGER.relative_to(ROOT)}")
         if save_stats(mutants):
@@ -262,7 +293,9 @@ def main() -> int:
           "mutmut checks again those whose function changed")
     if restore_stats(mutants):
         print(f"mutmut's test statistics restored from {STATS.relative_to(ROOT)}: it collects them only for new tests")
-    changed, dropped, forgotten = refresh_stats(mutants)
+    # A survivor reviewed as equivalent is not checked again for a changed test: no test can kill it.
+    kept = set(json.loads(LEDGER.read_text(encoding="utf-8")).get("reviewed", [])) | reviewed_survivors(mutants)
+    changed, dropped, forgotten = refresh_stats(mutants, keep=kept)
     if dropped:
         print(f"{len(changed)} test files changed since their statistics were taken: mutmut takes those of their "
               f"{dropped} tests again, and checks again {forgotten} results they or a new test could change")

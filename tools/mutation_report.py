@@ -186,6 +186,36 @@ def reviewed(entries: dict[str, dict[str, str]], name: str, changed: tuple[str, 
                 None)
 
 
+def judge(results: dict[str, dict[str, str]], entries: dict[str, dict[str, str]]
+          ) -> tuple[dict[str, str], dict[str, str], set[tuple[str, str]]]:
+    """The survivors and mutants no test reaches (of ``results``, as :func:`load` reads them) that are
+    equivalent: (reason by name, reason by name of those a rule recognised, (function, mutated line) of
+    each hand-reviewed entry that applied). Reads mutmut's mutated sources under ./mutants: without
+    them, none is recognised."""
+    read = diff_apply.read_mutants_module
+    diff_apply.read_mutants_module = functools.lru_cache(maxsize=None)(read)  # each module read once
+    equivalents: dict[str, str] = {}
+    by_rule: dict[str, str] = {}
+    applied: set[tuple[str, str]] = set()
+    try:
+        for statuses in results.values():
+            for name, s in statuses.items():
+                if s not in ("survived", "no tests"):
+                    continue
+                changed = changed_line(name)
+                if (reason := reviewed(entries, name, changed)) is not None:
+                    equivalents[name] = reason
+                    applied.add((function_of(name), changed[1].strip()))
+                    continue
+                if changed is not None and (reason := rule_for(*changed)) is not None:
+                    equivalents[name] = by_rule[name] = reason
+                elif changed is not None and continues_log_call(name):
+                    equivalents[name] = by_rule[name] = RULES[0][0]
+    finally:
+        diff_apply.read_mutants_module = read
+    return equivalents, by_rule, applied
+
+
 def status(exit_code: int | None) -> str:
     """killed, timeout, survived, no tests, or not checked."""
     mutmut_status = status_by_exit_code[exit_code]
@@ -230,9 +260,10 @@ def test_time(mutants: Path) -> tuple[float, int]:
 
 
 def forget(mutants: Path, exit_codes: tuple[int, ...] = (0, 5, 33), functions: set[str] | None = None,
-           names: set[str] | None = None) -> int:
+           names: set[str] | None = None, keep: set[str] = frozenset()) -> int:
     """Forget the results of surviving mutants (0) and of those no test reached (5, 33) — of the
-    ``functions`` named (mutmut's names), or of all; of the mutants in ``names`` only, when given — so
+    ``functions`` named (mutmut's names), or of all; of the mutants in ``names`` only, when given;
+    never of those in ``keep`` — so
     that the next `mutmut run` checks them again with the current tests (mutmut keeps a result until the
     function it mutates changes, whatever the tests do). Returns how many were forgotten. Run it while
     mutmut is stopped: mutmut rewrites these files from what it holds."""
@@ -241,7 +272,7 @@ def forget(mutants: Path, exit_codes: tuple[int, ...] = (0, 5, 33), functions: s
         codes = data.get("exit_code_by_key") or {}
         again = [name for name, code in codes.items()
                  if code in exit_codes and (functions is None or function_of(name) in functions)
-                 and (names is None or name in names)]
+                 and (names is None or name in names) and name not in keep]
         if again:
             for name in again:
                 codes[name] = None
@@ -303,22 +334,7 @@ def main() -> int:
         return 1
     entries = tomllib.loads((ROOT / "tools" / "mutation_equivalents.toml").read_text()).get("equivalent", {})
     os.chdir(ROOT)  # mutmut reads its mutated sources from ./mutants
-    # Each mutated module is read once, not once per mutant.
-    diff_apply.read_mutants_module = functools.lru_cache(maxsize=None)(diff_apply.read_mutants_module)
-    equivalents, by_rule, applied = {}, {}, set()
-    for statuses in results.values():
-        for name, s in statuses.items():
-            if s not in ("survived", "no tests"):
-                continue
-            changed = changed_line(name)
-            if (reason := reviewed(entries, name, changed)) is not None:
-                equivalents[name] = reason
-                applied.add((function_of(name), changed[1].strip()))
-                continue
-            if changed is not None and (reason := rule_for(*changed)) is not None:
-                equivalents[name] = by_rule[name] = reason
-            elif changed is not None and continues_log_call(name):
-                equivalents[name] = by_rule[name] = RULES[0][0]
+    equivalents, by_rule, applied = judge(results, entries)
     # Entries of checked modules that applied to no surviving mutant: a test kills it now, or its
     # function no longer mutates to that line.
     checked = {name for statuses in results.values() for name, s in statuses.items() if s != "not checked"}

@@ -19,6 +19,8 @@ def check_invariants(result: dict) -> None:
     assert result["checks"]["spreadMaxZoneSkew"] <= 5
     tp, samples = result["throughput"], result["throughputSamples"]
     assert samples and min(samples) <= tp["p50"] <= tp["p90"] <= tp["p99"] <= max(samples)
+    # The last sample is taken once every measured pod is bound: the samples add up to all of them.
+    assert sum(samples) == result["measuredPods"]
     # The average is the measured pods over the measured time (that rounded to the millisecond, the
     # average to a tenth: 279.1 for 500 pods in 1.792 s is right, though 500 / 1.7915 = 279.096).
     seconds = result["measureSeconds"]

@@ -229,3 +229,57 @@ def test_without_recorded_test_files_the_statistics_commit_is_compared_and_they_
     (mutants / "mutmut-stats.json").write_text(json.dumps(stats))
     (mutants / mutation_ledger.TEST_FILES).unlink()
     assert mutation_ledger.refresh_stats(mutants, root)[:2] == (["tests/test_a.py", "tests/test_b.py", "tests/test_c.py"], 3)
+
+
+def _mutated_repo(root: Path) -> None:
+    """A repository whose module pkg.m mutmut mutated, as a run leaves mutants/: the mutated source
+    beside the results."""
+    from mutmut.mutation.file_mutation import mutate_file_contents
+
+    (root / "src" / "pkg").mkdir(parents=True)
+    (root / "tests").mkdir()
+    (root / "tests" / "test_m.py").write_text("def test_f(): pass\n")
+    code = 'import logging\n\nlog = logging.getLogger(__name__)\n\n\ndef f(a):\n    log.info("a is %s", a)\n' \
+           "    b = a * 2\n    return a + b\n"
+    (root / "src" / "pkg" / "m.py").write_text(code)
+    (root / "mutants" / "src" / "pkg").mkdir(parents=True)
+    (root / "mutants" / "src" / "pkg" / "m.py").write_text(mutate_file_contents("src/pkg/m.py", code).code)
+
+
+def test_a_survivor_reviewed_as_equivalent_is_not_checked_again_when_a_test_changes(tmp_path):
+    """No test can kill an equivalent mutant; in the store, checking one again runs most of the suite.
+    A changed test checks the other survivors again, and a fresh clone knows the reviewed ones from the
+    ledger before mutmut writes the mutated sources they are read from."""
+    root, ledger, f = tmp_path / "repo", tmp_path / "ledger.json", "pkg.m.x_f"
+    _mutated_repo(root)
+    mutants = root / "mutants"
+    # _1: a log line's text (a rule); _9: `b = a * 3`, reviewed by hand; _10: `return a - b`, not reviewed.
+    entries = {f"{f}__mutmut_9": {"reason": "a test case for the ledger", "mutant": "b = a * 3"}}
+    codes = {f"{f}__mutmut_{n}": 1 for n in range(1, 11)} | {f"{f}__mutmut_{n}": 0 for n in (1, 9, 10)}
+    _write(mutants, "src/pkg/m.py", _meta(codes, {"x_f": "abc"}, {}))
+    assert mutation_ledger.reviewed_survivors(mutants, entries) == {f"{f}__mutmut_1", f"{f}__mutmut_9"}
+    assert mutation_ledger.reviewed_survivors(mutants, {}) == {f"{f}__mutmut_1"}  # the rule alone
+    mutation_ledger.write(mutation_ledger.collect(mutants), ledger,
+                          reviewed=mutation_ledger.reviewed_survivors(mutants, entries))
+    assert json.loads(ledger.read_text())["reviewed"] == [f"{f}__mutmut_1", f"{f}__mutmut_9"]
+
+    # A fresh clone: the results and the statistics, no mutated source; then test_m.py changes.
+    fresh = tmp_path / "clone" / "mutants"
+    mutation_ledger.restore(fresh, ledger, root)
+    (fresh / "mutmut-stats.json").write_text(json.dumps(_stats({"pkg.m.x_f": ["tests/test_m.py::test_f"]})))
+    (fresh / mutation_ledger.TEST_FILES).write_text(json.dumps(mutation_ledger.hashes_of_tests(root)))
+    assert mutation_ledger.reviewed_survivors(fresh, entries) == set()  # nothing to read the review from
+    (root / "tests" / "test_m.py").write_text("def test_f(): assert True\n")
+    kept = set(json.loads(ledger.read_text())["reviewed"])
+    assert mutation_ledger.refresh_stats(fresh, root, keep=kept) == (["tests/test_m.py"], 1, 1)
+    after = json.loads((fresh / "src/pkg/m.py.meta").read_text())["exit_code_by_key"]
+    assert (after[f"{f}__mutmut_1"], after[f"{f}__mutmut_9"], after[f"{f}__mutmut_10"]) == (0, 0, None)
+
+    # After a run, recheck reads the review from the mutated sources: only _10 is checked again.
+    (mutants / "mutmut-stats.json").write_text(json.dumps(_stats({"pkg.m.x_f": ["tests/test_m.py::test_f"]})))
+    (mutants / mutation_ledger.RETAKEN).write_text(json.dumps(
+        {"files": ["tests/test_m.py"], "standing": [f"{f}__mutmut_{n}" for n in (1, 9, 10)]}))
+    # By default the review is the repository's own list, which has no entry for pkg.m: _9 is checked again.
+    assert mutation_ledger.recheck(mutants) == 2
+    after = json.loads((mutants / "src/pkg/m.py.meta").read_text())["exit_code_by_key"]
+    assert (after[f"{f}__mutmut_1"], after[f"{f}__mutmut_9"], after[f"{f}__mutmut_10"]) == (0, None, None)

@@ -50,9 +50,13 @@ class _Tracker:
     victims: dict[str, int] = field(default_factory=dict)  # pods deleted by preemption → priority
     requested: dict[str, float] = field(default_factory=dict)  # pod key → create sent
     gang_of: dict[str, str] = field(default_factory=dict)  # pod key → its PodGroup
+    measured_bound: int = 0  # measured pods bound so far, counted as they bind (sampled every second)
 
     def on_bound(self, key: str, node: str, t: float) -> None:
-        self.bound.setdefault(key, t)
+        if key not in self.bound:
+            self.bound[key] = t
+            if key in self.measured:
+                self.measured_bound += 1
 
     def on_deleted(self, key: str, priority: int) -> None:
         if key not in self.churned:
@@ -152,13 +156,18 @@ async def _create_pods(target, tracker: _Tracker, op: dict[str, Any], progress: 
 async def _wait_bound(tracker: _Tracker, keys: list[str], timeout: float, progress: Progress, what: str) -> None:
     deadline = time.monotonic() + timeout
     progress.phase(f"waiting for {what} to be bound", len(keys))
+    # Only the keys not bound at the last look are looked at again: in-process, this loop shares the
+    # scheduler's thread, and counting every key every 50 ms took 1.2 million steps, ~3 % of the
+    # profile of a 5,000-node / 10,000-pod run.
+    pending = keys
     while True:
-        done = sum(1 for k in keys if k in tracker.bound)
+        pending = [k for k in pending if k not in tracker.bound]
+        done = len(keys) - len(pending)
         progress.advance(done)
-        if done == len(keys):
+        if not pending:
             return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{len(keys) - done} of {len(keys)} {what} were not bound within {timeout:.0f}s")
+            raise TimeoutError(f"{len(pending)} of {len(keys)} {what} were not bound within {timeout:.0f}s")
         await asyncio.sleep(0.05)
 
 
@@ -309,7 +318,7 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
                     last = 0
                     while not sampler_stop.is_set():
                         await asyncio.sleep(1.0)
-                        now = sum(1 for k in tracker.measured if k in tracker.bound)
+                        now = tracker.measured_bound
                         samples.append(float(now - last))
                         last = now
 
