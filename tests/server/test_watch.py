@@ -260,6 +260,39 @@ async def test_the_event_window_keeps_the_newest_changes_and_refuses_watches_fro
         await store.close()
 
 
+async def test_a_window_holding_exactly_its_limit_of_superseded_versions_is_not_cut(tmp_path):
+    """The limit is what the window may hold: it is cut once its history passes the limit, not on
+    reaching it."""
+    from corral.server.watch import WatchCache
+    from corral.store import open_store
+
+    store = await open_store(f"sqlite://{tmp_path}/limit.db")
+    cache = WatchCache(store, history_bytes=10**9)
+    trims: list[int] = []
+    cache.on_trim.append(trims.append)
+    await cache.start()
+    try:
+        key, big = "/core/pods/default/a", pod("a")
+        record = await store.create(key, big)
+        for i in range(2):
+            big["metadata"]["annotations"] = {"blob": str(i) * 1000}
+            record = await store.update(key, big, record.revision)
+        await cache.wait_fresh(record.revision)
+        held = cache.history_size()
+        assert held > cache.live_bytes
+        cache.history_bytes = held  # the window holds exactly its limit now
+        other = await store.create("/core/pods/default/b", pod("b"))  # supersedes nothing
+        await cache.wait_fresh(other.revision)
+        assert (trims, cache.history_size()) == ([], held)
+        big["metadata"]["annotations"] = {"blob": "x"}
+        record = await store.update(key, big, record.revision)  # past the limit: cut
+        await cache.wait_fresh(record.revision)
+        assert len(trims) == 1 and cache.history_size() < held
+    finally:
+        await cache.stop()
+        await store.close()
+
+
 async def test_the_event_window_keeps_a_bounded_size_of_superseded_versions_and_says_where_it_cut(tmp_path):
     """A large object updated again and again: the window keeps about half its byte limit of the
     versions it superseded (never past the limit), refuses watches from before them, and tells the
@@ -279,7 +312,7 @@ async def test_the_event_window_keeps_a_bounded_size_of_superseded_versions_and_
         await cache.wait_fresh(small)
         assert cache.history_size() == 0  # a new object supersedes nothing
         big = pod("big")
-        revisions = []
+        revisions, cut_at = [], []
         for i in range(30):
             big["metadata"]["annotations"] = {"blob": str(i % 10) * 100_000}
             trimmed = len(trims)
@@ -290,10 +323,13 @@ async def test_the_event_window_keeps_a_bounded_size_of_superseded_versions_and_
             assert cache.history_size() <= 1_000_000
             if len(trims) > trimmed:  # just cut: about half the limit kept, not everything dropped
                 assert 400_000 <= cache.history_size() <= 500_000
+                cut_at.append(i)
         small_bytes = len((await store.get("/core/pods/default/small")).value)
         big_bytes = len((await store.get("/core/pods/default/big")).value)
         assert cache.live_bytes == small_bytes + big_bytes
         assert trims and trims == sorted(trims) and trims[-1] >= revisions[15]
+        # It cuts again only once the history passes the limit: five more versions of 100 kB each.
+        assert all(later - earlier >= 5 for earlier, later in zip(cut_at, cut_at[1:])), cut_at
         assert 400_000 <= cache.history_size() <= 1_000_000
 
         def watcher():

@@ -286,3 +286,92 @@ async def test_many_lists_at_once_open_no_more_reading_connections_than_the_read
     results = await asyncio.gather(*(store.list("/k/") for _ in range(40)))
     assert all(len(r.items) == 1 for r in results)
     assert len(store._readers) <= _READ_THREADS + 1
+
+
+async def test_the_stores_files_are_its_owners_alone_and_the_lock_file_names_the_process_serving_it(tmp_path):
+    """The store holds every secret of the cluster (the CA key among them): a directory it makes for
+    itself, the database and its lock file are readable by their owner alone, whatever the umask; the
+    lock file beside the database says which process serves it."""
+    import os
+    import stat
+
+    from corral.store.sqlite import SQLiteStore
+
+    path = tmp_path / "made" / "state.db"
+    umask = os.umask(0o022)
+    try:
+        store = await SQLiteStore.open(str(path))
+    finally:
+        os.umask(umask)
+    try:
+        def mode(p) -> int:
+            return stat.S_IMODE(os.stat(p).st_mode)
+
+        assert (mode(path.parent), mode(path), mode(f"{path}.lock")) == (0o700, 0o600, 0o600)
+        assert open(f"{path}.lock").read() == f"{os.getpid()}\n"
+        assert store.revision == store.compacted_revision == 0  # a new store: nothing written, nothing compacted
+        assert (await store.create("/core/pods/default/a", obj("a"))).revision == 1
+    finally:
+        await store.close()
+
+
+def test_a_program_that_never_closes_its_store_still_exits(tmp_path):
+    """The writer thread must not keep the interpreter alive: a script that opens a store and ends
+    without closing it exits (what it wrote is committed already)."""
+    import subprocess
+    import sys
+
+    code = ("import asyncio\nfrom corral.store.sqlite import SQLiteStore\n"
+            "async def main():\n"
+            f"    store = await SQLiteStore.open({str(tmp_path / 'state.db')!r})\n"
+            "    await store.create('/core/pods/default/a', {'metadata': {'name': 'a'}})\n"
+            "asyncio.run(main())\nprint('ended')\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert (done.returncode, done.stdout) == (0, "ended\n"), done.stderr
+
+
+async def test_a_store_closed_before_it_was_opened_closes_nothing_else(tmp_path):
+    """close() on a store whose start never ran (or never got to its lock) holds no lock file to
+    close: it must leave the process's descriptors alone (standard output is descriptor 1)."""
+    import os
+
+    from corral.store.sqlite import SQLiteStore
+
+    store = SQLiteStore(str(tmp_path / "never.db"))
+    await store.close()
+    os.fstat(1)  # still open
+    assert not (tmp_path / "never.db.lock").exists()
+
+
+async def test_writes_sent_with_a_compaction_are_all_answered(store):
+    """A compaction and writes waiting at the same moment go in one batch: every write after the
+    compaction is applied and answered too."""
+    for i in range(3):
+        await store.create(f"/k/{i}", obj(str(i)))
+    created = await asyncio.wait_for(asyncio.gather(
+        store.compact(store.revision), *(store.create(f"/k/new-{i}", obj(f"new-{i}")) for i in range(3))), 10)
+    assert [r.revision for r in created[1:]] == [4, 5, 6]
+    assert store.compacted_revision == 3
+
+
+async def test_a_compaction_that_fails_midway_removes_nothing(store, monkeypatch):
+    """Compaction deletes old rows and records how far it went in one transaction: if it fails after
+    deleting, the rows come back with the rollback and the recorded revision stays."""
+    import sqlite3
+
+    record = await store.create("/k/a", obj("a"))
+    for i in range(3):
+        record = await store.update("/k/a", obj("a", n=i), record.revision)
+    real = store._compact
+
+    def fails_after_deleting(conn, revision):
+        real(conn, revision)
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(store, "_compact", fails_after_deleting)
+    with pytest.raises(Exception, match="write failed: disk I/O error"):
+        await store.compact(record.revision)
+    monkeypatch.undo()
+    assert store.compacted_revision == 0
+    conn = store._reader()
+    assert conn.execute("SELECT COUNT(*) FROM log").fetchone()[0] == 4  # the create and its three updates
