@@ -40,11 +40,11 @@ import lzma
 import os
 import subprocess
 import sys
-import tomllib
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from mutation_report import ROOT, _metas, forget, function_of, judge, load, module_of, source_of  # noqa: E402
+from mutation_report import (  # noqa: E402
+    ROOT, _metas, equivalent_entries, forget, function_of, judge, load, module_of, source_of)
 
 LEDGER = ROOT / "tools" / "mutation_results.json"
 STATS = ROOT / "tools" / "mutation_stats.json.xz"
@@ -98,8 +98,7 @@ def reviewed_survivors(mutants: Path, entries: dict[str, dict[str, str]] | None 
     to ``mutants``: before the first run of a fresh clone there are none, and this is empty; the
     ledger keeps the names (``reviewed``) for that restore."""
     if entries is None:
-        listed = ROOT / "tools" / "mutation_equivalents.toml"
-        entries = tomllib.loads(listed.read_text()).get("equivalent", {}) if listed.exists() else {}
+        entries = equivalent_entries(ROOT)
     results = load(mutants)
     here = os.getcwd()
     os.chdir(mutants.parent)  # mutmut reads its mutated sources from ./mutants

@@ -186,6 +186,12 @@ def reviewed(entries: dict[str, dict[str, str]], name: str, changed: tuple[str, 
                 None)
 
 
+def equivalent_entries(root: Path = ROOT) -> dict[str, dict[str, str]]:
+    """The hand-reviewed entries of ``root``'s tools/mutation_equivalents.toml (none without the file)."""
+    path = root / "tools" / "mutation_equivalents.toml"
+    return tomllib.loads(path.read_text()).get("equivalent", {}) if path.exists() else {}
+
+
 def judge(results: dict[str, dict[str, str]], entries: dict[str, dict[str, str]]
           ) -> tuple[dict[str, str], dict[str, str], set[tuple[str, str]]]:
     """The survivors and mutants no test reaches (of ``results``, as :func:`load` reads them) that are
@@ -332,7 +338,7 @@ def main() -> int:
     if not results:
         print("no mutmut results in mutants/: run `make mutation` first", file=sys.stderr)
         return 1
-    entries = tomllib.loads((ROOT / "tools" / "mutation_equivalents.toml").read_text()).get("equivalent", {})
+    entries = equivalent_entries()
     os.chdir(ROOT)  # mutmut reads its mutated sources from ./mutants
     equivalents, by_rule, applied = judge(results, entries)
     # Entries of checked modules that applied to no surviving mutant: a test kills it now, or its

@@ -308,7 +308,7 @@ async def test_the_stores_files_are_its_owners_alone_and_the_lock_file_names_the
             return stat.S_IMODE(os.stat(p).st_mode)
 
         assert (mode(path.parent), mode(path), mode(f"{path}.lock")) == (0o700, 0o600, 0o600)
-        assert open(f"{path}.lock").read() == f"{os.getpid()}\n"
+        assert (path.parent / "state.db.lock").read_text() == f"{os.getpid()}\n"
         assert store.revision == store.compacted_revision == 0  # a new store: nothing written, nothing compacted
         assert (await store.create("/core/pods/default/a", obj("a"))).revision == 1
     finally:
