@@ -256,8 +256,8 @@ async def test_a_watch_on_a_member_that_stops_answering_ends_within_grpcs_keepal
     """A hung member (SIGSTOP here; a partitioned network alike) sends no error and its connection
     stays open: only gRPC's keepalive pings (every 10 s, 5 s to answer) show it gone. Then the watch
     ends with a transient error and its watcher starts again on the next member; without them it
-    would wait for events forever. (A watch idle for minutes needs two more options gRPC's pings stop
-    without; this test's watch is idle for 3 s only.)"""
+    would wait for events forever. (This watch is idle for 3 s only: one idle for many pings is
+    test_a_watch_idle_for_many_pings_still_ends_soon_after_its_member_stops_answering.)"""
     import os
     import signal
 
@@ -352,3 +352,101 @@ async def test_an_etcd_that_no_longer_answers_is_named_with_what_went_wrong(tmp_
         assert message.startswith(prefix) and message[len(prefix):] not in ("", "None"), message
     finally:
         await store.close()
+
+
+async def test_a_watch_idle_for_many_pings_still_ends_soon_after_its_member_stops_answering(tmp_path, monkeypatch):
+    """A watch sends nothing while it waits for events, for minutes at a time: gRPC must keep pinging
+    its member all that while, or a member that hangs after a quiet spell leaves the watch waiting
+    forever. Pings every 0.3 s here (etcd told to allow them), so a few seconds' quiet is many pings."""
+    import os
+    import signal
+
+    from corral.store import etcd as etcd_store
+    from corral.store.etcd import _transient
+    from corral.testing.etcd import EtcdProcess
+
+    monkeypatch.setattr(etcd_store, "KEEPALIVE_MS", 300)
+    monkeypatch.setattr(etcd_store, "PING_TIMEOUT_MS", 1_000)
+    proc = EtcdProcess(str(tmp_path / "etcd"), extra_args=("--grpc-keepalive-min-time", "100ms")).start()
+    store = await open_store(proc.url)
+    frozen = False
+    try:
+        events = store.watch("/k/", store.revision)
+        first = asyncio.ensure_future(events.__anext__())
+        made = await store.create("/k/a", {"metadata": {"name": "a"}})
+        assert [e.record.revision for e in await asyncio.wait_for(first, 10)] == [made.revision]
+        waiting = asyncio.ensure_future(events.__anext__())
+        await asyncio.sleep(3)  # ten pings without data
+        assert not waiting.done()  # the member answers them: the watch goes on
+        os.kill(proc.proc.pid, signal.SIGSTOP)
+        frozen, stopped = True, asyncio.get_running_loop().time()
+        with pytest.raises(Exception) as ended:
+            await asyncio.wait_for(waiting, 10)
+        took = asyncio.get_running_loop().time() - stopped
+        assert _transient(ended.value), repr(ended.value)  # not the 10 s timeout
+        assert took < 4, f"{took:.1f} s: the next ping comes within 0.3 s and has 1 s to be answered"
+    finally:
+        if frozen:
+            os.kill(proc.proc.pid, signal.SIGCONT)
+        await store.close()
+        proc.stop()
+
+
+async def test_a_member_back_after_a_long_outage_is_used_again_within_two_seconds(tmp_path):
+    """While a member is away gRPC dials it again and again, waiting longer each time: at most 2 s,
+    so a write soon after it is back reaches it (gRPC's own limit is two minutes)."""
+    import time
+
+    from corral.testing.etcd import EtcdProcess
+
+    proc = EtcdProcess(str(tmp_path / "etcd")).start()
+    store = await open_store(proc.url)
+    try:
+        await store.create("/k/a", {"metadata": {"name": "a"}})
+        proc.kill()
+        with pytest.raises(Exception):  # gRPC dials on and on while the write retries
+            await store.create("/k/b", {"metadata": {"name": "b"}})
+        proc.start()
+        back = time.monotonic()
+        await asyncio.sleep(0.5)
+        made = await store.create("/k/c", {"metadata": {"name": "c"}})
+        took = time.monotonic() - back
+        assert made.key == "/k/c"
+        assert took < 4, f"{took:.1f} s after the member was back"
+    finally:
+        await store.close()
+        proc.stop()
+
+
+async def test_a_member_that_refuses_connections_is_dialled_again_soon_and_then_less_often():
+    """A member that has just gone (restarting, say) is dialled again after 0.2 s, then after ever
+    longer waits (gRPC's own first wait is a full second). Here a socket that closes each connection
+    it is offered stands for the member, and counts them."""
+    import socket
+    import time
+
+    from corral.testing.process import free_port
+
+    port = free_port()
+    listener = socket.create_server(("127.0.0.1", port))
+    listener.setblocking(False)
+    loop = asyncio.get_running_loop()
+    dials: list[float] = []
+
+    async def refuse_all() -> None:
+        while True:
+            conn, _ = await loop.sock_accept(listener)
+            dials.append(time.monotonic())
+            conn.close()
+
+    refusing = asyncio.ensure_future(refuse_all())
+    opening = asyncio.ensure_future(open_store(f"etcd://127.0.0.1:{port}"))
+    try:
+        await asyncio.sleep(1.6)
+        assert not opening.done()  # still trying
+        gaps = [b - a for a, b in zip(dials, dials[1:])]
+        assert len(dials) >= 3 and gaps[0] < 0.5, gaps  # 0.2 s, then 0.32 s (each give or take a fifth)
+    finally:
+        opening.cancel()
+        refusing.cancel()
+        listener.close()

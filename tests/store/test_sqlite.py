@@ -375,3 +375,78 @@ async def test_a_compaction_that_fails_midway_removes_nothing(store, monkeypatch
     assert store.compacted_revision == 0
     conn = store._reader()
     assert conn.execute("SELECT COUNT(*) FROM log").fetchone()[0] == 4  # the create and its three updates
+
+
+async def test_a_file_that_is_not_a_database_is_refused_and_opens_once_repaired(tmp_path):
+    """A store that fails to open lets go of its file's lock: the same process opens it once repaired."""
+    import sqlite3
+
+    from corral.store.sqlite import SQLiteStore
+
+    path = tmp_path / "broken.db"
+    path.write_bytes(b"not a database, " * 512)
+    with pytest.raises(sqlite3.DatabaseError, match="file is not a database"):
+        await SQLiteStore.open(str(path))
+    path.unlink()
+    store = await SQLiteStore.open(str(path))
+    try:
+        assert (await store.create("/k/a", obj("a"))).revision == 1
+    finally:
+        await store.close()
+
+
+async def test_a_write_refused_because_another_program_wrote_the_file_says_so_and_keeps_nothing(tmp_path):
+    """Only this server writes its file (the lock keeps other servers out); a program that writes it
+    anyway takes the row this server was about to write. That write and the others of its batch fail
+    with an error that says what happened, and none of them is kept."""
+    import sqlite3
+
+    from corral.store import Conflict, StoreError
+
+    path = str(tmp_path / "foreign.db")
+    store = await open_store(path)
+    try:
+        made = await store.create("/k/a", obj("a"))
+        with sqlite3.connect(path) as other:  # the next revision, a change of /k/a, written past the lock
+            other.execute("INSERT INTO log (rev, key, created, deleted, create_rev, prev_rev, value) "
+                          "VALUES (2, '/k/a', 0, 0, 1, 1, x'7b7d')")
+        results = await asyncio.gather(store.update("/k/a", obj("a", v=2), made.revision),
+                                       store.create("/k/b", obj("b")), return_exceptions=True)
+        for refused in results:
+            assert type(refused) is StoreError and not isinstance(refused, Conflict), refused
+            assert str(refused).startswith("write failed: UNIQUE constraint failed: log.")
+            assert str(refused).endswith("(the database file was written by another program than this server; "
+                                         "stop it and restart the server)")
+        with sqlite3.connect(path) as db:
+            assert db.execute("SELECT rev, key FROM log ORDER BY rev").fetchall() == [(1, "/k/a"), (2, "/k/a")]
+    finally:
+        await store.close()
+
+
+async def test_a_writer_that_gives_up_leaves_the_others_of_its_batch_answered(tmp_path):
+    """A client that goes away while its write waits for the commit (its request cancelled) does not
+    keep the writes committed with it from being answered."""
+    import sqlite3
+
+    path = str(tmp_path / "gone.db")
+    store = await open_store(path)
+    blocker = sqlite3.connect(path, isolation_level=None)
+    try:
+        blocker.execute("BEGIN IMMEDIATE")  # the writer waits on its first write: the next ones queue up
+        held = asyncio.ensure_future(store.create("/k/held", obj("held")))
+        async with asyncio.timeout(10):
+            while not store._ops.empty():
+                await asyncio.sleep(0.01)
+            await asyncio.sleep(0.05)
+        gone = asyncio.ensure_future(store.create("/k/gone", obj("gone")))
+        after = asyncio.ensure_future(store.create("/k/after", obj("after")))
+        await asyncio.sleep(0.05)
+        gone.cancel()
+        await asyncio.sleep(0)
+        blocker.execute("ROLLBACK")
+        await asyncio.wait_for(held, 10)
+        assert (await asyncio.wait_for(after, 10)).key == "/k/after"
+        assert gone.cancelled()
+    finally:
+        blocker.close()
+        await store.close()

@@ -78,6 +78,14 @@ RETRY_SECONDS = 10.0  # an etcd leader election takes ~1 s; a member restart a f
 # A single call's deadline. When the etcd leader dies, a request it had taken hangs until etcd's own
 # timeout (7 s); cut short and retried, it reaches the new leader in about a second instead.
 CALL_SECONDS = 3.0
+# gRPC's connection to each member (see _connect). A hung member (a partitioned network) sends no
+# error: a ping every KEEPALIVE_MS finds it, a ping unanswered for PING_TIMEOUT_MS ends its calls.
+# A member that went away is dialled again after 200 ms, then at most every 2 s (gRPC's own default
+# reaches two minutes: a restarted member would be left unused for that long).
+KEEPALIVE_MS = 10_000
+PING_TIMEOUT_MS = 5_000
+FIRST_REDIAL_MS = 200
+MAX_REDIAL_MS = 2_000
 SUB = 1000  # store revisions per etcd revision (see above); more than etcd's --max-txn-ops (128)
 MAX_BATCH = 128  # writes, and compares, in one transaction: etcd's --max-txn-ops (128 by default)
 MAX_BATCH_BYTES = 1024 * 1024  # their values together (etcd's --max-request-bytes is 1.5 MiB by default)
@@ -300,13 +308,12 @@ class EtcdStore:
     async def _connect(self) -> None:
         credentials = self.tls.credentials() if self.tls is not None else None
         options = {"grpc.max_receive_message_length": MAX_MESSAGE, "grpc.max_send_message_length": MAX_MESSAGE,
-                   # A hung member (a partitioned network) sends no error: a ping every 10 s finds it,
-                   # a ping unanswered for 5 s (keepalive's, or one gRPC sent on its own) ends its calls.
+                   # PING_TIMEOUT_MS applies to keepalive's pings and to those gRPC sends on its own.
                    # A watch sends nothing while it waits: unless told otherwise gRPC stops pinging
                    # after two pings without data, and a watch on a hung member took up to a minute to end.
-                   "grpc.keepalive_time_ms": 10_000, "grpc.http2.ping_timeout_ms": 5_000,
+                   "grpc.keepalive_time_ms": KEEPALIVE_MS, "grpc.http2.ping_timeout_ms": PING_TIMEOUT_MS,
                    "grpc.http2.max_pings_without_data": 0,
-                   "grpc.initial_reconnect_backoff_ms": 200, "grpc.max_reconnect_backoff_ms": 2_000}
+                   "grpc.initial_reconnect_backoff_ms": FIRST_REDIAL_MS, "grpc.max_reconnect_backoff_ms": MAX_REDIAL_MS}
         self._members = [_client(host, port, credentials=credentials, options=options)
                          for host, port in self.endpoints]
         try:

@@ -168,27 +168,32 @@ class SQLiteStore:
     @classmethod
     async def open(cls, path: str, *, synchronous: str = "FULL") -> "SQLiteStore":
         store = cls(path, synchronous=synchronous)
-        await store._start()
+        try:
+            await store._start()
+        except BaseException:  # not a database, say: let go of its lock, so that it can be opened once repaired
+            await store.close()
+            raise
         return store
 
     async def _start(self) -> None:
-        if self.path != ":memory:":
-            os.makedirs(os.path.dirname(os.path.abspath(self.path)), mode=0o700, exist_ok=True)
-            # The store holds every secret of the cluster (the CA key among them): only its owner
-            # reads it. SQLite gives the -wal and -shm files the database file's mode.
-            os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
-            os.chmod(self.path, 0o600)
-            self._lock()
+        os.makedirs(os.path.dirname(os.path.abspath(self.path)), mode=0o700, exist_ok=True)
+        # The store holds every secret of the cluster (the CA key among them): only its owner
+        # reads it. SQLite gives the -wal and -shm files the database file's mode.
+        os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))
+        os.chmod(self.path, 0o600)
+        self._lock()
         self._loop = asyncio.get_running_loop()
         conn = self._connect()
-        conn.executescript(_SCHEMA)
-        self.used_bytes = _used_bytes(conn)
-        (max_rev,) = conn.execute("SELECT COALESCE(MAX(rev), 0) FROM log").fetchone()
-        row = conn.execute("SELECT value FROM meta WHERE name = 'compact_rev'").fetchone()
-        self._compacted = row[0] if row else 0
-        self._revision = self._write_revision = max(max_rev, self._compacted)
-        self._load_latest(conn)
-        conn.close()
+        try:
+            conn.executescript(_SCHEMA)
+            self.used_bytes = _used_bytes(conn)
+            (max_rev,) = conn.execute("SELECT COALESCE(MAX(rev), 0) FROM log").fetchone()
+            row = conn.execute("SELECT value FROM meta WHERE name = 'compact_rev'").fetchone()
+            self._compacted = row[0] if row else 0
+            self._revision = self._write_revision = max(max_rev, self._compacted)
+            self._load_latest(conn)
+        finally:
+            conn.close()
         self._writer = threading.Thread(target=self._write_loop, name="corral-sqlite-writer", daemon=True)
         self._writer.start()
 
@@ -369,7 +374,11 @@ class SQLiteStore:
                 pass
             self._write_revision = start
             self._load_latest(conn)  # undo this batch's changes to the in-memory view
-            failure = Conflict("", 0, -1) if isinstance(exc, sqlite3.IntegrityError) else StoreError(f"write failed: {exc}")
+            # The unique indexes refuse a row only when a program other than this server wrote the
+            # file (past its lock): the rows this server remembers are no longer the newest.
+            failure = StoreError(f"write failed: {exc} (the database file was written by another program "
+                                 "than this server; stop it and restart the server)"
+                                 if isinstance(exc, sqlite3.IntegrityError) else f"write failed: {exc}")
             results = [(op.future, None, failure) for op in batch]
             events, compacted = [], None
         else:
