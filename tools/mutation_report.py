@@ -20,6 +20,7 @@ import functools
 import json
 import os
 import re
+import signal
 import sys
 import tomllib
 from collections import Counter
@@ -224,6 +225,10 @@ def judge(results: dict[str, dict[str, str]], entries: dict[str, dict[str, str]]
 
 def status(exit_code: int | None) -> str:
     """killed, timeout, survived, no tests, or not checked."""
+    if exit_code == -signal.SIGABRT:
+        # The test process aborted (gRPC's C core does, given a client key without its certificate):
+        # a red test, as a run error is a kill for PIT. mutmut calls it suspicious; the clean run passed.
+        return "killed"
     mutmut_status = status_by_exit_code[exit_code]
     if mutmut_status in CAUGHT:
         return CAUGHT[mutmut_status]

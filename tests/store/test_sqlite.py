@@ -326,7 +326,10 @@ def test_a_program_that_never_closes_its_store_still_exits(tmp_path):
             f"    store = await SQLiteStore.open({str(tmp_path / 'state.db')!r})\n"
             "    await store.create('/core/pods/default/a', {'metadata': {'name': 'a'}})\n"
             "asyncio.run(main())\nprint('ended')\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    from corral.testing.process import child_env
+
+    # child_env: the script imports the corral this test runs (under mutation testing, the mutated copy)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, env=child_env())
     assert (done.returncode, done.stdout) == (0, "ended\n"), done.stderr
 
 

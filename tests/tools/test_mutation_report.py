@@ -96,6 +96,13 @@ def test_a_score_counts_timeouts_as_caught_and_leaves_equivalent_and_unchecked_m
     assert mutation_report.score_row("none", mutation_report.Counter({"all": 2, "not checked": 2}))[-1] is None
 
 
+def test_a_test_run_that_aborts_is_a_kill_and_one_that_crashed_otherwise_is_not_checked():
+    assert mutation_report.status(-6) == "killed"  # SIGABRT: the mutant made the process abort
+    assert mutation_report.status(1) == "killed" and mutation_report.status(-24) == "timeout"
+    assert mutation_report.status(-11) == "not checked"  # a segfault may be the machine's
+    assert mutation_report.status(0) == "survived" and mutation_report.status(None) == "not checked"
+
+
 def test_a_packages_mutants_are_read_from_its_init_and_a_modules_from_its_file():
     root = Path(__file__).resolve().parents[2]
     assert mutation_report.source_of("corral.scheduler.plugins.default_preemption", root) == Path(
