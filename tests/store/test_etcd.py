@@ -251,20 +251,17 @@ async def test_a_member_that_stops_answering_is_left_for_the_next_after_a_few_se
         cluster.stop()
 
 
-async def test_a_watch_on_a_member_that_stops_answering_ends_within_grpcs_keepalive_so_it_starts_again_elsewhere(
-        tmp_path):
-    """A hung member (SIGSTOP here; a partitioned network alike) sends no error and its connection
-    stays open: only gRPC's keepalive pings (every 10 s, 5 s to answer) show it gone. Then the watch
-    ends with a transient error and its watcher starts again on the next member; without them it
-    would wait for events forever. (This watch is idle for 3 s only: one idle for many pings is
-    test_a_watch_idle_for_many_pings_still_ends_soon_after_its_member_stops_answering.)"""
+async def _watch_ends_after_its_member_hangs(tmp_path, extra_args: tuple[str, ...] = ()) -> float:
+    """A watch that received one event, then idle for 3 s; its member then stopped (SIGSTOP) so
+    that it answers nothing, not even gRPC's pings. The seconds until the watch ended, which it must
+    with a transient error (so that its watcher starts again elsewhere)."""
     import os
     import signal
 
     from corral.store.etcd import _transient
     from corral.testing.etcd import EtcdProcess
 
-    proc = EtcdProcess(str(tmp_path / "etcd")).start()
+    proc = EtcdProcess(str(tmp_path / "etcd"), extra_args=extra_args).start()
     store = await open_store(proc.url)
     frozen = False
     try:
@@ -272,19 +269,30 @@ async def test_a_watch_on_a_member_that_stops_answering_ends_within_grpcs_keepal
         first = asyncio.ensure_future(events.__anext__())
         made = await store.create("/k/a", {"metadata": {"name": "a"}})
         assert [e.record.revision for e in await asyncio.wait_for(first, 10)] == [made.revision]
-        await asyncio.sleep(3)  # idle, past gRPC's own pings while data flowed: keepalive's turn
+        waiting = asyncio.ensure_future(events.__anext__())
+        await asyncio.sleep(3)  # idle: nothing sent either way but gRPC's pings
+        assert not waiting.done()  # the member answers them: the watch goes on
         os.kill(proc.proc.pid, signal.SIGSTOP)
         frozen, stopped = True, asyncio.get_running_loop().time()
         with pytest.raises(Exception) as ended:
-            await asyncio.wait_for(events.__anext__(), 25)
-        took = asyncio.get_running_loop().time() - stopped
+            await asyncio.wait_for(waiting, 25)
         assert _transient(ended.value), repr(ended.value)  # not the 25 s timeout: the connection was let go
-        assert took < 17, f"{took:.1f} s: the next ping comes within 10 s and has 5 s to be answered"
+        return asyncio.get_running_loop().time() - stopped
     finally:
         if frozen:
             os.kill(proc.proc.pid, signal.SIGCONT)
         await store.close()
         proc.stop()
+
+
+async def test_a_watch_on_a_member_that_stops_answering_ends_within_grpcs_keepalive_so_it_starts_again_elsewhere(
+        tmp_path):
+    """A hung member (SIGSTOP here; a partitioned network alike) sends no error and its connection
+    stays open: only gRPC's keepalive pings (every 10 s, 5 s to answer) show it gone. Then the watch
+    ends with a transient error and its watcher starts again on the next member; without them it
+    would wait for events forever."""
+    took = await _watch_ends_after_its_member_hangs(tmp_path)
+    assert took < 17, f"{took:.1f} s: the next ping comes within 10 s and has 5 s to be answered"
 
 
 async def test_an_etcd_listening_on_another_loopback_address_than_localhost_is_reached(tmp_path):
@@ -357,39 +365,13 @@ async def test_an_etcd_that_no_longer_answers_is_named_with_what_went_wrong(tmp_
 async def test_a_watch_idle_for_many_pings_still_ends_soon_after_its_member_stops_answering(tmp_path, monkeypatch):
     """A watch sends nothing while it waits for events, for minutes at a time: gRPC must keep pinging
     its member all that while, or a member that hangs after a quiet spell leaves the watch waiting
-    forever. Pings every 0.3 s here (etcd told to allow them), so a few seconds' quiet is many pings."""
-    import os
-    import signal
-
+    forever. Pings every 0.3 s here (etcd told to allow them), so 3 s of quiet is ten pings."""
     from corral.store import etcd as etcd_store
-    from corral.store.etcd import _transient
-    from corral.testing.etcd import EtcdProcess
 
     monkeypatch.setattr(etcd_store, "KEEPALIVE_MS", 300)
     monkeypatch.setattr(etcd_store, "PING_TIMEOUT_MS", 1_000)
-    proc = EtcdProcess(str(tmp_path / "etcd"), extra_args=("--grpc-keepalive-min-time", "100ms")).start()
-    store = await open_store(proc.url)
-    frozen = False
-    try:
-        events = store.watch("/k/", store.revision)
-        first = asyncio.ensure_future(events.__anext__())
-        made = await store.create("/k/a", {"metadata": {"name": "a"}})
-        assert [e.record.revision for e in await asyncio.wait_for(first, 10)] == [made.revision]
-        waiting = asyncio.ensure_future(events.__anext__())
-        await asyncio.sleep(3)  # ten pings without data
-        assert not waiting.done()  # the member answers them: the watch goes on
-        os.kill(proc.proc.pid, signal.SIGSTOP)
-        frozen, stopped = True, asyncio.get_running_loop().time()
-        with pytest.raises(Exception) as ended:
-            await asyncio.wait_for(waiting, 10)
-        took = asyncio.get_running_loop().time() - stopped
-        assert _transient(ended.value), repr(ended.value)  # not the 10 s timeout
-        assert took < 4, f"{took:.1f} s: the next ping comes within 0.3 s and has 1 s to be answered"
-    finally:
-        if frozen:
-            os.kill(proc.proc.pid, signal.SIGCONT)
-        await store.close()
-        proc.stop()
+    took = await _watch_ends_after_its_member_hangs(tmp_path, ("--grpc-keepalive-min-time", "100ms"))
+    assert took < 4, f"{took:.1f} s: the next ping comes within 0.3 s and has 1 s to be answered"
 
 
 async def test_a_member_back_after_a_long_outage_is_used_again_within_two_seconds(tmp_path):
