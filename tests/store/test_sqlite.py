@@ -210,6 +210,19 @@ async def test_a_write_is_refused_exactly_once_the_pages_in_use_reach_the_quota(
         await store.close()
 
 
+async def _writer_held_on(store, blocker, write) -> asyncio.Future:
+    """Hold the store's writer on ``write`` (``blocker``, another connection, takes the database's
+    write lock): every write sent after it waits in the queue and goes into one batch once the
+    blocker lets go. The held write's future."""
+    blocker.execute("BEGIN IMMEDIATE")
+    held = asyncio.ensure_future(write)
+    async with asyncio.timeout(10):
+        while not store._ops.empty():
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.05)  # the writer is in its INSERT, waiting for the lock
+    return held
+
+
 @pytest.mark.parametrize("writes", [3, 150], ids=["a batch written by one statement",
                                                   "a batch written by several statements in a transaction"])
 async def test_a_batch_whose_write_fails_leaves_nothing_of_itself_and_the_store_goes_on(tmp_path, writes):
@@ -227,14 +240,7 @@ async def test_a_batch_whose_write_fails_leaves_nothing_of_itself_and_the_store_
         # An error of SQLite's own (as a full disk or an I/O error would give): integer overflow.
         blocker.execute("CREATE TRIGGER poison BEFORE INSERT ON log WHEN NEW.key = '/k/poison' "
                         "BEGIN SELECT abs(-9223372036854775808); END")
-        # Hold the writer on a first write (another connection has the database's write lock), so
-        # that every write below waits in its queue and goes into one batch once the lock is free.
-        blocker.execute("BEGIN IMMEDIATE")
-        held = asyncio.ensure_future(store.update("/k/plug", obj("plug", v=1), before))
-        async with asyncio.timeout(10):
-            while not store._ops.empty():
-                await asyncio.sleep(0.01)
-            await asyncio.sleep(0.05)  # the writer is in its INSERT, waiting for the lock
+        held = await _writer_held_on(store, blocker, store.update("/k/plug", obj("plug", v=1), before))
         batch = [asyncio.ensure_future(store.create(f"/k/{i}", obj(str(i)))) for i in range(writes - 1)]
         batch.append(asyncio.ensure_future(store.create("/k/poison", obj("poison"))))
         await asyncio.sleep(0.05)
@@ -321,13 +327,13 @@ def test_a_program_that_never_closes_its_store_still_exits(tmp_path):
     import subprocess
     import sys
 
+    from corral.testing.process import child_env
+
     code = ("import asyncio\nfrom corral.store.sqlite import SQLiteStore\n"
             "async def main():\n"
             f"    store = await SQLiteStore.open({str(tmp_path / 'state.db')!r})\n"
             "    await store.create('/core/pods/default/a', {'metadata': {'name': 'a'}})\n"
             "asyncio.run(main())\nprint('ended')\n")
-    from corral.testing.process import child_env
-
     # child_env: the script imports the corral this test runs (under mutation testing, the mutated copy)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, env=child_env())
     assert (done.returncode, done.stdout) == (0, "ended\n"), done.stderr
@@ -435,12 +441,7 @@ async def test_a_writer_that_gives_up_leaves_the_others_of_its_batch_answered(tm
     store = await open_store(path)
     blocker = sqlite3.connect(path, isolation_level=None)
     try:
-        blocker.execute("BEGIN IMMEDIATE")  # the writer waits on its first write: the next ones queue up
-        held = asyncio.ensure_future(store.create("/k/held", obj("held")))
-        async with asyncio.timeout(10):
-            while not store._ops.empty():
-                await asyncio.sleep(0.01)
-            await asyncio.sleep(0.05)
+        held = await _writer_held_on(store, blocker, store.create("/k/held", obj("held")))
         gone = asyncio.ensure_future(store.create("/k/gone", obj("gone")))
         after = asyncio.ensure_future(store.create("/k/after", obj("after")))
         await asyncio.sleep(0.05)
