@@ -408,6 +408,24 @@ async def test_metrics_count_attempts_by_result_and_profile_and_time_them():
     assert "corral_scheduler" not in generate_latest(h.scheduler.metrics.registry).decode()
 
 
+def test_attempts_of_each_profile_and_result_are_counted_apart():
+    from corral.scheduler.scheduler import _Metrics
+
+    metrics = _Metrics(None)
+    for result, profile, seconds in [("scheduled", "a", 0.0002), ("scheduled", "a", 0.003),
+                                     ("scheduled", "b", 0.0002), ("unschedulable", "a", 0.02)]:
+        metrics.attempt(result, profile, seconds)
+    text = generate_latest(metrics.registry).decode()
+    for line in ['corral_scheduler_schedule_attempts_total{profile="a",result="scheduled"} 2.0',
+                 'corral_scheduler_schedule_attempts_total{profile="b",result="scheduled"} 1.0',
+                 'corral_scheduler_schedule_attempts_total{profile="a",result="unschedulable"} 1.0',
+                 'corral_scheduler_scheduling_attempt_duration_seconds_count{result="scheduled"} 3.0',
+                 'corral_scheduler_scheduling_attempt_duration_seconds_bucket{le="0.00025",result="scheduled"} 2.0',
+                 'corral_scheduler_scheduling_attempt_duration_seconds_count{result="unschedulable"} 1.0',
+                 'corral_scheduler_scheduling_attempt_duration_seconds_bucket{le="0.01",result="unschedulable"} 0.0']:
+        assert line in text, line
+
+
 async def test_a_started_scheduler_places_pods_as_they_come_and_idles_then_stops():
     h = Harness()
     s = h.scheduler

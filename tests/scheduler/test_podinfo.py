@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from corral.api.selectors import LabelSelector, Requirement
+from corral.scheduler.framework import podinfo
 from corral.scheduler.framework.podinfo import (
     DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, AffinityTerm, HostPort, NodeSelectorRequirement,
     NodeSelectorTerm, PodInfo, Requests, SpreadConstraint, WeightedTerm,
@@ -180,3 +181,44 @@ def test_node_affinity_terms_and_host_ports_are_read_with_their_defaults():
 ])
 def test_priority_is_an_integer_defaulting_to_zero(phase_spec, expected):
     assert PodInfo.from_object({"metadata": {"name": "p"}, "spec": phase_spec}).priority == expected
+
+
+def test_pods_of_one_spec_share_its_parsing_but_never_another_namespaces_terms_or_labels():
+    """A spec is parsed once for every pod that has it, in one namespace: what depends on the pod's
+    namespace (affinity terms' default namespace) or on its labels (matchLabelKeys) stays its own."""
+    spec = {"affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [
+                {"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "web"}}}]}},
+            "topologySpreadConstraints": [{"topologyKey": "zone", "labelSelector": {"matchLabels": {"app": "web"}},
+                                           "matchLabelKeys": ["version"]}],
+            "containers": [container(requests={"cpu": "250m"})]}
+
+    def info(namespace: str, version: str) -> PodInfo:
+        return PodInfo.from_object({"metadata": {"name": f"p-{version}", "namespace": namespace, "uid": version,
+                                                 "labels": {"app": "web", "version": version}}, "spec": spec})
+
+    a, b, other = info("team", "v1"), info("team", "v2"), info("other", "v1")
+    assert a.requests is b.requests  # parsed once
+    assert (a.name, a.uid, b.name, b.uid) == ("p-v1", "v1", "p-v2", "v2")
+    assert [t.namespaces for t in (*a.anti_affinity, *other.anti_affinity)] == [frozenset({"team"}),
+                                                                                 frozenset({"other"})]
+    assert [c.selector.requirements[-1] for c in (*a.spread, *b.spread)] == [
+        Requirement("version", "=", frozenset({"v1"})), Requirement("version", "=", frozenset({"v2"}))]
+    a.node_selector["mine"] = "only"  # a pod's node selector is its own, as before
+    assert info("team", "v3").node_selector == {}
+    spec["containers"][0]["resources"]["requests"]["cpu"] = "500m"  # a changed spec is parsed anew
+    assert info("team", "v1").requests.cpu == 500
+
+
+def test_the_parsed_specs_kept_are_bounded(monkeypatch):
+    monkeypatch.setattr(podinfo, "SPEC_PARTS_LIMIT", 3)
+    podinfo._SPEC_PARTS.clear()
+    for i in range(10):
+        got = PodInfo.from_object({"metadata": {"name": "p"}, "spec": {"priority": i}})
+        assert got.priority == i and len(podinfo._SPEC_PARTS) <= 3
+
+
+def test_a_spec_that_is_not_json_is_parsed_without_being_kept():
+    podinfo._SPEC_PARTS.clear()
+    spec = {"nodeSelector": {"disk": "ssd"}, "extra": object()}  # a caller's own object, not JSON
+    assert PodInfo.from_object({"metadata": {"name": "p"}, "spec": spec}).node_selector == {"disk": "ssd"}
+    assert podinfo._SPEC_PARTS == {}

@@ -67,6 +67,17 @@ class _Metrics:
         self.preemption_victims = Histogram("corral_scheduler_preemption_victims",
                                             "Pods removed by one successful preemption", registry=registry,
                                             buckets=(1, 2, 4, 8, 16, 32, 64))
+        # Children looked up once, not per attempt (``labels()`` takes a lock and builds a key each call).
+        self._children: dict[tuple, Any] = {}
+
+    def attempt(self, result: str, profile: str, elapsed: float) -> None:
+        """One scheduling attempt: its duration by result, and the attempts by result and profile."""
+        children = self._children.get((result, profile))
+        if children is None:
+            children = self._children[(result, profile)] = (self.duration.labels(result),
+                                                             self.attempts.labels(result, profile))
+        children[0].observe(elapsed)
+        children[1].inc()
 
     def unregister(self) -> None:
         """Take these metrics off the registry (a server that stops leading; the next term's scheduler
@@ -378,10 +389,9 @@ class Scheduler:
 
     def _record_failure(self, qp: QueuedPod, fwk, fit: FitError, post: PostFilterResult | None,
                         elapsed: float) -> None:
-        self.metrics.duration.labels("unschedulable").observe(elapsed)
+        self.metrics.attempt("unschedulable", fwk.scheduler_name, elapsed)
         if self.attempt_observer is not None:
             self.attempt_observer(elapsed, "unschedulable")
-        self.metrics.attempts.labels("unschedulable", fwk.scheduler_name).inc()
         if post is not None and post.status.ok:
             self.preemptor.nominate(qp.info, post.nominated_node, post.victims, fwk.scheduler_name)
             self.metrics.preemption_victims.observe(len(post.victims))
@@ -393,10 +403,9 @@ class Scheduler:
 
     def _place(self, qp: QueuedPod, fwk, state: CycleState, node: str, elapsed: float) -> bool:
         """Assume the pod on ``node``, reserve, and start its binding; False if a Reserve refused."""
-        self.metrics.duration.labels("scheduled").observe(elapsed)
+        self.metrics.attempt("scheduled", fwk.scheduler_name, elapsed)
         if self.attempt_observer is not None:
             self.attempt_observer(elapsed, "scheduled")
-        self.metrics.attempts.labels("scheduled", fwk.scheduler_name).inc()
         self.cache.assume(qp.info, node)
         for i, plugin in enumerate(fwk.reservers):
             status = plugin.reserve(state, qp.info, node)

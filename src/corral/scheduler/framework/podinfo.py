@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from corral.api.quantity import QuantityError, to_milli, to_units
 from corral.api.selectors import LabelSelector, Requirement, label_selector_from_struct
 
@@ -196,61 +198,118 @@ class PodInfo:
         meta = pod.get("metadata") or {}
         spec = pod.get("spec") or {}
         namespace = meta.get("namespace") or "default"
-        affinity = spec.get("affinity") or {}
-        node_aff = affinity.get("nodeAffinity") or {}
-        required = (node_aff.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")
-        pod_aff = affinity.get("podAffinity") or {}
-        anti = affinity.get("podAntiAffinity") or {}
-        req_key = "requiredDuringSchedulingIgnoredDuringExecution"
-        pref_key = "preferredDuringSchedulingIgnoredDuringExecution"
-
-        def weighted(items: Any) -> tuple[WeightedTerm, ...]:
-            return tuple(WeightedTerm(int(w.get("weight", 1)), _affinity_term(w.get("podAffinityTerm") or {}, namespace))
-                         for w in items or ())
-
-        ports = []
-        for c in spec.get("containers") or ():
-            for p in c.get("ports") or ():
-                if p.get("hostPort"):
-                    ports.append(HostPort(p.get("protocol", "TCP"), int(p["hostPort"])))
         labels = dict(meta.get("labels") or {})
-        spread = []
-        for c in spec.get("topologySpreadConstraints") or ():
-            selector = label_selector_from_struct(c.get("labelSelector"))
-            keys = c.get("matchLabelKeys") or ()
-            if keys:
-                extra = tuple(Requirement(k, "=", frozenset([labels[k]])) for k in keys if k in labels)
-                selector = LabelSelector(selector.requirements + extra)
-            spread.append(SpreadConstraint(
-                max_skew=int(c.get("maxSkew", 1)), topology_key=c.get("topologyKey", ""),
-                hard=c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule", selector=selector,
-                min_domains=int(c.get("minDomains") or 1),
-                honor_node_affinity=c.get("nodeAffinityPolicy", "Honor") == "Honor",
-                honor_node_taints=c.get("nodeTaintsPolicy", "Ignore") == "Honor",
-            ))
-        return cls(
-            namespace=namespace,
-            name=meta.get("name", ""),
-            uid=meta.get("uid", ""),
-            labels=labels,
-            priority=int(spec.get("priority") or 0),
-            scheduler_name=spec.get("schedulerName") or "default-scheduler",
-            requests=pod_requests(spec),
-            node_name=spec.get("nodeName") or "",
-            node_selector=dict(spec.get("nodeSelector") or {}),
-            required_node_terms=tuple(_node_term(t) for t in required or ()),
-            preferred_node_terms=tuple((int(p.get("weight", 1)), _node_term(p.get("preference") or {}))
-                                       for p in node_aff.get(pref_key) or ()),
-            tolerations=tuple(spec.get("tolerations") or ()),
-            host_ports=tuple(ports),
-            images=tuple(c.get("image", "") for c in spec.get("containers") or () if c.get("image")),
-            init_images=tuple(c.get("image", "") for c in spec.get("initContainers") or () if c.get("image")),
-            spread=tuple(spread),
-            affinity=tuple(_affinity_term(t, namespace) for t in pod_aff.get(req_key) or ()),
-            anti_affinity=tuple(_affinity_term(t, namespace) for t in anti.get(req_key) or ()),
-            preferred_affinity=weighted(pod_aff.get(pref_key)),
-            preferred_anti_affinity=weighted(anti.get(pref_key)),
-            has_controller=any(o.get("controller") for o in meta.get("ownerReferences") or ()),
-            preemption_policy=spec.get("preemptionPolicy") or "PreemptLowerPriority",
-            obj=pod,
-        )
+        parts = _spec_parts(namespace, spec)
+        spread = parts.spread if parts.spread is not None else _spread(spec, labels)
+        return cls(namespace, meta.get("name", ""), meta.get("uid", ""), labels, parts.priority,
+                   parts.scheduler_name, parts.requests, parts.node_name, dict(parts.node_selector),
+                   parts.required_node_terms, parts.preferred_node_terms, parts.tolerations, parts.host_ports,
+                   parts.images, parts.init_images, spread, parts.affinity, parts.anti_affinity,
+                   parts.preferred_affinity, parts.preferred_anti_affinity,
+                   any(o.get("controller") for o in meta.get("ownerReferences") or ()), parts.preemption_policy,
+                   pod)
+
+
+@dataclass(frozen=True, slots=True)
+class _SpecParts:
+    """What a :class:`PodInfo` takes from a pod's spec (and namespace): the same for every pod of
+    one template, so parsed once per distinct spec (:func:`_spec_parts`)."""
+
+    priority: int
+    scheduler_name: str
+    requests: Requests
+    node_name: str
+    node_selector: dict[str, str]
+    required_node_terms: tuple[NodeSelectorTerm, ...]
+    preferred_node_terms: tuple[tuple[int, NodeSelectorTerm], ...]
+    tolerations: tuple[dict[str, Any], ...]
+    host_ports: tuple[HostPort, ...]
+    images: tuple[str, ...]
+    init_images: tuple[str, ...]
+    spread: tuple[SpreadConstraint, ...] | None  # None: its constraints take label values (matchLabelKeys)
+    affinity: tuple[AffinityTerm, ...]
+    anti_affinity: tuple[AffinityTerm, ...]
+    preferred_affinity: tuple[WeightedTerm, ...]
+    preferred_anti_affinity: tuple[WeightedTerm, ...]
+    preemption_policy: str
+
+
+# Parsed specs by (namespace, the spec's JSON): a Deployment's or a benchmark's thousands of pods share
+# a handful of specs, and encoding one (~1 µs) costs a fraction of parsing it again. Emptied when full.
+_SPEC_PARTS: dict[tuple[str, bytes], _SpecParts] = {}
+SPEC_PARTS_LIMIT = 1024
+_encode = msgspec.json.Encoder().encode
+
+
+def _spec_parts(namespace: str, spec: dict[str, Any]) -> _SpecParts:
+    try:
+        key: tuple[str, bytes] | None = (namespace, _encode(spec))
+    except (TypeError, OverflowError, msgspec.EncodeError):  # not JSON (a caller's own object): parsed every time
+        key = None
+    parts = _SPEC_PARTS.get(key) if key is not None else None  # type: ignore[arg-type]
+    if parts is None:
+        parts = _parse_spec(namespace, spec)
+        if key is not None:
+            if len(_SPEC_PARTS) >= SPEC_PARTS_LIMIT:
+                _SPEC_PARTS.clear()
+            _SPEC_PARTS[key] = parts
+    return parts
+
+
+def _spread(spec: dict[str, Any], labels: dict[str, str]) -> tuple[SpreadConstraint, ...]:
+    spread = []
+    for c in spec.get("topologySpreadConstraints") or ():
+        selector = label_selector_from_struct(c.get("labelSelector"))
+        keys = c.get("matchLabelKeys") or ()
+        if keys:
+            extra = tuple(Requirement(k, "=", frozenset([labels[k]])) for k in keys if k in labels)
+            selector = LabelSelector(selector.requirements + extra)
+        spread.append(SpreadConstraint(
+            max_skew=int(c.get("maxSkew", 1)), topology_key=c.get("topologyKey", ""),
+            hard=c.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule", selector=selector,
+            min_domains=int(c.get("minDomains") or 1),
+            honor_node_affinity=c.get("nodeAffinityPolicy", "Honor") == "Honor",
+            honor_node_taints=c.get("nodeTaintsPolicy", "Ignore") == "Honor",
+        ))
+    return tuple(spread)
+
+
+def _parse_spec(namespace: str, spec: dict[str, Any]) -> _SpecParts:
+    affinity = spec.get("affinity") or {}
+    node_aff = affinity.get("nodeAffinity") or {}
+    required = (node_aff.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")
+    pod_aff = affinity.get("podAffinity") or {}
+    anti = affinity.get("podAntiAffinity") or {}
+    req_key = "requiredDuringSchedulingIgnoredDuringExecution"
+    pref_key = "preferredDuringSchedulingIgnoredDuringExecution"
+
+    def weighted(items: Any) -> tuple[WeightedTerm, ...]:
+        return tuple(WeightedTerm(int(w.get("weight", 1)), _affinity_term(w.get("podAffinityTerm") or {}, namespace))
+                     for w in items or ())
+
+    ports = []
+    for c in spec.get("containers") or ():
+        for p in c.get("ports") or ():
+            if p.get("hostPort"):
+                ports.append(HostPort(p.get("protocol", "TCP"), int(p["hostPort"])))
+    constraints = spec.get("topologySpreadConstraints") or ()
+    return _SpecParts(
+        priority=int(spec.get("priority") or 0),
+        scheduler_name=spec.get("schedulerName") or "default-scheduler",
+        requests=pod_requests(spec),
+        node_name=spec.get("nodeName") or "",
+        node_selector=dict(spec.get("nodeSelector") or {}),
+        required_node_terms=tuple(_node_term(t) for t in required or ()),
+        preferred_node_terms=tuple((int(p.get("weight", 1)), _node_term(p.get("preference") or {}))
+                                   for p in node_aff.get(pref_key) or ()),
+        tolerations=tuple(spec.get("tolerations") or ()),
+        host_ports=tuple(ports),
+        images=tuple(c.get("image", "") for c in spec.get("containers") or () if c.get("image")),
+        init_images=tuple(c.get("image", "") for c in spec.get("initContainers") or () if c.get("image")),
+        spread=None if any(c.get("matchLabelKeys") for c in constraints) else _spread(spec, {}),
+        affinity=tuple(_affinity_term(t, namespace) for t in pod_aff.get(req_key) or ()),
+        anti_affinity=tuple(_affinity_term(t, namespace) for t in anti.get(req_key) or ()),
+        preferred_affinity=weighted(pod_aff.get(pref_key)),
+        preferred_anti_affinity=weighted(anti.get(pref_key)),
+        preemption_policy=spec.get("preemptionPolicy") or "PreemptLowerPriority",
+    )
