@@ -414,6 +414,34 @@ def test_a_row_local_scorer_whose_pre_score_reads_its_rows_is_given_the_feasible
     assert twin.fwks[0].remembered.hits == 4
 
 
+def test_a_scorer_whose_pre_score_skips_some_pods_scores_only_the_others(monkeypatch):
+    """A PreScore that skips the pods labelled ``plain``: their scores leave its plugin out, the
+    other pods' include it, in whatever order they come (the scorers are worked out per pod, not
+    kept from the last pod's). Its plugin scores in columns only (no ``score_one``), so the rows a
+    placement changed are scored again in columns."""
+
+    class LastUnlessPlain(Plugin):
+        NAME = "LastUnlessPlainForTest"
+        ROW_LOCAL_SCORE = True
+
+        def pre_score(self, state, pod, rows):
+            return SKIP if pod.labels.get("plain") == "yes" else SUCCESS
+
+        def score(self, state, pod, rows):
+            return np.arange(self.handle.cache.table.size, dtype=np.float64)[rows] * 10
+
+    monkeypatch.setitem(REGISTRY, LastUnlessPlain.NAME, LastUnlessPlain)
+    twin = zoned_twin("z1", "z1", "z1", "z1", scorer=LastUnlessPlain.NAME)
+    pod = lambda name, **labels: make_pod(name).labels(**labels).requests(cpu="100m").obj  # noqa: E731
+    plain = lambda name: twin.schedule(pod(name, plain="yes"), explain=False)  # noqa: E731
+    scored = lambda name: twin.schedule(pod(name), explain=False)  # noqa: E731
+    # The plain pods go to the emptiest node, by name; the others to the last node. Each signature's
+    # second pod has a row scored again (the node the pod before it took).
+    placed = [plain("p0"), plain("p1"), scored("a0"), scored("a1"), plain("p2"), scored("a2"), plain("p3")]
+    assert placed == ["n0", "n1", "n3", "n3", "n2", "n3", "n0"]
+    assert twin.fwks[0].remembered.hits == 7
+
+
 def test_anti_affinity_on_hostname_is_remembered_and_holds_both_ways():
     """Pods of three signatures in turn, so each finds a few rows changed since its last decision
     (judged one row at a time), then a node joins (every row again). A rule the remembered path

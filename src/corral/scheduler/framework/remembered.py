@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -37,6 +37,7 @@ FULL_SHARE = 8  # more changed rows than that and size / FULL_SHARE: every row i
 NARROW_DOMAINS = 32  # up to this many domain codes: the best row kept per domain (see DomainBests)
 _NONE = np.zeros(0, dtype=np.int64)
 _NO_ROWS = np.zeros(0, dtype=bool)
+_UNSEEN = object()  # a key not looked up yet (None is a remembered answer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,6 +229,10 @@ class Remembered:
         self._memo_key = ("signature", tuple(p.NAME for p in self._signers))
         self.enabled = True
         self._plans: dict[frozenset, tuple] = {}  # by the filters PreFilter skipped
+        # By the active scorers (the Framework's tuples): their names, None if one is not row-local;
+        # their (score_one, weight), None if one has no score_one.
+        self._scorer_names: dict[tuple, tuple[str, ...] | None] = {}
+        self._row_scorers: dict[tuple, list | None] = {}
         self.hits = 0  # decisions answered here (for tests and benchmarks)
 
     def _signature(self, pod: PodInfo) -> tuple:
@@ -370,18 +375,21 @@ class Remembered:
         return row, count, Scores(rows, entry.score[rows], {name: v[rows] for name, v in (entry.by_plugin or {}).items()})
 
     def _scorers(self, entry: Entry, state: CycleState, pod: PodInfo,
-                 sel: slice | np.ndarray) -> tuple[list[Plugin], tuple[str, ...]] | None:
+                 sel: slice | np.ndarray) -> tuple[Sequence[Plugin], tuple[str, ...]] | None:
         """The PreScore step over ``sel`` (the feasible rows): the scorers and their names, or None when
         one of them is not row-local (the full evaluation decides; the totals are summed afresh next
         time)."""
         scorers = self.fwk.active_scorers(state, pod, sel)
-        for p in scorers:
-            if not p.ROW_LOCAL_SCORE:
-                entry.scorers = None
-                return None
-        return scorers, tuple(p.NAME for p in scorers)
+        names = self._scorer_names.get(scorers, _UNSEEN)
+        if names is _UNSEEN:
+            names = self._scorer_names[scorers] = (tuple(p.NAME for p in scorers)
+                                                   if all(p.ROW_LOCAL_SCORE for p in scorers) else None)
+        if names is None:
+            entry.scorers = None
+            return None
+        return scorers, names
 
-    def _score_all(self, entry: Entry, state: CycleState, pod: PodInfo, scorers: list[Plugin],
+    def _score_all(self, entry: Entry, state: CycleState, pod: PodInfo, scorers: Sequence[Plugin],
                    names: tuple[str, ...], size: int) -> None:
         total, by_plugin = self.fwk.sum_scores(state, pod, scorers, slice(0, size), size)
         entry.score = np.array(total, dtype=np.float64)
@@ -485,21 +493,25 @@ class Remembered:
         d.allowed = allowed
         return same
 
-    def _rescore(self, entry: Entry, state: CycleState, pod: PodInfo, scorers: list[Plugin],
+    def _rescore(self, entry: Entry, state: CycleState, pod: PodInfo, scorers: Sequence[Plugin],
                  dirty: list[int] | np.ndarray, bests: DomainBests | None = None) -> None:
         """Score the changed rows again, summed as Framework.sum_scores sums them, and rank them: among
         every row, or with ``bests`` within their domains."""
         assert entry.score is not None and entry.by_plugin is not None
         assert bests is not None or entry.total is not None
-        weights = self.fwk.weights
-        if len(dirty) <= SCALAR_ROWS and all(hasattr(p, "score_one") for p in scorers):
+        one_by_one = self._row_scorers.get(scorers, _UNSEEN)
+        if one_by_one is _UNSEEN:  # (score_one, weight) of each, or None if one scores only in columns
+            weights = self.fwk.weights
+            one_by_one = self._row_scorers[scorers] = (
+                [(p.score_one, weights.get(p.NAME, 1)) for p in scorers]
+                if all(hasattr(p, "score_one") for p in scorers) else None)
+        if len(dirty) <= SCALAR_ROWS and one_by_one is not None:
             for row in (dirty if isinstance(dirty, list) else dirty.tolist()):
                 parts = []
-                for p in scorers:
-                    raw = p.score_one(state, pod, row)
+                for score_one, weight in one_by_one:
+                    raw = score_one(state, pod, row)
                     if raw is None:
                         break
-                    weight = weights.get(p.NAME, 1)
                     parts.append(raw if weight == 1 else raw * weight)
                 else:
                     total = parts[0] if parts else 0.0

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -127,6 +127,10 @@ class Framework:
         self._weighted_scorers = [p for p in self.scorers if weights.get(p.NAME, 1) != 0]
         self._row_readers = [p for p in self.pre_scores
                              if type(p).pre_score_reads_rows is not Plugin.pre_score_reads_rows]
+        # Bound once, as every cycle calls them (an attribute lookup per plugin and pod saved).
+        self._pre_filter_calls = [(p.pre_filter, p.NAME) for p in self.pre_filters]
+        self._pre_score_calls = [(p.pre_score, p.NAME) for p in self.pre_scores]
+        self._scorers_by_skipped: dict[frozenset[str], tuple[Plugin, ...]] = {}  # a few sets of skipped PreScores
         from corral.scheduler.framework.remembered import Remembered  # it reads this module's Scores
 
         self.remembered = Remembered(self)
@@ -145,13 +149,14 @@ class Framework:
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
         skipped: set[str] = set()
-        for plugin in self.pre_filters:
-            status = plugin.pre_filter(state, pod)
+        skip, success = Code.SKIP, Code.SUCCESS
+        for pre_filter, name in self._pre_filter_calls:
+            status = pre_filter(state, pod)
             code = status.code
-            if code is Code.SKIP:
-                skipped.add(plugin.NAME)
-            elif code is not Code.SUCCESS:
-                return Status(code, status.reasons, plugin.NAME)
+            if code is skip:
+                skipped.add(name)
+            elif code is not success:
+                return Status(code, status.reasons, name)
         state["__skip_filter"] = skipped
         return SUCCESS
 
@@ -222,12 +227,17 @@ class Framework:
         """Whether a PreScore plugin would read which rows ``active_scorers`` is given, for ``pod``."""
         return any(p.pre_score_reads_rows(pod) for p in self._row_readers)
 
-    def active_scorers(self, state: CycleState, pod: PodInfo, sel: np.ndarray | slice) -> list[Plugin]:
+    def active_scorers(self, state: CycleState, pod: PodInfo, sel: np.ndarray | slice) -> tuple[Plugin, ...]:
         """The PreScore step: the Score plugins that will score ``pod`` on the rows ``sel``."""
-        skipped = {plugin.NAME for plugin in self.pre_scores if plugin.pre_score(state, pod, sel).code is Code.SKIP}
-        return [p for p in self._weighted_scorers if p.NAME not in skipped]
+        skip = Code.SKIP
+        skipped = frozenset([name for pre_score, name in self._pre_score_calls
+                             if pre_score(state, pod, sel).code is skip])
+        scorers = self._scorers_by_skipped.get(skipped)
+        if scorers is None:
+            scorers = self._scorers_by_skipped[skipped] = tuple(p for p in self._weighted_scorers if p.NAME not in skipped)
+        return scorers
 
-    def sum_scores(self, state: CycleState, pod: PodInfo, scorers: list[Plugin], sel: np.ndarray | slice,
+    def sum_scores(self, state: CycleState, pod: PodInfo, scorers: Sequence[Plugin], sel: np.ndarray | slice,
                    count: int) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """The weighted total over ``sel`` (``count`` rows) and each plugin's normalised, weighted
         part, summed in profile order (the remembered decisions rely on this exact order)."""
