@@ -3,6 +3,7 @@ import copy
 import pytest
 
 from corral.api.defaults import apply_create_defaults, qos_class
+from corral.api import validation
 from corral.api.resources import by_kind
 from corral.api.validation import unknown_fields, validate
 
@@ -128,6 +129,26 @@ def test_owner_references_and_finalizers_are_validated_as_kubernetes_does(refs, 
     obj["metadata"].update({"ownerReferences": refs, "finalizers": finalizers})
     _, causes = validate(POD, obj)
     assert [str(c) for c in causes] == messages
+
+
+def test_a_pod_spec_checked_once_gives_its_causes_to_every_pod_that_has_it(monkeypatch):
+    """Pods of one spec share its checks' verdict (kept by the spec's JSON), never another spec's:
+    a spec changed in one field is checked anew."""
+    validation._POD_SPEC_CAUSES.clear()
+    bad = pod(restartPolicy="Sometimes")
+    first = validate(POD, bad)[1]
+    assert [c.field for c in first] == ["spec.restartPolicy"]
+    renamed = copy.deepcopy(bad)
+    renamed["metadata"]["name"] = "Not_A_Name"  # the metadata is checked for every pod
+    assert {c.field for c in validate(POD, renamed)[1]} == {"metadata.name", "spec.restartPolicy"}
+    assert len(validation._POD_SPEC_CAUSES) == 1
+    assert fields_of(POD, pod(restartPolicy="Always")) == set()
+    assert fields_of(POD, pod(restartPolicy="Sometimes")) == {"spec.restartPolicy"}
+    monkeypatch.setattr(validation, "POD_SPEC_CAUSES_LIMIT", 3)
+    for grace in range(10):
+        assert fields_of(POD, pod(terminationGracePeriodSeconds=grace)) == set()
+        assert len(validation._POD_SPEC_CAUSES) <= 3
+    assert fields_of(POD, pod(terminationGracePeriodSeconds=-1)) == {"spec.terminationGracePeriodSeconds"}
 
 
 def test_unknown_fields_are_listed_by_path_and_known_ones_are_not():
