@@ -128,24 +128,26 @@ async def _create_pods(target, tracker: _Tracker, op: dict[str, Any], progress: 
     keys = []
 
     group_size = int(op.get("groupSize") or 0)  # members per PodGroup (createPodGroups made them)
+    measured, priority_class = bool(op.get("measure")), op.get("priorityClass")
+    clock = time.perf_counter
 
     async def create(i: int) -> None:
         pod = msgspec.json.decode(template)
-        pod["metadata"]["name"] = f"{prefix}-{i}"
-        key = f"{namespace}/{prefix}-{i}"
-        if op.get("measure"):
+        pod["metadata"]["name"] = name = f"{prefix}-{i}"
+        key = f"{namespace}/{name}"
+        if measured:
             tracker.measured.add(key)
-        if op.get("priorityClass"):  # as the priority templates: no grace period, since no agent stops it
-            pod["spec"]["priorityClassName"] = op["priorityClass"]
+        if priority_class:  # as the priority templates: no grace period, since no agent stops it
+            pod["spec"]["priorityClassName"] = priority_class
             pod["spec"]["terminationGracePeriodSeconds"] = 0
         if group_size:
             group = f"gang-{i // group_size}"
             pod["metadata"]["labels"][POD_GROUP_LABEL] = group
             tracker.gang_of[key] = group
         keys.append(key)
-        tracker.requested[key] = time.perf_counter()
+        tracker.requested[key] = clock()
         await target.create("Pod", pod, namespace)
-        tracker.created[key] = time.perf_counter()
+        tracker.created[key] = clock()
 
     count = int(op.get("count", 0))
     progress.phase(f"creating {count} {prefix} pods" + (" (measured)" if op.get("measure") else ""), count)

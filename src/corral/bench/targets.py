@@ -14,6 +14,8 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from corral.store.base import EventType
+
 if TYPE_CHECKING:
     from corral.pki.kubeconfig import Credentials
 
@@ -58,13 +60,18 @@ class InProcessTarget:
         self.server.cache.on_event.append(self._on_event)
 
     def _on_event(self, event) -> None:
+        """Every change in the store passes here, in the scheduler's thread: the pods' only are read."""
         key = event.record.key
-        if key.startswith("/core/pods/") and event.type.value == "DELETED":
+        if not key.startswith("/core/pods/"):
+            return
+        kind = event.type
+        if kind is EventType.DELETED:
             self.on_deleted(key[len("/core/pods/"):], int((event.record.obj.get("spec") or {}).get("priority") or 0))
-        elif key.startswith("/core/pods/") and event.type.value == "MODIFIED":
-            spec = event.record.obj.get("spec") or {}
-            if spec.get("nodeName") and (event.record.obj.get("status") or {}).get("phase") == "Scheduled":
-                self.on_bound(key[len("/core/pods/"):], spec["nodeName"], time.perf_counter())
+        elif kind is EventType.MODIFIED:
+            obj = event.record.obj
+            node = (obj.get("spec") or {}).get("nodeName")
+            if node and (obj.get("status") or {}).get("phase") == "Scheduled":
+                self.on_bound(key[len("/core/pods/"):], node, time.perf_counter())
 
     async def create(self, kind: str, obj: dict[str, Any], namespace: str | None = None) -> None:
         from corral.api.resources import by_kind
