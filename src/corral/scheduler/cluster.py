@@ -15,7 +15,7 @@ import hashlib
 import logging
 from typing import Any, Protocol
 
-from corral.api.defaults import now_rfc3339
+from corral.api.defaults import apply_create_defaults, now_rfc3339
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.framework.status import SUCCESS, Code, Status
 
@@ -51,18 +51,20 @@ class InProcessWriter:
 
     def __init__(self, api: Any, fence: Any = None) -> None:
         from corral.api.resources import by_kind
+        from corral.server.errors import ApiError
+        from corral.server.leader import NotLeader
         from corral.server.rest import WriteOptions
+        from corral.store import Fenced, StoreError
 
         self.api = api
         self.fence = fence
         self._opts = WriteOptions(warn=False)
         self._pods, self._events = by_kind("Pod"), by_kind("Event")
+        # What a binding may fail with, looked up here once rather than imported at every binding.
+        self._errors = (ApiError, NotLeader, Fenced, StoreError)
 
     async def bind(self, pod: PodInfo, node: str) -> Status:
-        from corral.server.errors import ApiError
-        from corral.server.leader import NotLeader
-        from corral.store import Fenced, StoreError
-
+        ApiError, NotLeader, Fenced, StoreError = self._errors  # noqa: N806 (classes, as imported)
         try:
             if self.fence is None:
                 await self.api.assign_node(pod.namespace, pod.name, node)
@@ -97,8 +99,6 @@ class InProcessWriter:
     async def create_event(self, namespace: str, event: dict[str, Any]) -> None:
         # An event the scheduler built itself: stored as is, without the API's validation of
         # what users send (it is one write per scheduled pod, on the hot path).
-        from corral.api.defaults import apply_create_defaults
-
         apply_create_defaults(self._events, event, namespace)
         await self.api.store.create(self._events.key(namespace, event["metadata"]["name"]), event)
 

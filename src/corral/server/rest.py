@@ -47,6 +47,9 @@ class Reply:
     warnings: list[str] = field(default_factory=list)
 
 
+_NOT_WRITTEN = Reply(200, b"")  # what a change returns to have nothing written (a dry run's binding)
+
+
 @dataclass(frozen=True, slots=True)
 class ListOptions:
     labels: LabelSelector = LabelSelector()
@@ -684,19 +687,21 @@ class ResourceAPI:
         _, causes = validation.validate(binding_res, {**binding, "metadata": {**_meta(binding), "name": name}})
         if causes:
             raise errors.invalid(binding_res, name, causes)
-        return await self.assign_node(namespace, name, binding["target"]["name"], dry_run=opts.dry_run)
+        node = binding["target"]["name"]
+        await self.assign_node(namespace, name, node, dry_run=opts.dry_run)
+        return Reply(201, _encode({
+            "kind": "Binding", "apiVersion": "v1", "metadata": {"name": name, "namespace": namespace},
+            "target": {"kind": "Node", "apiVersion": "v1", "name": node},
+        }))
 
     async def assign_node(self, namespace: str, name: str, node: str, *, dry_run: bool = False,
-                          fence: tuple[str, int] | None = None) -> Reply:
-        """The binding itself, for callers inside the server that built a valid one (the scheduler).
+                          fence: tuple[str, int] | None = None) -> None:
+        """The binding itself, for callers inside the server that built a valid one (the scheduler);
+        with ``dry_run``, checked and not written.
 
         ``fence``: the leader's Lease key and revision; the binding is written only while the Lease
         is still there (else :class:`~corral.store.Fenced`)."""
         pods = by_kind("Pod")
-        answer = Reply(201, _encode({
-            "kind": "Binding", "apiVersion": "v1", "metadata": {"name": name, "namespace": namespace},
-            "target": {"kind": "Node", "apiVersion": "v1", "name": node},
-        }))
 
         def assign(current: Record, pod: dict[str, Any]) -> Reply | None:
             bound = (pod.get("spec") or {}).get("nodeName")
@@ -711,10 +716,9 @@ class ResourceAPI:
             conditions = [c for c in status.get("conditions") or () if c.get("type") != "PodScheduled"]
             conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()})
             status["conditions"] = conditions
-            return answer if dry_run else None
+            return _NOT_WRITTEN if dry_run else None
 
         await self._rewrite(pods, namespace, name, assign, fence=fence)
-        return answer
 
     # --- eviction ----------------------------------------------------------------------------------------
 
