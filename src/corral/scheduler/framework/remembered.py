@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +37,6 @@ FULL_SHARE = 8  # more changed rows than that and size / FULL_SHARE: every row i
 NARROW_DOMAINS = 32  # up to this many domain codes: the best row kept per domain (see DomainBests)
 _NONE = np.zeros(0, dtype=np.int64)
 _NO_ROWS = np.zeros(0, dtype=bool)
-_UNSEEN = object()  # a key not looked up yet (None is a remembered answer)
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,10 +228,8 @@ class Remembered:
         self._memo_key = ("signature", tuple(p.NAME for p in self._signers))
         self.enabled = True
         self._plans: dict[frozenset, tuple] = {}  # by the filters PreFilter skipped
-        # By the active scorers (the Framework's tuples): their names, None if one is not row-local;
-        # their (score_one, weight), None if one has no score_one.
-        self._scorer_names: dict[tuple, tuple[str, ...] | None] = {}
-        self._row_scorers: dict[tuple, list | None] = {}
+        # By the active scorers (the Framework's tuples): what :meth:`_scoring` says of them.
+        self._scorings: dict[tuple, tuple[tuple[str, ...] | None, list | None]] = {}
         self.hits = 0  # decisions answered here (for tests and benchmarks)
 
     def _signature(self, pod: PodInfo) -> tuple:
@@ -375,21 +372,30 @@ class Remembered:
         return row, count, Scores(rows, entry.score[rows], {name: v[rows] for name, v in (entry.by_plugin or {}).items()})
 
     def _scorers(self, entry: Entry, state: CycleState, pod: PodInfo,
-                 sel: slice | np.ndarray) -> tuple[Sequence[Plugin], tuple[str, ...]] | None:
+                 sel: slice | np.ndarray) -> tuple[tuple[Plugin, ...], tuple[str, ...]] | None:
         """The PreScore step over ``sel`` (the feasible rows): the scorers and their names, or None when
         one of them is not row-local (the full evaluation decides; the totals are summed afresh next
         time)."""
         scorers = self.fwk.active_scorers(state, pod, sel)
-        names = self._scorer_names.get(scorers, _UNSEEN)
-        if names is _UNSEEN:
-            names = self._scorer_names[scorers] = (tuple(p.NAME for p in scorers)
-                                                   if all(p.ROW_LOCAL_SCORE for p in scorers) else None)
+        names = self._scoring(scorers)[0]
         if names is None:
             entry.scorers = None
             return None
         return scorers, names
 
-    def _score_all(self, entry: Entry, state: CycleState, pod: PodInfo, scorers: Sequence[Plugin],
+    def _scoring(self, scorers: tuple[Plugin, ...]) -> tuple[tuple[str, ...] | None, list | None]:
+        """For a set of active scorers (worked out once per set): their names, None if one is not
+        row-local; their (score_one, weight) pairs, None if one scores only in columns."""
+        known = self._scorings.get(scorers)
+        if known is None:
+            weights = self.fwk.weights
+            known = self._scorings[scorers] = (
+                tuple(p.NAME for p in scorers) if all(p.ROW_LOCAL_SCORE for p in scorers) else None,
+                [(p.score_one, weights.get(p.NAME, 1)) for p in scorers]
+                if all(hasattr(p, "score_one") for p in scorers) else None)
+        return known
+
+    def _score_all(self, entry: Entry, state: CycleState, pod: PodInfo, scorers: tuple[Plugin, ...],
                    names: tuple[str, ...], size: int) -> None:
         total, by_plugin = self.fwk.sum_scores(state, pod, scorers, slice(0, size), size)
         entry.score = np.array(total, dtype=np.float64)
@@ -493,18 +499,13 @@ class Remembered:
         d.allowed = allowed
         return same
 
-    def _rescore(self, entry: Entry, state: CycleState, pod: PodInfo, scorers: Sequence[Plugin],
+    def _rescore(self, entry: Entry, state: CycleState, pod: PodInfo, scorers: tuple[Plugin, ...],
                  dirty: list[int] | np.ndarray, bests: DomainBests | None = None) -> None:
         """Score the changed rows again, summed as Framework.sum_scores sums them, and rank them: among
         every row, or with ``bests`` within their domains."""
         assert entry.score is not None and entry.by_plugin is not None
         assert bests is not None or entry.total is not None
-        one_by_one = self._row_scorers.get(scorers, _UNSEEN)
-        if one_by_one is _UNSEEN:  # (score_one, weight) of each, or None if one scores only in columns
-            weights = self.fwk.weights
-            one_by_one = self._row_scorers[scorers] = (
-                [(p.score_one, weights.get(p.NAME, 1)) for p in scorers]
-                if all(hasattr(p, "score_one") for p in scorers) else None)
+        one_by_one = self._scoring(scorers)[1]
         if len(dirty) <= SCALAR_ROWS and one_by_one is not None:
             for row in (dirty if isinstance(dirty, list) else dirty.tolist()):
                 parts = []
