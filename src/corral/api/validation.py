@@ -428,24 +428,14 @@ def _spread(path: str, constraints: list[models.TopologySpreadConstraint] | None
 MAX_GRACE_SECONDS = 10 * 365 * 86400  # longer could not be written as a deletion time
 
 
-# What a pod spec's checks found, by the spec's JSON: a Deployment's or a Job's pods share their
-# template's spec, whose checks (~6 µs) cost several times its encoding. Emptied when full.
-_POD_SPEC_CAUSES: dict[bytes, tuple[Cause, ...]] = {}
-POD_SPEC_CAUSES_LIMIT = 1024
 _encode = msgspec.json.Encoder().encode
 
 
-def _pod(pod: models.Pod) -> tuple[Cause, ...]:
+def _pod(pod: models.Pod) -> list[Cause]:
     """The causes of a pod's spec (they depend on nothing else of the pod)."""
     if pod.spec is None:
-        return (Cause("spec", REQUIRED, "Required value"),)
-    key = _encode(pod.spec)
-    causes = _POD_SPEC_CAUSES.get(key)
-    if causes is None:
-        if len(_POD_SPEC_CAUSES) >= POD_SPEC_CAUSES_LIMIT:
-            _POD_SPEC_CAUSES.clear()
-        causes = _POD_SPEC_CAUSES[key] = tuple(_pod_spec(pod.spec))
-    return causes
+        return [Cause("spec", REQUIRED, "Required value")]
+    return _pod_spec(pod.spec)
 
 
 def _pod_spec(spec: models.PodSpec) -> list[Cause]:
@@ -667,7 +657,15 @@ def validate(resource: ResourceType, obj: dict[str, Any]) -> tuple[msgspec.Struc
     typed, causes = type_check(resource, obj)
     if typed is None:
         return None, causes
-    meta = typed.metadata or models.ObjectMeta()  # type: ignore[attr-defined]
+    causes = _metadata_causes(resource, typed)
+    check = _KIND_CHECKS.get(resource.kind)
+    if check is not None:
+        causes += check(typed)
+    return typed, causes
+
+
+def _metadata_causes(resource: ResourceType, typed: Any) -> list[Cause]:
+    meta = typed.metadata or models.ObjectMeta()
     causes: list[Cause] = []
     if resource.kind != "Binding" and not meta.generate_name:
         causes += validate_name(resource, meta.name)
@@ -681,10 +679,79 @@ def validate(resource: ResourceType, obj: dict[str, Any]) -> tuple[msgspec.Struc
     causes += owner_references("metadata.ownerReferences", meta.owner_references)
     for finalizer in meta.finalizers or ():
         causes += qualified_name("metadata.finalizers", finalizer)
-    check = _KIND_CHECKS.get(resource.kind)
-    if check is not None:
-        causes += check(typed)
-    return typed, causes
+    return causes
+
+
+def check_write(resource: ResourceType, obj: dict[str, Any]) -> tuple[list[Cause], list[str]]:
+    """What a create or an update of ``obj`` is refused for (:func:`validate`'s causes) and, when
+    nothing, the fields corral keeps without acting on (:func:`unknown_fields`).
+
+    A pod's spec is checked once per distinct spec (kept by its JSON): a Deployment's or a Job's pods
+    share their template's spec, whose type check, checks and unknown-field walk cost several times
+    its encoding; only the rest of each pod (its metadata, mostly) is checked every time."""
+    spec = obj.get("spec") if resource.kind == "Pod" else None
+    if isinstance(spec, dict):
+        try:
+            key = _encode(spec)
+        except (TypeError, ValueError):  # not JSON (an in-process caller's value): checked in full
+            key = None
+        if key is not None:
+            return _pod_write(resource, obj, spec, key)
+    causes = validate(resource, obj)[1]
+    return causes, ([] if causes else unknown_fields(resource, obj))
+
+
+# A pod spec's part of check_write, by the spec's JSON: (the spec as JSON decodes it, typed, causes,
+# unknown fields), ``typed`` False when the spec's types are wrong (its one cause is then all
+# validate() reports). Only specs that are what JSON decodes are kept, and a hit counts only for a
+# spec equal to that: a YAML body's date or number key encodes as a JSON string does, but is not one.
+# Emptied when full.
+_POD_SPECS: dict[bytes, tuple[Any, bool, tuple[Cause, ...], tuple[str, ...]]] = {}
+POD_SPECS_LIMIT = 1024
+_decode = msgspec.json.Decoder().decode
+
+
+def _pod_write(resource: ResourceType, obj: dict[str, Any], spec: dict[str, Any],
+               key: bytes) -> tuple[list[Cause], list[str]]:
+    part = _POD_SPECS.get(key)
+    if part is not None and part[0] == spec:
+        _, spec_typed, spec_causes, spec_unknown = part
+    else:
+        alone = {"spec": spec}
+        typed, causes = type_check(resource, alone)
+        spec_typed = typed is not None
+        spec_causes = tuple(_pod_spec(typed.spec) if spec_typed else causes)
+        spec_unknown = tuple(unknown_fields(resource, alone)) if spec_typed else ()
+        native = _decode(key)
+        if native == spec:
+            if len(_POD_SPECS) >= POD_SPECS_LIMIT:
+                _POD_SPECS.clear()
+            _POD_SPECS[key] = (native, spec_typed, spec_causes, spec_unknown)
+    rest = {k: v for k, v in obj.items() if k != "spec"}
+    typed, causes = type_check(resource, rest)
+    if typed is None and (spec_typed or _comes_before(obj, causes[0].field, "spec")):
+        return causes, []
+    if not spec_typed:  # the first wrong type, in the object's order, as a check of the whole finds it
+        return list(spec_causes), []
+    causes = _metadata_causes(resource, typed)
+    causes += spec_causes
+    if causes:
+        return causes, []
+    unknown = unknown_fields(resource, rest)
+    if spec_unknown:  # where the spec stands among the object's keys, as a walk of the whole gives them
+        at = 0
+        while at < len(unknown) and _comes_before(obj, unknown[at], "spec"):
+            at += 1
+        unknown[at:at] = spec_unknown
+    return causes, unknown
+
+
+def _comes_before(obj: dict[str, Any], path: str, key: str) -> bool:
+    """Whether the field at ``path`` is under a key of ``obj`` that comes before ``key`` (a path
+    under no key of ``obj``, such as ``<root>``, comes first)."""
+    keys = list(obj)
+    top = re.split(r"[.\[]", path, maxsplit=1)[0]
+    return top not in keys or keys.index(top) < keys.index(key)
 
 
 def owner_references(path: str, refs: list[models.OwnerReference] | None) -> list[Cause]:

@@ -249,10 +249,9 @@ class ResourceAPI:
 
     def _validate(self, resource: ResourceType, obj: dict[str, Any], opts: WriteOptions) -> list[str]:
         name = _meta(obj).get("name")
-        _, causes = validation.validate(resource, obj)
+        causes, unknown = validation.check_write(resource, obj)
         if causes:
             raise errors.invalid(resource, name if isinstance(name, str) else None, causes)
-        unknown = validation.unknown_fields(resource, obj)
         if not unknown:
             return []
         # Of the fields corral does not model, those Kubernetes does not have either are misspelt:
