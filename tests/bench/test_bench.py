@@ -176,3 +176,27 @@ def test_the_security_cost_benchmark_compares_the_real_server_with_a_plain_basel
         # The median of the per-round costs, each against the baseline's chunk of the same round.
         per_round = [100 * (1 - s / b) for s, b in zip(result["rates"][kind], result["rates"]["baseline"])]
         assert abs(summary["costPercent"] - statistics.median(per_round)) < 0.2
+
+
+def test_the_split_benchmark_measures_the_control_plane_with_and_without_its_scheduler():
+    """At toy size: both runs bind every measured pod (the stand-in writes each pod's binding and
+    Scheduled event without scheduling it), and the scheduler's part of the loop's CPU is the
+    difference of the two: positive, since scheduling costs something."""
+    import os
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, os.path.join("bench", "split_bench.py"), "--workload",
+                           "SchedulingBasic/500Nodes", "--repeat", "1", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    result = json.loads(proc.stdout)
+    assert [len(result["runs"][mode]) for mode in ("whole", "no scheduler")] == [1, 1]
+    for mode in ("whole", "no scheduler"):
+        run = result["runs"][mode][0]
+        assert run["podsPerSecond"] > 0 and run["loopMicrosPerPod"] > 0 and run["otherThreadsMicrosPerPod"] >= 0
+    # The scheduler bound the pods of the whole run, the stand-in all of the other's (500 + 1,000).
+    assert [result["runs"][mode][0]["boundByStandIn"] for mode in ("whole", "no scheduler")] == [0, 1500]
+    whole, alone = (result["medians"][m]["loopMicrosPerPod"] for m in ("whole", "no scheduler"))
+    assert result["schedulerLoopMicrosPerPod"] == round(whole - alone, 1) > 0
+    assert result["splitGainBound"] == round(whole / alone, 2) > 1
