@@ -63,6 +63,19 @@ def test_bench_runs_against_a_running_server_over_http(cluster_process):
     check_invariants(result)
 
 
+def test_bench_runs_in_process_with_the_scheduler_in_a_process_of_its_own():
+    result = json.loads(corral("bench", "SchedulingBasic/500Nodes", "--scheduler-process", "-o", "json").stdout)
+    assert result["mode"] == "in-process, scheduler process"
+    check_invariants(result)
+    # The attempts' latencies come from the child's metrics; the peak memory counts the child's too.
+    assert 0 < result["attemptLatencyMs"]["p50"] <= result["attemptLatencyMs"]["p99"]
+    inproc = json.loads(corral("bench", "SchedulingBasic/500Nodes", "--small", "-o", "json").stdout)
+    assert result["peakRssBytes"] > inproc["peakRssBytes"] + 50 * 2**20
+    both = corral("bench", "SchedulingBasic/500Nodes", "--scheduler-process", "--server", "https://127.0.0.1:1",
+                  check=False)
+    assert both.returncode == 1 and "--scheduler-process is for in-process runs" in both.stderr
+
+
 def test_the_list_and_a_bad_name_are_answered_clearly():
     listing = corral("bench", "--list").stdout
     assert "SchedulingBasic/5000Nodes_10000Pods" in listing and "TopologySpreading/5000Nodes_2000Pods" in listing

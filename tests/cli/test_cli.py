@@ -245,6 +245,8 @@ def test_the_docker_runtime_without_an_engine_is_one_line_saying_what_to_do(serv
     ("--history-bytes", "much", "--history-bytes: "),
     ("--node-monitor-grace-period", "15", "--node-monitor-grace-period 15s is shorter than twice the agents' "
                                           "heartbeat (10s, --node-heartbeat)"),
+    ("--no-scheduler", "--scheduler-process", "--scheduler-process runs the scheduler in a process of its own; "
+                                              "--no-scheduler runs none"),
 ])
 def test_server_size_flags_out_of_range_are_one_line(tmp_path, flag, value, message):
     proc = corral("server", "--data-dir", str(tmp_path / "d"), "--address", "127.0.0.1:0", flag, value, check=False)

@@ -351,8 +351,9 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
         nodes = await target.nodes()
         measured = sorted(tracker.measured)
         e2e = [tracker.bound[k] - tracker.created[k] for k in measured if k in tracker.created and k in tracker.bound]
-        if hasattr(target, "attempt_latencies"):
-            attempt_ms = _percentiles(target.attempt_latencies(), 1000)
+        latencies = target.attempt_latencies() if hasattr(target, "attempt_latencies") else None
+        if latencies is not None:
+            attempt_ms = _percentiles(latencies, 1000)
         else:
             attempt_ms = _histogram_quantiles(await target.attempt_histogram())
         duration = max(measure_end - measure_start, 1e-9)

@@ -30,18 +30,31 @@ def _placement(pod: dict[str, Any]) -> PodPlacement:
             meta.get("labels") or {}, spec)
 
 
+def _scheduled_buckets(metrics: str) -> dict[float, float]:
+    """The cumulative buckets of the scheduler's attempts that scheduled a pod, from Prometheus text."""
+    out: dict[float, float] = {}
+    for m in re.finditer(r'^corral_scheduler_scheduling_attempt_duration_seconds_bucket\{le="([^"]+)",result="scheduled"\} (\S+)$',
+                         metrics, re.M):
+        out[float(m.group(1))] = float(m.group(2))
+    return out
+
+
 class InProcessTarget:
     """Server, store and scheduler in this process; pods are created through the REST layer, with
     no HTTP hop, as scheduler_perf drives kube-scheduler with an in-process API server."""
 
     mode = "in-process"
 
-    def __init__(self, on_bound: Callable[[str, str, float], None], *, store_url: str = "") -> None:
+    def __init__(self, on_bound: Callable[[str, str, float], None], *, store_url: str = "",
+                 scheduler_process: bool = False) -> None:
         self.on_bound = on_bound
         self.on_deleted: Callable[[str, int], None] = lambda key, priority: None
         self.store_url = store_url  # default: SQLite in a temporary directory
+        self.scheduler_process = scheduler_process  # the scheduler in a child process (its attempts in its metrics)
         if store_url.startswith("etcd://"):
             self.mode = "in-process, etcd"
+        if scheduler_process:
+            self.mode += ", scheduler process"
         self._tmp = tempfile.TemporaryDirectory(prefix="corral-bench-")
         self.server = None
         self.attempts: list[float] = []
@@ -52,11 +65,12 @@ class InProcessTarget:
 
         # One server, so no leader election: the scheduler starts at once.
         self.server = Server(ServerConfig(data_dir=self._tmp.name, store_url=self.store_url, address="127.0.0.1:0",
-                                          user_kubeconfig=False,
+                                          user_kubeconfig=False, scheduler_process=self.scheduler_process,
                                           controllers=False, leader_elect=False))
         await self.server.start()
         self._opts = WriteOptions(warn=False)
         self.server.scheduler.attempt_observer = lambda seconds, result: self.attempts.append(seconds)
+        self._hist_before = await self._histogram() if self.scheduler_process else {}
         self.server.cache.on_event.append(self._on_event)
 
     def _on_event(self, event) -> None:
@@ -87,11 +101,26 @@ class InProcessTarget:
         except ApiError:
             pass
 
-    def attempt_latencies(self) -> list[float]:
-        return self.attempts
+    def attempt_latencies(self) -> list[float] | None:
+        """Each attempt's seconds (None: a scheduler process counts them, see attempt_histogram)."""
+        return None if self.scheduler_process else self.attempts
+
+    async def _histogram(self) -> dict[float, float]:
+        return _scheduled_buckets((await self.server.scheduler.metrics_text()).decode())
+
+    async def attempt_histogram(self) -> dict[float, float]:
+        """Attempts per latency bucket during the run (from the scheduler process's metrics)."""
+        after = await self._histogram()
+        return {le: after[le] - self._hist_before.get(le, 0.0) for le in after}
 
     def peak_rss(self) -> int:
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        """This process's peak; with a scheduler process, the child's peak too (their sum)."""
+        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+        pid = self.server.scheduler.pid if self.scheduler_process and self.server.scheduler is not None else None
+        if pid is not None:
+            with open(f"/proc/{pid}/status", encoding="ascii") as f:
+                peak += next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+        return peak
 
     async def placements(self) -> list[PodPlacement]:
         return [_placement(r.obj) for r in self.server.cache.items("/core/pods/")]
@@ -160,12 +189,7 @@ class HttpTarget:
             await asyncio.sleep(1.0)
 
     async def _histogram(self) -> dict[float, float]:
-        text = await self._metrics()
-        out: dict[float, float] = {}
-        for m in re.finditer(r'^corral_scheduler_scheduling_attempt_duration_seconds_bucket\{le="([^"]+)",result="scheduled"\} (\S+)$',
-                             text, re.M):
-            out[float(m.group(1))] = float(m.group(2))
-        return out
+        return _scheduled_buckets(await self._metrics())
 
     async def create(self, kind: str, obj: dict[str, Any], namespace: str | None = None) -> None:
         await self.client.create(obj, namespace)

@@ -76,11 +76,13 @@ def _print_table(d: dict) -> None:
 @click.option("--store", "store_url", default=None, metavar="URL",
               help="In-process only: the store to run on, as for `corral server --store` (default: SQLite "
                    "in a temporary directory). An etcd must be empty: the benchmark's objects are not removed.")
+@click.option("--scheduler-process", "scheduler_process", is_flag=True,
+              help="In-process only: the scheduler in a child process, as `corral server --scheduler-process` runs it.")
 @click.option("--small", is_flag=True, help="Pod counts divided by 10 (nodes unchanged): a quick check.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds to wait for pods to be bound.")
 @click.option("--plot", default=None, metavar="FILE.png", help="Also draw throughput over time to a PNG file.")
 @run
-async def bench(name, list_, output, server, store_url, small, timeout, plot) -> None:
+async def bench(name, list_, output, server, store_url, scheduler_process, small, timeout, plot) -> None:
     """Run a scheduler benchmark: `corral bench SchedulingBasic/5000Nodes_10000Pods`.
 
     Workloads follow Kubernetes' scheduler_perf (nodes of 4 cpu, 32Gi, 110 pods; pods of 100m cpu and
@@ -107,12 +109,15 @@ async def bench(name, list_, output, server, store_url, small, timeout, plot) ->
     server = server or server_flag()  # corral --server URL bench ...
     if server and store_url:
         raise CliError("--store is for in-process runs; a server given with --server has its own store")
+    if server and scheduler_process:
+        raise CliError("--scheduler-process is for in-process runs; a server given with --server runs its scheduler "
+                       "as it was started (corral server --scheduler-process)")
     if server:
         from corral.client.config import client_credentials
 
         target = HttpTarget(client_credentials(server, kubeconfig_flag()), lambda *a: None)
     else:
-        target = InProcessTarget(lambda *a: None, store_url=store_url or "")
+        target = InProcessTarget(lambda *a: None, store_url=store_url or "", scheduler_process=scheduler_process)
     progress = _BarProgress() if sys.stderr.isatty() else Progress()
     try:
         result = await run_workload(workload, size, target, small=small, progress=progress, timeout=timeout)

@@ -172,6 +172,16 @@ def load_config(path: str | None) -> SchedulerConfig:
     return parse_config(doc, path)
 
 
+def with_heartbeats(config: SchedulerConfig, node_heartbeat_seconds: float, max_node_heartbeats: float) -> SchedulerConfig:
+    """``config`` with the server's heartbeat settings as NodeReady's defaults (its freshness grows as
+    the server slows heartbeats), where the configuration does not set them. Returns ``config``."""
+    for profile in config.profiles:
+        node_ready = profile.args.setdefault("NodeReady", {})
+        node_ready.setdefault("nodeHeartbeatSeconds", node_heartbeat_seconds)
+        node_ready.setdefault("maxNodeHeartbeatsPerSecond", max_node_heartbeats)
+    return config
+
+
 def build_frameworks(config: SchedulerConfig, *, cache: Any, clock: Callable[[], float],
                      binder: Any = None) -> dict[str, Framework]:
     """One :class:`Framework` per profile, keyed by schedulerName."""

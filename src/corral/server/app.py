@@ -92,6 +92,7 @@ class ServerConfig:
     event_ttl: float = 3600.0  # Events older than this are deleted (kube-apiserver's --event-ttl)
     sqlite_synchronous: str = "FULL"
     scheduler: bool = True  # run the scheduler in this process
+    scheduler_process: bool = False  # ... in a child process of its own (corral.scheduler.process)
     scheduler_config: str | None = None  # a SchedulerConfiguration YAML file
     controllers: bool = True  # run the controllers (node lifecycle, workloads, ...) in this process
     node_grace_seconds: float = 40.0  # lease older than this: node NotReady (scaled with the node count)
@@ -189,13 +190,11 @@ class Server:
     async def start(self) -> None:
         scheduler_config = None
         if self.config.scheduler:
-            from corral.scheduler.profiles import load_config
+            from corral.scheduler.profiles import load_config, with_heartbeats
 
-            scheduler_config = load_config(self.config.scheduler_config)  # fail before opening anything
-            for profile in scheduler_config.profiles:  # NodeReady's freshness grows as this server slows heartbeats
-                node_ready = profile.args.setdefault("NodeReady", {})
-                node_ready.setdefault("nodeHeartbeatSeconds", self.config.heartbeats.interval)
-                node_ready.setdefault("maxNodeHeartbeatsPerSecond", self.config.heartbeats.max_per_second)
+            # Fail before opening anything (a scheduler process reads the same file again).
+            scheduler_config = with_heartbeats(load_config(self.config.scheduler_config),
+                                               self.config.heartbeats.interval, self.config.heartbeats.max_per_second)
         election = None
         if self.config.elects_leader():
             from corral.server.leader import ElectionConfig
@@ -349,9 +348,11 @@ class Server:
             await self.controllers.stop()
             self.controllers = None
         if self.scheduler is not None:
-            self._detach_scheduler()
+            if self._detach_scheduler is not None:
+                self._detach_scheduler()
             await self.scheduler.stop()
-            self.scheduler.metrics.unregister()
+            if hasattr(self.scheduler, "metrics"):
+                self.scheduler.metrics.unregister()
             self.scheduler = None
 
     def _start_scheduler(self, config) -> None:
@@ -361,6 +362,15 @@ class Server:
         from corral.scheduler.sources import attach_in_process
 
         fence = self.elector.fence if self.elector is not None else None
+        if self.config.scheduler_process:
+            from corral.scheduler.process import SchedulerProcess, child_args
+
+            heartbeats = self.config.heartbeats
+            self.scheduler = SchedulerProcess(self.cache, InProcessWriter(self.api, fence), child_args(
+                self.config.scheduler_config, heartbeats.interval, heartbeats.max_per_second))
+            self._detach_scheduler = None  # it detaches itself when it stops
+            self.scheduler.start()
+            return
         self.scheduler = Scheduler(config, InProcessWriter(self.api, fence), registry=self.metrics.registry)
         self._detach_scheduler = attach_in_process(self.scheduler, self.cache)
         self.scheduler.start()
@@ -719,8 +729,10 @@ class Server:
             self.metrics.objects.labels(r.plural).set(self.cache.count(r.store_prefix))
         if self.scheduler is not None:
             self.scheduler.update_gauges()
-        return web.Response(body=generate_latest(self.metrics.registry),
-                            headers={"Content-Type": CONTENT_TYPE_LATEST})
+        body = generate_latest(self.metrics.registry)
+        if hasattr(self.scheduler, "metrics_text"):  # a scheduler process: its own registry's, asked of it
+            body += await self.scheduler.metrics_text()
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
 
 def _stamp_order(stamp: str) -> str:

@@ -50,6 +50,8 @@ class SchedulingRoutes:
             report = await scheduler.explain_with_extenders(record.obj)
         except LookupError as exc:
             raise errors.bad_request(str(exc)) from None
+        except (RuntimeError, TimeoutError) as exc:  # a scheduler process starting again, or not answering
+            raise errors.ApiError(503, "ServiceUnavailable", f"the scheduler process cannot explain now: {exc}") from None
         return web.Response(body=msgspec.json.encode(report), content_type="application/json")
 
     async def plan(self, request: web.Request) -> web.Response:
@@ -57,7 +59,12 @@ class SchedulingRoutes:
         scheduler = self._scheduler()
         if scheduler is None:
             return await self.at_leader(request)
+        from corral.scheduler.process import SchedulerProcess
         from corral.server.scheduling.plan import make_plan, plan_version
+
+        if isinstance(scheduler, SchedulerProcess):
+            raise errors.ApiError(501, "NotImplemented", "a plan copies the scheduler's state, which this server's "
+                                  "scheduler keeps in its own process (corral server --scheduler-process)")
 
         revision = self.server.cache.revision
         if request.method == "GET":

@@ -1,0 +1,114 @@
+"""`corral server --scheduler-process`: the scheduler in a child process of the server, through the
+real server and the real CLI, as a user runs them."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+
+import pytest
+
+from corral.testing import ServerProcess
+from tests.cli.test_cli import corral
+from tests.scheduler.test_end_to_end import _metrics, manifests, node, pod, pod_nodes, wait_for
+
+
+def scheduler_children(server: ServerProcess) -> list[int]:
+    """Process ids of the server's scheduler processes (its children running corral.scheduler.process)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as f:
+                parent = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        if parent == server.proc.pid and b"corral.scheduler.process" in cmdline:
+            found.append(int(entry))
+    return found
+
+
+@pytest.fixture
+def split_server(tmp_path):
+    with ServerProcess(str(tmp_path / "cluster"), "--scheduler-process") as proc:
+        yield proc
+
+
+def test_the_scheduler_in_its_own_process_places_pods_reports_failures_and_explains(split_server, tmp_path):
+    kc = split_server.kubeconfig
+    [child] = wait_for(lambda: scheduler_children(split_server), what="the scheduler process")
+    corral("apply", "-f", manifests(tmp_path, node("node-a"), node("node-b")), kubeconfig=kc)
+    corral("apply", "-f", manifests(tmp_path, *[pod(f"web-{i}", "500m") for i in range(4)], pod("huge", "8")),
+           kubeconfig=kc)
+
+    placed = wait_for(lambda: (lambda m: m if all(m[f"web-{i}"] != "<none>" for i in range(4)) else None)(
+        pod_nodes(kc)), what="web pods to be placed")
+    assert sorted(placed[f"web-{i}"] for i in range(4)) == ["node-a", "node-a", "node-b", "node-b"]
+    assert placed["huge"] == "<none>"
+    # The child's writes other than bindings reach the store too: the pod's condition and its events.
+    message = "0/2 nodes are available: 2 Insufficient cpu."
+    described = wait_for(lambda: (lambda out: out if message in out else None)(
+        corral("describe", "pod", "huge", kubeconfig=kc).stdout), what="the FailedScheduling condition")
+    assert "FailedScheduling" in described and "Unschedulable" in described
+    assert "Scheduled" in corral("describe", "pod", "web-0", kubeconfig=kc).stdout
+    # Explain is asked of the child; its metrics are in the server's.
+    explained = corral("explain", "pod", "huge", kubeconfig=kc).stdout
+    assert message in explained and "NodeResourcesFit: Insufficient cpu" in explained
+    metrics = asyncio.run(_metrics(split_server))
+    assert 'corral_scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 4.0' in metrics
+    assert "corral_apiserver_requests_total" in metrics  # the server's own, as before
+    # A plan needs the scheduler's state in the server: refused, saying why.
+    refused = corral("plan", "-f", manifests(tmp_path, pod("later", "100m")), kubeconfig=kc, check=False)
+    assert refused.returncode != 0 and "--scheduler-process" in refused.stderr
+    assert scheduler_children(split_server) == [child]
+    # The server takes its scheduler process with it when it stops.
+    split_server.stop()
+    wait_for(lambda: not os.path.exists(f"/proc/{child}") or _zombie(child), what="the scheduler process to exit")
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_a_scheduler_process_that_dies_is_started_again_and_places_what_came_meanwhile(split_server, tmp_path):
+    kc = split_server.kubeconfig
+    [first] = wait_for(lambda: scheduler_children(split_server), what="the scheduler process")
+    corral("apply", "-f", manifests(tmp_path, node("node-a")), kubeconfig=kc)
+    corral("apply", "-f", manifests(tmp_path, pod("before", "100m")), kubeconfig=kc)
+    wait_for(lambda: pod_nodes(kc).get("before") == "node-a", what="the first pod to be placed")
+
+    os.kill(first, signal.SIGKILL)
+    corral("apply", "-f", manifests(tmp_path, pod("meanwhile", "100m")), kubeconfig=kc)
+    [second] = wait_for(lambda: [p for p in scheduler_children(split_server) if p != first], timeout=30,
+                        what="another scheduler process")
+    assert second != first
+    placed = wait_for(lambda: (lambda m: m if m.get("meanwhile") == "node-a" else None)(pod_nodes(kc)), timeout=30,
+                      what="the pod created while no scheduler ran to be placed")
+    assert placed["before"] == "node-a"  # counted on its node by the new child, not placed twice
+    assert "the scheduler process exited" in split_server.log()
+
+
+async def test_a_server_that_stops_ends_its_scheduler_process_and_keeps_running_without_it(tmp_path):
+    """As a server that stops leading does: the child goes, the server (its parent) stays."""
+    from corral.testing.server import running_server
+
+    async with running_server(str(tmp_path / "inproc"), scheduler_process=True, controllers=False) as server:
+        pid = await asyncio.wait_for(_pid_of(server), 30)
+        assert os.path.exists(f"/proc/{pid}")
+        await server._stop_leading()
+        assert server.scheduler is None
+        assert _zombie(pid) or not os.path.exists(f"/proc/{pid}")
+
+
+async def _pid_of(server) -> int:
+    while server.scheduler is None or server.scheduler.pid is None:
+        await asyncio.sleep(0.05)
+    return server.scheduler.pid
