@@ -56,16 +56,20 @@ def pod_nodes(kc: str) -> dict[str, str]:
     return {r[0]: r[header.index("NODE")] for r in rows}
 
 
-def test_pods_applied_with_the_cli_are_placed_and_a_pod_too_big_is_explained(cluster_process, tmp_path):
-    kc = cluster_process.kubeconfig
+def place_four_pods_and_one_too_big(kc: str, tmp_path) -> None:
+    """Two nodes of 2 cpu, four pods of 500m placed two on each, and "huge" (8 cpu) left pending."""
     corral("apply", "-f", manifests(tmp_path, node("node-a"), node("node-b")), kubeconfig=kc)
     corral("apply", "-f", manifests(tmp_path, *[pod(f"web-{i}", "500m") for i in range(4)], pod("huge", "8")),
            kubeconfig=kc)
-
     placed = wait_for(lambda: (lambda m: m if all(m[f"web-{i}"] != "<none>" for i in range(4)) else None)(
         pod_nodes(kc)), what="web pods to be placed")
     assert sorted(placed[f"web-{i}"] for i in range(4)) == ["node-a", "node-a", "node-b", "node-b"]
     assert placed["huge"] == "<none>"
+
+
+def test_pods_applied_with_the_cli_are_placed_and_a_pod_too_big_is_explained(cluster_process, tmp_path):
+    kc = cluster_process.kubeconfig
+    place_four_pods_and_one_too_big(kc, tmp_path)
     statuses = {line.split()[0]: line.split()[2] for line in corral("get", "pods", kubeconfig=kc).stdout.splitlines()[1:]}
     assert statuses["web-0"] == "Scheduled" and statuses["huge"] == "Pending"
 

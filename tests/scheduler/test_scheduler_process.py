@@ -11,7 +11,8 @@ import pytest
 
 from corral.testing import ServerProcess
 from tests.cli.test_cli import corral
-from tests.scheduler.test_end_to_end import _metrics, manifests, node, pod, pod_nodes, wait_for
+from tests.scheduler.test_end_to_end import (_metrics, manifests, node, place_four_pods_and_one_too_big, pod,
+                                             pod_nodes, wait_for)
 
 
 def scheduler_children(server: ServerProcess) -> list[int]:
@@ -41,14 +42,7 @@ def split_server(tmp_path):
 def test_the_scheduler_in_its_own_process_places_pods_reports_failures_and_explains(split_server, tmp_path):
     kc = split_server.kubeconfig
     [child] = wait_for(lambda: scheduler_children(split_server), what="the scheduler process")
-    corral("apply", "-f", manifests(tmp_path, node("node-a"), node("node-b")), kubeconfig=kc)
-    corral("apply", "-f", manifests(tmp_path, *[pod(f"web-{i}", "500m") for i in range(4)], pod("huge", "8")),
-           kubeconfig=kc)
-
-    placed = wait_for(lambda: (lambda m: m if all(m[f"web-{i}"] != "<none>" for i in range(4)) else None)(
-        pod_nodes(kc)), what="web pods to be placed")
-    assert sorted(placed[f"web-{i}"] for i in range(4)) == ["node-a", "node-a", "node-b", "node-b"]
-    assert placed["huge"] == "<none>"
+    place_four_pods_and_one_too_big(kc, tmp_path)
     # The child's writes other than bindings reach the store too: the pod's condition and its events.
     message = "0/2 nodes are available: 2 Insufficient cpu."
     described = wait_for(lambda: (lambda out: out if message in out else None)(
