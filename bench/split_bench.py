@@ -33,6 +33,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 from corral.bench.runner import Progress, run_workload  # noqa: E402
 from corral.bench.targets import InProcessTarget  # noqa: E402
 from corral.bench.workloads import resolve  # noqa: E402
+from corral.scheduler.process import PodRef  # noqa: E402
 from corral.store.base import EventType  # noqa: E402
 
 _PODS, _NODES = "/core/pods/", "/core/nodes/"
@@ -52,15 +53,6 @@ class CpuMeter(Progress):
         elif text.startswith("collecting") and self._start is not None:
             self.loop_seconds = time.thread_time() - self._start[0]
             self.process_seconds = time.process_time() - self._start[1]
-
-
-class _Pod:
-    """What the scheduler's writer and event recorder read of a pod."""
-
-    __slots__ = ("namespace", "name", "uid")
-
-    def __init__(self, meta: dict) -> None:
-        self.namespace, self.name, self.uid = meta["namespace"], meta["name"], meta["uid"]
 
 
 class NoSchedulerTarget(InProcessTarget):
@@ -95,11 +87,13 @@ class NoSchedulerTarget(InProcessTarget):
             return
         if self._nodes is None:  # the nodes are all created before the first pod
             self._nodes = itertools.cycle([r.key[len(_NODES):] for r in self.server.cache.items(_NODES)])
-        task = asyncio.get_running_loop().create_task(self._bind(_Pod(obj["metadata"]), next(self._nodes)))
+        meta = obj["metadata"]
+        pod = PodRef(meta["namespace"], meta["name"], meta["uid"])
+        task = asyncio.get_running_loop().create_task(self._bind(pod, next(self._nodes)))
         self._binds.add(task)
         task.add_done_callback(self._binds.discard)
 
-    async def _bind(self, pod: _Pod, node: str) -> None:
+    async def _bind(self, pod: PodRef, node: str) -> None:
         async with self._slots:
             status = await self._writer.bind(pod, node)
         if status.ok:

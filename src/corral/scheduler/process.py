@@ -29,13 +29,13 @@ import logging
 import os
 import struct
 import sys
-from typing import Any, Callable
+from typing import Any
 
 import msgspec
 
 from corral.store.base import Event, EventType
 
-__all__ = ["SchedulerProcess", "ChannelWriter", "child_args"]
+__all__ = ["SchedulerProcess", "ChannelWriter", "PodRef", "child_args"]
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +63,8 @@ async def _read_frame(reader: asyncio.StreamReader) -> Any:
     return _decode(await reader.readexactly(size))
 
 
-class _Pod:
-    """What the server's writer reads of a pod named in a request."""
+class PodRef:
+    """What a :class:`~corral.scheduler.cluster.ClusterWriter` reads of a pod: its namespace, name and uid."""
 
     __slots__ = ("namespace", "name", "uid")
 
@@ -95,8 +95,6 @@ class SchedulerProcess:
         self.child_args = child_args
         self.restart_delay = restart_delay
         self.ask_timeout = ask_timeout
-        self.attempt_observer: Callable[[float, str], None] | None = None  # the child's attempts are its own
-        self.restarts = 0
         self._child: _Child | None = None
         self._ids = itertools.count()
         self._supervisor: asyncio.Task | None = None
@@ -109,12 +107,16 @@ class SchedulerProcess:
         self.cache.on_event.append(self._on_event)
         self._supervisor = asyncio.create_task(self._supervise(), name="scheduler-process")
 
+    def detach(self) -> None:
+        """Stop following the watch cache (the first step of stopping)."""
+        if self._on_event in self.cache.on_event:
+            self.cache.on_event.remove(self._on_event)
+
     async def stop(self) -> None:
         from corral.aio import cancel_and_wait
 
         self._stopping = True
-        if self._on_event in self.cache.on_event:
-            self.cache.on_event.remove(self._on_event)
+        self.detach()
         await cancel_and_wait(self._supervisor)
         await self._end(self._child)
         await cancel_and_wait(*self._writes)
@@ -145,7 +147,6 @@ class SchedulerProcess:
                         fut.set_exception(RuntimeError("the scheduler process exited"))
                 await self._end(child)
             if not self._stopping:
-                self.restarts += 1
                 log.warning("the scheduler process exited (code %s); starting another in %.0f s",
                             proc.returncode, self.restart_delay)
                 await asyncio.sleep(self.restart_delay)
@@ -234,13 +235,13 @@ class SchedulerProcess:
         try:
             if op == "bind":
                 namespace, name, uid, node = args
-                status = await w.bind(_Pod(namespace, name, uid), node)
+                status = await w.bind(PodRef(namespace, name, uid), node)
                 result: Any = [int(status.code), list(status.reasons), status.plugin]
             elif op == "patch_status":
                 namespace, name, uid, patch, strategic = args
-                result = await w.patch_status(_Pod(namespace, name, uid), patch, strategic=strategic)
+                result = await w.patch_status(PodRef(namespace, name, uid), patch, strategic=strategic)
             elif op == "delete_pod":
-                result = await w.delete_pod(_Pod(*args))
+                result = await w.delete_pod(PodRef(*args))
             elif op == "create_event":
                 result = await w.create_event(*args)
             elif op == "patch_event":
@@ -342,6 +343,8 @@ async def _answer(scheduler: Any, what: str, argument: Any) -> Any:
 async def _run_child(args: argparse.Namespace) -> None:
     import gc
 
+    from prometheus_client import CollectorRegistry
+
     from corral.scheduler.profiles import load_config, with_heartbeats
     from corral.scheduler.scheduler import Scheduler
 
@@ -354,8 +357,6 @@ async def _run_child(args: argparse.Namespace) -> None:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, channel)
     writer = ChannelWriter(asyncio.StreamWriter(transport, protocol, None, loop))
-    from prometheus_client import CollectorRegistry
-
     scheduler = Scheduler(config, writer, registry=CollectorRegistry())
     handlers = [getattr(scheduler, method) for _, method in RESOURCES]
     decode = msgspec.json.Decoder().decode

@@ -348,8 +348,7 @@ class Server:
             await self.controllers.stop()
             self.controllers = None
         if self.scheduler is not None:
-            if self._detach_scheduler is not None:
-                self._detach_scheduler()
+            self._detach_scheduler()
             await self.scheduler.stop()
             if hasattr(self.scheduler, "metrics"):
                 self.scheduler.metrics.unregister()
@@ -368,7 +367,7 @@ class Server:
             heartbeats = self.config.heartbeats
             self.scheduler = SchedulerProcess(self.cache, InProcessWriter(self.api, fence), child_args(
                 self.config.scheduler_config, heartbeats.interval, heartbeats.max_per_second))
-            self._detach_scheduler = None  # it detaches itself when it stops
+            self._detach_scheduler = self.scheduler.detach
             self.scheduler.start()
             return
         self.scheduler = Scheduler(config, InProcessWriter(self.api, fence), registry=self.metrics.registry)

@@ -22,6 +22,7 @@ import msgspec
 from corral.api import validation
 from corral.api.defaults import apply_create_defaults, apply_update_defaults, now_rfc3339
 from corral.api.patch import PatchError, json_patch, merge_patch, strategic_merge_patch
+from corral.api.write_check import check_write
 from corral.api.resources import (PROPAGATION_FINALIZERS, SYSTEM_NAMESPACES, SYSTEM_PRIORITY_CLASSES, ResourceType,
                                   by_kind)
 from corral.api.kubectl.fields import kubernetes_unknown_fields
@@ -249,7 +250,7 @@ class ResourceAPI:
 
     def _validate(self, resource: ResourceType, obj: dict[str, Any], opts: WriteOptions) -> list[str]:
         name = _meta(obj).get("name")
-        causes, unknown = validation.check_write(resource, obj)
+        causes, unknown = check_write(resource, obj)
         if causes:
             raise errors.invalid(resource, name if isinstance(name, str) else None, causes)
         if not unknown:
