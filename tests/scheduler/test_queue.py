@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from corral.scheduler.cache.cache import Cache
+from corral.scheduler.framework.interface import Handle
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.plugins.priority_sort import PrioritySort
 from corral.scheduler.queue.scheduling_queue import ClusterEvent, SchedulingQueue
@@ -14,7 +16,7 @@ from corral.testing.clock import FakeClock
 def queue() -> tuple[SchedulingQueue, FakeClock]:
     """A queue sorted as the default profile sorts it (PrioritySort), on a fake clock."""
     clock = FakeClock()
-    q = SchedulingQueue(PrioritySort(None).sort_key, clock)  # type: ignore[arg-type]
+    q = SchedulingQueue(PrioritySort(Handle(Cache(), clock)).sort_key, clock)
     return q, clock
 
 

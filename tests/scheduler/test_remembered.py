@@ -462,6 +462,22 @@ def test_anti_affinity_on_hostname_is_remembered_and_holds_both_ways():
     assert twin.fwks[0].remembered.hits == 7
 
 
+def test_pods_of_one_spec_whose_labels_an_existing_term_selects_or_not_are_remembered_apart():
+    """Pods of one spec share their signatures when their labels are the same too: an existing
+    pod's anti-affinity term selects app=a, so the app=a pod keeps off its node and the app=b pod,
+    of the same spec, takes that node, the emptiest."""
+    twin = basic_twin(2)
+    twin.each(lambda c: c.set_node(make_node("n00").capacity(cpu=8, memory="16Gi", pods=10).obj))
+    guard = PodInfo.from_object(make_pod("guard").labels(app="g").requests(cpu="100m").anti_affinity(
+        "kubernetes.io/hostname", app="a").obj)
+    twin.each(lambda c: c.assume(guard, "n00"))
+    same = lambda name, app: make_pod(name).labels(app=app).requests(cpu="1").obj  # noqa: E731
+    assert twin.schedule(same("a0", "a")) == "n01"
+    assert twin.schedule(same("b0", "b")) == "n00"
+    assert twin.schedule(same("a1", "a")) == "n01"
+    assert twin.fwks[0].remembered.hits == 3
+
+
 @pytest.mark.parametrize("narrow", [remembered.NARROW_DOMAINS, 0], ids=["ranked per zone", "every row"])
 def test_a_hard_spread_constraint_is_remembered_by_domain(narrow, monkeypatch):
     """Zones of unequal size and pods one zone may not take more of: a node's verdict follows its
@@ -941,6 +957,46 @@ def test_a_filter_that_is_not_row_local_is_never_remembered(monkeypatch):
     twin.each(lambda c: c.set_node(make_node("n0").capacity(cpu=4, memory="8Gi", pods=10).obj))
     twin.schedule(make_pod("p").requests(cpu="1").obj)
     assert twin.fwks[0].remembered.hits == 0
+
+
+def test_pods_of_one_spec_each_with_labels_of_its_own_keep_a_bounded_number_of_shared_signatures():
+    twin = basic_twin(3)
+    infos = []
+    for i in range(remembered.SHARED_SIGNATURES + 10):  # a StatefulSet's pods: a label of their own each
+        obj = make_pod(f"s{i}").labels(name=f"s{i}").requests(cpu="10m").obj
+        twin.schedule(obj)
+        infos.append(PodInfo.from_object(obj))
+    assert infos[0].shared is infos[-1].shared
+    assert 0 < len(infos[-1].shared) <= remembered.SHARED_SIGNATURES
+
+
+def test_a_custom_row_local_filter_reading_more_than_the_template_gets_each_pods_own_signature(monkeypatch):
+    """A plugin that does not declare TEMPLATE_SIGNATURE may read anything of the pod (here its
+    name): pods of one spec and labels are then signed one by one, not shared."""
+    class NodeOfSameDigit(Plugin):
+        NAME = "NodeOfSameDigitForTest"
+        ROW_LOCAL_FILTER = True
+
+        def signature(self, pod):
+            return pod.name[-1]
+
+        def filter_rows(self, state, pod, rows):
+            names = self.cache.table.names
+            return np.array([names[int(r)][-1] == pod.name[-1] for r in rows], dtype=bool)
+
+        def filter(self, state, pod, candidates):
+            from corral.scheduler.framework.interface import FilterResult
+            size = self.cache.table.size
+            return FilterResult.reject_where(~self.filter_rows(state, pod, np.arange(size)), "other digit")
+
+    monkeypatch.setitem(REGISTRY, NodeOfSameDigit.NAME, NodeOfSameDigit)
+    twin = Twin({"profiles": [{"schedulerName": "default-scheduler",
+                               "plugins": {"filter": {"enabled": [{"name": NodeOfSameDigit.NAME}]}}}]}, time.time)
+    for i in range(3):
+        twin.each(lambda c, i=i: c.set_node(make_node(f"n{i}").capacity(cpu=4, memory="8Gi", pods=10).obj))
+    pods = ["p0", "p1", "p2", "q1"]
+    assert [twin.schedule(make_pod(name).requests(cpu="1").obj) for name in pods] == ["n0", "n1", "n2", "n1"]
+    assert twin.fwks[0].remembered.hits == 4
 
 
 def test_a_row_local_plugin_s_cycle_state_reaches_each_of_its_row_by_row_answers(monkeypatch):

@@ -108,7 +108,7 @@ def snapshot(live_cache: Cache, live_frameworks: dict[str, Any], config: Schedul
                 plugin.ignored_resources = ignored_resources
         live = live_frameworks.get(name)
         if same_config and live is not None:
-            fwk.rng.bit_generator.state = live.rng.bit_generator.state
+            fwk.rng.setstate(live.rng.getstate())
             fwk.next_start = live.next_start
     return Snapshot(cache, frameworks, revision)
 

@@ -56,3 +56,20 @@ def test_tolerations_validation_would_refuse_still_sign_pods_apart(one, other):
 
     assert signed(one) != signed(other)
     assert signed(one) == signed(dict(one))
+
+
+def test_a_prefer_no_schedule_taint_first_seen_after_some_cycles_brings_the_score_in():
+    """PreScore remembers whether any node's taint prefers no scheduling: a node tainted so later
+    (a taint the table has not seen before) is scored lower from the next cycle on."""
+    from corral.scheduler.framework.interface import CycleState, Handle
+    from corral.scheduler.framework.podinfo import PodInfo
+    from corral.scheduler.framework.status import Code
+    from corral.scheduler.plugins.taint_toleration import TaintToleration
+    from corral.testing.scheduler_harness import build_cache
+
+    cache = build_cache([make_node("plain"), make_node("soft").taint("dedicated", "x", "NoSchedule")])
+    plugin = TaintToleration(Handle(cache, lambda: 0.0))
+    pod = PodInfo.from_object(make_pod("p").obj)
+    assert plugin.pre_score(CycleState(), pod, slice(0, 2)).code is Code.SKIP
+    cache.set_node(make_node("soft").taint("spot", "true", "PreferNoSchedule").obj)
+    assert plugin.pre_score(CycleState(), pod, slice(0, 2)).code is Code.SUCCESS

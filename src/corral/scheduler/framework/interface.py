@@ -131,9 +131,13 @@ class Plugin:
     NAME: ClassVar[str] = ""
     ROW_LOCAL_FILTER: ClassVar[bool] = False
     ROW_LOCAL_SCORE: ClassVar[bool] = False
+    # signature(pod) reads only what the pods of one template share (their spec, namespace and
+    # labels): such pods then share the signature, worked out once (PodInfo.shared).
+    TEMPLATE_SIGNATURE: ClassVar[bool] = False
 
     def __init__(self, handle: Handle) -> None:
         self.handle = handle
+        self.cache: "Cache" = handle.cache  # read on every cycle: an attribute, not a property
 
     def pre_score_reads_rows(self, pod: Any) -> bool:
         """Whether ``pre_score`` for ``pod`` reads which rows it is given (see the module's docstring)."""
@@ -146,10 +150,6 @@ class Plugin:
     def memo_key(self) -> Any:
         """What besides the rows and the pod a row-local plugin's answers depend on right now."""
         return None
-
-    @property
-    def cache(self) -> "Cache":
-        return self.handle.cache
 
 
 @dataclass(frozen=True, slots=True)

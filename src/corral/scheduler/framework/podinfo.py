@@ -187,11 +187,14 @@ class PodInfo:
     has_controller: bool = False
     preemption_policy: str = "PreemptLowerPriority"
     obj: dict[str, Any] = field(default_factory=dict, repr=False)
-    memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)  # e.g. its signatures
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)  # e.g. its tolerations' form
+    # Memos every pod of its template shares (the pods from_object built of one spec in one namespace):
+    # e.g. the signatures of plugins whose TEMPLATE_SIGNATURE says they read nothing else (and labels).
+    shared: dict[Any, Any] = field(default_factory=dict, repr=False, compare=False)
+    key: str = field(init=False, repr=False, compare=False)  # "namespace/name", asked for often
 
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
+    def __post_init__(self) -> None:
+        self.key = f"{self.namespace}/{self.name}"
 
     @classmethod
     def from_object(cls, pod: dict[str, Any]) -> "PodInfo":
@@ -207,7 +210,7 @@ class PodInfo:
                    parts.images, parts.init_images, spread, parts.affinity, parts.anti_affinity,
                    parts.preferred_affinity, parts.preferred_anti_affinity,
                    any(o.get("controller") for o in meta.get("ownerReferences") or ()), parts.preemption_policy,
-                   pod)
+                   pod, {}, parts.shared)
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,6 +235,7 @@ class _SpecParts:
     preferred_affinity: tuple[WeightedTerm, ...]
     preferred_anti_affinity: tuple[WeightedTerm, ...]
     preemption_policy: str
+    shared: dict[Any, Any] = field(default_factory=dict, compare=False)  # PodInfo.shared of its pods
 
 
 # Parsed specs by (namespace, the spec's JSON): a Deployment's or a benchmark's thousands of pods share

@@ -14,7 +14,8 @@ rows. Over a few domains (zones) the rows are also counted and ranked per domain
 verdict that changes costs a pass over the domains; over many (hostnames) every row's feasibility is
 worked out again when a domain's verdict changes. A pod with a plugin that is neither, sampling
 (``percentageOfNodesToScore`` below 100) and a pod no node fits (its diagnosis names every node)
-take the full evaluation.
+take the full evaluation. The signature itself is worked out once per template (spec, namespace)
+and labels when every plugin declares that it reads no more (``TEMPLATE_SIGNATURE``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from corral.scheduler.framework.interface import CycleState, Plugin
-from corral.scheduler.framework.podinfo import PodInfo
+from corral.scheduler.framework.podinfo import PodInfo, label_key
 from corral.scheduler.framework.runtime import PRE_FILTERED, Scores
 
 __all__ = ["Remembered", "MAX_SIGNATURES"]
@@ -34,6 +35,7 @@ __all__ = ["Remembered", "MAX_SIGNATURES"]
 MAX_SIGNATURES = 64  # remembered per profile; the oldest is dropped first
 SCALAR_ROWS = 4  # up to this many changed rows are evaluated in plain Python (numpy's per-call cost is higher)
 FULL_SHARE = 8  # more changed rows than that and size / FULL_SHARE: every row is evaluated afresh instead
+SHARED_SIGNATURES = 64  # label sets per template whose signatures are kept (PodInfo.shared)
 NARROW_DOMAINS = 32  # up to this many domain codes: the best row kept per domain (see DomainBests)
 _NONE = np.zeros(0, dtype=np.int64)
 _NO_ROWS = np.zeros(0, dtype=bool)
@@ -226,6 +228,7 @@ class Remembered:
                    if p.ROW_LOCAL_FILTER or p.ROW_LOCAL_SCORE or hasattr(p, "domain_constraint")}
         self._signers: list[Plugin] = list(plugins.values())
         self._memo_key = ("signature", tuple(p.NAME for p in self._signers))
+        self._of_template = all(p.TEMPLATE_SIGNATURE for p in self._signers)
         self.enabled = True
         self._plans: dict[frozenset, tuple] = {}  # by the filters PreFilter skipped
         # By the active scorers (the Framework's tuples): what :meth:`_scoring` says of them.
@@ -233,9 +236,20 @@ class Remembered:
         self.hits = 0  # decisions answered here (for tests and benchmarks)
 
     def _signature(self, pod: PodInfo) -> tuple:
-        sig = pod.memo.get(self._memo_key)
+        """The signers' signatures of ``pod``: shared by the pods of its template and labels when every
+        signer reads no more (kept in PodInfo.shared, a few label sets per template), else its own."""
+        if not self._of_template:
+            sig = pod.memo.get(self._memo_key)
+            if sig is None:
+                sig = pod.memo[self._memo_key] = tuple(p.signature(pod) for p in self._signers)
+            return sig
+        shared = pod.shared
+        key = (self._memo_key, label_key(pod))
+        sig = shared.get(key)
         if sig is None:
-            sig = pod.memo[self._memo_key] = tuple(p.signature(pod) for p in self._signers)
+            if len(shared) >= SHARED_SIGNATURES:  # pods of one template with labels of their own
+                shared.clear()
+            sig = shared[key] = tuple(p.signature(pod) for p in self._signers)
         return sig
 
     def decide(self, state: CycleState, pod: PodInfo, table: Any, *, scores: bool = False) -> tuple[int, int, Any] | None:
@@ -569,7 +583,7 @@ class Remembered:
         tied = sum(len(best) for best in bests)
         if tied == 1 or self.fwk.tie_break == "name":
             return self._pick(sorted(row for best in bests for row in best), table)
-        i = int(self.fwk.rng.integers(tied))
+        i = self.fwk.rng.randrange(tied)
         low, high = min(best[0] for best in bests), max(best[-1] for best in bests)
         right = bisect.bisect_right
         while low < high:  # the lowest row with more than i tied rows at or below it
@@ -590,7 +604,7 @@ class Remembered:
         fwk = self.fwk
         if fwk.tie_break == "name":
             return int(min((table.names[r], r) for r in best)[1])
-        return int(best[fwk.rng.integers(len(best))])
+        return best[fwk.rng.randrange(len(best))]
 
     @staticmethod
     def _scores(entry: Entry, rows: np.ndarray | None, size: int) -> Any:

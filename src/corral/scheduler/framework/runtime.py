@@ -16,6 +16,7 @@ Stages, each in its own method:
 
 from __future__ import annotations
 
+import random
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Sequence
@@ -121,7 +122,7 @@ class Framework:
         self.weights = weights
         self.percentage = percentage_of_nodes_to_score
         self.tie_break = tie_break
-        self.rng = np.random.default_rng(seed)
+        self.rng = random.Random(seed)  # the tie-break draws: ~4x cheaper per draw than numpy's Generator
         self.next_start = 0
         self._filter_names = [p.NAME for p in self.filters]
         self._weighted_scorers = [p for p in self.scorers if weights.get(p.NAME, 1) != 0]
@@ -271,4 +272,4 @@ class Framework:
             return int(scores.rows[best[0]])
         if self.tie_break == "name":
             return int(min((table.names[scores.rows[i]], scores.rows[i]) for i in best)[1])
-        return int(scores.rows[best[self.rng.integers(len(best))]])
+        return int(scores.rows[best[self.rng.randrange(len(best))]])

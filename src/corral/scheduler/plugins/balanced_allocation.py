@@ -23,6 +23,7 @@ NAME = "NodeResourcesBalancedAllocation"
 class BalancedAllocation(Plugin):
     NAME = NAME
     ROW_LOCAL_SCORE = True
+    TEMPLATE_SIGNATURE = True
 
     def signature(self, pod) -> object:
         return pod.requests.cpu, pod.requests.memory

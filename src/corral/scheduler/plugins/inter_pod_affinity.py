@@ -33,6 +33,7 @@ class InterPodAffinity(Plugin):
     # rule looks at every node), over keys with one node per value (hostname), so a node's answer
     # depends on the pods counted on that node alone.
     ROW_LOCAL_FILTER = True
+    TEMPLATE_SIGNATURE = True
 
     def pre_filter(self, state: CycleState, pod) -> Status:
         if pod.affinity or pod.anti_affinity or self.cache.anti_affinity.terms:

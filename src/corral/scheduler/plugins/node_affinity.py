@@ -96,6 +96,7 @@ class NodeAffinity(Plugin):
     NAME = NAME
 
     ROW_LOCAL_FILTER = True  # its score is not: normalised by the best node's
+    TEMPLATE_SIGNATURE = True
 
     def signature(self, pod) -> object:
         return node_affinity_key(pod)

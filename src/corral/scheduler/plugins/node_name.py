@@ -13,6 +13,7 @@ REASON = "node(s) didn't match the requested node name"
 class NodeName(Plugin):
     NAME = NAME
     ROW_LOCAL_FILTER = True  # a node of that name joining starts a new epoch (a new row)
+    TEMPLATE_SIGNATURE = True
 
     def signature(self, pod) -> object:
         return pod.node_name

@@ -14,6 +14,7 @@ REASON = "node(s) didn't have free ports for the requested pod ports"
 class NodePorts(Plugin):
     NAME = NAME
     ROW_LOCAL_FILTER = True
+    TEMPLATE_SIGNATURE = True
 
     def signature(self, pod) -> object:
         return pod.host_ports

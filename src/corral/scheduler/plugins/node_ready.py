@@ -23,6 +23,7 @@ DEFAULT_FRESHNESS_SECONDS = 90
 class NodeReady(Plugin):
     NAME = NAME
     ROW_LOCAL_FILTER = True
+    TEMPLATE_SIGNATURE = True
 
     def __init__(self, handle) -> None:
         super().__init__(handle)

@@ -63,6 +63,7 @@ def _check_shape(shape: list[dict]) -> None:
 class NodeResourcesFit(Plugin):
     NAME = NAME
     ROW_LOCAL_FILTER = ROW_LOCAL_SCORE = True
+    TEMPLATE_SIGNATURE = True
     ignored_resources: frozenset[str] = frozenset()  # managed by an extender (ignoredByScheduler)
 
     def __init__(self, handle) -> None:

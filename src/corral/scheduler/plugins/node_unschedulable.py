@@ -25,6 +25,7 @@ def tolerates_unschedulable(tolerations) -> bool:
 class NodeUnschedulable(Plugin):
     NAME = NAME
     ROW_LOCAL_FILTER = True
+    TEMPLATE_SIGNATURE = True
 
     def signature(self, pod) -> object:
         return tolerates_unschedulable(pod.tolerations)

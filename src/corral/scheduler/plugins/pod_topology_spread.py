@@ -36,6 +36,7 @@ def _system_defaults(pod) -> tuple[SpreadConstraint, ...]:
 
 class PodTopologySpread(Plugin):
     NAME = NAME
+    TEMPLATE_SIGNATURE = True
 
     def _eligible(self, pod, c: SpreadConstraint, col: np.ndarray, rows: np.ndarray | slice | None = None) -> np.ndarray:
         """Whether each of ``rows`` (every row by default; ``col``: their codes of the key) counts

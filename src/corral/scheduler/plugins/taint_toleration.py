@@ -78,6 +78,11 @@ def _frozen(value: Any) -> Any:
 class TaintToleration(Plugin):
     NAME = NAME
     ROW_LOCAL_FILTER = True  # its score is not: normalised by the most taints any node has
+    TEMPLATE_SIGNATURE = True
+
+    def __init__(self, handle) -> None:
+        super().__init__(handle)
+        self._seen_taints, self._prefer = 0, False  # PreScore's answer, for so many taints known
 
     def signature(self, pod) -> object:
         return frozen_tolerations(pod)
@@ -103,9 +108,11 @@ class TaintToleration(Plugin):
         return FilterResult.reject_where(bad, REASON, unresolvable=True)
 
     def pre_score(self, state: CycleState, pod, rows: np.ndarray) -> Status:
-        if not any(effect == "PreferNoSchedule" for _, _, effect in self.cache.table.taint_list):
-            return SKIP
-        return SUCCESS
+        taints = self.cache.table.taint_list  # only ever appended to: known by its length
+        if len(taints) != self._seen_taints:
+            self._seen_taints = len(taints)
+            self._prefer = any(effect == "PreferNoSchedule" for _, _, effect in taints)
+        return SUCCESS if self._prefer else SKIP
 
     def score(self, state: CycleState, pod, rows: np.ndarray) -> np.ndarray:
         table = self.cache.table
