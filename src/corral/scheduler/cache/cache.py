@@ -277,7 +277,10 @@ class Cache:
         terminating = bool((obj.get("metadata") or {}).get("deletionTimestamp"))
         cached = self.pods[info.key] = CachedPod(info, row, assumed, terminating=terminating)
         cached.slot = self.columns.add(info.key, info, row, start=start_time(obj), terminating=terminating)
-        self.on_row.setdefault(row, set()).add(info.key)
+        keys = self.on_row.get(row)
+        if keys is None:
+            keys = self.on_row[row] = set()
+        keys.add(info.key)
         self._account(info, row, +1)
 
     def _drop(self, key: str) -> CachedPod | None:

@@ -198,6 +198,7 @@ class NodeTable:
         self.grow_listeners: list = []  # called with the new capacity when columns grow
         # Results derived from node state alone, kept by plugins as key → (version, size, value).
         self.memo: dict = {}
+        self._offered: dict[str, tuple[int, int, bool]] = {}  # offered_everywhere's answers
         self.version = 0  # bumped on every node change (for caches keyed on node state)
         # For answers remembered row by row (a pod signature's feasible rows and scores): the rows
         # changed since a tick, in order, and an epoch bumped by what no row's change describes (rows
@@ -407,17 +408,34 @@ class NodeTable:
     def add_requests(self, row: int, requests: Any, ports: Iterable[Any], sign: int) -> None:
         """Count (sign=+1) or uncount (-1) one pod's requests and host ports on ``row``."""
         req, free = self.requested, self.free
-        for name, amount in (("cpu", requests.cpu), ("memory", requests.memory),
-                             ("ephemeral-storage", requests.ephemeral), ("pods", 1)):
-            if amount:
-                req[name][row] += sign * amount
-                free[name][row] -= sign * amount
+        cpu, memory, ephemeral = requests.cpu, requests.memory, requests.ephemeral
+        # Scalar reads with item(), arithmetic on Python ints, one write per column: a numpy scalar's
+        # read-modify-write costs several times more (this runs for every pod assumed or bound).
+        if cpu:
+            col = req["cpu"]
+            col[row] = used = col.item(row) + sign * cpu
+            self.requested_f["cpu"][row] = used
+            col = free["cpu"]
+            col[row] = col.item(row) - sign * cpu
+        if memory:
+            col = req["memory"]
+            col[row] = used = col.item(row) + sign * memory
+            self.requested_f["memory"][row] = used
+            col = free["memory"]
+            col[row] = col.item(row) - sign * memory
+        if ephemeral:
+            col = req["ephemeral-storage"]
+            col[row] = col.item(row) + sign * ephemeral
+            col = free["ephemeral-storage"]
+            col[row] = col.item(row) - sign * ephemeral
+        col = req["pods"]
+        col[row] = col.item(row) + sign
+        col = free["pods"]
+        col[row] = col.item(row) - sign
         # The float views follow the integer columns (exact below 2**53, as float() would give).
-        self.nonzero_f["cpu"][row] = self.nonzero_cpu[row] = self.nonzero_cpu[row] + sign * requests.nonzero_cpu
+        self.nonzero_f["cpu"][row] = self.nonzero_cpu[row] = self.nonzero_cpu.item(row) + sign * requests.nonzero_cpu
         self.nonzero_f["memory"][row] = self.nonzero_memory[row] = (
-            self.nonzero_memory[row] + sign * requests.nonzero_memory)
-        self.requested_f["cpu"][row] = req["cpu"][row]
-        self.requested_f["memory"][row] = req["memory"][row]
+            self.nonzero_memory.item(row) + sign * requests.nonzero_memory)
         for name, amount in requests.extended:  # a resource no node offers yet gets its columns here
             self._resource_column(self.allocatable, name)
             self._resource_column(self.requested, name)[row] += sign * amount
@@ -444,14 +462,13 @@ class NodeTable:
 
         Kubernetes leaves a resource a node does not offer out of that node's resource scores; when
         every node offers it, the scores can skip that per-row bookkeeping."""
-        key = ("offered_everywhere", resource)
-        hit = self.memo.get(key)
+        hit = self._offered.get(resource)  # asked several times per decision: kept by the resource alone
         if hit is not None and hit[0] == self.version and hit[1] == self.size:
             return hit[2]
         col = self.allocatable.get(resource)
         n = self.size
         answer = col is not None and bool((col[:n][self.valid[:n]] > 0).all())
-        self.memo[key] = (self.version, self.size, answer)
+        self._offered[resource] = (self.version, self.size, answer)
         return answer
 
     @property

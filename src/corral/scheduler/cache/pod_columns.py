@@ -101,8 +101,11 @@ class PodColumns:
             label_set = self._label_set_ids[ident] = len(self.label_sets)
             self.label_sets.append((info.namespace, info.labels))
         self.label_set[slot] = label_set
-        for name, amount in (("cpu", req.cpu), ("memory", req.memory), ("ephemeral-storage", req.ephemeral),
-                             *req.extended):
+        requests = self.requests
+        requests["cpu"][slot] = req.cpu  # created with the table, as is memory's and ephemeral storage's
+        requests["memory"][slot] = req.memory
+        requests["ephemeral-storage"][slot] = req.ephemeral
+        for name, amount in req.extended:
             self.column(name)[slot] = amount
         return slot
 

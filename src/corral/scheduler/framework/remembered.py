@@ -230,7 +230,7 @@ class Remembered:
         self._memo_key = ("signature", tuple(p.NAME for p in self._signers))
         self._of_template = all(p.TEMPLATE_SIGNATURE for p in self._signers)
         self.enabled = True
-        self._plans: dict[frozenset, tuple] = {}  # by the filters PreFilter skipped
+        self._plans: dict[tuple[str, ...], tuple] = {}  # by the filters PreFilter skipped (in profile order)
         # By the active scorers (the Framework's tuples): what :meth:`_scoring` says of them.
         self._scorings: dict[tuple, tuple[tuple[str, ...] | None, list | None]] = {}
         self.hits = 0  # decisions answered here (for tests and benchmarks)
@@ -265,10 +265,11 @@ class Remembered:
         status = state[PRE_FILTERED] = fwk.pre_filter(state, pod)
         if not status.ok:
             return None
-        plan = self._plans.get(frozenset(state["__skip_filter"]))
+        skipped = state["__skip_filter"]
+        plan = self._plans.get(skipped)
         if plan is None:
-            plan = self._plan(state["__skip_filter"])
-        filters, names, local, one_by_one, depends, domain = plan
+            plan = self._plan(skipped)
+        filters, names, local, one_by_one, depends, domain, keyed = plan
         if not local:
             return None
         for p in depends:
@@ -280,7 +281,7 @@ class Remembered:
             if constraint is None:
                 return None
         key = (names, self._signature(pod))
-        memo = tuple(p.memo_key() for p in filters)
+        memo = tuple([p.memo_key() for p in keyed]) if keyed else ()
         size = table.size
         entry = self.entries.get(key)
         dirty: list[int] | np.ndarray | None = None  # None: every row evaluated afresh
@@ -416,17 +417,18 @@ class Remembered:
         entry.by_plugin = {name: np.array(v, dtype=np.float64) for name, v in by_plugin.items()}
         entry.scorers = names
 
-    def _plan(self, skipped: set[str]) -> tuple:
+    def _plan(self, skipped: tuple[str, ...]) -> tuple:
         """For the filters PreFilter left on: (the row-local ones, every one's name, whether the others
         are at most one domain filter, whether the row-local ones all answer one row, those row-local
-        only for some pods (their row_local(pod) says), the domain filter or None)."""
+        only for some pods (their row_local(pod) says), the domain filter or None, the row-local ones
+        with a memo_key of their own)."""
         active = [p for p in self.fwk.filters if p.NAME not in skipped]
         domains = [p for p in active if hasattr(p, "domain_constraint")]
         filters = [p for p in active if p not in domains]
         plan = (filters, tuple(p.NAME for p in active), len(domains) <= 1 and all(p.ROW_LOCAL_FILTER for p in filters),
                 all(hasattr(p, "filter_one") for p in filters), [p for p in filters if hasattr(p, "row_local")],
-                domains[0] if domains else None)
-        self._plans[frozenset(skipped)] = plan
+                domains[0] if domains else None, [p for p in filters if type(p).memo_key is not Plugin.memo_key])
+        self._plans[skipped] = plan
         return plan
 
     def _refilter_all(self, entry: Entry, state: CycleState, pod: PodInfo, table: Any, filters: list[Plugin]) -> None:
@@ -447,7 +449,13 @@ class Remembered:
             rows = sorted(set(changed))
             valid = table.valid
             for row in rows:
-                local[row] = bool(valid[row]) and all(p.filter_one(state, pod, row) for p in filters)
+                passed = bool(valid[row])
+                if passed:
+                    for p in filters:
+                        if not p.filter_one(state, pod, row):
+                            passed = False
+                            break
+                local[row] = passed
             return rows
         dirty = np.unique(np.array(changed, dtype=np.int64))
         passed = table.valid[dirty]
@@ -461,8 +469,8 @@ class Remembered:
         feasible, local, d = entry.feasible, entry.local, entry.domains
         if isinstance(dirty, list):
             for row in dirty:
-                passed = bool(local[row]) and (d is None or bool(d.allowed[d.code[row]]))
-                if passed != feasible[row]:
+                passed = local.item(row) and (d is None or bool(d.allowed[d.code[row]]))
+                if passed is not feasible.item(row):
                     feasible[row] = passed
                     entry.count += 1 if passed else -1
                     entry.rows = None

@@ -149,16 +149,16 @@ class Framework:
     # --- filtering --------------------------------------------------------------------------------------
 
     def pre_filter(self, state: CycleState, pod: PodInfo) -> Status:
-        skipped: set[str] = set()
+        skipped: list[str] = []
         skip, success = Code.SKIP, Code.SUCCESS
         for pre_filter, name in self._pre_filter_calls:
             status = pre_filter(state, pod)
             code = status.code
             if code is skip:
-                skipped.add(name)
+                skipped.append(name)
             elif code is not success:
                 return Status(code, status.reasons, name)
-        state["__skip_filter"] = skipped
+        state["__skip_filter"] = tuple(skipped)  # in profile order: a key for what depends on it
         return SUCCESS
 
     def find_feasible(self, state: CycleState, pod: PodInfo, table: Any, *,

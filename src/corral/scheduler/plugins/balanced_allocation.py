@@ -35,8 +35,8 @@ class BalancedAllocation(Plugin):
     def score_one(self, state: CycleState, pod, row: int) -> float:
         """:meth:`score` for one row in plain Python, the same float operations in the same order."""
         table, req = self.cache.table, pod.requests
-        cpu = min((float(table.requested_f["cpu"][row]) + req.cpu) / float(table.alloc_safe_f["cpu"][row]), 1.0)
-        mem = min((float(table.requested_f["memory"][row]) + req.memory) / float(table.alloc_safe_f["memory"][row]), 1.0)
+        cpu = min((table.requested_f["cpu"].item(row) + req.cpu) / table.alloc_safe_f["cpu"].item(row), 1.0)
+        mem = min((table.requested_f["memory"].item(row) + req.memory) / table.alloc_safe_f["memory"].item(row), 1.0)
         std = abs(cpu - mem) / 2
         if not (table.offered_everywhere("cpu") and table.offered_everywhere("memory")):
             if not (table.alloc_f["cpu"][row] > 0 and table.alloc_f["memory"][row] > 0):

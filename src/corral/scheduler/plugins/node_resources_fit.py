@@ -118,7 +118,7 @@ class NodeResourcesFit(Plugin):
 
     def filter_one(self, state: CycleState, pod, row: int) -> bool:
         free = self.cache.table.free
-        if free["pods"][row] < 1:
+        if free["pods"].item(row) < 1:
             return False
         req = pod.requests
         for resource, amount in (("cpu", req.cpu), ("memory", req.memory), ("ephemeral-storage", req.ephemeral),
@@ -126,7 +126,7 @@ class NodeResourcesFit(Plugin):
             if amount <= 0 or resource in self.ignored_resources:
                 continue
             col = free.get(resource)
-            if col is None or col[row] < amount:
+            if col is None or col.item(row) < amount:
                 return False
         return True
 
@@ -193,12 +193,12 @@ class NodeResourcesFit(Plugin):
         total, weights, counted_all = 0.0, 0.0, True
         for i, (resource, weight) in enumerate(self.resources):
             if resource == "cpu":
-                requested = float(table.nonzero_f["cpu"][row]) + req.nonzero_cpu
+                requested = table.nonzero_f["cpu"].item(row) + req.nonzero_cpu  # item(): a Python float
             elif resource == "memory":
-                requested = float(table.nonzero_f["memory"][row]) + req.nonzero_memory
+                requested = table.nonzero_f["memory"].item(row) + req.nonzero_memory
             else:
                 return None
-            allocatable = float(table.alloc_f[resource][row])
+            allocatable = table.alloc_f[resource].item(row)
             safe = allocatable if allocatable >= 1.0 else 1.0  # alloc_safe_f: allocatable, at least 1
             if least:
                 s = math.floor(max(allocatable - requested, 0.0) * 100.0 / safe)
