@@ -216,6 +216,44 @@ async def test_a_change_that_cannot_be_routed_is_logged_and_the_ones_after_it_st
     assert "odd" not in {k for k, _ in controller.synced}
 
 
+class Routed(Recording):
+    """Recording, declaring that it reads ConfigMaps only; keys_for sees every change it is handed."""
+
+    def __init__(self, api) -> None:
+        super().__init__(api)
+        self.handed: list[str] = []
+
+    def watched(self):
+        return (by_kind("ConfigMap"),)
+
+    def keys_for(self, event):
+        self.handed.append(event.key)
+        return super().keys_for(event)
+
+
+async def test_a_controller_is_handed_only_the_changes_of_the_resources_it_declares_until_it_stops(tmp_path):
+    """What the watch cache routes by a controller's ``watched()``: its resources' changes, in order,
+    and nothing of the rest (a Secret, a Namespace); once stopped, nothing at all."""
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        controller = Routed(server.api)
+        controller.start()
+        try:
+            await configmap(server, "one")
+            await server.api.create(by_kind("Secret"), "default", {"metadata": {"name": "s"}}, WriteOptions(warn=False))
+            await server.api.create(by_kind("Namespace"), None, {"metadata": {"name": "other"}},
+                                    WriteOptions(warn=False))
+            await configmap(server, "two")
+            await synced(controller, "two", 1)
+        finally:
+            await controller.stop()
+        assert controller.handed == ["/core/configmaps/default/one", "/core/configmaps/default/two"]
+        await configmap(server, "three")
+        await server.cache.wait_consistent()
+        assert controller.handed[-1] == "/core/configmaps/default/two"  # stopped: no longer handed any
+        hooks = [server.cache.on_event, *server.cache.on_prefix_event.values()]
+        assert not any(controller._on_event in h for h in hooks)
+
+
 async def test_a_failed_sync_is_tried_again_after_a_growing_backoff_and_a_delay_it_asks_for_brings_it_back(tmp_path):
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
         controller = Recording(server.api, failures={"flaky": 2}, again={"flaky": 0.2})

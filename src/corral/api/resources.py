@@ -70,10 +70,13 @@ class ResourceType:
     )
     has_status: bool = field(default=False)
     merge_keys: dict[str, str] = field(default_factory=lambda: dict(_META_MERGE_KEYS), compare=False)  # see above
+    # Worked out once: read for every change the watch cache hands its followers (each controller's routing).
+    api_version: str = field(init=False, compare=False, repr=False)
+    store_prefix: str = field(init=False, compare=False, repr=False)  # every key starts with it: ``/core/pods/``
 
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "api_version", f"{self.group}/{self.version}" if self.group else self.version)
+        object.__setattr__(self, "store_prefix", f"/{self.group or 'core'}/{self.plural}/")
 
     @property
     def list_kind(self) -> str:
@@ -82,11 +85,6 @@ class ResourceType:
     @property
     def singular(self) -> str:
         return self.kind.lower()
-
-    @property
-    def store_prefix(self) -> str:
-        """Every key of this resource starts with this: ``/core/pods/``."""
-        return f"/{self.group or 'core'}/{self.plural}/"
 
     def key(self, namespace: str | None, name: str) -> str:
         """The store key: ``/{group}/{plural}/{namespace}/{name}``, or without namespace."""

@@ -28,7 +28,7 @@ import time
 from typing import Any, Iterable
 
 from corral.api.kinds.apps import percent_or_count
-from corral.api.resources import by_kind
+from corral.api.resources import ResourceType, by_kind
 from corral.controllers.deployment import template_hash
 from corral.controllers.node_rollout import HASH_LABEL, carry_out, plan, pods_by_node, revision_of
 from corral.controllers.pods import is_available, is_ready, owner_reference
@@ -110,6 +110,9 @@ class DaemonSetController(QueuedController):
     def reset(self) -> None:
         super().reset()
         self._node_shapes.clear()
+
+    def watched(self) -> tuple[ResourceType, ...]:
+        return self._sets, self._pods, self._nodes
 
     def keys_for(self, event: Event) -> Iterable[str]:
         if event.key.startswith(self._nodes.store_prefix):  # a node came or went, or its labels or taints changed

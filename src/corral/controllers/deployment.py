@@ -33,7 +33,7 @@ from typing import Any, Iterable
 
 import msgspec
 
-from corral.api.resources import by_kind
+from corral.api.resources import ResourceType, by_kind
 from corral.api.kinds.apps import percent_or_count
 from corral.api.selectors import SelectorError, label_selector_from_struct
 from corral.controllers.pods import FINISHED, controller_of, owner_reference
@@ -179,6 +179,9 @@ class DeploymentController(QueuedController):
         self._rs_owner[key] = uid
         self._owned.setdefault(uid, set()).add(key)
         return old
+
+    def watched(self) -> tuple[ResourceType, ...]:
+        return self._deploys, self._pods, self._rs
 
     def keys_for(self, event: Event) -> Iterable[str]:
         key = event.key

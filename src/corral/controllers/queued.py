@@ -65,6 +65,11 @@ class QueuedController:
             raise NotImplementedError
         return self.index.keys_for(event)
 
+    def watched(self) -> tuple[ResourceType, ...] | None:
+        """The resources whose changes :meth:`keys_for` reads (None: every resource's); the others'
+        are not handed to it. By default, the two ``index`` routes by."""
+        return None if self.index is None else (self.index.owners, self.index.owned)
+
     def initial_keys(self) -> Iterable[str]:
         """Every key to look at when starting (and after the cache was reloaded); by default, every
         owner ``index`` holds."""
@@ -97,7 +102,12 @@ class QueuedController:
 
     def start(self) -> None:
         cache = self.api.cache
-        cache.on_event.append(self._on_event)
+        watched = self.watched()
+        if watched is None:
+            cache.on_event.append(self._on_event)
+        else:
+            for resource in watched:
+                cache.on_prefix_event.setdefault(resource.store_prefix, []).append(self._on_event)
         cache.on_reload.append(self._on_reload)
         self._on_reload()
         self.events.start()
@@ -105,8 +115,9 @@ class QueuedController:
 
     async def stop(self) -> None:
         cache = self.api.cache
-        if self._on_event in cache.on_event:
-            cache.on_event.remove(self._on_event)
+        for hooks in (cache.on_event, *cache.on_prefix_event.values()):
+            if self._on_event in hooks:
+                hooks.remove(self._on_event)
         if self._on_reload in cache.on_reload:
             cache.on_reload.remove(self._on_reload)
         self.queue.shutdown()

@@ -33,7 +33,7 @@ from typing import Any, Iterable
 
 import msgspec
 
-from corral.api.resources import by_kind
+from corral.api.resources import ResourceType, by_kind
 from corral.api.selectors import LabelSelector, SelectorError, label_selector_from_struct
 from corral.controllers.pods import (controller_of, deletion_order, is_active, is_available, is_ready,
                                      owner_reference, pod_from_template, ready_since)
@@ -143,6 +143,9 @@ class ReplicaSetController(QueuedController):
         selector = self._selector_of.get(owner)
         if selector is not None and not selector.matches(pod["metadata"].get("labels")):
             tally.unmatched.add(key)
+
+    def watched(self) -> tuple[ResourceType, ...]:
+        return self._rs, self._pods
 
     def keys_for(self, event: Event) -> Iterable[str]:
         key = event.key

@@ -185,6 +185,9 @@ class WatchCache:
         self.revision = 0
         self.ready = asyncio.Event()
         self.on_event: list[Callable[[Event], None]] = []  # every change, in order
+        # The changes of one resource (its store prefix) only, after the hooks above: a follower that
+        # reads a few resources is not called for every Event and Lease the cluster writes.
+        self.on_prefix_event: dict[str, list[Callable[[Event], None]]] = {}
         self.on_reload: list[Callable[[], None]] = []  # the whole contents replaced (after compaction)
 
     # --- lifecycle -------------------------------------------------------------------------------------
@@ -260,6 +263,8 @@ class WatchCache:
             # a watcher replaying history encodes them again.
             cached._lines = {}
             for hook in self.on_event:
+                hook(event)
+            for hook in self.on_prefix_event.get(prefix, ()):
                 hook(event)
             if old is not None:
                 # Superseded: only the event window still holds it. Keep its bytes, let its decoded
