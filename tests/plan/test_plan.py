@@ -13,6 +13,7 @@ import pytest
 from corral.api.resources import by_kind
 from corral.client.rest import ApiError, NotFound
 from corral.plan import PLAN_PATH, PLAN_VERSION_PATH
+from corral.scheduler.process import SchedulerProcess
 from corral.testing.builders import make_node, make_pod
 from corral.testing.server import running_server
 
@@ -33,9 +34,12 @@ def pod(name: str, cpu: str, memory: str = "256Mi", priority_class: str = "", **
     return obj
 
 
-@pytest.fixture
-async def cluster(tmp_path):
-    async with running_server(str(tmp_path / "s")) as server:
+@pytest.fixture(params=[False, True], ids=["scheduler-in-server", "scheduler-process"])
+async def cluster(tmp_path, request):
+    """Four nodes in two zones; the scheduler inside the server, or in its own process (corral
+    server --scheduler-process), where the plan is asked of it."""
+    async with running_server(str(tmp_path / "s"), scheduler_process=request.param) as server:
+        assert isinstance(server.scheduler, SchedulerProcess) is request.param
         async with server.client() as client:
             for n in (node("n1", "a"), node("n2", "a", cpu=2), node("n3", "b"), node("n4", "b", cpu=8, memory="16Gi")):
                 await client.create(n)

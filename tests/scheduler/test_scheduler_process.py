@@ -55,9 +55,17 @@ def test_the_scheduler_in_its_own_process_places_pods_reports_failures_and_expla
     metrics = asyncio.run(_metrics(split_server))
     assert 'corral_scheduler_schedule_attempts_total{profile="default-scheduler",result="scheduled"} 4.0' in metrics
     assert "corral_apiserver_requests_total" in metrics  # the server's own, as before
-    # A plan needs the scheduler's state in the server: refused, saying why.
-    refused = corral("plan", "-f", manifests(tmp_path, pod("later", "100m")), kubeconfig=kc, check=False)
-    assert refused.returncode != 0 and "--scheduler-process" in refused.stderr
+    # A plan is decided by the child, on a copy of its state: the pod would go where capacity is left.
+    later = manifests(tmp_path, pod("later", "100m"))
+    planned = corral("plan", "-f", later, kubeconfig=kc).stdout
+    assert "default/later" in planned and "1 pod(s) would be placed." in planned, planned
+    # ... and its version asked of the child again: another one refuses the apply; the plan's, with
+    # nothing changed since, lets it go ahead.
+    version = planned.rsplit("--if-plan-version ", 1)[1].split()[0]
+    stale = corral("apply", "-f", later, "--if-plan-version", "0" * len(version), kubeconfig=kc, check=False)
+    assert stale.returncode != 0 and "later" not in corral("get", "pods", kubeconfig=kc).stdout
+    corral("apply", "-f", later, "--if-plan-version", version, kubeconfig=kc)
+    assert "later" in corral("get", "pods", kubeconfig=kc).stdout
     assert scheduler_children(split_server) == [child]
     # The server takes its scheduler process with it when it stops.
     split_server.stop()

@@ -60,8 +60,8 @@ def cli() -> None:
 @click.option("--scheduler-process", "scheduler_process", is_flag=True, default=False,
               help="Run the scheduler in a child process of its own, on the second core: ~1.7x the pods/s of the "
                    "scheduler inside the server where that core is free (measured in-process on 2 cores); under a "
-                   "burst, pods wait longer in its queue. `corral plan` is refused meanwhile (it needs the "
-                   "scheduler's state in the server); explain and the scheduler's metrics are asked of the child.")
+                   "burst, pods wait longer in its queue. Explain, plans and the scheduler's metrics are asked of the "
+                   "child.")
 @click.option("--scheduler-config", default=None, metavar="FILE",
               help="Scheduler profiles (a SchedulerConfiguration YAML file); default: the default profile.")
 @click.option("--node-monitor-grace-period", "grace", default=40.0, show_default=True, metavar="SECONDS",

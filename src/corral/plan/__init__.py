@@ -3,7 +3,8 @@
 Layers: :mod:`.request` checks what a client asks; :mod:`.expand` turns manifests into the pods
 their controllers would make (through an admission callback the server gives it: validation,
 defaults, priority, written nowhere); :mod:`.dry_run` copies the scheduler's cache and decides those
-pods on the copy. The server's handler (:mod:`corral.server.scheduling.plan`) ties them to the running
+pods on the copy; :mod:`.place` is the scheduler's half of a plan, also asked of a scheduler in its
+own process. The server's handler (:mod:`corral.server.scheduling.plan`) ties them to the running
 scheduler; nothing here does I/O. This module itself stays light: the CLI imports its paths.
 """
 

@@ -10,9 +10,9 @@ its REST layer, as :class:`~corral.scheduler.cluster.InProcessWriter` does for t
 it (with the leader's fence). Both directions go in batches: one frame per turn of either event loop.
 
 If the child exits, the server starts another after ``restart_delay`` and feeds it the state anew
-(pods it had assumed but not bound are pending again, and it places them). Explanations and the
-scheduler's metrics are asked of the child; a plan needs the scheduler's state in the server and is
-refused while the scheduler runs apart.
+(pods it had assumed but not bound are pending again, and it places them). Explanations, plans
+(the pods the server expanded and admitted, decided on a copy of the child's state) and the
+scheduler's metrics are asked of the child, each question after every change the server had seen.
 
 Frames: a 4-byte big-endian length, then a msgpack array whose first item names it.
 Server → child: ``["changes", [[resource, key, json-or-nil], ...]]``, ``["replies", [[id, ok, result], ...]]``,
@@ -177,6 +177,8 @@ class SchedulerProcess:
                 return
 
     def _send_changes(self, child: _Child) -> None:
+        if not child.outbox:  # sent already, ahead of a question
+            return
         batch, child.outbox = child.outbox, []
         self._write(child, ["changes", batch])
 
@@ -184,16 +186,19 @@ class SchedulerProcess:
         if child.proc.returncode is None and not child.proc.stdin.is_closing():
             child.proc.stdin.write(_frame(message))
 
-    async def ask(self, what: str, argument: Any = None) -> Any:
-        """The child's answer to ``what`` ("explain" a pod, its "metrics")."""
+    async def ask(self, what: str, argument: Any = None, *, timeout: float | None = None) -> Any:
+        """The child's answer to ``what`` ("explain" a pod, a "plan", the "plan_version", its
+        "metrics"), given once it has every change this server has seen (those waiting for the end
+        of this loop turn go first). Raises :class:`LookupError` for a question it refused."""
         child = self._child
         if child is None:
             raise RuntimeError("the scheduler process is starting again")
         ask_id = next(self._ids)
         fut = child.asked[ask_id] = asyncio.get_running_loop().create_future()
+        self._send_changes(child)
         self._write(child, ["ask", ask_id, what, argument])
         try:
-            return await asyncio.wait_for(fut, self.ask_timeout)
+            return await asyncio.wait_for(fut, self.ask_timeout if timeout is None else timeout)
         finally:
             child.asked.pop(ask_id, None)
 
@@ -332,6 +337,14 @@ def child_args(config_path: str | None, node_heartbeat_seconds: float, max_node_
 async def _answer(scheduler: Any, what: str, argument: Any) -> Any:
     if what == "explain":
         return await scheduler.explain_with_extenders(argument)
+    if what == "plan":
+        from corral.plan.place import place_asked
+
+        return await place_asked(scheduler, argument)
+    if what == "plan_version":
+        from corral.plan.place import version_of
+
+        return version_of(scheduler)
     if what == "metrics":
         from prometheus_client import generate_latest
 

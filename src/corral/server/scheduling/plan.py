@@ -5,7 +5,8 @@ and answers the plan (:mod:`corral.plan`); ``GET`` answers the plan version now,
 ``corral apply --if-plan-version`` compares with the plan's. Both are non-resource URLs: RBAC
 grants them (``corral:planner``, or cluster-admin), since a plan shows every node and where pods
 run. Each manifest and each pod it makes passes the same validation, defaults and admission as a
-create with ``dryRun``, as the requesting user; nothing is written.
+create with ``dryRun``, as the requesting user; nothing is written. With the scheduler in a
+process of its own, that happens here and the pods are decided there (:mod:`corral.plan.place`).
 """
 
 from __future__ import annotations
@@ -19,16 +20,19 @@ from aiohttp import web
 
 from corral.api.resources import UnknownResource, by_kind
 from corral.plan import PLAN_PATH, PLAN_VERSION_PATH
-from corral.plan.dry_run import apply_what_ifs, fingerprint, run, snapshot, zone_usage
-from corral.plan.expand import PlanInputError, expand
-from corral.plan.request import parse_request
+from corral.plan.expand import Expansion, PlanInputError, expand
+from corral.plan.place import PlanInvalid, asked, configured, copy_of, place, version_of
+from corral.plan.request import PlanRequest, parse_request
+from corral.scheduler.process import SchedulerProcess
 from corral.scheduler.profiles import ConfigError, parse_config
-from corral.scheduler.scheduler import Scheduler, node_signature
+from corral.scheduler.scheduler import Scheduler
 from corral.server import errors
 from corral.server.http import USER, read_body
 from corral.server.rest import ResourceAPI, WriteOptions
 
-__all__ = ["PLAN_PATH", "PLAN_VERSION_PATH", "plan_version", "make_plan"]
+__all__ = ["PLAN_PATH", "PLAN_VERSION_PATH", "plan_version", "make_plan", "plan_version_apart", "make_plan_apart"]
+
+PLAN_SECONDS = 120.0  # how long a scheduler process may take to answer a plan (10,000 pods: ~10 s)
 
 
 def _invalid(field: str, message: str) -> errors.ApiError:
@@ -79,53 +83,70 @@ def _admission(api: ResourceAPI, user: Any, req: Any) -> Callable[[str, dict[str
 
 
 def plan_version(scheduler: Scheduler, revision: int) -> bytes:
-    return msgspec.json.encode({"kind": "PlanVersion", "apiVersion": "corral.dev/v1",
-                                "planVersion": fingerprint(scheduler.cache, node_signature),
+    return _version_body(version_of(scheduler), revision)
+
+
+def _version_body(version: str, revision: int) -> bytes:
+    return msgspec.json.encode({"kind": "PlanVersion", "apiVersion": "corral.dev/v1", "planVersion": version,
                                 "resourceVersion": str(revision)})
+
+
+async def _plan_request(request: web.Request) -> PlanRequest:
+    body = await read_body(request)
+    try:
+        if isinstance(body, dict) and "manifests" in body:  # YAML text: decoded off the event loop
+            return await asyncio.to_thread(parse_request, body)
+        return parse_request(body)
+    except PlanInputError as exc:
+        raise _invalid(exc.path, exc.message) from None
+
+
+async def _expanded(api: ResourceAPI, request: web.Request, req: PlanRequest, nodes: list[dict[str, Any]]) -> Expansion:
+    try:
+        return await expand(req.items, _admission(api, request[USER], req), nodes)
+    except PlanInputError as exc:
+        raise _invalid(exc.path, exc.message) from None
 
 
 async def make_plan(request: web.Request, scheduler: Scheduler, api: ResourceAPI, revision: int) -> bytes:
     """The plan for the request's body, as JSON (422 naming the field for bad input)."""
-    body = await read_body(request)
+    req = await _plan_request(request)
     try:
-        if isinstance(body, dict) and "manifests" in body:  # YAML text: decoded off the event loop
-            req = await asyncio.to_thread(parse_request, body)
-        else:
-            req = parse_request(body)
-    except PlanInputError as exc:
-        raise _invalid(exc.path, exc.message) from None
-    config, same = scheduler.config, True
-    if req.scheduler_config is not None:
+        config, same = configured(scheduler, req.scheduler_config)
+        # The copy is taken in one step of the event loop: the cluster at one revision.
+        snap = copy_of(scheduler, config, same, revision)
+        version = version_of(scheduler)
+        table = snap.cache.table
+        expansion = await _expanded(api, request, req, [table.objects[int(r)] for r in table.valid_rows()])
+        report = await place(scheduler, snap, same, version, revision, expansion.pods,
+                             without=req.without_nodes, add=req.add_nodes)
+    except PlanInvalid as exc:
+        raise _invalid(exc.field, exc.message) from None
+    report["notes"] = expansion.notes + report["notes"]
+    return msgspec.json.encode(report)
+
+
+async def plan_version_apart(process: SchedulerProcess, api: ResourceAPI) -> bytes:
+    """The plan version, asked of a scheduler in its own process."""
+    revision = api.cache.revision  # the child is given every change up to here before the question
+    return _version_body(await process.ask("plan_version"), revision)
+
+
+async def make_plan_apart(request: web.Request, process: SchedulerProcess, api: ResourceAPI) -> bytes:
+    """:func:`make_plan` with the scheduler in its own process: the manifests are read, expanded and
+    admitted here (as the requesting user), and the pods they make are decided there, on a copy of
+    its state taken once every change this server had seen reached it."""
+    req = await _plan_request(request)
+    if req.scheduler_config is not None:  # refused before anything is expanded, as beside the scheduler
         try:
-            config, same = parse_config(req.scheduler_config, "schedulerConfig"), False
+            parse_config(req.scheduler_config, "schedulerConfig")
         except ConfigError as exc:
             raise _invalid("schedulerConfig", str(exc)) from None
-    # The copy is taken in one step of the event loop: the cluster at one revision.
-    try:
-        snap = snapshot(scheduler.cache, scheduler.frameworks, config, revision,
-                        ignored_resources=scheduler.extenders.ignored_resources(), same_config=same)
-    except ConfigError as exc:
-        raise _invalid("schedulerConfig", str(exc)) from None
-    version = fingerprint(scheduler.cache, node_signature)
-    admit = _admission(api, request[USER], req)
-    table = snap.cache.table
-    nodes = [table.objects[int(r)] for r in table.valid_rows()]
-    before = zone_usage(snap.cache)
-    try:
-        expansion = await expand(req.items, admit, nodes)
-        displaced = apply_what_ifs(snap, without=req.without_nodes, add=req.add_nodes)
-    except PlanInputError as exc:
-        raise _invalid(exc.path, exc.message) from None
-    except KeyError as exc:
-        raise _invalid("withoutNodes", f"no node {exc.args[0]!r} in the cluster") from None
-    report = await run(snap, expansion.pods, displaced=displaced, extenders=scheduler.extenders if same else None,
-                       before=before)
-    report = {"kind": "Plan", "apiVersion": "corral.dev/v1", "resourceVersion": str(revision),
-              "planVersion": version, **report, "notes": expansion.notes + report["notes"]}
-    if not same:
-        report["notes"].append("decided with the given scheduler configuration: another tie-break sequence "
-                               "than the running scheduler's")
-    if scheduler.extenders:
-        report["notes"].append("scheduler extenders were asked to filter and score" if same else
-                               "scheduler extenders were not asked (another configuration was given)")
+    expansion = await _expanded(api, request, req, [r.obj for r in api.cache.items(by_kind("Node").store_prefix)])
+    question = asked(api.cache.revision, expansion.pods, req.without_nodes, req.add_nodes, req.scheduler_config)
+    answer = await process.ask("plan", question, timeout=PLAN_SECONDS)
+    if answer[0] == "invalid":
+        raise _invalid(answer[1], answer[2])
+    report = answer[1]
+    report["notes"] = expansion.notes + report["notes"]
     return msgspec.json.encode(report)

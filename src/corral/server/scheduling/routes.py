@@ -60,11 +60,17 @@ class SchedulingRoutes:
         if scheduler is None:
             return await self.at_leader(request)
         from corral.scheduler.process import SchedulerProcess
-        from corral.server.scheduling.plan import make_plan, plan_version
+        from corral.server.scheduling.plan import make_plan, make_plan_apart, plan_version, plan_version_apart
 
         if isinstance(scheduler, SchedulerProcess):
-            raise errors.ApiError(501, "NotImplemented", "a plan copies the scheduler's state, which this server's "
-                                  "scheduler keeps in its own process (corral server --scheduler-process)")
+            try:
+                if request.method == "GET":
+                    body = await plan_version_apart(scheduler, self.server.api)
+                else:
+                    body = await make_plan_apart(request, scheduler, self.server.api)
+            except (RuntimeError, TimeoutError) as exc:  # starting again, or not answering
+                raise errors.ApiError(503, "ServiceUnavailable", f"the scheduler process cannot plan now: {exc}") from None
+            return web.Response(body=body, content_type="application/json")
 
         revision = self.server.cache.revision
         if request.method == "GET":
