@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sys
 
 import pytest
 
@@ -114,3 +115,48 @@ async def _pid_of(server) -> int:
     while server.scheduler is None or server.scheduler.pid is None:
         await asyncio.sleep(0.05)
     return server.scheduler.pid
+
+
+async def test_the_child_takes_in_changes_and_binds_while_it_answers_a_long_plan():
+    """Spoken to as the server speaks to it: a plan of 2,000 pods asked, then a pod created. The new
+    pod is bound (its binding asked of the server) before the plan is answered: a question does not
+    hold up the changes that come after it."""
+    import msgspec
+
+    from corral.plan.expand import PlannedPod
+    from corral.plan.place import asked
+    from corral.scheduler.process import _frame, _read_frame, child_args
+    from corral.testing.builders import make_node, make_pod
+    from corral.testing.process import child_env
+
+    def stored(obj: dict) -> bytes:
+        return msgspec.json.encode(obj)
+
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default", "uid": "ns"}}
+    nodes = [make_node(f"n{i}").capacity(cpu=64, memory="256Gi", pods=5000).obj for i in range(2)]
+    planned = [PlannedPod(make_pod(f"plan-{i}").requests(cpu="10m", memory="16Mi").obj, f"Pod default/plan-{i}")
+               for i in range(2000)]
+    child = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "corral.scheduler.process", *child_args(None, 10.0, 10.0),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, env=child_env(), limit=2 ** 30)
+    try:
+        child.stdin.write(_frame(["changes", [[0, "default", stored(namespace)],
+                                              *[[1, n["metadata"]["name"], stored(n)] for n in nodes]]]))
+        child.stdin.write(_frame(["ask", 7, "plan", asked(1, planned, [], [], None)]))
+        meanwhile = make_pod("meanwhile").requests(cpu="10m", memory="16Mi").obj
+        child.stdin.write(_frame(["changes", [[4, "default/meanwhile", stored(meanwhile)]]]))
+        await child.stdin.drain()
+        seen = []
+        async with asyncio.timeout(60):
+            while True:
+                message = await _read_frame(child.stdout)
+                if message[0] == "requests":
+                    seen += [("bind", args[1]) for _, op, args in message[1] if op == "bind"]
+                elif message[0] == "answer" and message[1] == 7:
+                    assert message[2] is True, message
+                    seen.append(("answer", message[3][1]["placed"]))
+                    break
+    finally:
+        child.stdin.close()
+        await child.wait()
+    assert seen == [("bind", "meanwhile"), ("answer", 2000)]

@@ -353,6 +353,14 @@ async def _answer(scheduler: Any, what: str, argument: Any) -> Any:
     raise LookupError(f"unknown question {what!r}")
 
 
+async def _reply(out: asyncio.StreamWriter, scheduler: Any, ask_id: int, what: str, argument: Any) -> None:
+    try:
+        answer = ["answer", ask_id, True, await _answer(scheduler, what, argument)]
+    except Exception as exc:  # a question it cannot answer (a pod explain refuses)
+        answer = ["answer", ask_id, False, str(exc)]
+    out.write(_frame(answer))
+
+
 async def _run_child(args: argparse.Namespace) -> None:
     import gc
 
@@ -374,6 +382,7 @@ async def _run_child(args: argparse.Namespace) -> None:
     handlers = [getattr(scheduler, method) for _, method in RESOURCES]
     decode = msgspec.json.Decoder().decode
     started = tuned = False
+    answering: set[asyncio.Task] = set()
     gc.set_threshold(50_000, 20, 100)  # as the server's own (tune_gc_for_server): young collections rarely
     try:
         while True:
@@ -392,12 +401,11 @@ async def _run_child(args: argparse.Namespace) -> None:
             elif kind == "replies":
                 writer.replied(message[1])
             elif kind == "ask":
-                _, ask_id, what, argument = message
-                try:
-                    answer = ["answer", ask_id, True, await _answer(scheduler, what, argument)]
-                except Exception as exc:  # a question it cannot answer (a pod explain refuses)
-                    answer = ["answer", ask_id, False, str(exc)]
-                writer.out.write(_frame(answer))
+                # Answered in a task of its own: the changes that come meanwhile are still taken in
+                # (a plan of thousands of pods takes seconds, yielding as it goes).
+                task = asyncio.create_task(_reply(writer.out, scheduler, *message[1:]))
+                answering.add(task)
+                task.add_done_callback(answering.discard)
     except asyncio.IncompleteReadError:  # the server closed our input: its scheduler is stopping
         pass
     finally:
