@@ -31,3 +31,28 @@ def test_a_copy_of_the_package_is_what_its_grandchildren_import(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(copy)}
     out = subprocess.run([sys.executable, "-c", grandchild], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == str(copy / "corral" / "__init__.py")
+
+
+def test_free_port_never_gives_the_same_port_twice_even_when_the_kernel_offers_it_again(monkeypatch):
+    """What made an etcd cluster of three members start with two on one port ("has duplicate url"):
+    the kernel offered a closed port again. A fake socket offers 5000, 5000, then 5001."""
+    from corral.testing import process
+
+    offered = iter([5000, 5000, 5001])
+
+    class Offering:
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def bind(self, address):
+            self.port = next(offered)
+
+        def getsockname(self):
+            return ("127.0.0.1", self.port)
+
+    monkeypatch.setattr(process, "_handed_out", set())
+    monkeypatch.setattr(process.socket, "socket", Offering)
+    assert [process.free_port(), process.free_port()] == [5000, 5001]

@@ -22,8 +22,17 @@ def child_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     return env
 
 
+_handed_out: set[int] = set()  # every port free_port gave in this process
+
+
 def free_port() -> int:
-    """A loopback TCP port nothing listens on now (so two test runs on one machine do not collide)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback TCP port nothing listens on now (so two test runs on one machine do not collide),
+    and never one it gave before: the kernel may offer a port again once its socket is closed, and
+    a test that starts several daemons (an etcd cluster's members) asks before any of them listens."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
