@@ -112,7 +112,7 @@ class DaemonSetController(QueuedController):
         self._node_shapes.clear()
 
     def watched(self) -> tuple[ResourceType, ...]:
-        return self._sets, self._pods, self._nodes
+        return (*super().watched(), self._nodes)  # its index's DaemonSets and pods, and the nodes
 
     def keys_for(self, event: Event) -> Iterable[str]:
         if event.key.startswith(self._nodes.store_prefix):  # a node came or went, or its labels or taints changed

@@ -10,8 +10,9 @@ from typing import Any, Iterable
 from corral.plan.dry_run import NodeSpec, Snapshot, apply_what_ifs, fingerprint, run, snapshot, zone_usage
 from corral.plan.expand import PlannedPod, PlanInputError
 from corral.scheduler.profiles import ConfigError, SchedulerConfig, parse_config
+from corral.scheduler.scheduler import node_signature
 
-__all__ = ["PlanInvalid", "asked", "configured", "copy_of", "place", "place_asked", "version_of"]
+__all__ = ["PlanInvalid", "asked", "checked_config", "configured", "copy_of", "place", "place_asked", "version_of"]
 
 Obj = dict[str, Any]
 
@@ -24,14 +25,19 @@ class PlanInvalid(ValueError):
         self.field, self.message = field, message
 
 
+def checked_config(scheduler_config: Obj) -> SchedulerConfig:
+    """The configuration a plan request gives to try."""
+    try:
+        return parse_config(scheduler_config, "schedulerConfig")
+    except ConfigError as exc:
+        raise PlanInvalid("schedulerConfig", str(exc)) from None
+
+
 def configured(scheduler: Any, scheduler_config: Obj | None) -> tuple[SchedulerConfig, bool]:
     """The configuration to decide with, and whether it is the running scheduler's."""
     if scheduler_config is None:
         return scheduler.config, True
-    try:
-        return parse_config(scheduler_config, "schedulerConfig"), False
-    except ConfigError as exc:
-        raise PlanInvalid("schedulerConfig", str(exc)) from None
+    return checked_config(scheduler_config), False
 
 
 def copy_of(scheduler: Any, config: SchedulerConfig, same: bool, revision: int) -> Snapshot:
@@ -44,8 +50,6 @@ def copy_of(scheduler: Any, config: SchedulerConfig, same: bool, revision: int) 
 
 
 def version_of(scheduler: Any) -> str:
-    from corral.scheduler.scheduler import node_signature
-
     return fingerprint(scheduler.cache, node_signature)
 
 

@@ -21,10 +21,9 @@ from aiohttp import web
 from corral.api.resources import UnknownResource, by_kind
 from corral.plan import PLAN_PATH, PLAN_VERSION_PATH
 from corral.plan.expand import Expansion, PlanInputError, expand
-from corral.plan.place import PlanInvalid, asked, configured, copy_of, place, version_of
+from corral.plan.place import PlanInvalid, asked, checked_config, configured, copy_of, place, version_of
 from corral.plan.request import PlanRequest, parse_request
 from corral.scheduler.process import SchedulerProcess
-from corral.scheduler.profiles import ConfigError, parse_config
 from corral.scheduler.scheduler import Scheduler
 from corral.server import errors
 from corral.server.http import USER, read_body
@@ -137,11 +136,11 @@ async def make_plan_apart(request: web.Request, process: SchedulerProcess, api: 
     admitted here (as the requesting user), and the pods they make are decided there, on a copy of
     its state taken once every change this server had seen reached it."""
     req = await _plan_request(request)
-    if req.scheduler_config is not None:  # refused before anything is expanded, as beside the scheduler
-        try:
-            parse_config(req.scheduler_config, "schedulerConfig")
-        except ConfigError as exc:
-            raise _invalid("schedulerConfig", str(exc)) from None
+    try:
+        if req.scheduler_config is not None:  # refused before anything is expanded, as beside the scheduler
+            checked_config(req.scheduler_config)
+    except PlanInvalid as exc:
+        raise _invalid(exc.field, exc.message) from None
     expansion = await _expanded(api, request, req, [r.obj for r in api.cache.items(by_kind("Node").store_prefix)])
     question = asked(api.cache.revision, expansion.pods, req.without_nodes, req.add_nodes, req.scheduler_config)
     answer = await process.ask("plan", question, timeout=PLAN_SECONDS)
