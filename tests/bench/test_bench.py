@@ -69,11 +69,20 @@ def test_bench_runs_in_process_with_the_scheduler_in_a_process_of_its_own():
     check_invariants(result)
     # The attempts' latencies come from the child's metrics; the peak memory counts the child's too.
     assert 0 < result["attemptLatencyMs"]["p50"] <= result["attemptLatencyMs"]["p99"]
-    inproc = json.loads(corral("bench", "SchedulingBasic/500Nodes", "--small", "-o", "json").stdout)
+    inproc = json.loads(corral("bench", "SchedulingBasic/500Nodes", "--small", "--no-scheduler-process",
+                               "-o", "json").stdout)
+    assert inproc["mode"] == "in-process"
     assert result["peakRssBytes"] > inproc["peakRssBytes"] + 50 * 2**20
-    both = corral("bench", "SchedulingBasic/500Nodes", "--scheduler-process", "--server", "https://127.0.0.1:1",
-                  check=False)
-    assert both.returncode == 1 and "--scheduler-process is for in-process runs" in both.stderr
+    for flag in ("--scheduler-process", "--no-scheduler-process"):
+        both = corral("bench", "SchedulingBasic/500Nodes", flag, "--server", "https://127.0.0.1:1", check=False)
+        assert both.returncode == 1 and f"{flag} is for in-process runs" in both.stderr
+
+
+def test_bench_in_process_runs_the_scheduler_where_corral_server_would():
+    from corral.server.cores import scheduler_process_by_default
+
+    result = json.loads(corral("bench", "SchedulingBasic/500Nodes", "--small", "-o", "json").stdout)
+    assert result["mode"] == ("in-process, scheduler process" if scheduler_process_by_default() else "in-process")
 
 
 def test_the_list_and_a_bad_name_are_answered_clearly():
@@ -113,7 +122,7 @@ def test_bench_runs_in_process_on_etcd_and_refuses_a_used_store(tmp_path):
     try:
         result = json.loads(corral("bench", "SchedulingBasic/500Nodes", "--small", "-o", "json",
                                    "--store", etcd.url).stdout)
-        assert result["mode"] == "in-process, etcd"
+        assert result["mode"].startswith("in-process, etcd")
         check_invariants(result)
         again = corral("bench", "SchedulingBasic/500Nodes", "--small", "--store", etcd.url, check=False)
         assert again.returncode == 1 and "must be empty" in again.stderr and "Traceback" not in again.stderr

@@ -160,3 +160,49 @@ async def test_the_child_takes_in_changes_and_binds_while_it_answers_a_long_plan
         child.stdin.close()
         await child.wait()
     assert seen == [("bind", "meanwhile"), ("answer", 2000)]
+
+
+@pytest.fixture
+def one_core():
+    """This process (and so the servers it starts) on one core, as `taskset -c 0` runs it."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(before)})
+    yield
+    os.sched_setaffinity(0, before)
+
+
+def _scheduler_line(server: ServerProcess) -> str:
+    return next(line for line in server.log().splitlines() if line.startswith("scheduler: "))
+
+
+def test_by_default_the_scheduler_runs_in_a_child_where_two_cores_are_usable_and_inside_on_one(tmp_path):
+    from corral.server.cores import usable_cores
+
+    with ServerProcess(str(tmp_path / "default")) as server:
+        if usable_cores() >= 2:
+            assert "in a child process" in _scheduler_line(server)
+            wait_for(lambda: scheduler_children(server), what="the scheduler process")
+        else:  # pragma: no cover - CI has two cores
+            assert _scheduler_line(server) == "scheduler: inside the server process"
+    with ServerProcess(str(tmp_path / "inside"), "--no-scheduler-process") as server:
+        assert _scheduler_line(server) == "scheduler: inside the server process"
+        assert scheduler_children(server) == []
+
+
+def test_on_one_core_the_scheduler_stays_inside_the_server_unless_asked(tmp_path, one_core):
+    with ServerProcess(str(tmp_path / "one")) as server:
+        assert _scheduler_line(server) == "scheduler: inside the server process"
+        assert scheduler_children(server) == []
+        kc = server.kubeconfig
+        corral("apply", "-f", manifests(tmp_path, node("n1"), pod("p1", cpu="100m")), kubeconfig=kc)
+        assert wait_for(lambda: pod_nodes(kc).get("p1"), what="p1 bound") == "n1"
+    with ServerProcess(str(tmp_path / "asked"), "--scheduler-process") as server:
+        assert "in a child process" in _scheduler_line(server)
+        wait_for(lambda: scheduler_children(server), what="the scheduler process")
+
+
+def test_no_scheduler_runs_no_scheduler_process_either(tmp_path):
+    with ServerProcess(str(tmp_path / "none"), "--no-scheduler") as server:
+        assert "listening on" in server.log()
+        assert not any(line.startswith("scheduler: ") for line in server.log().splitlines())
+        assert scheduler_children(server) == []

@@ -76,8 +76,9 @@ def _print_table(d: dict) -> None:
 @click.option("--store", "store_url", default=None, metavar="URL",
               help="In-process only: the store to run on, as for `corral server --store` (default: SQLite "
                    "in a temporary directory). An etcd must be empty: the benchmark's objects are not removed.")
-@click.option("--scheduler-process", "scheduler_process", is_flag=True,
-              help="In-process only: the scheduler in a child process, as `corral server --scheduler-process` runs it.")
+@click.option("--scheduler-process/--no-scheduler-process", "scheduler_process", default=None,
+              help="In-process only: the scheduler in a child process, or inside the server. Default: as `corral "
+                   "server` chooses, a child process where two cores or more are usable.")
 @click.option("--small", is_flag=True, help="Pod counts divided by 10 (nodes unchanged): a quick check.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds to wait for pods to be bound.")
 @click.option("--plot", default=None, metavar="FILE.png", help="Also draw throughput over time to a PNG file.")
@@ -109,14 +110,19 @@ async def bench(name, list_, output, server, store_url, scheduler_process, small
     server = server or server_flag()  # corral --server URL bench ...
     if server and store_url:
         raise CliError("--store is for in-process runs; a server given with --server has its own store")
-    if server and scheduler_process:
-        raise CliError("--scheduler-process is for in-process runs; a server given with --server runs its scheduler "
-                       "as it was started (corral server --scheduler-process)")
+    if server and scheduler_process is not None:
+        flag = "--scheduler-process" if scheduler_process else "--no-scheduler-process"
+        raise CliError(f"{flag} is for in-process runs; a server given with --server runs its scheduler "
+                       "as it was started (corral server --scheduler-process or --no-scheduler-process)")
     if server:
         from corral.client.config import client_credentials
 
         target = HttpTarget(client_credentials(server, kubeconfig_flag()), lambda *a: None)
     else:
+        if scheduler_process is None:
+            from corral.server.cores import scheduler_process_by_default
+
+            scheduler_process = scheduler_process_by_default()
         target = InProcessTarget(lambda *a: None, store_url=store_url or "", scheduler_process=scheduler_process)
     progress = _BarProgress() if sys.stderr.isatty() else Progress()
     try:

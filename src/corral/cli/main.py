@@ -56,12 +56,13 @@ def cli() -> None:
               help="The client certificate to present to etcd (with --etcd-keyfile; for etcd's --client-cert-auth).")
 @click.option("--etcd-keyfile", default="", metavar="FILE", help="The key of --etcd-certfile.")
 @click.option("--scheduler/--no-scheduler", "run_scheduler", default=True, show_default=True,
-              help="Run the scheduler inside the server.")
-@click.option("--scheduler-process", "scheduler_process", is_flag=True, default=False,
-              help="Run the scheduler in a child process of its own, on the second core: ~1.7x the pods/s of the "
-                   "scheduler inside the server where that core is free (measured in-process on 2 cores); under a "
-                   "burst, pods wait longer in its queue. Explain, plans and the scheduler's metrics are asked of the "
-                   "child.")
+              help="Run the scheduler (inside the server or in a child process: --scheduler-process).")
+@click.option("--scheduler-process/--no-scheduler-process", "scheduler_process", default=None,
+              help="Run the scheduler in a child process of its own, on another core, or inside the server. Default: "
+                   "a child process where two cores or more are usable (CPU affinity and cgroup quota), ~1.6x the "
+                   "pods/s of the scheduler inside the server on 2 cores; inside the server on one core. Under a "
+                   "burst, pods wait longer in a child's queue. Explain, plans and the scheduler's metrics are asked "
+                   "of the child.")
 @click.option("--scheduler-config", default=None, metavar="FILE",
               help="Scheduler profiles (a SchedulerConfiguration YAML file); default: the default profile.")
 @click.option("--node-monitor-grace-period", "grace", default=40.0, show_default=True, metavar="SECONDS",
@@ -124,7 +125,7 @@ def cli() -> None:
 @click.option("--log-level", default="warning", show_default=True,
               type=click.Choice(["debug", "info", "warning", "error"]))
 def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafile: str, etcd_certfile: str,
-           etcd_keyfile: str, run_scheduler: bool, scheduler_process: bool,
+           etcd_keyfile: str, run_scheduler: bool, scheduler_process: bool | None,
            scheduler_config: str | None, grace: float, heartbeat: float, heartbeat_rate: float, eviction: float,
            local_agent: bool, leader_elect: bool | None, identity: str, advertise_url: str, lease_seconds: float,
            renew_deadline: float,
@@ -142,6 +143,7 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
 
     from corral.api.kinds.coordination import HeartbeatScale
     from corral.server.app import ServerConfig, serve_forever
+    from corral.server.cores import scheduler_process_by_default
     from corral.store.etcd import EtcdTLS
 
     if grace < 2 * heartbeat:
@@ -176,6 +178,8 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
         raise CliError(f"--history-bytes must be at least 4Mi, got {history}")
     if scheduler_process and not run_scheduler:
         raise CliError("--scheduler-process runs the scheduler in a process of its own; --no-scheduler runs none")
+    if scheduler_process is None:
+        scheduler_process = run_scheduler and scheduler_process_by_default()
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ServerConfig(data_dir=data_dir or "", store_url=store_url or "", etcd_tls=etcd_tls, address=address,
                           scheduler=run_scheduler, scheduler_process=scheduler_process,

@@ -92,7 +92,8 @@ class ServerConfig:
     event_ttl: float = 3600.0  # Events older than this are deleted (kube-apiserver's --event-ttl)
     sqlite_synchronous: str = "FULL"
     scheduler: bool = True  # run the scheduler in this process
-    scheduler_process: bool = False  # ... in a child process of its own (corral.scheduler.process)
+    scheduler_process: bool = False  # ... in a child process of its own (corral.scheduler.process; the CLI's
+    # default where two cores are usable, see corral.server.cores)
     scheduler_config: str | None = None  # a SchedulerConfiguration YAML file
     controllers: bool = True  # run the controllers (node lifecycle, workloads, ...) in this process
     node_grace_seconds: float = 40.0  # lease older than this: node NotReady (scaled with the node count)
@@ -768,6 +769,10 @@ async def serve_forever(config: ServerConfig, *, ready_message: bool = True) -> 
               flush=True)
         print(f"join a node: corral agent --server {server.join_url} --token "
               f"{server.pki.join_token} --ca-cert-hash {server.pki.ca.pin}", flush=True)
+        if config.scheduler:
+            print("scheduler: " + ("in a child process of its own, on another core (--no-scheduler-process: inside "
+                                   "the server)" if config.scheduler_process else "inside the server process"),
+                  flush=True)
     try:
         await wait_for_termination()
     finally:
