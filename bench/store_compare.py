@@ -12,7 +12,8 @@ with its own data directory under /tmp — a fresh member for every run):
 1. creates/s over HTTP: ``--pods`` pod creates from ``--clients`` connections to a real
    ``corral server --no-scheduler`` process (bench/api_bench.py's create phase);
 2. scheduler throughput: ``corral bench WORKLOAD`` in-process (default
-   SchedulingBasic/5000Nodes_10000Pods), the server, store and scheduler in one process.
+   SchedulingBasic/5000Nodes_10000Pods), the server and store in this process and the scheduler
+   where ``corral server`` would run it (a child process where two cores are usable).
 
 Prints one line per run and a table of medians; ``--json`` prints every figure instead.
 """

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from typing import Any, Coroutine, Generator
 
-__all__ = ["cancel_and_wait", "wait_for_termination", "OnLoop"]
+__all__ = ["cancel_and_wait", "wait_for_termination", "OnLoop", "without_grpc_fork_handlers"]
 
 
 class OnLoop:
@@ -62,3 +63,11 @@ async def wait_for_termination() -> None:
     finally:
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.remove_signal_handler(sig)
+
+
+def without_grpc_fork_handlers() -> None:
+    """Call before gRPC is imported: its fork handlers off (unless the environment says otherwise).
+    corral forks only to run another program (the scheduler's child process, a container's process),
+    never to go on using gRPC in the child; with the handlers on, a server on etcd logged "Other
+    threads are currently calling into gRPC, skipping fork() handlers" whenever it started one."""
+    os.environ.setdefault("GRPC_ENABLE_FORK_SUPPORT", "false")

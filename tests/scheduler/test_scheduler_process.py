@@ -206,3 +206,20 @@ def test_no_scheduler_runs_no_scheduler_process_either(tmp_path):
         assert "listening on" in server.log()
         assert not any(line.startswith("scheduler: ") for line in server.log().splitlines())
         assert scheduler_children(server) == []
+
+
+def test_a_server_on_etcd_starts_its_scheduler_process_without_grpc_fork_warnings(tmp_path):
+    """gRPC's fork handlers logged "Other threads are currently calling into gRPC, skipping fork()
+    handlers" into the server's output whenever it started its child; corral forks only to exec."""
+    from corral.testing.etcd import EtcdProcess
+
+    etcd = EtcdProcess(str(tmp_path / "etcd")).start()
+    try:
+        with ServerProcess(str(tmp_path / "server"), "--store", etcd.url, "--scheduler-process") as server:
+            kc = server.kubeconfig
+            wait_for(lambda: scheduler_children(server), what="the scheduler process")
+            corral("apply", "-f", manifests(tmp_path, node("n1"), pod("p1", cpu="100m")), kubeconfig=kc)
+            assert wait_for(lambda: pod_nodes(kc).get("p1"), what="p1 bound") == "n1"
+            assert "fork()" not in server.log(), server.log()
+    finally:
+        etcd.stop()

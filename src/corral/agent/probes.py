@@ -182,6 +182,9 @@ _SERVING = {0: "UNKNOWN", 1: "SERVING", 2: "NOT_SERVING", 3: "SERVICE_UNKNOWN"}
 async def _grpc_health(host: str, port: int, service: str, timeout: float) -> tuple[bool, str]:
     """gRPC's standard health check (``grpc.health.v1.Health/Check``), as kubelet's grpc probe asks
     it: SERVING passes. The two one-field messages are written and read here, not generated."""
+    from corral.aio import without_grpc_fork_handlers
+
+    without_grpc_fork_handlers()
     import grpc
     import grpc.aio
 

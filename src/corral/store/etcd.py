@@ -49,6 +49,7 @@ from typing import Any, AsyncIterator, Awaitable, Callable, TypeVar
 
 import msgspec
 
+from corral.aio import without_grpc_fork_handlers
 from corral.store.base import (
     Compacted,
     Conflict,
@@ -70,6 +71,8 @@ T = TypeVar("T")
 log = logging.getLogger(__name__)
 
 __all__ = ["EtcdStore", "EtcdTLS", "parse_endpoints"]
+
+without_grpc_fork_handlers()  # before any import of grpc below
 
 _encode = msgspec.json.Encoder().encode
 _decode = msgspec.json.Decoder().decode
