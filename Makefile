@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 RUNTIME_STAMP := $(VENV)/.installed-runtime
 
-.PHONY: install system-deps bytecode up test bench mutation lock clean
+.PHONY: install system-deps up test bench mutation lock clean
 
 $(STAMP): pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,13 +34,13 @@ system-deps:
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq docker.io busybox-static etcd-server chromium >/dev/null; \
 	fi
 
-# corral's own modules compiled to bytecode once: where PYTHONDONTWRITEBYTECODE is set (as on the CI
-# machine), every corral process would otherwise compile them again as it starts (tests/cli/test_cli.py,
-# which runs the CLI and servers as processes: 62 s without the bytecode, 53 s with it).
-bytecode:
-	@$(BIN)/python -m compileall -q -j 0 src
+# Both compile corral's own modules to bytecode first: where PYTHONDONTWRITEBYTECODE is set (as on the
+# CI machine), every corral process would otherwise compile them again as it starts
+# (tests/cli/test_cli.py, which runs the CLI and servers as processes: 62 s without, 53 s with it).
+COMPILE := $(BIN)/python -m compileall -q -j 0 src
 
-up: $(RUNTIME_STAMP) bytecode
+up: $(RUNTIME_STAMP)
+	@$(COMPILE)
 	@echo "Starting corral on https://127.0.0.1:7443: API server, scheduler, and this machine as a node"
 	@echo "(process runtime; data, the cluster CA and the admin kubeconfig in ~/.local/share/corral)."
 	@echo "In another terminal, the one line for corral and kubectl alike:"
@@ -50,7 +50,8 @@ up: $(RUNTIME_STAMP) bytecode
 	@echo "Stop with Ctrl-C."
 	$(BIN)/corral server --local-agent
 
-test: $(STAMP) system-deps bytecode
+test: $(STAMP) system-deps
+	@$(COMPILE)
 	$(BIN)/ruff check --quiet --select F,E9 src tests bench
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 

@@ -79,10 +79,10 @@ def test_bench_runs_in_process_with_the_scheduler_in_a_process_of_its_own():
 
 
 def test_bench_in_process_runs_the_scheduler_where_corral_server_would():
-    from corral.server.cores import scheduler_process_by_default
+    from corral.server.cores import scheduler_in_child
 
     result = json.loads(corral("bench", "SchedulingBasic/500Nodes", "--small", "-o", "json").stdout)
-    assert result["mode"] == ("in-process, scheduler process" if scheduler_process_by_default() else "in-process")
+    assert result["mode"] == ("in-process, scheduler process" if scheduler_in_child() else "in-process")
 
 
 def test_the_list_and_a_bad_name_are_answered_clearly():

@@ -119,11 +119,10 @@ async def bench(name, list_, output, server, store_url, scheduler_process, small
 
         target = HttpTarget(client_credentials(server, kubeconfig_flag()), lambda *a: None)
     else:
-        if scheduler_process is None:
-            from corral.server.cores import scheduler_process_by_default
+        from corral.server.cores import scheduler_in_child
 
-            scheduler_process = scheduler_process_by_default()
-        target = InProcessTarget(lambda *a: None, store_url=store_url or "", scheduler_process=scheduler_process)
+        target = InProcessTarget(lambda *a: None, store_url=store_url or "",
+                                 scheduler_process=scheduler_in_child(scheduler_process))
     progress = _BarProgress() if sys.stderr.isatty() else Progress()
     try:
         result = await run_workload(workload, size, target, small=small, progress=progress, timeout=timeout)

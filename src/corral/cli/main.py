@@ -143,7 +143,7 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
 
     from corral.api.kinds.coordination import HeartbeatScale
     from corral.server.app import ServerConfig, serve_forever
-    from corral.server.cores import scheduler_process_by_default
+    from corral.server.cores import scheduler_in_child
     from corral.store.etcd import EtcdTLS
 
     if grace < 2 * heartbeat:
@@ -178,11 +178,10 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
         raise CliError(f"--history-bytes must be at least 4Mi, got {history}")
     if scheduler_process and not run_scheduler:
         raise CliError("--scheduler-process runs the scheduler in a process of its own; --no-scheduler runs none")
-    if scheduler_process is None:
-        scheduler_process = run_scheduler and scheduler_process_by_default()
+    in_child = run_scheduler and scheduler_in_child(scheduler_process)
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     config = ServerConfig(data_dir=data_dir or "", store_url=store_url or "", etcd_tls=etcd_tls, address=address,
-                          scheduler=run_scheduler, scheduler_process=scheduler_process,
+                          scheduler=run_scheduler, scheduler_process=in_child,
                           scheduler_config=scheduler_config, node_grace_seconds=grace,
                           heartbeats=HeartbeatScale(heartbeat, heartbeat_rate),
                           eviction_seconds=eviction, local_agent=local_agent, leader_elect=leader_elect,
