@@ -313,6 +313,8 @@ async def test_several_writes_of_another_writer_in_one_transaction_are_numbered_
         (EventType.DELETED, "/x/0", deleted * SUB), (EventType.DELETED, "/x/1", deleted * SUB + 1),
         (EventType.DELETED, "/x/2", deleted * SUB + 2), (EventType.DELETED, "/x/3", deleted * SUB + 3)]
     assert [e.record.obj["metadata"]["resourceVersion"] for e in events] == [str(e.revision) for e in events]
+    assert [e.record.obj["metadata"].get("name", e.record.obj.get("name")) for e in events[4:]] == [
+        "x", "y", "z", "no metadata"]  # each delete carries the last state
     # A watch from inside them starts right after.
     later = await watch_until(store, "/x/", written * SUB + 1, 6)
     assert [e.revision for e in later] == [written * SUB + 2, written * SUB + 3, deleted * SUB, deleted * SUB + 1,
@@ -480,6 +482,68 @@ async def test_the_watch_hands_on_the_stores_own_writes_as_written_and_decodes_a
     assert decoded == theirs  # ... to the same key, revision, value and object
     assert not store._written  # each handed on once: nothing kept
     assert store._watched == theirs.revision // SUB  # and what the watch has passed is not kept from now on
+
+
+async def test_deletes_carry_their_last_state_without_etcd_sending_the_previous_value_of_every_write(
+        store, etcd, monkeypatch):
+    from aetcd import rpc
+
+    created = rpc.WatchCreateRequest
+    asked: list[bool] = []
+    monkeypatch.setattr(rpc, "WatchCreateRequest", lambda **kw: asked.append(kw.get("prev_kv", False))
+                        or created(**kw))
+    after = store.revision
+    a, b = await asyncio.gather(store.create("/g/a", obj("a", v=1)), store.create("/g/b", obj("b", v=2)))
+    updated = await store.update("/g/a", {**a.obj, "v": 3}, a.revision)
+    mine = await store.delete("/g/a")
+    other = await open_store(etcd.url, root=store.root)  # another server deletes the other one
+    try:
+        theirs = await other.delete("/g/b")
+    finally:
+        await other.close()
+    reads = []
+    real_range = store._client.kvstub.Range
+    monkeypatch.setattr(store._client.kvstub, "Range", lambda request, **kw: reads.append(request) or real_range(
+        request, **kw))
+    events = await watch_until(store, "/g/", after, 5)
+    assert asked == [False]  # etcd reads no previous value for the update
+    assert [(e.type, e.revision) for e in events] == [
+        (EventType.ADDED, a.revision), (EventType.ADDED, b.revision), (EventType.MODIFIED, updated.revision),
+        (EventType.DELETED, mine.revision), (EventType.DELETED, theirs.revision)]
+    assert events[3].record is mine  # this store's own delete: handed on with the state it removed
+    assert events[4].record.obj == {**obj("b", v=2), "metadata": {"name": "b", "resourceVersion": str(
+        theirs.revision)}}  # another's: the last state, read at the revision before
+    assert [(r.key, r.revision) for r in reads] == [(store._k("/g/b"), theirs.revision // SUB - 1)]
+    assert not store._written
+
+
+async def test_a_write_the_watch_delivers_before_its_answer_comes_is_handed_on_as_written(store, monkeypatch):
+    """etcd's watch often delivers a transaction's writes before the transaction's answer reaches
+    the writer: those are handed on with the writer's object too, not decoded again."""
+    real_txn = store._txn
+
+    async def late(compare, success):
+        answer = await real_txn(compare, success)
+        await asyncio.sleep(0.3)  # the answer comes well after the watch has the writes
+        return answer
+
+    after = store.revision
+    watching = asyncio.create_task(watch_until(store, "/late/", after, 6))
+    await asyncio.sleep(0.1)
+    monkeypatch.setattr(store, "_txn", late)
+    decoded = []
+    record_of = store._record_of
+    monkeypatch.setattr(store, "_record_of", lambda kv, place=0: decoded.append(kv.key) or record_of(kv, place))
+    objs = [obj(f"l{i}", i=i) for i in range(4)]
+    written = await asyncio.gather(*(store.create(f"/late/{i}", o) for i, o in enumerate(objs)))
+    updated_obj = {**written[1].obj, "spec": {"x": 1}}
+    updated = await store.update("/late/1", updated_obj, written[1].revision)
+    other = await store.create("/late/other", obj("other"))
+    events = await watching
+    assert [e.record for e in events] == [*written, updated, other]
+    assert [e.record.obj for e in events[:5]] == [*objs, updated_obj]
+    assert all(e.record._obj is o for e, o in zip(events, [*objs, updated_obj]))  # as written: not decoded
+    assert decoded == [] and not store._sending and not store._written
 
 
 async def test_own_writes_no_watch_takes_are_kept_up_to_a_bound(store, monkeypatch):
