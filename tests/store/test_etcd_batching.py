@@ -102,7 +102,7 @@ async def test_a_write_that_fails_in_transit_when_sent_alone_fails_alone(store, 
     real = store._txn
 
     async def lost_for_b(compare, success):
-        if len(success) == 1 and success[0].request_put.key == store._k("/r/b"):
+        if len(success) == 1 and success[0][0] == store._k("/r/b"):
             raise ConnectionFailedError("lost on its way")
         return await real(compare, success)
 
@@ -421,7 +421,7 @@ async def test_a_keys_next_write_goes_only_once_the_one_before_has_landed_whatev
     log: list[tuple[str, tuple]] = []
 
     async def slow(compare, success):  # each transaction stays on its way a while
-        keys = tuple(sorted(op.request_put.key.decode().rsplit("/", 1)[-1] for op in success))
+        keys = tuple(sorted(k.decode().rsplit("/", 1)[-1] for k, _ in success))
         log.append(("sent", keys))
         await asyncio.sleep(0.05)
         try:
