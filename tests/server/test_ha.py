@@ -101,6 +101,41 @@ async def test_waiting_for_consistency_waits_for_what_another_server_wrote_a_mom
         await mine.close()
 
 
+async def test_another_servers_deletes_reach_the_cache_and_its_watchers_with_the_last_state(etcd, monkeypatch):
+    """The cache watches etcd without asking for the last state of another writer's deletes (one read
+    each): it holds every object, so its DELETED events carry the last state all the same."""
+    from corral.server.watch import WatchCache
+    from corral.store import EventType, open_store
+
+    mine, theirs = await open_store(etcd.url), await open_store(etcd.url)
+    reads = []
+    real_range = mine._client.kvstub.Range
+    cache = WatchCache(mine)
+    await cache.start()
+    try:
+        monkeypatch.setattr(mine._client.kvstub, "Range", lambda request, **kw: reads.append(request.key) or real_range(
+            request, **kw))
+        pods = [await theirs.create(f"/core/pods/default/p{i}", {"metadata": {"name": f"p{i}", "namespace": "default"},
+                                                                 "spec": {"nodeName": f"n{i}"}}) for i in range(3)]
+        await asyncio.wait_for(cache.wait_consistent(), 5)
+        start = cache.revision
+        seen: list = []
+        cache.on_event.append(seen.append)
+        gone = [await theirs.delete(p.key) for p in pods]
+        await asyncio.wait_for(cache.wait_consistent(), 5)
+        assert [(e.type, e.record.key, e.record.revision) for e in seen] == [
+            (EventType.DELETED, g.key, g.revision) for g in gone]
+        assert [e.record.obj for e in seen] == [g.obj for g in gone]  # each the last state, at its deletion
+        assert [(e.last.obj, e.revision) for e in cache._events if e.revision > start] == [
+            (g.obj, g.revision) for g in gone]  # as watchers replaying history get them
+        assert all(cache.get(g.key) is None for g in gone)
+        assert all(not k.startswith(mine._k("/core/pods/")) for k in reads)  # none read back from etcd
+    finally:
+        await cache.stop()
+        await theirs.close()
+        await mine.close()
+
+
 async def test_on_an_etcd_shared_with_others_their_writes_do_not_hold_up_waiting_for_consistency(etcd):
     """etcd's revision counts every write of the etcd, another application's (another root) too: the
     cache hears of those as progress, so waiting for the revision etcd gives returns at once, not

@@ -364,8 +364,8 @@ async def test_the_cache_applies_the_changes_that_follow_a_progress_event_in_the
         def __getattr__(self, name):
             return getattr(store, name)
 
-        async def watch(self, prefix, from_revision, *, progress=False):
-            async for batch in store.watch(prefix, from_revision, progress=progress):
+        async def watch(self, prefix, from_revision, *, progress=False, last_states=True):
+            async for batch in store.watch(prefix, from_revision, progress=progress, last_states=last_states):
                 yield [Event(EventType.PROGRESS, Record("", batch[0].revision - 1, b"")), *batch]
 
     cache = WatchCache(ForeignWritesBetween())  # type: ignore[arg-type]

@@ -258,9 +258,14 @@ async def test_pages_and_watch_events_of_sealed_values_keep_everything_but_the_c
         await inner.close()
 
     class Asked:  # a backend that only says how it was asked to watch
-        async def watch(self, prefix, from_revision, *, progress=False):
-            yield [Event(EventType.ADDED, Record(f"{prefix}{from_revision}:{progress}", 1, {}))]
+        async def watch(self, prefix, from_revision, *, progress=False, last_states=True):
+            yield [Event(EventType.ADDED, Record(f"{prefix}{from_revision}:{progress}:{last_states}", 1, {}))]
+            # a Secret's delete whose last state the backend left to the watcher: passed on as it is
+            yield [Event(EventType.DELETED, Record("/core/secrets/default/gone", 2, b""))]
 
     wrapped = EncryptedStore(Asked(), Sealer(load_keys(str(tmp_path / "k"))))
-    assert [e.record.key for b in [b async for b in wrapped.watch("/p/", 7, progress=True)] for e in b] == ["/p/7:True"]
-    assert [e.record.key for b in [b async for b in wrapped.watch("/p/", 7)] for e in b] == ["/p/7:False"]
+    assert [e.record.key for b in [b async for b in wrapped.watch("/p/", 7, progress=True)] for e in b][0] == \
+        "/p/7:True:True"
+    assert [e.record.key for b in [b async for b in wrapped.watch("/p/", 7)] for e in b][0] == "/p/7:False:True"
+    unread = [e.record for b in [b async for b in wrapped.watch("/p/", 7, last_states=False)] for e in b]
+    assert [r.key for r in unread] == ["/p/7:False:False", "/core/secrets/default/gone"] and unread[1].value == b""

@@ -515,6 +515,11 @@ async def test_deletes_carry_their_last_state_without_etcd_sending_the_previous_
         theirs.revision)}}  # another's: the last state, read at the revision before
     assert [(r.key, r.revision) for r in reads] == [(store._k("/g/b"), theirs.revision // SUB - 1)]
     assert not store._written
+    # A watcher that holds every object itself (the watch cache) takes another's deletes unread.
+    reads.clear()
+    again = await asyncio.wait_for(anext(store.watch("/g/", mine.revision, last_states=False)), 10)
+    assert [(e.type, e.key, e.revision, e.record.value) for e in again] == [
+        (EventType.DELETED, "/g/b", theirs.revision, b"")] and reads == []
 
 
 async def test_a_write_the_watch_delivers_before_its_answer_comes_is_handed_on_as_written(store, monkeypatch):

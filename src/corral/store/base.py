@@ -226,13 +226,18 @@ class Store(Protocol):
     ) -> ListResult:
         """Objects under ``prefix`` as of ``revision`` (0: now), in key order, paged."""
 
-    def watch(self, prefix: str, from_revision: int, *, progress: bool = False) -> AsyncIterator[list[Event]]:
+    def watch(self, prefix: str, from_revision: int, *, progress: bool = False,
+              last_states: bool = True) -> AsyncIterator[list[Event]]:
         """Batches of events after ``from_revision``, in order; raises :class:`Compacted`.
 
         ``progress=True`` on a watch of ``"/"``: also PROGRESS events for revisions the backend spent
         on keys that are not this store's (an etcd shared with others), so a follower can tell it has
         seen everything up to :meth:`current_revision`. The watch cache needs this; SQLite has no such
-        revisions."""
+        revisions.
+
+        ``last_states=False``: a DELETED event may carry an empty value instead of the last state, for
+        a watcher that holds every object itself (the watch cache). etcd then need not read the last
+        state of another writer's delete, one round trip each, which held a burst of deletes back."""
 
     async def compact(self, revision: int) -> None:
         """Forget history at and before ``revision`` (current state is always kept)."""

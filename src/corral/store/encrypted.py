@@ -140,7 +140,8 @@ class EncryptedStore:
         return key.startswith(self._prefixes)
 
     def _open(self, record: Record) -> Record:
-        return self._sealer.open(record) if self._sealed(record.key) else record
+        # (an empty value: a DELETED event without its last state, watched with last_states=False)
+        return self._sealer.open(record) if record.value and self._sealed(record.key) else record
 
     def _seal(self, key: str, obj: dict[str, Any]) -> dict[str, Any]:
         return self._sealer.seal(key, obj) if self._sealed(key) else obj
@@ -165,8 +166,9 @@ class EncryptedStore:
             return result
         return ListResult([self._open(r) for r in result.items], result.revision, result.more)
 
-    async def watch(self, prefix: str, from_revision: int, *, progress: bool = False) -> AsyncIterator[list[Event]]:
-        events = self._inner.watch(prefix, from_revision, progress=progress)
+    async def watch(self, prefix: str, from_revision: int, *, progress: bool = False,
+                    last_states: bool = True) -> AsyncIterator[list[Event]]:
+        events = self._inner.watch(prefix, from_revision, progress=progress, last_states=last_states)
         try:
             async for batch in events:
                 if any(self._sealed(e.record.key) for e in batch):

@@ -672,7 +672,8 @@ class EtcdStore:
         more = bool(limit) and len(kvs) > limit
         return ListResult([self._record_of(kv) for kv in (kvs[:limit] if more else kvs)], at, more)
 
-    async def watch(self, prefix: str, from_revision: int, *, progress: bool = False) -> AsyncIterator[list[Event]]:
+    async def watch(self, prefix: str, from_revision: int, *, progress: bool = False,
+                    last_states: bool = True) -> AsyncIterator[list[Event]]:
         """One etcd watch stream of our own (aetcd's hands events over one at a time): each response
         of etcd's, however many events it holds, becomes one batch."""
         from aetcd import rpc
@@ -718,7 +719,8 @@ class EtcdStore:
                         continue
                     if ev.type == rpc.Event.DELETE:
                         record = self._written.pop((kv.key, etcd_revision), None)
-                        if record is None:  # another writer's (or ours, before its answer): read below
+                        if record is None:  # another writer's (or ours, before its answer): read below,
+                            # unless the watcher holds it already (last_states=False: left empty)
                             record = Record(self._unk(kv.key), etcd_revision * SUB + place, b"")
                             foreign.append((len(batch), kv.key))
                         event = Event(EventType.DELETED, record)
@@ -735,7 +737,7 @@ class EtcdStore:
                         foreign.pop()
                 if at is not None and at > self._watched:
                     self._watched = at
-                if foreign:
+                if foreign and last_states:
                     await self._last_states(batch, foreign)
                 if progress and at is not None and (not batch or batch[-1].revision != _top(at)):
                     # the follower has seen every write of the response's last etcd revision

@@ -519,7 +519,8 @@ class SQLiteStore:
             events.append(Event(etype, Record(key, rev, value)))
         return events
 
-    async def watch(self, prefix: str, from_revision: int, *, progress: bool = False) -> AsyncIterator[list[Event]]:
+    async def watch(self, prefix: str, from_revision: int, *, progress: bool = False,
+                    last_states: bool = True) -> AsyncIterator[list[Event]]:
         if from_revision < self._compacted:
             raise Compacted(from_revision, self._compacted)
         watcher = _Watcher(prefix)

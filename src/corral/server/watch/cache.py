@@ -164,6 +164,13 @@ class CacheWatcher:
         return out
 
 
+def _last_state(old: Record | None, deleted: Record) -> Record:
+    """What a DELETED event carries: the object's last state, at the deletion's revision."""
+    obj = dict(old.obj) if old is not None else {}
+    obj["metadata"] = {**(obj.get("metadata") or {}), "resourceVersion": str(deleted.revision)}
+    return Record(deleted.key, deleted.revision, msgspec.json.encode(obj), obj)
+
+
 class WatchCache:
     def __init__(self, store: Store, *, window: int = 50_000, history_bytes: int = HISTORY_BYTES) -> None:
         self._store = store
@@ -211,7 +218,7 @@ class WatchCache:
     async def _follow(self) -> None:
         while True:
             try:
-                async for batch in self._store.watch("/", self.revision, progress=True):
+                async for batch in self._store.watch("/", self.revision, progress=True, last_states=False):
                     self._apply(batch)
             except Compacted:
                 log.warning("watch cache fell behind compaction; reloading")
@@ -246,6 +253,8 @@ class WatchCache:
             superseded = len(old.value) if old is not None else 0
             if event.type is EventType.DELETED:
                 objects.pop(record.key, None)
+                if not record.value:  # the store left the last state to us (last_states=False)
+                    record = event.record = _last_state(old, record)
                 cached = _CachedEvent(record.revision, prefix, None, record)
                 superseded = len(record.value)
             else:
