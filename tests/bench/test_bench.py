@@ -26,7 +26,7 @@ def check_invariants(result: dict) -> None:
     seconds = result["measureSeconds"]
     low, high = result["measuredPods"] / (seconds + 0.0005), result["measuredPods"] / max(seconds - 0.0005, 1e-9)
     assert low - 0.05 <= tp["average"] <= high + 0.05
-    for latencies in (result["attemptLatencyMs"], result["e2eLatencyMs"]):
+    for latencies in (result["attemptLatencyMs"], result["e2eLatencyMs"], result["createLatencyMs"]):
         assert 0 < latencies["p50"] <= latencies["p90"] <= latencies["p99"]
     # Create → bound includes the scheduling attempt itself.
     assert result["e2eLatencyMs"]["p50"] >= result["attemptLatencyMs"]["p50"]

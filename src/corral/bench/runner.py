@@ -351,6 +351,8 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
         nodes = await target.nodes()
         measured = sorted(tracker.measured)
         e2e = [tracker.bound[k] - tracker.created[k] for k in measured if k in tracker.created and k in tracker.bound]
+        # Sent → answered: what each of the CONCURRENCY creators waits per pod (on etcd, this holds the run).
+        creates = [tracker.created[k] - tracker.requested[k] for k in measured if k in tracker.created]
         latencies = target.attempt_latencies() if hasattr(target, "attempt_latencies") else None
         if latencies is not None:
             attempt_ms = _percentiles(latencies, 1000)
@@ -367,6 +369,7 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
             "throughputSamples": samples,
             "attemptLatencyMs": attempt_ms,
             "e2eLatencyMs": _percentiles(e2e, 1000),
+            "createLatencyMs": _percentiles(creates, 1000),
             "peakRssBytes": target.peak_rss(),
             "churnedPods": churned,
             **_placement_report(placements, nodes),

@@ -55,6 +55,9 @@ def _print_table(d: dict) -> None:
         ["attempt latency (ms)", "", f"{a['p50']}", f"{a['p90']}", f"{a['p99']}"],
         ["create→bound latency (ms)", "", f"{e['p50']}", f"{e['p90']}", f"{e['p99']}"],
     ]
+    if "createLatencyMs" in d:  # (not in results saved before it was measured)
+        c = d["createLatencyMs"]
+        rows.append(["create request (ms)", "", f"{c['p50']}", f"{c['p90']}", f"{c['p99']}"])
     print_table(["MEASURE", "AVERAGE", "P50", "P90", "P99"], rows, out=sys.stdout)
     if seconds < MIN_SAMPLE_SECONDS:
         click.echo(f"(throughput percentiles need a measurement of {MIN_SAMPLE_SECONDS} s or more; "
