@@ -23,7 +23,8 @@
   revision says so); watches start at the etcd revision holding ``from_revision`` and skip what
   ``from_revision`` already includes. The store's own writes and deletes are handed on as their
   writers got them (the object already decoded), not decoded again from the event; a DELETED event
-  of another writer's gets its last state read at the etcd revision before it. (Not ``prev_kv``: etcd
+  of another writer's gets its last state read at the etcd revision before it, unless the watcher
+  holds every object itself (``last_states=False``: the watch cache). (Not ``prev_kv``: etcd
   would then read and send the previous value of every update as well, which cost a quarter of the
   throughput of SchedulingBasic on etcd.)
 - A revision etcd has compacted away raises :class:`Compacted` (→ HTTP 410).
@@ -235,6 +236,12 @@ def _splice(value: bytes, at: int, revision: int) -> bytes:
         return value[:at] + field + value[value.find(b'"', at + len(_PLACE)) + 1:]
     return value[:at] + field + (b"" if value[at:at + 1] == b"}" else b",") + value[at:]
 
+
+def _as_written(key: str, obj: dict[str, Any], value: bytes, revision: int) -> Record:
+    """The record of a write of this store's at ``revision``: ``obj`` as its writer gave it (its
+    resourceVersion set), ``value`` as sent with the revision spliced in."""
+    obj.setdefault("metadata", {})["resourceVersion"] = str(revision)
+    return Record(key, revision, _with_revision(value, revision), obj)
 
 
 def _at(rpc: Any, k: bytes, etcd_revision: int) -> Any:
@@ -536,17 +543,7 @@ class EtcdStore:
     def _record(self, k: bytes, key: str, obj: dict[str, Any], value: bytes, revision: int) -> Record:
         """The record of a write that went through, also kept for the watch to hand on (unless a watch
         delivered its revision already: the answer may come after the event)."""
-        obj.setdefault("metadata", {})["resourceVersion"] = str(revision)
-        return self._hand_on(k, Record(key, revision, _with_revision(value, revision), obj))
-
-    @staticmethod
-    def _as_sent(sent: tuple[bytes, int, str, dict[str, Any]], etcd_revision: int) -> Record:
-        """The record of a write of this store's that the watch delivered before its answer came: the
-        object as its writer gave it, at the revision the watch says (which the answer will say too)."""
-        value, place, key, obj = sent
-        revision = etcd_revision * SUB + place
-        obj.setdefault("metadata", {})["resourceVersion"] = str(revision)
-        return Record(key, revision, _with_revision(value, revision), obj)
+        return self._hand_on(k, _as_written(key, obj, value, revision))
 
     def _hand_on(self, k: bytes, record: Record) -> Record:
         """Keep ``record``, a write of this store's, for the watch to hand on (unless a watch delivered
@@ -717,24 +714,23 @@ class EtcdStore:
                     if not kv.key.startswith(mine):
                         batch.append(Event(EventType.PROGRESS, Record("", _top(etcd_revision), b"")))
                         continue
+                    record = self._written.pop((kv.key, etcd_revision), None)
+                    unread = False
                     if ev.type == rpc.Event.DELETE:
-                        record = self._written.pop((kv.key, etcd_revision), None)
                         if record is None:  # another writer's (or ours, before its answer): read below,
                             # unless the watcher holds it already (last_states=False: left empty)
-                            record = Record(self._unk(kv.key), etcd_revision * SUB + place, b"")
-                            foreign.append((len(batch), kv.key))
+                            record, unread = Record(self._unk(kv.key), etcd_revision * SUB + place, b""), True
                         event = Event(EventType.DELETED, record)
                     else:
-                        record = self._written.pop((kv.key, etcd_revision), None)
-                        if record is None:
+                        if record is None:  # ours before its answer (the bytes sent), or another's
                             sent = self._sending.get(kv.key)
-                            record = (self._as_sent(sent, etcd_revision) if sent is not None and sent[0] == kv.value
-                                      else self._record_of(kv, place))
+                            record = (_as_written(sent[2], sent[3], sent[0], etcd_revision * SUB + sent[1])
+                                      if sent is not None and sent[0] == kv.value else self._record_of(kv, place))
                         event = Event(EventType.ADDED if kv.version == 1 else EventType.MODIFIED, record)
                     if etcd_revision != first or event.revision % SUB > seen:
+                        if unread:
+                            foreign.append((len(batch), kv.key))
                         batch.append(event)
-                    elif foreign and foreign[-1][0] == len(batch):
-                        foreign.pop()
                 if at is not None and at > self._watched:
                     self._watched = at
                 if foreign and last_states:
@@ -755,9 +751,8 @@ class EtcdStore:
 
     async def _last_states(self, batch: list[Event], deleted: list[tuple[int, bytes]]) -> None:
         """Fill in the last state of the DELETED events at ``deleted`` (their places in ``batch``, their
-        keys): another writer's deletes, read at the etcd revision before each. The watch asks for no
-        ``prev_kv``, which would make etcd read and send the last state of every update too; this
-        store's own deletes are handed on with the state they removed. Compacted away: ``{}``."""
+        keys): another writer's deletes, read at the etcd revision before each (the watch asks for no
+        ``prev_kv``: see the module's docstring). Compacted away: ``{}``."""
         from aetcd import rpc
         from aetcd.exceptions import RevisionCompactedError
 
