@@ -189,6 +189,50 @@ async def test_a_server_that_lost_the_leader_lease_binds_nothing(server):
         assert (await c.get("pods", "p", "default", raw=True))["spec"]["nodeName"] == "n1"
 
 
+async def test_bindings_written_together_each_answer_as_one_binding_would(server, monkeypatch):
+    """The scheduler process's bindings go to the store together (bind_many): each is bound, or
+    unresolvable when bound elsewhere or gone, and one whose cached copy was stale is done again
+    from a fresh read instead of failing."""
+    async with server.client() as c:
+        fine, elsewhere, stale = [await created_info(c, name) for name in ("fine", "elsewhere", "stale")]
+        writer = InProcessWriter(server.api)
+        assert await writer.bind(elsewhere, "n9") == SUCCESS
+        for _ in range(100):  # the cache has the binding above
+            if (server.cache.get("/core/pods/default/elsewhere").obj["spec"].get("nodeName")):
+                break
+            await asyncio.sleep(0.01)
+        cached = server.cache.get("/core/pods/default/stale")
+        labelled = await c.patch("pods", "stale", {"metadata": {"labels": {"moved": "yes"}}}, "default", raw=True)
+        real_get, stale_reads = server.cache.get, [cached]  # the cache's copy, from before the patch: once
+
+        def get(key):
+            return stale_reads.pop() if key == cached.key and stale_reads else real_get(key)
+        monkeypatch.setattr(server.cache, "get", get)
+        gone = PodInfo.from_object(pod("gone") | {"metadata": {"name": "gone", "namespace": "default"}})
+        statuses = await writer.bind_many([(fine, "n1"), (elsewhere, "n2"), (gone, "n3"), (stale, "n4")])
+        monkeypatch.undo()
+        assert statuses == [SUCCESS, GONE, GONE, SUCCESS]
+        got = {p["metadata"]["name"]: p for p in (await c.list("pods", "default", raw=True)).items}
+        assert {name: got[name]["spec"].get("nodeName") for name in got} == {"fine": "n1", "elsewhere": "n9", "stale": "n4"}
+        assert got["stale"]["metadata"]["labels"] == labelled["metadata"]["labels"]  # the fresh copy was bound
+        assert got["fine"]["status"]["phase"] == "Scheduled"
+        assert [(x["type"], x["status"]) for x in got["fine"]["status"]["conditions"]] == [("PodScheduled", "True")]
+
+
+async def test_bindings_written_together_by_a_server_that_lost_the_lease_bind_nothing(server):
+    async with server.client() as c:
+        infos = [await created_info(c, name) for name in ("a", "b")]
+        fence = Fence()
+        fence.grant("/coordination.k8s.io/leases/kube-system/none", 1)  # a Lease that is not in the store
+        statuses = await InProcessWriter(server.api, fence).bind_many([(info, "n1") for info in infos])
+        assert [s.code for s in statuses] == [Code.ERROR] * 2
+        assert all(s.message().startswith("not bound: this server is no longer the leader") for s in statuses)
+        assert [p["spec"].get("nodeName") for p in (await c.list("pods", "default", raw=True)).items] == [None, None]
+        statuses = await InProcessWriter(server.api, Fence()).bind_many([(infos[0], "n1")])  # no Lease held at all
+        assert statuses == [Status.error("not bound: this server is no longer the leader "
+                                         "(this server does not hold the leader Lease)", "DefaultBinder")]
+
+
 async def test_a_binding_the_store_or_the_api_refuses_otherwise_is_an_error_worth_a_retry(server, monkeypatch):
     from corral.server.errors import ApiError
     from corral.store import StoreError

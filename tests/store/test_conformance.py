@@ -305,6 +305,40 @@ async def test_a_fenced_update_lands_only_while_the_fence_key_is_where_the_write
     assert str(refused.value) == f"fence {lease.key} is at revision 0, not {taken.revision}: the lease was lost"
 
 
+async def test_update_many_writes_each_independently_and_answers_each_in_order(store):
+    a = await store.create("/core/pods/default/a", obj("a"))
+    b = await store.create("/core/pods/default/b", obj("b"))
+    moved = await store.update(b.key, obj("b", v=1), b.revision)  # b's revision is now stale
+    outcomes = await store.update_many([
+        (a.key, obj("a", spec={"nodeName": "n1"}), a.revision),
+        (b.key, obj("b", spec={"nodeName": "n1"}), b.revision),
+        ("/core/pods/default/gone", obj("gone"), a.revision),
+    ])
+    assert len(outcomes) == 3
+    assert outcomes[0].key == a.key and outcomes[0].obj["spec"] == {"nodeName": "n1"}
+    assert outcomes[0].obj["metadata"]["resourceVersion"] == str(outcomes[0].revision) and outcomes[0].revision > a.revision
+    assert isinstance(outcomes[1], Conflict) and outcomes[1].actual == moved.revision
+    assert isinstance(outcomes[2], KeyNotFound) and outcomes[2].key == "/core/pods/default/gone"
+    # The one that landed is stored and watched; the two refused changed nothing.
+    assert (await store.get(a.key)).obj["spec"] == {"nodeName": "n1"}
+    assert (await store.get(b.key)).obj == {"metadata": {"name": "b", "resourceVersion": str(moved.revision)}, "v": 1}
+    assert await store.get("/core/pods/default/gone") is None
+    assert [(e.key, e.revision) for e in await collect(store, "/core/pods/", moved.revision, 1)] == [
+        (a.key, outcomes[0].revision)]
+    assert await store.update_many([]) == []
+
+
+async def test_update_many_under_a_fence_lands_nothing_once_the_fence_moved(store):
+    lease = await store.create("/coordination.k8s.io/leases/corral-system/leader", obj("leader"))
+    pods = [await store.create(f"/core/pods/default/p{i}", obj(f"p{i}")) for i in range(3)]
+    fence = (lease.key, lease.revision)
+    await store.update(lease.key, obj("leader", spec={"holderIdentity": "other"}), lease.revision)
+    outcomes = await store.update_many([(p.key, obj(p.key, spec={"nodeName": "n1"}), p.revision) for p in pods],
+                                       fence=fence)
+    assert all(isinstance(o, Fenced) for o in outcomes)
+    assert [(await store.get(p.key)).obj.get("spec") for p in pods] == [None] * 3
+
+
 async def test_current_revision_includes_every_acknowledged_write(store):
     before = await store.current_revision()
     a = await store.create("/core/pods/default/a", obj("a"))

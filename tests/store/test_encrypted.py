@@ -113,6 +113,26 @@ async def test_values_from_before_encryption_read_as_written_and_a_moved_ciphert
         await inner.close()
 
 
+async def test_secrets_written_together_are_sealed_each_and_read_back_opened(tmp_path):
+    inner = await SQLiteStore.open(str(tmp_path / "s.db"))
+    try:
+        store = await open_encrypted(inner, str(tmp_path / "k"))
+        secret = await store.create("/core/secrets/default/s", {"metadata": {"name": "s"}, "data": {"a": "Yg=="}})
+        plain = await store.create("/core/configmaps/default/c", {"metadata": {"name": "c"}, "data": {"k": "v"}})
+        outcomes = await store.update_many([
+            (secret.key, {"metadata": {"name": "s"}, "data": {"a": VALUE}}, secret.revision),
+            (plain.key, {"metadata": {"name": "c"}, "data": {"k": "w"}}, plain.revision),
+            (secret.key, {"metadata": {"name": "s"}}, secret.revision),  # a stale revision: refused
+        ])
+        assert outcomes[0].obj["data"] == {"a": VALUE} and outcomes[1].obj["data"] == {"k": "w"}
+        assert type(outcomes[2]).__name__ == "Conflict"
+        assert "sealed" in (await inner.get(secret.key)).obj and VALUE.encode() not in (await inner.get(secret.key)).value
+        assert (await inner.get(plain.key)).obj["data"] == {"k": "w"}
+        assert (await store.get(secret.key)).obj["data"] == {"a": VALUE}
+    finally:
+        await inner.close()
+
+
 @pytest.mark.parametrize("line", [
     pytest.param(f"key1:{base64.b64encode(os.urandom(16)).decode()}", id="16 bytes"),
     pytest.param(f":{base64.b64encode(os.urandom(32)).decode()}", id="no name"),

@@ -64,22 +64,41 @@ class InProcessWriter:
         self._errors = (ApiError, NotLeader, Fenced, StoreError)
 
     async def bind(self, pod: PodInfo, node: str) -> Status:
-        ApiError, NotLeader, Fenced, StoreError = self._errors  # noqa: N806 (classes, as imported)
         try:
             if self.fence is None:
                 await self.api.assign_node(pod.namespace, pod.name, node)
             else:
                 async with self.fence.hold() as lease:
                     await self.api.assign_node(pod.namespace, pod.name, node, fence=lease)
-        except ApiError as exc:
+        except self._errors as exc:
+            return self._failed(exc)
+        return SUCCESS
+
+    async def bind_many(self, binds: list[tuple[Any, str]]) -> list[Status]:
+        """:meth:`bind` for each ``(pod, node)``, written together (:func:`~corral.server.binding.assign_nodes`)."""
+        from corral.server.binding import assign_nodes
+
+        items = [(pod.namespace, pod.name, node) for pod, node in binds]
+        try:
+            if self.fence is None:
+                outcomes = await assign_nodes(self.api, items)
+            else:
+                async with self.fence.hold() as lease:
+                    outcomes = await assign_nodes(self.api, items, fence=lease)
+        except self._errors as exc:
+            return [self._failed(exc)] * len(binds)
+        return [SUCCESS if outcome is None else self._failed(outcome) for outcome in outcomes]
+
+    def _failed(self, exc: BaseException) -> Status:
+        """What a binding that failed with ``exc`` answers."""
+        ApiError, NotLeader, Fenced = self._errors[:3]  # noqa: N806 (classes, as imported)
+        if isinstance(exc, ApiError):
             if exc.code in (404, 409):
                 return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, (_GONE,), "DefaultBinder")
             return Status.error(exc.message, "DefaultBinder")
-        except (NotLeader, Fenced) as exc:
+        if isinstance(exc, (NotLeader, Fenced)):
             return Status.error(f"not bound: this server is no longer the leader ({exc})", "DefaultBinder")
-        except StoreError as exc:
-            return Status.error(str(exc), "DefaultBinder")
-        return SUCCESS
+        return Status.error(str(exc), "DefaultBinder")
 
     async def patch_status(self, pod: PodInfo, patch: dict[str, Any], *, strategic: bool = False) -> None:
         await self.api.patch(self._pods, pod.namespace, pod.name, patch, "strategic" if strategic else "merge",

@@ -221,10 +221,14 @@ class SchedulerProcess:
         while True:
             message = await _read_frame(child.proc.stdout)
             if message[0] == "requests":
+                binds = []  # the frame's bindings are written together, in one task
                 for request_id, op, args in message[1]:
-                    task = asyncio.create_task(self._do(child, request_id, op, args))
-                    self._writes.add(task)
-                    task.add_done_callback(self._writes.discard)
+                    if op == "bind":
+                        binds.append((request_id, args))
+                    else:
+                        self._spawn(self._do(child, request_id, op, args))
+                if binds:
+                    self._spawn(self._bind(child, binds))
             elif message[0] == "answer":
                 _, ask_id, ok, result = message
                 fut = child.asked.get(ask_id)
@@ -235,14 +239,26 @@ class SchedulerProcess:
                 else:  # a question the scheduler refused (a pod it cannot explain)
                     fut.set_exception(LookupError(result))
 
+    def _spawn(self, write: Any) -> None:
+        task = asyncio.create_task(write)
+        self._writes.add(task)
+        task.add_done_callback(self._writes.discard)
+
+    async def _bind(self, child: _Child, binds: list[tuple[int, list]]) -> None:
+        """Bindings (``[request_id, [namespace, name, uid, node]]``), through the writer's ``bind_many``."""
+        try:
+            statuses = await self.writer.bind_many([(PodRef(namespace, name, uid), node)
+                                                    for _, (namespace, name, uid, node) in binds])
+            replies = [[request_id, True, [int(status.code), list(status.reasons), status.plugin]]
+                       for (request_id, _), status in zip(binds, statuses)]
+        except Exception as exc:  # the child's writer raises it there, as the in-process writer would here
+            replies = [[request_id, False, f"{type(exc).__name__}: {exc}"] for request_id, _ in binds]
+        self._reply(child, replies)
+
     async def _do(self, child: _Child, request_id: int, op: str, args: list) -> None:
         w = self.writer
         try:
-            if op == "bind":
-                namespace, name, uid, node = args
-                status = await w.bind(PodRef(namespace, name, uid), node)
-                result: Any = [int(status.code), list(status.reasons), status.plugin]
-            elif op == "patch_status":
+            if op == "patch_status":
                 namespace, name, uid, patch, strategic = args
                 result = await w.patch_status(PodRef(namespace, name, uid), patch, strategic=strategic)
             elif op == "delete_pod":
@@ -258,9 +274,12 @@ class SchedulerProcess:
             reply = [request_id, True, result]
         except Exception as exc:  # the child's writer raises it there, as the in-process writer would here
             reply = [request_id, False, f"{type(exc).__name__}: {exc}"]
+        self._reply(child, [reply])
+
+    def _reply(self, child: _Child, replies: list) -> None:
         if not child.replies:
             asyncio.get_running_loop().call_soon(self._send_replies, child)
-        child.replies.append(reply)
+        child.replies += replies
 
     def _send_replies(self, child: _Child) -> None:
         batch, child.replies = child.replies, []

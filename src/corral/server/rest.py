@@ -27,7 +27,7 @@ from corral.api.resources import (PROPAGATION_FINALIZERS, SYSTEM_NAMESPACES, SYS
                                   by_kind)
 from corral.api.kubectl.fields import kubernetes_unknown_fields
 from corral.api.selectors import FieldSelector, LabelSelector
-from corral.server import disruption, errors
+from corral.server import binding, disruption, errors
 from corral.server.watch import WatchCache
 from corral.store.base import Compacted, Conflict, KeyExists, KeyNotFound, Record, Store
 
@@ -525,11 +525,7 @@ class ResourceAPI:
         """
         for _ in range(_CAS_RETRIES):
             current = await self.current(resource, namespace, name)
-            # A copy of the parts a change may edit (metadata, spec, status) is enough: nested
-            # values are shared with the cached object and never modified in place.
-            cached = current.obj
-            obj = {**cached, "metadata": dict(cached.get("metadata") or {}), "spec": dict(cached.get("spec") or {}),
-                   "status": dict(cached.get("status") or {})}
+            obj = binding.editable(current.obj)  # the parts a change may edit (nested values shared)
             early = change(current, obj)
             if early is not None:
                 return early
@@ -703,22 +699,11 @@ class ResourceAPI:
         is still there (else :class:`~corral.store.Fenced`)."""
         pods = by_kind("Pod")
 
-        def assign(current: Record, pod: dict[str, Any]) -> Reply | None:
-            bound = (pod.get("spec") or {}).get("nodeName")
-            if bound:
-                raise errors.conflict(pods, name, f'pod {name} is already assigned to node "{bound}"')
-            if _meta(pod).get("deletionTimestamp"):
-                raise errors.conflict(pods, name, f"pod {name} is being deleted, cannot be assigned to a host")
-            pod["spec"]["nodeName"] = node
-            status = pod.setdefault("status", {})
-            status["phase"] = "Scheduled"
-            status.pop("nominatedNodeName", None)
-            conditions = [c for c in status.get("conditions") or () if c.get("type") != "PodScheduled"]
-            conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()})
-            status["conditions"] = conditions
+        def change(current: Record, pod: dict[str, Any]) -> Reply | None:
+            binding.assign(pods, pod, node)
             return _NOT_WRITTEN if dry_run else None
 
-        await self._rewrite(pods, namespace, name, assign, fence=fence)
+        await self._rewrite(pods, namespace, name, change, fence=fence)
 
     # --- eviction ----------------------------------------------------------------------------------------
 

@@ -15,6 +15,7 @@ The conformance suite in ``tests/store`` holds every backend to this.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Protocol
@@ -216,6 +217,13 @@ class Store(Protocol):
         ``fence=(key, revision)``: also only if that key is still at that revision, checked in the same
         transaction; else :class:`Fenced` (a leader's writes, fenced by its Lease)."""
 
+    async def update_many(self, writes: list[tuple[str, dict[str, Any], int]], *,
+                          fence: tuple[str, int] | None = None) -> list[Record | StoreError]:
+        """:meth:`update` for each ``(key, obj, expected_revision)``, independently: each write's
+        :class:`Record`, or the :class:`StoreError` it failed with, in order (one write's conflict
+        does not hold back the others). Cheaper than as many calls of :meth:`update` where the backend
+        takes writes in batches (the scheduler's bindings)."""
+
     async def delete(self, key: str, expected_revision: int | None = None) -> Record:
         """Delete; returns the last state at the deletion's revision. :class:`KeyNotFound`."""
 
@@ -243,3 +251,15 @@ class Store(Protocol):
         """Forget history at and before ``revision`` (current state is always kept)."""
 
     async def close(self) -> None: ...
+
+
+async def update_each(store: Store, writes: list[tuple[str, dict[str, Any], int]], *,
+                      fence: tuple[str, int] | None = None) -> list[Record | StoreError]:
+    """:meth:`Store.update_many` as concurrent calls of :meth:`Store.update` (a backend whose writes
+    gain nothing from being handed over together)."""
+    outcomes = await asyncio.gather(*(store.update(key, obj, expected, fence=fence) for key, obj, expected in writes),
+                                    return_exceptions=True)
+    for outcome in outcomes:
+        if isinstance(outcome, BaseException) and not isinstance(outcome, StoreError):
+            raise outcome
+    return outcomes

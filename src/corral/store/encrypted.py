@@ -24,7 +24,7 @@ from typing import Any, AsyncIterator
 
 import msgspec
 
-from corral.store.base import Conflict, Event, KeyExists, ListResult, Record, Store
+from corral.store.base import Conflict, Event, KeyExists, ListResult, Record, Store, StoreError
 
 __all__ = ["EncryptedStore", "Sealer", "SealError", "load_keys", "open_encrypted", "SEALED_PREFIXES", "KEY_FILE"]
 
@@ -152,6 +152,12 @@ class EncryptedStore:
     async def update(self, key: str, obj: dict[str, Any], expected_revision: int, *,
                      fence: tuple[str, int] | None = None) -> Record:
         return self._open(await self._inner.update(key, self._seal(key, obj), expected_revision, fence=fence))
+
+    async def update_many(self, writes: list[tuple[str, dict[str, Any], int]], *,
+                          fence: tuple[str, int] | None = None) -> list[Record | StoreError]:
+        outcomes = await self._inner.update_many([(key, self._seal(key, obj), expected) for key, obj, expected in writes],
+                                                 fence=fence)
+        return [outcome if isinstance(outcome, BaseException) else self._open(outcome) for outcome in outcomes]
 
     async def delete(self, key: str, expected_revision: int | None = None) -> Record:
         return self._open(await self._inner.delete(key, expected_revision))

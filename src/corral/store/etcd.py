@@ -64,10 +64,12 @@ from corral.store.base import (
     ListResult,
     DEFAULT_MAX_VALUE_BYTES,
     Record,
+    StoreError,
     StoreFull,
     TooLarge,
     Unavailable,
     prefix_end,
+    update_each,
 )
 
 T = TypeVar("T")
@@ -608,6 +610,10 @@ class EtcdStore:
                 raise KeyNotFound(key)
             raise Conflict(key, expected_revision, self._record_of(current).revision)
         return self._record(k, key, obj, value, revision)
+
+    async def update_many(self, writes: list[tuple[str, dict[str, Any], int]], *,
+                          fence: tuple[str, int] | None = None) -> list[Record | StoreError]:
+        return await update_each(self, writes, fence=fence)  # the writer batches them into transactions
 
     async def delete(self, key: str, expected_revision: int | None = None) -> Record:
         from aetcd import rpc

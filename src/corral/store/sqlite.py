@@ -107,8 +107,44 @@ class _Op:
     key: str
     obj: dict[str, Any] | None
     expected: int
-    future: asyncio.Future
+    future: asyncio.Future | _Slot
     fence: tuple[str, int] | None = None
+
+
+class _Many:
+    """One future for several writes (:meth:`SQLiteStore.update_many`): each write's outcome, a
+    :class:`Record` or the :class:`StoreError` it failed with, in order, once the last is known."""
+
+    __slots__ = ("future", "outcomes", "left")
+
+    def __init__(self, future: asyncio.Future, count: int) -> None:
+        self.future, self.outcomes, self.left = future, [None] * count, count
+
+    def settle(self, index: int, outcome: Any) -> None:
+        self.outcomes[index] = outcome
+        self.left -= 1
+        if not self.left and not self.future.done():
+            self.future.set_result(self.outcomes)
+
+
+class _Slot:
+    """One write's place in a :class:`_Many`, answering the writer thread as a future would."""
+
+    __slots__ = ("many", "index", "settled")
+
+    def __init__(self, many: _Many, index: int) -> None:
+        self.many, self.index, self.settled = many, index, False
+
+    def done(self) -> bool:
+        return self.settled
+
+    def set_result(self, record: Record) -> None:
+        self.settled = True
+        self.many.settle(self.index, record)
+
+    def set_exception(self, error: BaseException) -> None:
+        self.settled = True
+        self.many.settle(self.index, error)
 
 
 @dataclass(slots=True, eq=False)
@@ -294,6 +330,17 @@ class SQLiteStore:
     async def update(self, key: str, obj: dict[str, Any], expected_revision: int, *,
                      fence: tuple[str, int] | None = None) -> Record:
         return await self._submit("update", key, obj, expected_revision, fence)
+
+    async def update_many(self, writes: list[tuple[str, dict[str, Any], int]], *,
+                          fence: tuple[str, int] | None = None) -> list[Record | StoreError]:
+        # Queued together, they go into the writer's next batch together; one future answers them all.
+        if self._closed:
+            raise StoreError("the store is closed")
+        many = _Many(self._loop.create_future(), len(writes))  # type: ignore[union-attr]
+        put = self._ops.put
+        for index, (key, obj, expected) in enumerate(writes):
+            put(_Op("update", key, obj, expected, _Slot(many, index), fence))
+        return await many.future if writes else []
 
     async def delete(self, key: str, expected_revision: int | None = None) -> Record:
         return await self._submit("delete", key, None, expected_revision or 0)
