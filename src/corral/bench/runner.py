@@ -312,7 +312,7 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
                 # The cluster is built: tune the collector as `corral server` does after start-up.
                 from corral.server.app import tune_gc_for_server
 
-                tune_gc_for_server()
+                collector = tune_gc_for_server()  # noqa: F841 (runs until the benchmark's loop ends)
                 measure_start = time.perf_counter()
                 sampler_stop = asyncio.Event()
 

@@ -84,7 +84,7 @@ async def sim(count, server, address, prefix, capacity, zones, labels, taints, h
                     data.cleanup()
                     raise CliError(f"cannot serve on {listen}: {exc.strerror or exc}; choose another --address "
                                    "(HOST:0 for any free port)") from None
-        tune_gc_for_server()
+        collector = tune_gc_for_server()  # noqa: F841 (runs until sim stops)
         click.echo(f"corral server (in-process) listening on {embedded.url}; admin kubeconfig: "
                    f"{embedded.pki.admin_kubeconfig} (removed when sim stops)")
     try:

@@ -385,6 +385,7 @@ async def _run_child(args: argparse.Namespace) -> None:
 
     from prometheus_client import CollectorRegistry
 
+    from corral.memory import IdleCollector
     from corral.scheduler.profiles import load_config, with_heartbeats
     from corral.scheduler.scheduler import Scheduler
 
@@ -402,7 +403,8 @@ async def _run_child(args: argparse.Namespace) -> None:
     decode = msgspec.json.Decoder().decode
     started = tuned = False
     answering: set[asyncio.Task] = set()
-    gc.set_threshold(50_000, 20, 100)  # as the server's own (tune_gc_for_server): young collections rarely
+    gc.set_threshold(50_000, 20, 100)  # while the state comes in: young collections rarely
+    collector = IdleCollector()  # from the first pod on (see corral.memory)
     try:
         while True:
             message = await _read_frame(reader)
@@ -410,8 +412,7 @@ async def _run_child(args: argparse.Namespace) -> None:
             if kind == "changes":
                 for i, key, value in message[1]:
                     if i == _PODS and not tuned:  # the nodes are in: out of the collector's view
-                        gc.collect()
-                        gc.freeze()
+                        collector.start()
                         tuned = True
                     handlers[i](key, None if value is None else decode(value))
                 if not started:  # the first frame is the whole state
@@ -429,6 +430,7 @@ async def _run_child(args: argparse.Namespace) -> None:
         pass
     finally:
         await scheduler.stop()
+        await collector.stop()
 
 
 def main(argv: list[str] | None = None) -> None:
