@@ -64,7 +64,7 @@ def serve_baseline(data_dir: str) -> None:
 
     from corral.server import app as app_module
     from corral.server.authn.authenticator import UserInfo
-    from corral.server.http import USER
+    from corral.server.http.routes import USER
 
     admin = UserInfo("bench-baseline", ("system:masters", "system:authenticated"))
     real_site = web.TCPSite

@@ -79,7 +79,7 @@ def test_bench_runs_in_process_with_the_scheduler_in_a_process_of_its_own():
 
 
 def test_bench_in_process_runs_the_scheduler_where_corral_server_would():
-    from corral.server.cores import scheduler_in_child
+    from corral.server.control.cores import scheduler_in_child
 
     result = json.loads(corral("bench", "SchedulingBasic/500Nodes", "--small", "-o", "json").stdout)
     assert result["mode"] == ("in-process, scheduler process" if scheduler_in_child() else "in-process")

@@ -14,7 +14,7 @@ from corral.api.resources import by_kind
 from corral.controllers.deployment import HASH_LABEL, REVISION
 from corral.server import errors
 from corral.server.rest import WriteOptions
-from corral.server.scale import write_scale
+from corral.server.rest.scale import write_scale
 from corral.store import EventType
 from corral.testing.server import LateCache, record_writes, running_server
 from corral.testing.waiting import until

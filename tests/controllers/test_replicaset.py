@@ -14,7 +14,7 @@ from corral.api.resources import by_kind
 from corral.controllers.replicaset import ReplicaSetController
 from corral.server import errors
 from corral.server.rest import WriteOptions
-from corral.server.scale import get_scale, write_scale
+from corral.server.rest.scale import get_scale, write_scale
 from corral.store import EventType
 from corral.testing.builders import make_pod
 from corral.testing.clock import FakeClock

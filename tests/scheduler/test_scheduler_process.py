@@ -176,7 +176,7 @@ def _scheduler_line(server: ServerProcess) -> str:
 
 
 def test_by_default_the_scheduler_runs_in_a_child_where_two_cores_are_usable_and_inside_on_one(tmp_path):
-    from corral.server.cores import usable_cores
+    from corral.server.control.cores import usable_cores
 
     with ServerProcess(str(tmp_path / "default")) as server:
         if usable_cores() >= 2:

@@ -14,7 +14,7 @@ from corral.scheduler.cluster import EventRecorder, HttpWriter, InProcessWriter
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.framework.status import SUCCESS, Code, Status
 from corral.scheduler.sources import InformerSource, attach_in_process
-from corral.server.leader import Fence
+from corral.server.control.leader import Fence
 from corral.testing.builders import make_node, make_pod
 from corral.testing.clock import FakeClock
 from corral.testing.scheduler_harness import Harness, RecordingWriter

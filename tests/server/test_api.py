@@ -207,9 +207,9 @@ async def test_an_expired_continue_token_or_watch_revision_is_410_gone(server):
 
 
 async def test_a_watch_from_a_revision_filters_by_selector_and_sends_bookmarks(server, monkeypatch):
-    from corral.server import http as http_module
+    from corral.server.http import routes
 
-    monkeypatch.setattr(http_module, "BOOKMARK_INTERVAL", 0.2)
+    monkeypatch.setattr(routes, "BOOKMARK_INTERVAL", 0.2)
     async with server.client() as c:
         start = (await c.list("pods", "default")).resource_version
         await c.create(pod("blue", labels={"color": "blue"}))

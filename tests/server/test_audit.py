@@ -13,7 +13,7 @@ import pytest
 
 from corral.client import ApiError, Client
 from corral.pki.kubeconfig import Credentials
-from corral.server.audit import AuditLog
+from corral.server.http.audit import AuditLog
 from corral.testing import running_server
 from corral.testing.builders import PodBuilder
 

@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from corral.server.cores import usable_cores
+from corral.server.control.cores import usable_cores
 
 
 def _tree(tmp_path, proc_cgroup: str, files: dict[str, str]):

@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from corral.server.disruption import budgets_for, refusal
+from corral.server.rest.disruption import budgets_for, refusal
 
 
 def pod(name: str, ready: bool = True, app: str = "web", node: str | None = "n1", **status) -> dict:

@@ -116,9 +116,9 @@ async def test_a_full_user_lane_leaves_the_clusters_own_lane_free(busy_server):
 
 
 async def test_watches_are_capped_per_user_and_a_watch_whose_client_left_is_let_go(busy_server, monkeypatch):
-    from corral.server import http as http_module
+    from corral.server.http import routes
 
-    monkeypatch.setattr(http_module, "BOOKMARK_INTERVAL", 0.2)  # a watch wakes that often to see its client left
+    monkeypatch.setattr(routes, "BOOKMARK_INTERVAL", 0.2)  # a watch wakes that often to see its client left
     server, vera = busy_server
     server.inflight.watches_per_user = 2
     cache = server.api.cache

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from corral.server.leader import ElectionConfig, LeaderElector, NotLeader
+from corral.server.control.leader import ElectionConfig, LeaderElector, NotLeader
 from corral.store import Fenced, Unavailable, open_store
 
 FAST = ElectionConfig(lease_seconds=2, renew_deadline=1.2, retry_period=0.1)

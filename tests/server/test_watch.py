@@ -90,9 +90,9 @@ async def test_an_expired_watch_says_which_revision_is_too_old(server, c):
 
 
 async def test_a_watch_from_now_bookmarks_the_current_revision(server, c, monkeypatch):
-    from corral.server import http as http_module
+    from corral.server.http import routes
 
-    monkeypatch.setattr(http_module, "BOOKMARK_INTERVAL", 0.2)
+    monkeypatch.setattr(routes, "BOOKMARK_INTERVAL", 0.2)
     await c.create(pod("b"))
     revision = str(server.store.revision)
     async with asyncio.timeout(10):
@@ -389,10 +389,10 @@ async def test_a_watcher_that_never_reads_is_dropped_while_the_others_keep_recei
     from urllib.parse import urlsplit
 
     from corral.server.watch import cache as cache_module
-    from corral.server import http as http_module
+    from corral.server.http import routes
 
     monkeypatch.setattr(cache_module, "MAX_PENDING_LINES", 200)
-    monkeypatch.setattr(http_module, "WATCH_WRITE_SECONDS", 1.0)
+    monkeypatch.setattr(routes, "WATCH_WRITE_SECONDS", 1.0)
     cache = server.api.cache
     before = cache.watcher_count()
     host, port = urlsplit(server.url).hostname, urlsplit(server.url).port

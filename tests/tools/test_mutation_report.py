@@ -82,9 +82,9 @@ def test_a_reviewed_entry_counts_for_the_mutation_reviewed_whatever_its_number_i
 
 
 def test_each_module_is_counted_under_the_configured_source_path_that_holds_it():
-    paths = ["src/corral/scheduler/", "src/corral/server/rest.py", "src/corral/agent/machine.py"]
+    paths = ["src/corral/scheduler/", "src/corral/server/rest/verbs.py", "src/corral/agent/machine.py"]
     assert mutation_report.area_of("corral.scheduler.plugins.node_affinity", paths) == "src/corral/scheduler/"
-    assert mutation_report.area_of("corral.server.rest", paths) == "src/corral/server/rest.py"
+    assert mutation_report.area_of("corral.server.rest.verbs", paths) == "src/corral/server/rest/verbs.py"
     assert mutation_report.area_of("corral.agent.machine", paths) == "src/corral/agent/machine.py"
     assert mutation_report.area_of("corral.agent.machinery", paths) == "src/corral/agent/machinery.py"
 

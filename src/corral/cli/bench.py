@@ -122,7 +122,7 @@ async def bench(name, list_, output, server, store_url, scheduler_process, small
 
         target = HttpTarget(client_credentials(server, kubeconfig_flag()), lambda *a: None)
     else:
-        from corral.server.cores import scheduler_in_child
+        from corral.server.control.cores import scheduler_in_child
 
         target = InProcessTarget(lambda *a: None, store_url=store_url or "",
                                  scheduler_process=scheduler_in_child(scheduler_process))

@@ -143,7 +143,7 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
 
     from corral.api.kinds.coordination import HeartbeatScale
     from corral.server.app import ServerConfig, serve_forever
-    from corral.server.cores import scheduler_in_child
+    from corral.server.control.cores import scheduler_in_child
     from corral.store.etcd import EtcdTLS
 
     if grace < 2 * heartbeat:

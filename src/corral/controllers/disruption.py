@@ -2,7 +2,7 @@
 
 Every ``interval`` seconds, for every budget, the figures Kubernetes' controller keeps —
 ``currentHealthy``, ``desiredHealthy``, ``disruptionsAllowed``, ``expectedPods`` — worked out over
-its namespace's pods (:func:`corral.server.disruption.budget_status`) and written through the
+its namespace's pods (:func:`corral.server.rest.disruption.budget_status`) and written through the
 status subresource when they changed. Evictions do not read them (they work the figures out afresh,
 so a status a few seconds old never lets one through); they are what a user sees. Nothing to do,
 and no pod read, while there is no budget.
@@ -15,7 +15,7 @@ import logging
 from corral.api.resources import by_kind
 from corral.controllers.periodic import PeriodicController
 from corral.server import errors
-from corral.server.disruption import budget_status
+from corral.server.rest.disruption import budget_status
 from corral.server.rest import ResourceAPI, WriteOptions
 
 __all__ = ["DisruptionController"]

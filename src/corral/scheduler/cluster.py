@@ -46,13 +46,13 @@ class ClusterWriter(Protocol):
 
 
 class InProcessWriter:
-    """``fence``: the leader's :class:`~corral.server.leader.Fence` in a multi-server deployment; each
+    """``fence``: the leader's :class:`~corral.server.control.leader.Fence` in a multi-server deployment; each
     binding is then written only while this server's Lease is still current."""
 
     def __init__(self, api: Any, fence: Any = None) -> None:
         from corral.api.resources import by_kind
         from corral.server.errors import ApiError
-        from corral.server.leader import NotLeader
+        from corral.server.control.leader import NotLeader
         from corral.server.rest import WriteOptions
         from corral.store import Fenced, StoreError
 
@@ -75,8 +75,8 @@ class InProcessWriter:
         return SUCCESS
 
     async def bind_many(self, binds: list[tuple[Any, str]]) -> list[Status]:
-        """:meth:`bind` for each ``(pod, node)``, written together (:func:`~corral.server.binding.assign_nodes`)."""
-        from corral.server.binding import assign_nodes
+        """:meth:`bind` for each ``(pod, node)``, written together (:func:`~corral.server.rest.binding.assign_nodes`)."""
+        from corral.server.rest.binding import assign_nodes
 
         items = [(pod.namespace, pod.name, node) for pod, node in binds]
         try:

@@ -5,7 +5,7 @@ run inside the server (scheduler, controllers) use ``server.store`` and ``server
 without an HTTP hop.
 
 Several servers may share one etcd: each serves the whole API from its own watch cache, and a
-leader election (:mod:`corral.server.leader`) picks the one that runs the scheduler, the
+leader election (:mod:`corral.server.control.leader`) picks the one that runs the scheduler, the
 controllers and compaction. On SQLite there is one server, and it runs them all.
 """
 
@@ -36,14 +36,14 @@ from corral.server import errors
 from corral.server.watch import HISTORY_BYTES, WatchCache
 from corral.agent.throughput import THROUGHPUT_PATH
 from corral.server.discovery import discovery_documents, openapi_documents
-from corral.server.http import MAX_BODY_BYTES, RESOURCE, USER, VERB, add_resource_routes
+from corral.server.http.routes import MAX_BODY_BYTES, RESOURCE, USER, VERB, add_resource_routes
 from corral.server.scheduling import SchedulingRoutes
 from corral.ui import UI_PREFIX, handler as ui_handler
 from corral.server.flowcontrol import (DEFAULT_READS, DEFAULT_WRITES, RETRY_AFTER_SECONDS, InflightLimits, Queued,
                                       TooManyRequests)
 from corral.server.admission import Admission
 from corral.server.agents import AgentConnector
-from corral.server.audit import DEFAULT_MAX_BYTES as DEFAULT_AUDIT_MAX_BYTES, AuditLog
+from corral.server.http.audit import DEFAULT_MAX_BYTES as DEFAULT_AUDIT_MAX_BYTES, AuditLog
 from corral.server.authn import ANONYMOUS_PATHS, BOOTSTRAPPERS, Authenticator, UserInfo
 from corral.server.authz import Attributes, Decision, NodeAuthorizer, RBACAuthorizer, RememberedAttributes, forbidden
 from corral.server.authz.review import Reviews
@@ -93,7 +93,7 @@ class ServerConfig:
     sqlite_synchronous: str = "FULL"
     scheduler: bool = True  # run the scheduler in this process
     scheduler_process: bool = False  # ... in a child process of its own (corral.scheduler.process; the CLI's
-    # default where two cores are usable, see corral.server.cores)
+    # default where two cores are usable, see corral.server.control.cores)
     scheduler_config: str | None = None  # a SchedulerConfiguration YAML file
     controllers: bool = True  # run the controllers (node lifecycle, workloads, ...) in this process
     node_grace_seconds: float = 40.0  # lease older than this: node NotReady (scaled with the node count)
@@ -198,7 +198,7 @@ class Server:
                                                self.config.heartbeats.interval, self.config.heartbeats.max_per_second)
         election = None
         if self.config.elects_leader():
-            from corral.server.leader import ElectionConfig
+            from corral.server.control.leader import ElectionConfig
 
             election = ElectionConfig(lease_seconds=self.config.lease_seconds, renew_deadline=self.config.renew_deadline,
                                       retry_period=self.config.retry_period)
@@ -271,7 +271,7 @@ class Server:
             import socket
             import uuid
 
-            from corral.server.leader import LeaderElector
+            from corral.server.control.leader import LeaderElector
 
             identity = self.config.identity or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
             self.elector = LeaderElector(self.store, identity, url=self.config.advertise_url or self.url,

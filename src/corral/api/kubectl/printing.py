@@ -1,7 +1,7 @@
 """What ``kubectl get`` shows for each kind: Kubernetes' printed columns, computed from the objects.
 
 The server answers ``Accept: application/json;as=Table;...`` with these (see
-:mod:`corral.server.tables`); corral's own CLI prints its statuses and ages with the same functions,
+:mod:`corral.server.http.tables`); corral's own CLI prints its statuses and ages with the same functions,
 so the two never disagree. Each kind's columns and cells follow Kubernetes' printers (names, types,
 priorities, the status a pod's containers add up to, ages as ``HumanDuration`` writes them); every
 column is always computed, and clients hide the ``priority: 1`` ones unless asked for ``-o wide``.

@@ -9,7 +9,7 @@ from aiohttp import web
 from corral.api.wire.decoding import DecodeError, decode_json
 from corral.server import errors
 from corral.server.agents.connector import AgentConnector
-from corral.server.params import flag, int_param
+from corral.server.http.params import flag, int_param
 
 __all__ = ["proxy_logs"]
 

@@ -30,7 +30,7 @@ from corral.aio import cancel_and_wait
 from corral.api.resources import by_kind
 from corral.server import errors
 from corral.server.agents.connector import AgentConnector
-from corral.server.params import is_true
+from corral.server.http.params import is_true
 from corral.streaming import channels, spdy
 
 __all__ = ["exec_stream", "portforward_stream", "PORTFORWARD_PROTOCOL"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Callable, Mapping
 
 from corral.server.authz.rbac import Attributes
-from corral.server.params import is_true
+from corral.server.http.params import is_true
 
 __all__ = ["request_attributes", "exact_fields", "RememberedAttributes", "MAX_REMEMBERED"]
 

@@ -29,7 +29,7 @@ from aiohttp import web
 
 from corral.pki import MASTERS_GROUP, NODES_GROUP
 from corral.server import errors
-from corral.server.params import is_true
+from corral.server.http.params import is_true
 
 __all__ = ["InflightLimits", "Queued", "DEFAULT_READS", "DEFAULT_WRITES", "DEFAULT_WATCHES_PER_USER",
            "RETRY_AFTER_SECONDS"]

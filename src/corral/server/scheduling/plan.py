@@ -26,7 +26,7 @@ from corral.plan.request import PlanRequest, parse_request
 from corral.scheduler.process import SchedulerProcess
 from corral.scheduler.scheduler import Scheduler
 from corral.server import errors
-from corral.server.http import USER, read_body
+from corral.server.http.routes import USER, read_body
 from corral.server.rest import ResourceAPI, WriteOptions
 
 __all__ = ["PLAN_PATH", "PLAN_VERSION_PATH", "plan_version", "make_plan", "plan_version_apart", "make_plan_apart"]

@@ -12,7 +12,7 @@ from corral.pki import MASTERS_GROUP
 from corral.pki.kubeconfig import Credentials
 from corral.plan import PLAN_PATH, PLAN_VERSION_PATH
 from corral.server import errors
-from corral.server.http import read_body
+from corral.server.http.routes import read_body
 
 __all__ = ["SchedulingRoutes", "EXPLAIN_PATH"]
 
@@ -82,7 +82,7 @@ class SchedulingRoutes:
     async def at_leader(self, request: web.Request) -> web.Response:
         """A follower has no scheduler: the leader answers, at the URL it wrote on its Lease."""
         from corral.client.rest import ApiError, Client, ConnectionFailed
-        from corral.server.leader import LEADER_URL_ANNOTATION
+        from corral.server.control.leader import LEADER_URL_ANNOTATION
 
         s = self.server
         lease = s.cache.get(s.elector.key)

@@ -27,7 +27,7 @@ import asyncio
 import bisect
 import logging
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import msgspec
 
@@ -36,7 +36,7 @@ from corral.api.selectors import FieldSelector, LabelSelector
 from corral.memory import release_free_memory
 from corral.store.base import Compacted, Event, EventType, Record, Store
 
-__all__ = ["WatchCache", "CacheWatcher", "TooOld"]
+__all__ = ["WatchCache", "CacheWatcher", "TooOld", "editable"]
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +162,13 @@ class CacheWatcher:
                 del self.lines[:n]
         self.wakeup.clear()  # the watch loop asks pending() before it waits
         return out
+
+
+def editable(cached: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a cached object whose top level and metadata, spec and status dicts may be edited.
+    Values below them are shared with the cache: a change replaces them, never mutates them."""
+    return {**cached, "metadata": dict(cached.get("metadata") or {}), "spec": dict(cached.get("spec") or {}),
+            "status": dict(cached.get("status") or {})}
 
 
 def _last_state(old: Record | None, deleted: Record) -> Record:

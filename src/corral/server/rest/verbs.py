@@ -27,8 +27,9 @@ from corral.api.resources import (PROPAGATION_FINALIZERS, SYSTEM_NAMESPACES, SYS
                                   by_kind)
 from corral.api.kubectl.fields import kubernetes_unknown_fields
 from corral.api.selectors import FieldSelector, LabelSelector
-from corral.server import binding, disruption, errors
-from corral.server.watch import WatchCache
+from corral.server import errors
+from corral.server.rest import binding, disruption
+from corral.server.watch import WatchCache, editable
 from corral.store.base import Compacted, Conflict, KeyExists, KeyNotFound, Record, Store
 
 __all__ = ["ResourceAPI", "Reply", "ListOptions", "WriteOptions"]
@@ -525,7 +526,7 @@ class ResourceAPI:
         """
         for _ in range(_CAS_RETRIES):
             current = await self.current(resource, namespace, name)
-            obj = binding.editable(current.obj)  # the parts a change may edit (nested values shared)
+            obj = editable(current.obj)  # the parts a change may edit (nested values shared)
             early = change(current, obj)
             if early is not None:
                 return early
@@ -710,7 +711,7 @@ class ResourceAPI:
     async def evict_through_api(self, namespace: str, name: str, *, move: bool, grace: int | None,
                                 dry_run: bool) -> Reply:
         """``POST pods/NAME/eviction`` (kubectl drain): refused with 429 while a PodDisruptionBudget
-        that selects the pod allows no more disruptions (:mod:`corral.server.disruption`); then, as
+        that selects the pod allows no more disruptions (:mod:`corral.server.rest.disruption`); then, as
         Kubernetes does, the pod is deleted gracefully. With ``move`` (corral drain) it is instead
         returned to Pending, the same pod, for the scheduler to place elsewhere (:meth:`evict`)."""
         pods, pdbs = by_kind("Pod"), by_kind("PodDisruptionBudget")

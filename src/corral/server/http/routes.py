@@ -22,14 +22,15 @@ from corral.api.wire.decoding import DecodeError, decode_json, decode_yaml
 from corral.api.resources import PROPAGATION_FINALIZERS, ResourceType, by_plural
 from corral.api.selectors import SelectorError, parse_field_selector, parse_label_selector
 from corral.api.validation import MAX_GRACE_SECONDS
-from corral.server import errors, tables
+from corral.server import errors
+from corral.server.http import tables
 from corral.server.agents import AgentConnector, MetricsAPI, proxy_logs, streams
 from corral.server.authz.review import Reviews
 from corral.server.watch import CacheWatcher, TooOld
 from corral.server.flowcontrol import InflightLimits
-from corral.server.params import flag as _flag, int_param as _int_param
+from corral.server.http.params import flag as _flag, int_param as _int_param
 from corral.server.rest import ListOptions, Reply, ResourceAPI, WriteOptions
-from corral.server.scale import get_scale, write_scale
+from corral.server.rest.scale import get_scale, write_scale
 
 __all__ = ["add_resource_routes", "MAX_BODY_BYTES", "VERB", "RESOURCE", "USER"]
 

@@ -17,6 +17,7 @@ from typing import Any
 from corral.api.defaults import now_rfc3339
 from corral.api.resources import ResourceType, by_kind
 from corral.server import errors
+from corral.server.watch import editable
 from corral.store.base import Conflict, KeyNotFound, StoreError
 
 __all__ = ["assign", "assign_nodes"]
@@ -38,13 +39,6 @@ def assign(pods: ResourceType, pod: dict[str, Any], node: str) -> None:
     conditions = [c for c in status.get("conditions") or () if c.get("type") != "PodScheduled"]
     conditions.append({"type": "PodScheduled", "status": "True", "lastTransitionTime": now_rfc3339()})
     status["conditions"] = conditions
-
-
-def editable(cached: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a cached object whose top level and metadata, spec and status dicts may be edited
-    (values below them are shared with the cache: replace them, never mutate)."""
-    return {**cached, "metadata": dict(cached.get("metadata") or {}), "spec": dict(cached.get("spec") or {}),
-            "status": dict(cached.get("status") or {})}
 
 
 async def assign_nodes(api: Any, binds: list[tuple[str, str, str]], *,
