@@ -80,6 +80,14 @@ async def test_update_with_a_stale_revision_is_a_conflict(store):
     assert (got.key, got.revision, got.obj["v"]) == ("/k/a", b.revision, 1)
 
 
+async def test_an_update_of_a_missing_key_with_any_revision_creates_nothing(store):
+    for revision in (1, 2, 999, 1000, 10**9):  # small ones too: no write has them, and none may match
+        with pytest.raises(KeyNotFound) as refused:
+            await store.update("/k/gone", obj("gone"), revision)
+        assert refused.value.key == "/k/gone"
+        assert await store.get("/k/gone") is None
+
+
 async def test_an_update_without_a_revision_needs_the_key_to_exist(store):
     with pytest.raises(KeyNotFound) as refused:
         await store.update("/k/a", obj("a"), 0)
