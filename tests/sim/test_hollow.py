@@ -119,3 +119,21 @@ async def test_hollow_nodes_renew_as_much_less_often_as_the_server_lengthened_th
                 assert hollow.lease_seconds == 320 and hollow.intervals() == (1.6, 3.2)
             finally:
                 await hollow.stop()
+
+
+async def test_hollow_nodes_stopped_while_their_requests_queue_leave_no_request_unawaited(tmp_path):
+    import gc
+    import warnings
+
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        async with Client(credentials=server.issue_credentials("admin", ["system:masters"])) as admin:
+            # One request at a time and rounds back to back: most of each round waits for its turn.
+            hollow = HollowNodes(admin, HollowConfig(count=60, lease_interval=0.01, status_interval=0.0,
+                                                     concurrency=1, node_identities=False))
+            await hollow.start()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                await asyncio.sleep(0.3)
+                await hollow.stop()
+                gc.collect()
+            assert not [w for w in caught if "never awaited" in str(w.message)]

@@ -26,7 +26,7 @@ import datetime as dt
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Awaitable, Callable
 
 from corral import GIT_VERSION
 from corral.agent import machine as m
@@ -96,10 +96,12 @@ class HollowNodes:
         return {"type": "Ready", "status": "True", "reason": "HollowNodeReady", "lastHeartbeatTime": now,
                 "lastTransitionTime": now}
 
-    async def _limited(self, coro) -> None:
+    async def _limited(self, request: Callable[..., Awaitable[None]], *args: Any) -> None:
+        """``request(*args)`` once the semaphore lets it: its coroutine is made only then, so one
+        cancelled while it waits (the simulator stopping) leaves none behind never awaited."""
         async with self._sem:
             try:
-                await coro
+                await request(*args)
             except (ApiError, ConnectionFailed) as exc:
                 log.debug("hollow node request failed: %s", exc)
 
@@ -151,8 +153,8 @@ class HollowNodes:
                 await self.client_of(name).create(self._node(i, name))
             except AlreadyExists:
                 pass
-        await asyncio.gather(*(self._limited(register(i, n)) for i, n in enumerate(self.names)))
-        await asyncio.gather(*(self._limited(self._renew(n)) for n in self.names))
+        await asyncio.gather(*(self._limited(register, i, n) for i, n in enumerate(self.names)))
+        await asyncio.gather(*(self._limited(self._renew, n) for n in self.names))
         self.lease_seconds, self._seen_lease_seconds = self._seen_lease_seconds, 0
         listing = await self.client.list("pods", None, raw=True)
         for pod in listing.items:
@@ -199,9 +201,9 @@ class HollowNodes:
             status_due = round_start - last_status >= status_interval
             for k in range(slices):
                 batch = self.names[k::slices]
-                work = [self._limited(self._renew(n)) for n in batch]
+                work = [self._limited(self._renew, n) for n in batch]
                 if status_due:
-                    work += [self._limited(self._heartbeat_node(n)) for n in batch]
+                    work += [self._limited(self._heartbeat_node, n) for n in batch]
                 await asyncio.gather(*work)
                 target = round_start + (k + 1) * lease_interval / slices
                 await asyncio.sleep(max(0.0, target - time.monotonic()))
