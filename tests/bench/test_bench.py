@@ -61,6 +61,9 @@ def test_bench_runs_against_a_running_server_over_http(cluster_process):
                                "--server", cluster_process.url, "--kubeconfig", cluster_process.kubeconfig).stdout)
     assert result["mode"] == "http"
     check_invariants(result)
+    # What each process spent per measured pod: the server's from its metrics, the client's own.
+    cpu = result["cpuPerPodMicros"]
+    assert cpu["server"] > 0 and cpu["benchmark"] > 0
 
 
 def test_bench_runs_in_process_with_the_scheduler_in_a_process_of_its_own():
@@ -69,9 +72,13 @@ def test_bench_runs_in_process_with_the_scheduler_in_a_process_of_its_own():
     check_invariants(result)
     # The attempts' latencies come from the child's metrics; the peak memory counts the child's too.
     assert 0 < result["attemptLatencyMs"]["p50"] <= result["attemptLatencyMs"]["p99"]
+    # Each process's CPU per measured pod: the scheduler process's from its own metrics.
+    assert set(result["cpuPerPodMicros"]) == {"server", "scheduler"}
+    assert all(us > 0 for us in result["cpuPerPodMicros"].values())
     inproc = json.loads(corral("bench", "SchedulingBasic/500Nodes", "--small", "--no-scheduler-process",
                                "-o", "json").stdout)
     assert inproc["mode"] == "in-process"
+    assert set(inproc["cpuPerPodMicros"]) == {"server"} and inproc["cpuPerPodMicros"]["server"] > 0
     assert result["peakRssBytes"] > inproc["peakRssBytes"] + 50 * 2**20
     for flag in ("--scheduler-process", "--no-scheduler-process"):
         both = corral("bench", "SchedulingBasic/500Nodes", flag, "--server", "https://127.0.0.1:1", check=False)

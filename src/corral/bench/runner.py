@@ -273,6 +273,7 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
     churn_stop, churn_task = asyncio.Event(), None
     samples: list[float] = []
     measure_start = measure_end = 0.0
+    cpu_per_pod: dict[str, int] = {}  # each process's CPU time over the measured pods, per pod
     node_count = 0
     try:
         for op in ops:
@@ -325,9 +326,13 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
                         last = now
 
                 sampler = asyncio.create_task(sample())
+                cpu_before = await target.cpu_seconds()
                 keys = await _create_pods(target, tracker, op, progress)
                 await _wait_bound(tracker, keys, timeout, progress, f"{len(keys)} measured pods")
                 measure_end = max(tracker.bound[k] for k in keys)
+                cpu_after = await target.cpu_seconds()
+                cpu_per_pod = {who: round(1e6 * (cpu_after[who] - cpu_before[who]) / max(len(keys), 1))
+                               for who in cpu_after if who in cpu_before}
                 sampler_stop.set()
                 await sampler
             else:
@@ -371,6 +376,7 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
             "e2eLatencyMs": _percentiles(e2e, 1000),
             "createLatencyMs": _percentiles(creates, 1000),
             "peakRssBytes": target.peak_rss(),
+            "cpuPerPodMicros": cpu_per_pod,
             "churnedPods": churned,
             **_placement_report(placements, nodes),
         }

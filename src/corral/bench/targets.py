@@ -39,6 +39,20 @@ def _scheduled_buckets(metrics: str) -> dict[float, float]:
     return out
 
 
+_CPU_METRICS = {"server": "process_cpu_seconds_total", "scheduler": "scheduler_process_cpu_seconds_total"}
+
+
+def _cpu_from_metrics(metrics: str, which: set[str]) -> dict[str, float]:
+    """The CPU seconds of the processes in ``which`` ("server", "scheduler") that Prometheus text
+    ``metrics`` reports (a process it does not report, e.g. off Linux, is left out)."""
+    out = {}
+    for name in which:
+        m = re.search(rf"^{_CPU_METRICS[name]} (\S+)$", metrics, re.M)
+        if m:
+            out[name] = float(m.group(1))
+    return out
+
+
 class InProcessTarget:
     """Server, store and scheduler in this process; pods are created through the REST layer, with
     no HTTP hop, as scheduler_perf drives kube-scheduler with an in-process API server."""
@@ -114,6 +128,14 @@ class InProcessTarget:
         """Attempts per latency bucket during the run (from the scheduler process's metrics)."""
         after = await self._histogram()
         return {le: after[le] - self._hist_before.get(le, 0.0) for le in after}
+
+    async def cpu_seconds(self) -> dict[str, float]:
+        """CPU time so far: ``server`` (this process: the server, and the benchmark's creators with
+        it), and ``scheduler`` for a scheduler process (from its metrics)."""
+        cpu = {"server": time.process_time()}
+        if self.scheduler_process:
+            cpu.update(_cpu_from_metrics((await self.server.scheduler.metrics_text()).decode(), {"scheduler"}))
+        return cpu
 
     def peak_rss(self) -> int:
         """This process's peak; with a scheduler process, the child's peak too (their sum)."""
@@ -208,6 +230,11 @@ class HttpTarget:
         """Attempts per latency bucket during the run (from the server's /metrics)."""
         after = await self._histogram()
         return {le: after[le] - self._hist_before.get(le, 0.0) for le in after}
+
+    async def cpu_seconds(self) -> dict[str, float]:
+        """CPU time so far: ``benchmark`` (this process, the client), and from the server's metrics
+        ``server`` and ``scheduler`` (its scheduler process, when it has one)."""
+        return {"benchmark": time.process_time(), **_cpu_from_metrics(await self._metrics(), {"server", "scheduler"})}
 
     def peak_rss(self) -> int:
         return self._peak_rss

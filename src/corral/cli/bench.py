@@ -65,6 +65,10 @@ def _print_table(d: dict) -> None:
     click.echo(f"\npeak RSS {d['peakRssBytes'] / 2**20:.0f} MiB; overcommitted nodes {d['overcommittedNodes']}; "
                f"nodes used {p['nodesUsed']}; pods per node min {p['podsPerNodeMin']} max {p['podsPerNodeMax']} "
                f"stdev {p['podsPerNodeStdev']}")
+    if d.get("cpuPerPodMicros"):  # (not in results saved before it was measured)
+        names = {"server": "server", "scheduler": "scheduler process", "benchmark": "benchmark client"}
+        click.echo("CPU per measured pod: " + ", ".join(f"{names.get(who, who)} {us} µs"
+                                                       for who, us in d["cpuPerPodMicros"].items()))
     checks = d["checks"]
     click.echo(f"checks: nodes with two anti-affine pods {checks['antiAffinityNodesWithTwoGreenPods']}; "
                f"largest zone skew of spread pods {checks['spreadMaxZoneSkew']}")

@@ -383,7 +383,7 @@ async def _reply(out: asyncio.StreamWriter, scheduler: Any, ask_id: int, what: s
 async def _run_child(args: argparse.Namespace) -> None:
     import gc
 
-    from prometheus_client import CollectorRegistry
+    from prometheus_client import CollectorRegistry, ProcessCollector
 
     from corral.memory import IdleCollector
     from corral.scheduler.profiles import load_config, with_heartbeats
@@ -398,7 +398,9 @@ async def _run_child(args: argparse.Namespace) -> None:
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
     transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, channel)
     writer = ChannelWriter(asyncio.StreamWriter(transport, protocol, None, loop))
-    scheduler = Scheduler(config, writer, registry=CollectorRegistry())
+    registry = CollectorRegistry()
+    ProcessCollector(namespace="scheduler", registry=registry)  # scheduler_process_cpu_seconds_total, ...
+    scheduler = Scheduler(config, writer, registry=registry)
     handlers = [getattr(scheduler, method) for _, method in RESOURCES]
     decode = msgspec.json.Decoder().decode
     started = tuned = False
