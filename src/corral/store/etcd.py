@@ -592,11 +592,10 @@ class EtcdStore:
         # One key is written once per etcd revision, so its etcd revision names its version (a
         # revision of another write of the same transaction passes for it: the API compares the
         # caller's resourceVersion with the object's own before it writes).
-        exists = rpc.Compare(key=k, result=rpc.Compare.GREATER, target=rpc.Compare.VERSION, version=0)
         at = expected_revision // SUB
-        guards = [_at(rpc, k, at)] if at else [exists]
-        if expected_revision and not at:  # below SUB: no write has it, yet etcd revision 0 is a missing key's
-            guards.append(exists)
+        guards = [_at(rpc, k, at)] if expected_revision else []
+        if not at:  # none given, or one below SUB, which no write has (though a missing key is at etcd revision 0)
+            guards.append(rpc.Compare(key=k, result=rpc.Compare.GREATER, target=rpc.Compare.VERSION, version=0))
         if fence is not None:
             guards.append(_at(rpc, self._k(fence[0]), fence[1] // SUB))
         ok, revision, retried, value = await self._commit(k, key, obj, guards)
