@@ -229,3 +229,41 @@ def test_the_split_benchmark_measures_the_control_plane_with_and_without_its_sch
     whole, alone = (result["medians"][m]["loopMicrosPerPod"] for m in ("whole", "no scheduler"))
     assert result["schedulerLoopMicrosPerPod"] == round(whole - alone, 1) > 0
     assert result["splitGainBound"] == round(whole / alone, 2) > 1
+
+
+def test_repeat_runs_the_workload_afresh_each_time_and_reports_every_run_and_their_median():
+    import statistics
+
+    result = json.loads(corral("bench", "SchedulingBasic/500Nodes", "--small", "--repeat", "3", "-o", "json").stdout)
+    assert result["repeat"] == 3 and len(result["runs"]) == 3
+    assert result["workload"] == "SchedulingBasic/500Nodes" and result["measuredPods"] == 100
+    for run in result["runs"]:  # each on a cluster of its own: the same names created again, all bound
+        check_invariants(run)
+    median = result["median"]
+    averages = [run["throughput"]["average"] for run in result["runs"]]
+    assert median["throughput"] == round(statistics.median(averages), 1)
+    assert median["e2eLatencyMsP50"] == round(statistics.median(r["e2eLatencyMs"]["p50"] for r in result["runs"]), 3)
+    assert median["peakRssBytesMax"] == max(run["peakRssBytes"] for run in result["runs"])
+    assert median["overcommittedNodesMax"] == 0 and median["boundPodsMin"] == 100
+    assert set(median["cpuPerPodMicros"]) == set(result["runs"][0]["cpuPerPodMicros"])
+
+    shown = corral("bench", "SchedulingBasic/500Nodes", "--small", "--repeat", "2")
+    rows = [line.split() for line in shown.stdout.splitlines()]
+    runs = [r for r in rows if len(r) > 1 and r[1].replace(".", "", 1).isdigit()]  # RUN, then pods/s
+    assert [r[0] for r in runs] == ["1", "2", "median"] and all(float(r[1]) > 0 for r in runs)
+    assert "median of 2 runs:" in shown.stdout
+    assert "run 1/2: corral bench SchedulingBasic/500Nodes" in shown.stderr and "run 2/2" in shown.stderr
+
+
+def test_repeat_refuses_what_cannot_be_run_afresh_and_stops_at_a_failed_run():
+    for extra, says in ((("--server", "https://127.0.0.1:1"), "a server keeps the objects of the run before"),
+                        (("--store", "sqlite:///nowhere.db"), "a store given with --store keeps"),
+                        (("--plot", "x.png"), "--plot draws one run")):
+        refused = corral("bench", "SchedulingBasic/500Nodes", "--repeat", "2", *extra, check=False)
+        assert refused.returncode == 1 and says in refused.stderr, refused.stderr
+        assert "run 1/2" not in refused.stderr  # refused before any run
+    failed = corral("bench", "SchedulingBasic/500Nodes", "--small", "--repeat", "2", "--timeout", "0.01", check=False)
+    assert failed.returncode == 1 and "Traceback" not in failed.stderr
+    assert "of the 50 init pods were not bound within 0.01 s" in failed.stderr  # the run's own error
+    assert "run 1/2 of SchedulingBasic/500Nodes failed (exit status 1); 0 finished before it" in failed.stderr
+    assert "run 2/2" not in failed.stderr

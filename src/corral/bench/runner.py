@@ -169,7 +169,7 @@ async def _wait_bound(tracker: _Tracker, keys: list[str], timeout: float, progre
         if not pending:
             return
         if time.monotonic() > deadline:
-            raise TimeoutError(f"{len(pending)} of {len(keys)} {what} were not bound within {timeout:.0f}s")
+            raise TimeoutError(f"{len(pending)} of the {what} were not bound within {timeout:g} s")
         await asyncio.sleep(0.05)
 
 

@@ -10,6 +10,7 @@ import click
 from corral.cli.common import CliError, kubeconfig_option, run
 
 MIN_SAMPLE_SECONDS = 5  # one-second throughput samples needed before their percentiles mean anything
+MAX_REPEAT = 20  # runs of one --repeat
 
 __all__ = ["bench"]
 
@@ -89,8 +90,11 @@ def _print_table(d: dict) -> None:
 @click.option("--small", is_flag=True, help="Pod counts divided by 10 (nodes unchanged): a quick check.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds to wait for pods to be bound.")
 @click.option("--plot", default=None, metavar="FILE.png", help="Also draw throughput over time to a PNG file.")
+@click.option("--repeat", default=1, show_default=True, type=click.IntRange(1, MAX_REPEAT), metavar="N",
+              help="In-process only: run the workload N times, each in a fresh process and cluster, and report "
+                   "every run and their median (a shared machine's runs differ by tens of percent: compare medians).")
 @run
-async def bench(name, list_, output, server, store_url, scheduler_process, small, timeout, plot) -> None:
+async def bench(name, list_, output, server, store_url, scheduler_process, small, timeout, plot, repeat) -> None:
     """Run a scheduler benchmark: `corral bench SchedulingBasic/5000Nodes_10000Pods`.
 
     Workloads follow Kubernetes' scheduler_perf (nodes of 4 cpu, 32Gi, 110 pods; pods of 100m cpu and
@@ -121,6 +125,17 @@ async def bench(name, list_, output, server, store_url, scheduler_process, small
         flag = "--scheduler-process" if scheduler_process else "--no-scheduler-process"
         raise CliError(f"{flag} is for in-process runs; a server given with --server runs its scheduler "
                        "as it was started (corral server --scheduler-process or --no-scheduler-process)")
+    if repeat > 1:
+        if server:
+            raise CliError("--repeat is for in-process runs: a server keeps the objects of the run before "
+                           "(for medians over HTTP, start a fresh server for each run)")
+        if store_url:
+            raise CliError("--repeat is for in-process runs on their own SQLite: a store given with --store keeps "
+                           "the objects of the run before (run once per empty store instead)")
+        if plot:
+            raise CliError("--plot draws one run: leave out --repeat, or --plot")
+        await _repeat(name, repeat, small=small, timeout=timeout, scheduler_process=scheduler_process, output=output)
+        return
     if server:
         from corral.client.config import client_credentials
 
@@ -148,6 +163,84 @@ async def bench(name, list_, output, server, store_url, scheduler_process, small
         _print_table(result.data)
         if plot:
             click.echo(f"throughput over time drawn to {plot}")
+
+
+async def _repeat(name: str, times: int, *, small: bool, timeout: float, scheduler_process: bool | None,
+                  output: str | None) -> None:
+    """Run ``name`` ``times`` times, each as ``corral bench NAME -o json`` in a process of its own (a run
+    inherits nothing from the one before: neither its memory nor its peak RSS), one after the other,
+    and report them all with their median."""
+    import asyncio
+    import statistics
+
+    args = [name, "-o", "json", "--timeout", str(timeout), *(["--small"] if small else [])]
+    if scheduler_process is not None:
+        args.append("--scheduler-process" if scheduler_process else "--no-scheduler-process")
+    runs = []
+    for i in range(1, times + 1):
+        click.echo(f"run {i}/{times}: corral bench {name}", err=True)
+        # Its progress (or its error) shows on this standard error; its result comes on the pipe.
+        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "corral", "bench", *args,
+                                                    stdout=asyncio.subprocess.PIPE)
+        try:
+            out, _ = await proc.communicate()
+        except BaseException:  # interrupted: the run stops with us
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
+            raise
+        if proc.returncode != 0:
+            raise CliError(f"run {i}/{times} of {name} failed (exit status {proc.returncode}); "
+                           f"{len(runs)} finished before it")
+        runs.append(json.loads(out))
+
+    def median(path: tuple[str, ...], digits: int = 1) -> float | None:
+        values = []
+        for one in runs:
+            value = one
+            for part in path:
+                value = value.get(part) if isinstance(value, dict) else None
+            if value is not None:
+                values.append(value)
+        return round(statistics.median(values), digits) if values else None
+
+    cpu = sorted({who for one in runs for who in one.get("cpuPerPodMicros") or {}})
+    summary = {
+        "throughput": median(("throughput", "average")),
+        "attemptLatencyMsP50": median(("attemptLatencyMs", "p50"), 3),
+        "e2eLatencyMsP50": median(("e2eLatencyMs", "p50"), 3),
+        "createLatencyMsP50": median(("createLatencyMs", "p50"), 3),
+        "cpuPerPodMicros": {who: median(("cpuPerPodMicros", who)) for who in cpu},
+        "peakRssBytesMax": max(one["peakRssBytes"] for one in runs),
+        "overcommittedNodesMax": max(one["overcommittedNodes"] for one in runs),
+        "boundPodsMin": min(one["boundPods"] for one in runs),
+    }
+    first = runs[0]
+    result = {"workload": first["workload"], "mode": first["mode"], "small": first["small"], "nodes": first["nodes"],
+              "measuredPods": first["measuredPods"], "repeat": times, "median": summary, "runs": runs}
+    if output == "json":
+        click.echo(json.dumps(result, indent=2))
+        return
+    from corral.cli.printers import print_table
+
+    def row(label: str, tp, attempt, e2e, cpus: dict, rss: int, bound) -> list[str]:
+        return [label, f"{tp}", f"{attempt}", f"{e2e}", " ".join(f"{cpus[w]:.0f}" if cpus.get(w) is not None
+                                                                 else "—" for w in cpu) or "—",
+                f"{rss / 2**20:.0f}", f"{bound}"]
+
+    rows = [row(f"{i}", r["throughput"]["average"], r["attemptLatencyMs"]["p50"], r["e2eLatencyMs"]["p50"],
+                r.get("cpuPerPodMicros") or {}, r["peakRssBytes"], f"{r['boundPods']}/{r['measuredPods']}")
+            for i, r in enumerate(runs, 1)]
+    rows.append(row("median", summary["throughput"], summary["attemptLatencyMsP50"], summary["e2eLatencyMsP50"],
+                    summary["cpuPerPodMicros"], summary["peakRssBytesMax"],
+                    f"{summary['boundPodsMin']}/{result['measuredPods']}"))
+    click.echo(f"{result['workload']} ({result['mode']}{', small' if result['small'] else ''}): {times} runs, "
+               f"{result['measuredPods']} measured pods on {result['nodes']} nodes each\n")
+    print_table(["RUN", "PODS/S", "ATTEMPT P50 (ms)", "CREATE→BOUND P50 (ms)",
+                 f"CPU/POD µs ({', '.join(cpu) or 'none'})", "PEAK RSS (MiB)", "BOUND"], rows, out=sys.stdout)
+    click.echo(f"\nmedian of {times} runs: {summary['throughput']} pods/s (the median row: each column's median, "
+               f"but the largest peak RSS and the fewest pods bound); overcommitted nodes in any run: "
+               f"{summary['overcommittedNodesMax']}")
 
 
 def _plot(d: dict, path: str) -> None:
