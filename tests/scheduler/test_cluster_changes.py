@@ -5,6 +5,7 @@ PodScheduled condition written once per message, events, metrics and `corral exp
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 import pytest
@@ -733,29 +734,43 @@ async def test_deleting_a_node_twice_or_one_never_seen_is_harmless_and_schedulin
     assert h.placements() == {"default/p": "n0"}
 
 
-async def test_a_bursts_bindings_are_bounded_at_512_in_flight_the_rest_wait_for_a_slot():
-    """Ten thousand pods placed in a burst do not open ten thousand binding requests at once."""
+async def test_a_bursts_bindings_are_bounded_at_512_in_flight_the_loop_waits_for_room():
+    """Ten thousand pods placed in a burst do not open ten thousand binding requests at once: with
+    512 being written, the loop takes no further pod until one comes back."""
     h = Harness()
     h.add_node(make_node("big").capacity(cpu=1000, memory="4000Gi", pods=1000).heartbeat_age(0))
     for i in range(600):
         h.add_pod(make_pod(f"p{i}").requests(cpu="100m"))
-    bind, release, in_flight, most = h.writer.bind, asyncio.Event(), 0, 0
+    bind, gate, in_flight, most = h.writer.bind, asyncio.Semaphore(0), 0, 0
 
     async def held(pod, node):
         nonlocal in_flight, most
         in_flight += 1
         most = max(most, in_flight)
-        await release.wait()
+        await gate.acquire()  # one comes back for each release()
         in_flight -= 1
         return await bind(pod, node)
 
     h.writer.bind = held
     s = h.scheduler
-    while (qp := s.queue.pop_nowait()) is not None:
-        s.schedule_one(qp)
-    for _ in range(20):
-        await asyncio.sleep(0)
-    assert (most, in_flight) == (512, 512)
-    release.set()
-    await asyncio.gather(*list(s._inflight), return_exceptions=True)
-    assert len(h.placements()) == 600 and most == 512
+    loop = asyncio.create_task(s.run())
+    try:
+        for _ in range(200):
+            await asyncio.sleep(0)
+        assert (most, in_flight, s.binding) == (512, 512, 512)
+        assert s.queue.counts()["active"] == 88  # left in the queue: the loop waits
+        gate.release()  # one binding comes back: room for one more pod
+        for _ in range(50):
+            await asyncio.sleep(0)
+        assert (most, in_flight, s.queue.counts()["active"]) == (512, 512, 87)
+        for _ in range(600):
+            gate.release()
+        for _ in range(2000):
+            if len(h.placements()) == 600:
+                break
+            await asyncio.sleep(0)
+        assert len(h.placements()) == 600 and most == 512 and s.binding == 0
+    finally:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop

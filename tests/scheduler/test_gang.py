@@ -461,3 +461,29 @@ async def test_a_queued_member_updated_after_its_gang_fell_short_leaves_the_queu
     updated["metadata"]["labels"]["tier"] = "trainer"  # any update: its gang is short now
     h.add_pod(updated)
     assert "default/w0" not in h.scheduler.queue and "default/w0" in h.scheduler.cache.gangs.gated
+
+
+async def test_a_gang_larger_than_the_bindings_in_flight_still_binds_whole_through_the_loop():
+    """Members waiting in Permit for the rest are not counted as bindings in flight: a gang of 20
+    under a limit of 8 still has all its members scheduled, and binds."""
+    import contextlib
+
+    h = cluster(20)
+    h.add_group("train", 20)
+    s = h.scheduler
+    s.max_binds_in_flight = 8
+    s.events.start()
+    for i in range(20):
+        h.add_pod(member(f"w{i}"))
+    loop = asyncio.create_task(s.run())
+    try:
+        for _ in range(500):
+            if len(h.placements()) == 20:
+                break
+            await asyncio.sleep(0.001)
+        assert len(h.placements()) == 20 and len(set(h.placements().values())) == 20
+        assert s.binding == 0
+    finally:
+        loop.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop

@@ -8,6 +8,12 @@ events, through a :class:`~corral.scheduler.cluster.ClusterWriter`.
 
 The loop: pop a pod, run its profile's cycle synchronously (:func:`schedule_pod`), assume the pod
 on the chosen node in the cache, and start its binding as a task, so the next cycle begins at once.
+While ``max_binds_in_flight`` bindings are being written (past their Permit plugins), the loop waits
+for one to come back before it pops the next pod: a store slower than the cycles holds the cycles
+back rather than a growing crowd of waiting bindings (waiting in the loop costs one wake-up per
+pause; a semaphore in each binding cost one per binding, a tenth of the scheduling process's time
+on SchedulingBasic). A pod held in Permit (a gang member) is not counted, so it cannot stop the
+members it waits for from being scheduled.
 When no node fits, the PostFilter plugins (DefaultPreemption) may nominate a node; the
 :class:`~corral.scheduler.preemptor.Preemptor` removes the victims in the background.
 A failed binding un-assumes the pod and sends it back through backoff. A pod no node can take gets
@@ -114,7 +120,9 @@ class Scheduler:
             for plugin in fwk.all_plugins:
                 if hasattr(plugin, "ignored_resources"):
                     plugin.ignored_resources = ignored
-        self._bind_slots = asyncio.Semaphore(max_binds_in_flight)
+        self.max_binds_in_flight = max_binds_in_flight
+        self.binding = 0  # bindings being written now (past Permit)
+        self._bind_room = asyncio.Event()  # set when ``binding`` falls below the limit again
         self._inflight: set[asyncio.Task] = set()  # bindings and condition writes
         self._condition_written: dict[str, str] = {}  # pod key → PodScheduled=False message written
         self._tasks: list[asyncio.Task] = []
@@ -250,6 +258,9 @@ class Scheduler:
     async def run(self) -> None:
         budget_start = time.perf_counter()
         while True:
+            while self.binding >= self.max_binds_in_flight:  # (a binding in Permit leaves for a moment)
+                self._bind_room.clear()
+                await self._bind_room.wait()
             qp = await self.queue.pop()
             try:
                 if self.extenders:
@@ -416,6 +427,7 @@ class Scheduler:
                 return False
         self.queue.done(qp.key)
         self._condition_written.pop(qp.key, None)
+        self.binding += 1  # from now: its task may not have started when the loop looks
         self._spawn(self._bind(fwk, state, qp, node))
         return True
 
@@ -438,10 +450,17 @@ class Scheduler:
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
 
+    def _bound(self) -> None:
+        """A binding counted in ``binding`` is no longer written (or waits in Permit)."""
+        self.binding -= 1
+        if self.binding < self.max_binds_in_flight:
+            self._bind_room.set()
+
     async def _bind(self, fwk, state: CycleState, qp: QueuedPod, node: str) -> None:
         status = SUCCESS
+        self._bound()  # not counted while a Permit plugin holds it (a gang member waiting for the rest)
         try:
-            # Permit first, outside the binding slots: a gang member may wait here a long time.
+            # Permit first, uncounted: a gang member may wait here a long time.
             for plugin in fwk.permits:  # a Permit plugin may hold (await) or refuse the binding
                 status = await plugin.permit(state, qp.info, node)
                 if not status.ok:
@@ -449,18 +468,20 @@ class Scheduler:
         except Exception as exc:  # a plugin that raises refuses, it does not stop the scheduler
             status = Status.error(str(exc), "Permit")
         if status.ok:
-            async with self._bind_slots:
-                try:
-                    binder = self.extenders.binder_for(qp.info) if self.extenders else None
-                    if binder is not None:  # an extender with bindVerb binds its pods
-                        try:
-                            await binder.bind(qp.info.namespace, qp.info.name, qp.info.uid, node)
-                        except ExtenderError as exc:
-                            status = Status.error(str(exc), binder.config.name)
-                    else:
-                        status = await fwk.binders[0].bind(state, qp.info, node)
-                except Exception as exc:  # a plugin that raises is a failed binding, not a dead scheduler
-                    status = Status.error(str(exc), "DefaultBinder")
+            self.binding += 1
+            try:
+                binder = self.extenders.binder_for(qp.info) if self.extenders else None
+                if binder is not None:  # an extender with bindVerb binds its pods
+                    try:
+                        await binder.bind(qp.info.namespace, qp.info.name, qp.info.uid, node)
+                    except ExtenderError as exc:
+                        status = Status.error(str(exc), binder.config.name)
+                else:
+                    status = await fwk.binders[0].bind(state, qp.info, node)
+            except Exception as exc:  # a plugin that raises is a failed binding, not a dead scheduler
+                status = Status.error(str(exc), "DefaultBinder")
+            finally:
+                self._bound()
         if status.ok:
             self.scheduled += 1
             self.events.record(qp.info, "Normal", "Scheduled",
