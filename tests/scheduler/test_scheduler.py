@@ -354,6 +354,19 @@ async def test_stopping_the_scheduler_cancels_the_bindings_on_their_way():
     assert cancelled == ["default/web"] and not h.scheduler._inflight
 
 
+async def test_bindings_cancelled_before_they_began_are_not_left_counted_as_in_flight():
+    h = Harness()
+    h.add_node(make_node("n0"))
+    for i in range(3):
+        h.add_pod(make_pod(f"p{i}").requests(cpu="100m"))
+    s = h.scheduler
+    while (qp := s.queue.pop_nowait()) is not None:
+        s.schedule_one(qp)
+    assert s.binding == 3  # counted from the cycle on, before their tasks run
+    await s.stop()
+    assert s.binding == 0 and not h.placements()
+
+
 async def test_a_profile_with_no_permit_plugin_binds_as_the_default_one_does():
     h = Harness({"profiles": [{"schedulerName": "default-scheduler", "plugins": {
         "permit": {"disabled": [{"name": "Coscheduling"}]}}}]})

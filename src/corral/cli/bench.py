@@ -192,7 +192,10 @@ async def _repeat(name: str, times: int, *, small: bool, timeout: float, schedul
         if proc.returncode != 0:
             raise CliError(f"run {i}/{times} of {name} failed (exit status {proc.returncode}); "
                            f"{len(runs)} finished before it")
-        runs.append(json.loads(out))
+        try:
+            runs.append(json.loads(out))
+        except ValueError:
+            raise CliError(f"run {i}/{times} of {name} printed no result (its output: {out[:200]!r})") from None
 
     def median(path: tuple[str, ...], digits: int = 1) -> float | None:
         values = []

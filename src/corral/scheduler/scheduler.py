@@ -253,6 +253,7 @@ class Scheduler:
     async def stop(self) -> None:
         self.queue.close()
         await cancel_and_wait(*self._tasks, *self._inflight)
+        self.binding = 0  # (a binding cancelled before its task began never uncounted itself)
         await self.events.stop()
         await self.extenders.close()
 
