@@ -197,23 +197,16 @@ async def _repeat(name: str, times: int, *, small: bool, timeout: float, schedul
         except ValueError:
             raise CliError(f"run {i}/{times} of {name} printed no result (its output: {out[:200]!r})") from None
 
-    def median(path: tuple[str, ...], digits: int = 1) -> float | None:
-        values = []
-        for one in runs:
-            value = one
-            for part in path:
-                value = value.get(part) if isinstance(value, dict) else None
-            if value is not None:
-                values.append(value)
-        return round(statistics.median(values), digits) if values else None
+    def median(values: list[float], digits: int = 1) -> float:
+        return round(statistics.median(values), digits)
 
-    cpu = sorted({who for one in runs for who in one.get("cpuPerPodMicros") or {}})
+    # (every run is this version's, in one mode: the same fields, and the same processes timed)
+    cpu = sorted(set.intersection(*(set(one["cpuPerPodMicros"]) for one in runs)))
     summary = {
-        "throughput": median(("throughput", "average")),
-        "attemptLatencyMsP50": median(("attemptLatencyMs", "p50"), 3),
-        "e2eLatencyMsP50": median(("e2eLatencyMs", "p50"), 3),
-        "createLatencyMsP50": median(("createLatencyMs", "p50"), 3),
-        "cpuPerPodMicros": {who: median(("cpuPerPodMicros", who)) for who in cpu},
+        "throughput": median([one["throughput"]["average"] for one in runs]),
+        **{f"{field}P50": median([one[field]["p50"] for one in runs], 3)
+           for field in ("attemptLatencyMs", "e2eLatencyMs", "createLatencyMs")},
+        "cpuPerPodMicros": {who: median([one["cpuPerPodMicros"][who] for one in runs]) for who in cpu},
         "peakRssBytesMax": max(one["peakRssBytes"] for one in runs),
         "overcommittedNodesMax": max(one["overcommittedNodes"] for one in runs),
         "boundPodsMin": min(one["boundPods"] for one in runs),
@@ -227,12 +220,11 @@ async def _repeat(name: str, times: int, *, small: bool, timeout: float, schedul
     from corral.cli.printers import print_table
 
     def row(label: str, tp, attempt, e2e, cpus: dict, rss: int, bound) -> list[str]:
-        return [label, f"{tp}", f"{attempt}", f"{e2e}", " ".join(f"{cpus[w]:.0f}" if cpus.get(w) is not None
-                                                                 else "—" for w in cpu) or "—",
+        return [label, f"{tp}", f"{attempt}", f"{e2e}", " ".join(f"{cpus[w]:.0f}" for w in cpu) or "—",
                 f"{rss / 2**20:.0f}", f"{bound}"]
 
     rows = [row(f"{i}", r["throughput"]["average"], r["attemptLatencyMs"]["p50"], r["e2eLatencyMs"]["p50"],
-                r.get("cpuPerPodMicros") or {}, r["peakRssBytes"], f"{r['boundPods']}/{r['measuredPods']}")
+                r["cpuPerPodMicros"], r["peakRssBytes"], f"{r['boundPods']}/{r['measuredPods']}")
             for i, r in enumerate(runs, 1)]
     rows.append(row("median", summary["throughput"], summary["attemptLatencyMsP50"], summary["e2eLatencyMsP50"],
                     summary["cpuPerPodMicros"], summary["peakRssBytesMax"],
