@@ -132,10 +132,12 @@ def test_the_server_keeps_answering_while_it_decodes_a_large_yaml_body(server_pr
 
     code, slowest, answered, took = asyncio.run(scenario())
     assert code == 201  # within every bound: stored
-    assert answered >= 3, "the upload was too quick to tell"
     # Compared with the upload's own time, not a fixed figure (a loaded machine slows both): decoded
-    # on the event loop, one /readyz would wait for most of it.
-    assert slowest < took / 4, f"/readyz took {slowest * 1000:.0f} ms of the upload's {took * 1000:.0f} ms"
+    # on the event loop, one /readyz waits for most of it (measured: it is then the only answer, and
+    # ~90 % of the upload's time); beside it, each waits ~4 %. Half leaves room for a busy machine's
+    # hiccups (once, in the whole suite, 329 ms of 1.3 s).
+    assert slowest < took / 2, f"/readyz took {slowest * 1000:.0f} ms of the upload's {took * 1000:.0f} ms"
+    assert answered >= 3, "the upload was too quick to tell"
 
 
 async def test_a_full_store_refuses_writes_with_507_fails_readyz_and_recovers_once_deletions_are_compacted(tmp_path):
