@@ -89,10 +89,13 @@ class GarbageCollector(QueuedController):
             self._finalizing.pop(uid, None)
             # Its dependents (gone owner), and the owner it was holding up (one dependent fewer).
             return [*self._dependents.get(uid, ()), *(self._finalizing[u] for u in before if u in self._finalizing)]
+        meta = event.record.obj.get("metadata") or {}
+        if not (before or meta.get("ownerReferences") or meta.get("deletionTimestamp")) and \
+                meta.get("uid") not in self._finalizing:
+            return ()  # owned by nothing, owning nothing being deleted: most changes end here
         concerned = self._index(key, event.record.obj)
         after = self._owners_of.get(key, ())
         keys = [self._finalizing[u] for u in {*before, *after} if u in self._finalizing and before != after]
-        meta = event.record.obj.get("metadata") or {}
         if concerned and (event.type is EventType.ADDED or after != before or meta.get("deletionTimestamp")):
             keys.append(key)
         return keys

@@ -248,7 +248,12 @@ class OwnedIndex:
         if not key.startswith(self.owned.store_prefix):
             return set()
         before = self._owner.get(key, "")
-        after = self._index(key, None if event.type is EventType.DELETED else event.record.obj)
+        obj = None if event.type is EventType.DELETED else event.record.obj
+        if not before:  # not ours until now: most changes (another kind's objects, bare pods) end here
+            ref = controller_of(obj) if obj is not None else None
+            if ref is None or ref.get("kind") != self.owners.kind:
+                return set()
+        after = self._index(key, obj)
         return {self._by_uid[uid] for uid in (before, after) if uid in self._by_uid}
 
     def owner_keys(self) -> list[str]:

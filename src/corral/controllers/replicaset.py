@@ -62,6 +62,7 @@ class _Tally:
 
 
 _NO_PODS = _Tally()
+_ORPHAN = ("", False, False)  # a pod no controller owns, as indexed (its state is read once it is adopted)
 
 
 class ReplicaSetController(QueuedController):
@@ -130,12 +131,13 @@ class ReplicaSetController(QueuedController):
         if ref is not None and ref.get("kind") != "ReplicaSet":
             return  # another kind's pod: never adopted, never counted
         owner = ref.get("uid", "") if ref is not None else ""
+        if not owner:  # counted once adopted, when it is indexed again
+            self._pod_state[key] = _ORPHAN
+            self._orphans.setdefault(pod["metadata"]["namespace"], set()).add(key)
+            return
         active = is_active(pod)
         ready = active and is_ready(pod)
         self._pod_state[key] = (owner, active, ready)
-        if not owner:
-            self._orphans.setdefault(pod["metadata"]["namespace"], set()).add(key)
-            return
         tally = self._tallies.setdefault(owner, _Tally())
         tally.pods.add(key)
         tally.active += active
@@ -154,14 +156,18 @@ class ReplicaSetController(QueuedController):
             return (key,)
         if not key.startswith(self._pods.store_prefix):
             return ()
-        before = self._pod_state.get(key, ("",))[0]
+        before = self._pod_state.get(key, _ORPHAN)[0]
         pod = None if event.type is EventType.DELETED else event.record.obj
         self._index_pod(key, pod)
-        after = self._pod_state.get(key, ("",))[0]
+        state = self._pod_state.get(key)
+        after = state[0] if state is not None else ""
+        orphan = state is not None and not after
+        if not (before or after or (orphan and self._selectors)):
+            return ()  # not a ReplicaSet's, or none could adopt it (every pod while there are none)
         keys = {self._rs_by_uid[uid] for uid in (before, after) if uid and uid in self._rs_by_uid}
-        if pod is not None and key in self._pod_state and not after:
-            labels = pod["metadata"].get("labels") or {}
-            ns_prefix = f"{self._rs.store_prefix}{pod['metadata']['namespace']}/"
+        if orphan:  # the ReplicaSets of its namespace whose selector matches may adopt it
+            labels = pod["metadata"].get("labels") or {}  # type: ignore[index]
+            ns_prefix = f"{self._rs.store_prefix}{pod['metadata']['namespace']}/"  # type: ignore[index]
             keys.update(k for k, (_, sel) in self._selectors.items()
                         if sel is not None and k.startswith(ns_prefix) and sel.matches(labels))
         return keys
