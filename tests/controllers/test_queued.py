@@ -486,6 +486,53 @@ def test_the_owned_index_routes_each_change_to_the_owners_it_concerned_before_an
     assert change(job_obj("never-seen"), EventType.DELETED) == {key_of(job_obj("never-seen"))}
 
 
+def test_the_owner_route_hands_a_change_only_to_the_kinds_controlling_the_object_before_or_after():
+    """The Job, DaemonSet, Placement and Deployment controllers hear of pods through one route: a
+    change reaches the controllers of the kind controlling the pod now, and of the kind that did
+    before it (released, adopted, deleted), known from the cache for what was there before the route;
+    a bare pod's change, or a reference that does not control, reaches none. A reload forgets what
+    is gone; the last hook removed takes the route out of the cache."""
+    from corral.controllers.queued import OwnerRoute
+    from corral.store.base import Event, EventType
+
+    cache = Records(pod_obj("early", ("Job", "j1", True)))
+    cache.on_prefix_event, cache.on_reload = {}, []
+    pods = by_kind("Pod").store_prefix
+    heard: list[tuple[str, str]] = []
+
+    def hook(kind: str):
+        return lambda event: heard.append((kind, event.key.rsplit("/", 1)[1]))
+
+    route = OwnerRoute.of(cache, pods)
+    assert OwnerRoute.of(cache, pods) is route and cache.on_prefix_event[pods] == [route]
+    job, ds = hook("Job"), hook("DaemonSet")
+    route.hooks.update(Job=[job], DaemonSet=[ds])
+
+    def change(obj: dict, kind: EventType = EventType.MODIFIED) -> list[tuple[str, str]]:
+        heard.clear()
+        route(Event(kind, record(obj)))
+        return sorted(heard)
+
+    assert change(pod_obj("bare"), EventType.ADDED) == []
+    assert change(pod_obj("loose", ("Job", "j1", False)), EventType.ADDED) == []
+    assert change(pod_obj("early")) == [("Job", "early")]  # released: its Job hears it, once
+    assert change(pod_obj("early")) == []
+    assert change(pod_obj("p", ("Job", "j1", True)), EventType.ADDED) == [("Job", "p")]
+    assert change(pod_obj("p", ("Job", "j1", True))) == [("Job", "p")]
+    assert change(pod_obj("p", ("DaemonSet", "d", True))) == [("DaemonSet", "p"), ("Job", "p")]
+    assert change(pod_obj("p", ("ReplicaSet", "r", True))) == [("DaemonSet", "p")]  # no hook of that kind
+    assert change(pod_obj("q", ("DaemonSet", "d", True)), EventType.ADDED) == [("DaemonSet", "q")]
+    assert change(pod_obj("q", ("DaemonSet", "d", True)), EventType.DELETED) == [("DaemonSet", "q")]
+    assert change(pod_obj("q")) == []
+    assert change(pod_obj("r", ("Job", "j1", True)), EventType.ADDED) == [("Job", "r")]
+    cache.on_reload[0]()  # the cache reloaded without it (deleted meanwhile)
+    assert change(pod_obj("r", ("Job", "j1", True)), EventType.DELETED) == []
+    route.remove(job)
+    assert cache.on_prefix_event[pods] == [route]
+    route.remove(ds)
+    assert (cache.on_prefix_event[pods], cache.on_reload) == ([], [])
+
+
 class Owners(QueuedController):
     """Routes by its OwnedIndex (the default keys_for and initial_keys); records an event per sync."""
 

@@ -183,6 +183,9 @@ class DeploymentController(QueuedController):
     def watched(self) -> tuple[ResourceType, ...]:
         return self._deploys, self._pods, self._rs
 
+    def routed_by_owner(self) -> dict[str, str]:
+        return {self._pods.store_prefix: "ReplicaSet"}  # a pod concerns it only as a ReplicaSet's (:meth:`_stopped`)
+
     def keys_for(self, event: Event) -> Iterable[str]:
         key = event.key
         deleted = event.type is EventType.DELETED

@@ -33,7 +33,7 @@ from corral.server import errors
 from corral.server.rest import ResourceAPI, WriteOptions
 from corral.store import Event, EventType
 
-__all__ = ["QueuedController", "OwnedIndex"]
+__all__ = ["QueuedController", "OwnedIndex", "OwnerRoute"]
 
 MAX_RETRY_DELAY = 60.0
 HOLD_FACTOR, HOLD_MAX, HOLD_MIN = 3.0, 1.0, 0.005  # a key that took t waits min(3t, 1 s) (t >= 5 ms)
@@ -69,6 +69,12 @@ class QueuedController:
         """The resources whose changes :meth:`keys_for` reads (None: every resource's); the others'
         are not handed to it. By default, the two ``index`` routes by."""
         return None if self.index is None else (self.index.owners, self.index.owned)
+
+    def routed_by_owner(self) -> dict[str, str]:
+        """Of the resources :meth:`watched` names, those (store prefix → an owner kind) whose changes
+        concern it only for the objects a controller of that kind controls, or did before the change;
+        the others' are not handed to it. By default, what ``index`` routes: its owners' objects."""
+        return {} if self.index is None else {self.index.owned.store_prefix: self.index.owners.kind}
 
     def initial_keys(self) -> Iterable[str]:
         """Every key to look at when starting (and after the cache was reloaded); by default, every
@@ -106,8 +112,13 @@ class QueuedController:
         if watched is None:
             cache.on_event.append(self._on_event)
         else:
+            routed = self.routed_by_owner()
             for resource in watched:
-                cache.on_prefix_event.setdefault(resource.store_prefix, []).append(self._on_event)
+                prefix = resource.store_prefix
+                if prefix in routed:
+                    OwnerRoute.of(cache, prefix).hooks.setdefault(routed[prefix], []).append(self._on_event)
+                else:
+                    cache.on_prefix_event.setdefault(prefix, []).append(self._on_event)
         cache.on_reload.append(self._on_reload)
         self._on_reload()
         self.events.start()
@@ -118,6 +129,8 @@ class QueuedController:
         for hooks in (cache.on_event, *cache.on_prefix_event.values()):
             if self._on_event in hooks:
                 hooks.remove(self._on_event)
+        for prefix in self.routed_by_owner() if self.watched() is not None else ():
+            OwnerRoute.of(cache, prefix).remove(self._on_event)
         if self._on_reload in cache.on_reload:
             cache.on_reload.remove(self._on_reload)
         self.queue.shutdown()
@@ -258,3 +271,60 @@ class OwnedIndex:
 
     def owner_keys(self) -> list[str]:
         return list(self._by_uid.values())
+
+
+class OwnerRoute:
+    """The one watch-cache hook of a resource (pods) for the controllers that care only about what
+    their kind controls: each change is handed to the controllers of the kind whose controller
+    ownerReference the object has, and to those of the kind it had before the change (released,
+    deleted). A bare pod's change reaches none of the Job, DaemonSet, Placement and Deployment
+    controllers, where each of them, as a hook of its own, spent ~1 µs on each of every pod's changes."""
+
+    def __init__(self, cache, prefix: str) -> None:
+        self._cache, self.prefix = cache, prefix
+        self.hooks: dict[str, list] = {}  # owner kind → the controllers' hooks
+        self._kind: dict[str, str] = {}  # key → the kind controlling it (the objects some kind does)
+        self.reload()
+
+    @classmethod
+    def of(cls, cache, prefix: str) -> "OwnerRoute":
+        """The cache's route for ``prefix``, made and hooked in when there is none yet."""
+        hooks = cache.on_prefix_event.setdefault(prefix, [])
+        route = next((h for h in hooks if isinstance(h, OwnerRoute)), None)
+        if route is None:
+            route = cls(cache, prefix)
+            hooks.append(route)
+            cache.on_reload.append(route.reload)
+        return route
+
+    def remove(self, hook) -> None:
+        for hooks in self.hooks.values():
+            if hook in hooks:
+                hooks.remove(hook)
+        if not any(self.hooks.values()):  # the last one gone: the route too
+            if self in self._cache.on_prefix_event.get(self.prefix, ()):
+                self._cache.on_prefix_event[self.prefix].remove(self)
+            if self.reload in self._cache.on_reload:
+                self._cache.on_reload.remove(self.reload)
+
+    @staticmethod
+    def _kind_of(obj: dict[str, Any] | None) -> str | None:
+        ref = controller_of(obj) if obj is not None else None
+        kind = ref.get("kind") if ref is not None else None
+        return kind if isinstance(kind, str) else None
+
+    def reload(self) -> None:
+        self._kind = {r.key: kind for r in self._cache.items(self.prefix) if (kind := self._kind_of(r.obj))}
+
+    def __call__(self, event: Event) -> None:
+        key = event.key
+        before = self._kind.get(key)
+        after = None if event.type is EventType.DELETED else self._kind_of(event.record.obj)
+        if after != before:
+            if after is None:
+                del self._kind[key]
+            else:
+                self._kind[key] = after
+        for kind in (before, after) if after != before else (after,):
+            for hook in self.hooks.get(kind, ()) if kind is not None else ():
+                hook(event)
