@@ -776,5 +776,10 @@ async def serve_forever(config: ServerConfig, *, ready_message: bool = True) -> 
     try:
         await wait_for_termination()
     finally:
+        running = sum(p.machine.phase == "Running" for p in server.agent.pods.values()) if server.agent is not None else 0
         await server.stop()
         await collector.stop()
+        if ready_message and running:
+            print(f"stopped; the {running} pod{'s' if running != 1 else ''} of this machine keep"
+                  f"{'' if running != 1 else 's'} running: the next start picks "
+                  f"{'them' if running != 1 else 'it'} up (delete pods before stopping to stop them)", flush=True)
