@@ -80,43 +80,6 @@ def _is_404(url: str) -> bool:
     return True
 
 
-class LateOOMFlag:
-    """A container as the docker SDK gives it, killed (137, or ``code``) and flagged OOMKilled by
-    Docker only at its ``flagged_at``-th look (None: never), as a loaded dockerd did once."""
-
-    def __init__(self, flagged_at: int | None, code: int = 137) -> None:
-        self.flagged_at, self.code, self.looks = flagged_at, code, 0
-        self.attrs: dict = {"State": {"OOMKilled": False}}
-
-    def wait(self) -> dict:
-        return {"StatusCode": self.code}
-
-    def reload(self) -> None:
-        self.looks += 1
-        self.attrs = {"State": {"OOMKilled": self.flagged_at is not None and self.looks >= self.flagged_at}}
-
-
-@pytest.mark.parametrize("flagged_at, code, expected", [
-    (1, 137, (137, True)),  # flagged by the exit
-    (4, 137, (137, True)),  # flagged a moment after it: still an OOM kill
-    (None, 137, (137, False)),  # killed otherwise: an error, after at most a second's looks
-    (None, 7, (7, False)),  # an exit code of its own: told at once
-])
-def test_an_oom_kill_docker_flags_a_moment_after_the_exit_is_still_told_as_one(flagged_at, code, expected):
-    from types import SimpleNamespace
-
-    from corral.agent.runtimes.base import ContainerRef
-    from corral.agent.runtimes.docker import OOM_SETTLE_SECONDS
-
-    container = LateOOMFlag(flagged_at, code)
-    rt = DockerRuntime.__new__(DockerRuntime)  # no engine: the SDK's client is the fake's
-    rt.client = SimpleNamespace(containers=SimpleNamespace(get=lambda _id: container))
-    info = rt._wait_sync(ContainerRef("uid-1", "default/hog", "main", "docker://c1"))
-    assert (info.exit_code, info.oom_killed) == expected
-    if flagged_at is None:
-        assert container.looks == 1 if code != 137 else container.looks <= 1 + OOM_SETTLE_SECONDS / 0.05
-
-
 async def test_exit_codes_oom_kills_missing_commands_and_missing_images_are_told_apart(dockerd, tmp_path):
     rt = DockerRuntime(str(tmp_path), base_url=dockerd.url)
     p = pod("x", "uid-x-0002")

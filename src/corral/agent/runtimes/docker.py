@@ -28,7 +28,6 @@ from corral.api.quantity import QuantityError, to_milli, to_units
 __all__ = ["DockerRuntime", "DEFAULT_PIDS_LIMIT"]
 
 DEFAULT_PIDS_LIMIT = 1024  # processes per container
-OOM_SETTLE_SECONDS = 1.0  # how long a killed container's exit waits for Docker to flag an OOM kill
 
 LABEL_UID = "corral.dev/pod-uid"
 LABEL_NAMESPACE = "corral.dev/pod-namespace"
@@ -178,18 +177,9 @@ class DockerRuntime:
 
         try:
             c = self.client.containers.get(self._id(ref))
-            code = int(c.wait().get("StatusCode", -1))
+            result = c.wait()
             c.reload()
-            oom = bool(c.attrs.get("State", {}).get("OOMKilled"))
-            # Docker flags an OOM kill from an event of its own, which can come after the exit: seen
-            # in a loaded test run, a container killed for memory read "137, not OOMKilled". A kill
-            # (137) not flagged yet is looked at again for a moment before it counts as an error.
-            settle = time.monotonic() + OOM_SETTLE_SECONDS
-            while code == 137 and not oom and time.monotonic() < settle:
-                time.sleep(0.05)
-                c.reload()
-                oom = bool(c.attrs.get("State", {}).get("OOMKilled"))
-            return ExitInfo(code, oom)
+            return ExitInfo(int(result.get("StatusCode", -1)), bool(c.attrs.get("State", {}).get("OOMKilled")))
         except docker.errors.NotFound:
             return ExitInfo(-1)
 
