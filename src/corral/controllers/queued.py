@@ -129,8 +129,8 @@ class QueuedController:
         for hooks in (cache.on_event, *cache.on_prefix_event.values()):
             if self._on_event in hooks:
                 hooks.remove(self._on_event)
-        for prefix in self.routed_by_owner() if self.watched() is not None else ():
-            OwnerRoute.of(cache, prefix).remove(self._on_event)
+            for route in [h for h in hooks if isinstance(h, OwnerRoute)]:
+                route.remove(self._on_event)
         if self._on_reload in cache.on_reload:
             cache.on_reload.remove(self._on_reload)
         self.queue.shutdown()
@@ -261,12 +261,7 @@ class OwnedIndex:
         if not key.startswith(self.owned.store_prefix):
             return set()
         before = self._owner.get(key, "")
-        obj = None if event.type is EventType.DELETED else event.record.obj
-        if not before:  # not ours until now: most changes (another kind's objects, bare pods) end here
-            ref = controller_of(obj) if obj is not None else None
-            if ref is None or ref.get("kind") != self.owners.kind:
-                return set()
-        after = self._index(key, obj)
+        after = self._index(key, None if event.type is EventType.DELETED else event.record.obj)
         return {self._by_uid[uid] for uid in (before, after) if uid in self._by_uid}
 
     def owner_keys(self) -> list[str]:
@@ -320,11 +315,14 @@ class OwnerRoute:
         key = event.key
         before = self._kind.get(key)
         after = None if event.type is EventType.DELETED else self._kind_of(event.record.obj)
-        if after != before:
-            if after is None:
-                del self._kind[key]
-            else:
-                self._kind[key] = after
-        for kind in (before, after) if after != before else (after,):
-            for hook in self.hooks.get(kind, ()) if kind is not None else ():
+        if before is not None:
+            for hook in self.hooks.get(before, ()):
                 hook(event)
+        if after == before:
+            return
+        for hook in self.hooks.get(after, ()) if after is not None else ():
+            hook(event)
+        if after is None:
+            del self._kind[key]
+        else:
+            self._kind[key] = after

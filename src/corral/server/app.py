@@ -780,6 +780,6 @@ async def serve_forever(config: ServerConfig, *, ready_message: bool = True) -> 
         await server.stop()
         await collector.stop()
         if ready_message and running:
-            print(f"stopped; the {running} pod{'s' if running != 1 else ''} of this machine keep"
-                  f"{'' if running != 1 else 's'} running: the next start picks "
-                  f"{'them' if running != 1 else 'it'} up (delete pods before stopping to stop them)", flush=True)
+            left = ("1 pod of this machine keeps running: the next start picks it up" if running == 1 else
+                    f"{running} pods of this machine keep running: the next start picks them up")
+            print(f"stopped; the {left} (delete pods before stopping to stop them)", flush=True)
