@@ -1,19 +1,21 @@
 """SQLite or etcd under corral: the same three benchmarks on each store, on this machine.
 
     .venv/bin/python bench/store_compare.py [--store-writes 20000] [--pods 10000] [--clients 32]
-                                            [--workload NAME] [--repeat 1]
+                                            [--workload NAME] [--creators 64] [--repeat 1]
 
 For each store (SQLite with synchronous=FULL; a private one-member etcd started here, on loopback,
 with its own data directory under /tmp — a fresh member for every run):
 
 0. writes/s into the store itself (no API): ``--store-writes`` pod creates from 256 concurrent
-   writers, then a compare-and-swap update of each, as a binding is: how far the store is from
-   being the limit (each scheduled pod costs a create, a binding and an event);
+   writers, then a compare-and-swap update of each, as a binding is, with a watch following them
+   as the server's cache does: how far the store is from being the limit (each scheduled pod costs
+   a create, a binding and an event), and the CPU each write costs this process, its event loop's
+   thread and the etcd member;
 1. creates/s over HTTP: ``--pods`` pod creates from ``--clients`` connections to a real
    ``corral server --no-scheduler`` process (bench/api_bench.py's create phase);
-2. scheduler throughput: ``corral bench WORKLOAD`` in-process (default
-   SchedulingBasic/5000Nodes_10000Pods), the server and store in this process and the scheduler
-   where ``corral server`` would run it (a child process where two cores are usable).
+2. scheduler throughput: ``corral bench WORKLOAD --creators N`` in-process (default
+   SchedulingBasic/5000Nodes_10000Pods, 64 creators), the server and store in this process and the
+   scheduler where ``corral server`` would run it (a child process where two cores are usable).
 
 Prints one line per run and a table of medians; ``--json`` prints every figure instead.
 """
@@ -70,10 +72,11 @@ async def creates(kind: str, pods: int, clients: int) -> float:
         store.close()
 
 
-def scheduling(kind: str, workload: str) -> float:
+def scheduling(kind: str, workload: str, creators: int) -> float:
     store = Store(kind)
     try:
-        out = subprocess.run([sys.executable, "-m", "corral", "bench", workload, "--store", store.url, "-o", "json"],
+        out = subprocess.run([sys.executable, "-m", "corral", "bench", workload, "--store", store.url,
+                              "--creators", str(creators), "-o", "json"],
                              capture_output=True, text=True, timeout=1800)
         if out.returncode != 0:
             raise SystemExit(f"corral bench {workload} on {kind} failed: {out.stderr.strip()}")
@@ -82,14 +85,31 @@ def scheduling(kind: str, workload: str) -> float:
         store.close()
 
 
-async def store_writes(kind: str, writes: int, writers: int = 256) -> tuple[float, float]:
-    """Writes/s into the store itself, no API: ``writes`` pod creates, then a binding-sized update of
+def _cpu_seconds(pid: int) -> float:
+    """User and system CPU of process ``pid`` so far."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def store_writes(kind: str, writes: int, writers: int = 256) -> tuple[dict, dict]:
+    """Writes into the store itself, no API: ``writes`` pod creates, then a binding-sized update of
     each (compare-and-swap on the revision the create returned), from ``writers`` concurrent writers;
-    what the scheduler's bindings, events and the API's creates ask of the store."""
+    what the scheduler's bindings, events and the API's creates ask of the store. A watch follows
+    every write, as the server's watch cache does. For each phase: writes/s, and the CPU a write cost
+    this process, its event loop's thread and the etcd member (µs)."""
     from corral.store import open_store
 
     dir_ = Store(kind)
     store = await open_store(dir_.url)
+    seen = 0
+
+    async def follow() -> None:
+        nonlocal seen
+        async for batch in store.watch("/", store.revision, last_states=False):
+            seen += len(batch)
+
+    watching = asyncio.create_task(follow())
     try:
         def pod(i: int, **spec) -> dict:
             return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": f"p{i}", "namespace": "default"},
@@ -97,16 +117,25 @@ async def store_writes(kind: str, writes: int, writers: int = 256) -> tuple[floa
 
         made: dict[int, int] = {}
 
-        async def phase(write) -> float:
+        async def phase(write) -> dict:
             todo = iter(range(writes))
+            member = dir_.etcd.proc.pid if dir_.etcd is not None else None
 
             async def writer() -> None:
                 for i in todo:
                     await write(i)
 
-            start = time.perf_counter()
+            until = seen + writes
+            start, cpu, loop_cpu = time.perf_counter(), time.process_time(), time.thread_time()
+            member_cpu = _cpu_seconds(member) if member else 0.0
             await asyncio.gather(*(writer() for _ in range(writers)))
-            return writes / (time.perf_counter() - start)
+            while seen < until:  # the watch has had every write
+                await asyncio.sleep(0.005)
+            micros = 1e6 / writes
+            return {"perSecond": writes / (time.perf_counter() - start),
+                    "processMicros": (time.process_time() - cpu) * micros,
+                    "loopMicros": (time.thread_time() - loop_cpu) * micros,
+                    "memberMicros": (_cpu_seconds(member) - member_cpu) * micros if member else 0.0}
 
         async def create(i: int) -> None:
             made[i] = (await store.create(f"/core/pods/default/p{i}", pod(i))).revision
@@ -116,6 +145,8 @@ async def store_writes(kind: str, writes: int, writers: int = 256) -> tuple[floa
 
         return await phase(create), await phase(bind)
     finally:
+        watching.cancel()
+        await asyncio.gather(watching, return_exceptions=True)
         await store.close()
         dir_.close()
 
@@ -125,6 +156,7 @@ async def main() -> None:
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--workload", default="SchedulingBasic/5000Nodes_10000Pods")
+    parser.add_argument("--creators", type=int, default=64, help="the scheduling runs' creates in flight at once")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each measurement; medians are reported")
     parser.add_argument("--skip-scheduling", action="store_true", help="creates/s only")
     parser.add_argument("--store-writes", type=int, default=20_000,
@@ -133,19 +165,28 @@ async def main() -> None:
     args = parser.parse_args()
 
     runs: dict[str, dict[str, list[float]]] = {
-        k: {"creates": [], "scheduling": [], "storeCreates": [], "storeUpdates": []} for k in ("sqlite", "etcd")}
+        k: {"creates": [], "scheduling": [], "storeCreates": [], "storeUpdates": [], "storeWriteCpuMicros": []}
+        for k in ("sqlite", "etcd")}
     for i in range(args.repeat):
         for kind in ("sqlite", "etcd"):  # alternated, so a noisy minute hurts both alike
             if args.store_writes:
                 made, bound = await store_writes(kind, args.store_writes)
-                runs[kind]["storeCreates"].append(made)
-                runs[kind]["storeUpdates"].append(bound)
-                print(f"run {i + 1}: {kind:6} store creates/s {made:,.0f}, updates/s {bound:,.0f}", file=sys.stderr)
+                runs[kind]["storeCreates"].append(made["perSecond"])
+                runs[kind]["storeUpdates"].append(bound["perSecond"])
+                for name, one in (("create", made), ("update", bound)):
+                    runs[kind]["storeWriteCpuMicros"].append({"write": name, **{
+                        k: round(v, 1) for k, v in one.items() if k.endswith("Micros")}})
+                print(f"run {i + 1}: {kind:6} store creates/s {made['perSecond']:,.0f}, updates/s "
+                      f"{bound['perSecond']:,.0f}; CPU a write (create, update), µs: this process "
+                      f"{made['processMicros']:.1f}, {bound['processMicros']:.1f} (its loop's thread "
+                      f"{made['loopMicros']:.1f}, {bound['loopMicros']:.1f})" + (
+                          f", etcd member {made['memberMicros']:.1f}, {bound['memberMicros']:.1f}"
+                          if kind == "etcd" else ""), file=sys.stderr)
             value = await creates(kind, args.pods, args.clients)
             runs[kind]["creates"].append(value)
             print(f"run {i + 1}: {kind:6} creates/s {value:,.0f}", file=sys.stderr)
             if not args.skip_scheduling:
-                value = scheduling(kind, args.workload)
+                value = scheduling(kind, args.workload, args.creators)
                 runs[kind]["scheduling"].append(value)
                 print(f"run {i + 1}: {kind:6} {args.workload} pods/s {value:,.0f}", file=sys.stderr)
     if args.json:

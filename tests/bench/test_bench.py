@@ -57,9 +57,9 @@ def test_every_shipped_workload_runs_at_500_nodes_and_keeps_its_invariants(workl
 
 
 def test_bench_runs_against_a_running_server_over_http(cluster_process):
-    result = json.loads(corral("bench", "SchedulingBasic/500Nodes", "--small", "-o", "json",
+    result = json.loads(corral("bench", "SchedulingBasic/500Nodes", "--small", "-o", "json", "--creators", "8",
                                "--server", cluster_process.url, "--kubeconfig", cluster_process.kubeconfig).stdout)
-    assert result["mode"] == "http"
+    assert result["mode"] == "http" and result["creators"] == 8
     check_invariants(result)
     # What each process spent per measured pod: the server's from its metrics, the client's own.
     cpu = result["cpuPerPodMicros"]
@@ -267,3 +267,41 @@ def test_repeat_refuses_what_cannot_be_run_afresh_and_stops_at_a_failed_run():
     assert "of the 50 init pods were not bound within 0.01 s" in failed.stderr  # the run's own error
     assert "run 1/2 of SchedulingBasic/500Nodes failed (exit status 1); 0 finished before it" in failed.stderr
     assert "run 2/2" not in failed.stderr
+
+
+@pytest.mark.parametrize("creators", [1, 5])
+async def test_creators_is_how_many_creates_are_in_flight_at_once(creators):
+    import asyncio
+
+    from corral.bench.runner import run_workload
+    from corral.bench.targets import InProcessTarget
+    from corral.bench.workloads import resolve
+
+    in_flight, most = 0, {"Node": 0, "Pod": 0}
+
+    class Counting(InProcessTarget):  # a server slow to answer: every creator gets to send
+        async def create(self, kind, obj, namespace=None):
+            nonlocal in_flight
+            in_flight += 1
+            most[kind] = max(most.get(kind, 0), in_flight)
+            try:
+                await asyncio.sleep(0.002)
+                await super().create(kind, obj, namespace)
+            finally:
+                in_flight -= 1
+
+    workload, size = resolve("SchedulingBasic/500Nodes")
+    result = await run_workload(workload, size, Counting(lambda *a: None), small=True, creators=creators)
+    assert most == {"Node": creators, "Pod": creators}
+    assert result.data["creators"] == creators
+    check_invariants(result.data)
+    with pytest.raises(ValueError, match="creators must be 1 to 4096, got 0"):
+        await run_workload(workload, size, Counting(lambda *a: None), creators=0)
+
+
+def test_creators_is_refused_out_of_range_and_carried_to_every_repeated_run():
+    refused = corral("bench", "SchedulingBasic/500Nodes", "--creators", "0", check=False)
+    assert refused.returncode == 2 and "'--creators': 0 is not in the range 1<=x<=4096" in refused.stderr
+    result = json.loads(corral("bench", "SchedulingBasic/500Nodes", "--small", "--creators", "3", "--repeat", "2",
+                               "-o", "json").stdout)
+    assert [run["creators"] for run in result["runs"]] == [3, 3]

@@ -5,3 +5,6 @@
   scheduler_perf runs kube-scheduler) or against a running server over HTTP;
 - ``runner.py``: carries out a workload's ops and measures; ``report.py`` prints the results.
 """
+
+CREATORS = 64  # create requests in flight at once, by default (``corral bench --creators``)
+MAX_CREATORS = 4096

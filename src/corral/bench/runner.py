@@ -23,12 +23,12 @@ import msgspec
 from corral.api.defaults import now_rfc3339
 from corral.api.quantity import to_milli, to_units
 from corral.api.kinds.scheduling import POD_GROUP_LABEL
+from corral.bench import CREATORS, MAX_CREATORS
 from corral.bench.workloads import ZONE, Workload, node_object, pod_template
 
 __all__ = ["run_workload", "BenchResult", "Progress"]
 
 DEFAULT_CAPACITY = {"cpu": "4", "memory": "32Gi", "pods": "110"}
-CONCURRENCY = 64
 
 
 class Progress:
@@ -99,10 +99,10 @@ class BenchResult:
     data: dict[str, Any]
 
 
-async def _bounded(job: Callable[[int], Awaitable[None]], count: int, limit: int = CONCURRENCY,
+async def _bounded(job: Callable[[int], Awaitable[None]], count: int, limit: int,
                    on_done: Callable[[int], None] | None = None) -> None:
     """``job(0) … job(count - 1)``, at most ``limit`` at once: ``limit`` workers taking the next index,
-    so a run of 50,000 creates holds 64 coroutines, not 50,000 tasks queued on a semaphore."""
+    so a run of 50,000 creates holds ``limit`` coroutines, not 50,000 tasks queued on a semaphore."""
     next_index = 0
     done = 0
 
@@ -119,8 +119,8 @@ async def _bounded(job: Callable[[int], Awaitable[None]], count: int, limit: int
     await asyncio.gather(*(worker() for _ in range(min(limit, count))))
 
 
-async def _create_pods(target, tracker: _Tracker, op: dict[str, Any], progress: Progress, start_index: int = 0
-                       ) -> list[str]:
+async def _create_pods(target, tracker: _Tracker, op: dict[str, Any], progress: Progress, start_index: int = 0,
+                       creators: int = CREATORS) -> list[str]:
     # Decoding the encoded template is several times cheaper than a deep copy per pod.
     template = msgspec.json.encode(pod_template(op.get("template", "basic")))
     namespace = op.get("namespace", "default")
@@ -151,7 +151,7 @@ async def _create_pods(target, tracker: _Tracker, op: dict[str, Any], progress: 
 
     count = int(op.get("count", 0))
     progress.phase(f"creating {count} {prefix} pods" + (" (measured)" if op.get("measure") else ""), count)
-    await _bounded(lambda i: create(start_index + i), count, on_done=progress.advance)
+    await _bounded(lambda i: create(start_index + i), count, creators, on_done=progress.advance)
     return keys
 
 
@@ -258,7 +258,11 @@ def _placement_report(placements: list, nodes: list[dict[str, Any]]) -> dict[str
 
 
 async def run_workload(workload: Workload, size: str, target, *, small: bool = False, progress: Progress | None = None,
-                       timeout: float = 600.0) -> BenchResult:
+                       timeout: float = 600.0, creators: int = CREATORS) -> BenchResult:
+    """``workload``'s ops at ``size`` against ``target``; nodes and pods are created by ``creators``
+    requests at once (each creator sends its next when its last is answered)."""
+    if not 1 <= creators <= MAX_CREATORS:
+        raise ValueError(f"creators must be 1 to {MAX_CREATORS}, got {creators}")
     progress = progress or Progress()
     ops = workload.expand(size, small=small)
     tracker = _Tracker()
@@ -286,7 +290,7 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
                 labels, zones = op.get("labels") or {}, op.get("zones")
                 await _bounded(lambda i: target.create("Node", node_object(i, labels=labels, zones=zones, capacity=capacity,
                                                                            heartbeat=heartbeat)),
-                               node_count, on_done=progress.advance)
+                               node_count, creators, on_done=progress.advance)
             elif kind == "createNamespaces":
                 for name in op.get("names") or ():
                     await target.create("Namespace", {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
@@ -306,7 +310,7 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
             elif kind == "churn":
                 churn_task = asyncio.create_task(_churn(target, tracker, op, churn_stop))
             elif kind == "createPods" and not op.get("measure"):
-                keys = await _create_pods(target, tracker, op, progress)
+                keys = await _create_pods(target, tracker, op, progress, creators=creators)
                 if not op.get("expectPending"):
                     await _wait_bound(tracker, keys, timeout, progress, f"{len(keys)} init pods")
             elif kind == "createPods":
@@ -327,7 +331,7 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
 
                 sampler = asyncio.create_task(sample())
                 cpu_before = await target.cpu_seconds()
-                keys = await _create_pods(target, tracker, op, progress)
+                keys = await _create_pods(target, tracker, op, progress, creators=creators)
                 await _wait_bound(tracker, keys, timeout, progress, f"{len(keys)} measured pods")
                 measure_end = max(tracker.bound[k] for k in keys)
                 cpu_after = await target.cpu_seconds()
@@ -356,7 +360,7 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
         nodes = await target.nodes()
         measured = sorted(tracker.measured)
         e2e = [tracker.bound[k] - tracker.created[k] for k in measured if k in tracker.created and k in tracker.bound]
-        # Sent → answered: what each of the CONCURRENCY creators waits per pod (on etcd, this holds the run).
+        # Sent → answered: what each creator waits per pod.
         creates = [tracker.created[k] - tracker.requested[k] for k in measured if k in tracker.created]
         latencies = target.attempt_latencies() if hasattr(target, "attempt_latencies") else None
         if latencies is not None:
@@ -368,6 +372,7 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
         full = samples[: max(int(duration), 1)]
         data = {
             "workload": f"{workload.name}/{size}", "mode": target.mode, "small": small, "nodes": node_count,
+            "creators": creators,
             "measuredPods": len(measured), "boundPods": sum(1 for k in measured if k in tracker.bound),
             "measureSeconds": round(duration, 3),
             "throughput": {"average": round(len(measured) / duration, 1), **_percentiles(full)},

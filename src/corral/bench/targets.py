@@ -163,13 +163,15 @@ class HttpTarget:
 
     mode = "http"
 
-    def __init__(self, credentials: Credentials, on_bound: Callable[[str, str, float], None]) -> None:
+    def __init__(self, credentials: Credentials, on_bound: Callable[[str, str, float], None], *,
+                 connections: int = 64) -> None:
         from corral.client.rest import Client
 
         self.url = credentials.server
         self.on_bound = on_bound
         self.on_deleted: Callable[[str, int], None] = lambda key, priority: None
-        self.client = Client(credentials=credentials, user_agent="corral-bench")
+        # one connection per creator (the run's --creators), so none waits for another's
+        self.client = Client(credentials=credentials, user_agent="corral-bench", connections=connections)
         self._tasks: list[asyncio.Task] = []
         self._peak_rss = 0
         self._hist_before: dict[float, float] = {}

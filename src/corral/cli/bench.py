@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from corral.bench import CREATORS, MAX_CREATORS
 from corral.cli.common import CliError, kubeconfig_option, run
 
 MIN_SAMPLE_SECONDS = 5  # one-second throughput samples needed before their percentiles mean anything
@@ -90,11 +91,16 @@ def _print_table(d: dict) -> None:
 @click.option("--small", is_flag=True, help="Pod counts divided by 10 (nodes unchanged): a quick check.")
 @click.option("--timeout", default=600.0, show_default=True, help="Seconds to wait for pods to be bound.")
 @click.option("--plot", default=None, metavar="FILE.png", help="Also draw throughput over time to a PNG file.")
+@click.option("--creators", default=CREATORS, show_default=True, type=click.IntRange(1, MAX_CREATORS), metavar="N",
+              help="Create requests in flight at once (each creator sends its next when its last is answered). "
+                   "Where creates take long (etcd, a remote server) few creators hold the run below what the "
+                   "cluster can schedule: raise it to load the cluster further.")
 @click.option("--repeat", default=1, show_default=True, type=click.IntRange(1, MAX_REPEAT), metavar="N",
               help="In-process only: run the workload N times, each in a fresh process and cluster, and report "
                    "every run and their median (a shared machine's runs differ by tens of percent: compare medians).")
 @run
-async def bench(name, list_, output, server, store_url, scheduler_process, small, timeout, plot, repeat) -> None:
+async def bench(name, list_, output, server, store_url, scheduler_process, small, timeout, plot, creators,
+                repeat) -> None:
     """Run a scheduler benchmark: `corral bench SchedulingBasic/5000Nodes_10000Pods`.
 
     Workloads follow Kubernetes' scheduler_perf (nodes of 4 cpu, 32Gi, 110 pods; pods of 100m cpu and
@@ -134,12 +140,13 @@ async def bench(name, list_, output, server, store_url, scheduler_process, small
                            "the objects of the run before (run once per empty store instead)")
         if plot:
             raise CliError("--plot draws one run: leave out --repeat, or --plot")
-        await _repeat(name, repeat, small=small, timeout=timeout, scheduler_process=scheduler_process, output=output)
+        await _repeat(name, repeat, small=small, timeout=timeout, scheduler_process=scheduler_process, output=output,
+                      creators=creators)
         return
     if server:
         from corral.client.config import client_credentials
 
-        target = HttpTarget(client_credentials(server, kubeconfig_flag()), lambda *a: None)
+        target = HttpTarget(client_credentials(server, kubeconfig_flag()), lambda *a: None, connections=creators)
     else:
         from corral.server.control.cores import scheduler_in_child
 
@@ -147,7 +154,8 @@ async def bench(name, list_, output, server, store_url, scheduler_process, small
                                  scheduler_process=scheduler_in_child(scheduler_process))
     progress = _BarProgress() if sys.stderr.isatty() else Progress()
     try:
-        result = await run_workload(workload, size, target, small=small, progress=progress, timeout=timeout)
+        result = await run_workload(workload, size, target, small=small, progress=progress, timeout=timeout,
+                                    creators=creators)
     except TimeoutError as exc:
         raise CliError(str(exc)) from None
     except ApiError as exc:  # in-process: the store already held the benchmark's objects
@@ -166,14 +174,14 @@ async def bench(name, list_, output, server, store_url, scheduler_process, small
 
 
 async def _repeat(name: str, times: int, *, small: bool, timeout: float, scheduler_process: bool | None,
-                  output: str | None) -> None:
+                  output: str | None, creators: int) -> None:
     """Run ``name`` ``times`` times, each as ``corral bench NAME -o json`` in a process of its own (a run
     inherits nothing from the one before: neither its memory nor its peak RSS), one after the other,
     and report them all with their median."""
     import asyncio
     import statistics
 
-    args = [name, "-o", "json", "--timeout", str(timeout), *(["--small"] if small else [])]
+    args = [name, "-o", "json", "--timeout", str(timeout), "--creators", str(creators), *(["--small"] if small else [])]
     if scheduler_process is not None:
         args.append("--scheduler-process" if scheduler_process else "--no-scheduler-process")
     runs = []
