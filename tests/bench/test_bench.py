@@ -273,7 +273,7 @@ def test_repeat_refuses_what_cannot_be_run_afresh_and_stops_at_a_failed_run():
 async def test_creators_is_how_many_creates_are_in_flight_at_once(creators):
     import asyncio
 
-    from corral.bench.runner import run_workload
+    from corral.bench.runner import held_by, run_workload
     from corral.bench.targets import InProcessTarget
     from corral.bench.workloads import resolve
 
@@ -285,7 +285,7 @@ async def test_creators_is_how_many_creates_are_in_flight_at_once(creators):
             in_flight += 1
             most[kind] = max(most.get(kind, 0), in_flight)
             try:
-                await asyncio.sleep(0.002)
+                await asyncio.sleep(0.005 if kind == "Pod" and creators == 1 else 0.002)
                 await super().create(kind, obj, namespace)
             finally:
                 in_flight -= 1
@@ -295,6 +295,12 @@ async def test_creators_is_how_many_creates_are_in_flight_at_once(creators):
     assert most == {"Node": creators, "Pod": creators}
     assert result.data["creators"] == creators
     check_invariants(result.data)
+    if creators == 1:  # 100 measured pods, one at a time, 5 ms each: the creator held the run
+        assert result.data["createSeconds"] >= 0.5
+        assert held_by(result.data).startswith(
+            f"the measured pods were created over {result.data['createSeconds']:g} s of the "
+            f"{result.data['measureSeconds']:g} s measured: the run was held by its 1 creator (each create took ")
+        assert held_by(result.data).endswith("--creators 4 loads the cluster further")
     with pytest.raises(ValueError, match="creators must be 1 to 4096, got 0"):
         await run_workload(workload, size, Counting(lambda *a: None), creators=0)
 
@@ -305,3 +311,20 @@ def test_creators_is_refused_out_of_range_and_carried_to_every_repeated_run():
     result = json.loads(corral("bench", "SchedulingBasic/500Nodes", "--small", "--creators", "3", "--repeat", "2",
                                "-o", "json").stdout)
     assert [run["creators"] for run in result["runs"]] == [3, 3]
+
+
+def test_the_result_says_whether_its_creators_or_the_cluster_held_the_run():
+    from corral.bench.runner import held_by
+
+    run = {"measureSeconds": 2.0, "createSeconds": 1.9, "creators": 64, "createLatencyMs": {"p50": 9.44},
+           "e2eLatencyMs": {"p50": 23.0}}
+    assert held_by(run) == ("the measured pods were created over 1.9 s of the 2 s measured: the run was held by its "
+                            "64 creators (each create took 9.4 ms p50), and the scheduler kept up (create→bound "
+                            "23.0 ms p50); --creators 256 loads the cluster further")
+    assert held_by({**run, "creators": 4096}).endswith("--creators 4096 loads the cluster further")
+    assert held_by({**run, "createSeconds": 1.7}) == (
+        "the measured pods were created over 1.7 s of the 2 s measured: the run was held by the cluster, which "
+        "bound the last pods after the creates ended")
+    assert held_by({"measureSeconds": 2.0}) == ""  # a result saved before createSeconds was measured
+    shown = corral("bench", "SchedulingBasic/500Nodes", "--small", "--creators", "1")
+    assert "The measured pods were created over " in shown.stdout

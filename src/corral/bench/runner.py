@@ -63,6 +63,23 @@ class _Tracker:
             self.victims[key] = priority
 
 
+def held_by(d: dict[str, Any]) -> str:
+    """What held a run's throughput, from its result: its creators, when the measured pods were still
+    being created for 90 % of the measurement or more (the scheduler bound them as they came), else
+    the cluster (pods waited to be scheduled after the last was created)."""
+    seconds, creating = d["measureSeconds"], d.get("createSeconds")
+    if creating is None or seconds <= 0:  # (a result saved before it was measured)
+        return ""
+    share = f"the measured pods were created over {creating:g} s of the {seconds:g} s measured"
+    if creating >= 0.9 * seconds:
+        n = d.get("creators", CREATORS)
+        return (f"{share}: the run was held by its {n} creator{'s' if n != 1 else ''} (each create took "
+                f"{d['createLatencyMs']['p50']:.1f} ms p50), and the scheduler kept up (create→bound "
+                f"{d['e2eLatencyMs']['p50']:.1f} ms p50); --creators {min(4 * n, MAX_CREATORS)} loads the "
+                "cluster further")
+    return f"{share}: the run was held by the cluster, which bound the last pods after the creates ended"
+
+
 def _percentiles(values: list[float], scale: float = 1.0) -> dict[str, float]:
     if not values:
         return {"p50": 0.0, "p90": 0.0, "p99": 0.0}
@@ -276,7 +293,7 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
         raise
     churn_stop, churn_task = asyncio.Event(), None
     samples: list[float] = []
-    measure_start = measure_end = 0.0
+    measure_start = measure_end = created_end = 0.0
     cpu_per_pod: dict[str, int] = {}  # each process's CPU time over the measured pods, per pod
     node_count = 0
     try:
@@ -332,6 +349,7 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
                 sampler = asyncio.create_task(sample())
                 cpu_before = await target.cpu_seconds()
                 keys = await _create_pods(target, tracker, op, progress, creators=creators)
+                created_end = max((tracker.created[k] for k in keys), default=measure_start)
                 await _wait_bound(tracker, keys, timeout, progress, f"{len(keys)} measured pods")
                 measure_end = max(tracker.bound[k] for k in keys)
                 cpu_after = await target.cpu_seconds()
@@ -375,6 +393,8 @@ async def run_workload(workload: Workload, size: str, target, *, small: bool = F
             "creators": creators,
             "measuredPods": len(measured), "boundPods": sum(1 for k in measured if k in tracker.bound),
             "measureSeconds": round(duration, 3),
+            # the part of it that the measured pods took to be created: most of it, the creators held the run
+            "createSeconds": round(min(created_end - measure_start, duration), 3),
             "throughput": {"average": round(len(measured) / duration, 1), **_percentiles(full)},
             "throughputSamples": samples,
             "attemptLatencyMs": attempt_ms,

@@ -71,6 +71,10 @@ def _print_table(d: dict) -> None:
         names = {"server": "server", "scheduler": "scheduler process", "benchmark": "benchmark client"}
         click.echo("CPU per measured pod: " + ", ".join(f"{names.get(who, who)} {us} µs"
                                                        for who, us in d["cpuPerPodMicros"].items()))
+    from corral.bench.runner import held_by
+
+    if held := held_by(d):
+        click.echo(held[0].upper() + held[1:])
     checks = d["checks"]
     click.echo(f"checks: nodes with two anti-affine pods {checks['antiAffinityNodesWithTwoGreenPods']}; "
                f"largest zone skew of spread pods {checks['spreadMaxZoneSkew']}")
