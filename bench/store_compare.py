@@ -36,7 +36,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 sys.path.insert(0, os.path.dirname(__file__))
 
 from api_bench import bench_creates  # noqa: E402
+from security_cost import cpu_seconds  # noqa: E402
 
+from corral.bench import CREATORS  # noqa: E402
 from corral.testing import ServerProcess  # noqa: E402
 from corral.testing.etcd import EtcdProcess  # noqa: E402
 
@@ -85,13 +87,6 @@ def scheduling(kind: str, workload: str, creators: int) -> float:
         store.close()
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User and system CPU of process ``pid`` so far."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def store_writes(kind: str, writes: int, writers: int = 256) -> tuple[dict, dict]:
     """Writes into the store itself, no API: ``writes`` pod creates, then a binding-sized update of
     each (compare-and-swap on the revision the create returned), from ``writers`` concurrent writers;
@@ -127,7 +122,7 @@ async def store_writes(kind: str, writes: int, writers: int = 256) -> tuple[dict
 
             until = seen + writes
             start, cpu, loop_cpu = time.perf_counter(), time.process_time(), time.thread_time()
-            member_cpu = _cpu_seconds(member) if member else 0.0
+            member_cpu = cpu_seconds(member) if member else 0.0
             await asyncio.gather(*(writer() for _ in range(writers)))
             while seen < until:  # the watch has had every write
                 await asyncio.sleep(0.005)
@@ -135,7 +130,7 @@ async def store_writes(kind: str, writes: int, writers: int = 256) -> tuple[dict
             return {"perSecond": writes / (time.perf_counter() - start),
                     "processMicros": (time.process_time() - cpu) * micros,
                     "loopMicros": (time.thread_time() - loop_cpu) * micros,
-                    "memberMicros": (_cpu_seconds(member) - member_cpu) * micros if member else 0.0}
+                    "memberMicros": (cpu_seconds(member) - member_cpu) * micros if member else 0.0}
 
         async def create(i: int) -> None:
             made[i] = (await store.create(f"/core/pods/default/p{i}", pod(i))).revision
@@ -156,7 +151,7 @@ async def main() -> None:
     parser.add_argument("--pods", type=int, default=10_000)
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--workload", default="SchedulingBasic/5000Nodes_10000Pods")
-    parser.add_argument("--creators", type=int, default=64, help="the scheduling runs' creates in flight at once")
+    parser.add_argument("--creators", type=int, default=CREATORS, help="the scheduling runs' creates in flight at once")
     parser.add_argument("--repeat", type=int, default=1, help="runs of each measurement; medians are reported")
     parser.add_argument("--skip-scheduling", action="store_true", help="creates/s only")
     parser.add_argument("--store-writes", type=int, default=20_000,
@@ -164,7 +159,7 @@ async def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
-    runs: dict[str, dict[str, list[float]]] = {
+    runs: dict[str, dict[str, list]] = {
         k: {"creates": [], "scheduling": [], "storeCreates": [], "storeUpdates": [], "storeWriteCpuMicros": []}
         for k in ("sqlite", "etcd")}
     for i in range(args.repeat):

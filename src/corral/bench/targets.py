@@ -14,6 +14,7 @@ import tempfile
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
+from corral.bench import CREATORS
 from corral.store.base import EventType
 
 if TYPE_CHECKING:
@@ -164,7 +165,7 @@ class HttpTarget:
     mode = "http"
 
     def __init__(self, credentials: Credentials, on_bound: Callable[[str, str, float], None], *,
-                 connections: int = 64) -> None:
+                 connections: int = CREATORS) -> None:
         from corral.client.rest import Client
 
         self.url = credentials.server
