@@ -692,6 +692,40 @@ async def test_metrics_go_to_the_registry_the_server_gives_and_a_scheduler_never
     await scheduler.stop()
 
 
+async def test_events_waiting_to_be_written_and_those_dropped_show_in_the_metrics():
+    from prometheus_client import CollectorRegistry
+
+    from corral.scheduler.cluster import EventRecorder
+    from corral.scheduler.profiles import parse_config
+    from corral.scheduler.scheduler import Scheduler
+    from corral.testing.scheduler_harness import RecordingWriter
+
+    registry = CollectorRegistry()
+    writer = RecordingWriter(None)
+    scheduler = Scheduler(parse_config({}), writer, registry=registry)
+    scheduler.events = EventRecorder(writer, max_pending=2)  # not started: every event waits
+    p = PodInfo.from_object(make_pod("p").obj)
+
+    def metrics() -> tuple[str, str]:
+        scheduler.update_gauges()
+        text = generate_latest(registry).decode()
+        return tuple(line for line in text.splitlines()  # type: ignore[return-value]
+                     if line.startswith(("corral_scheduler_events_waiting ", "corral_scheduler_events_dropped_total ")))
+
+    assert metrics() == ("corral_scheduler_events_dropped_total 0.0", "corral_scheduler_events_waiting 0.0")
+    for i in range(5):
+        scheduler.events.record(p, "Normal", "Scheduled", f"m{i}")
+    assert metrics() == ("corral_scheduler_events_dropped_total 3.0", "corral_scheduler_events_waiting 2.0")
+    assert metrics() == ("corral_scheduler_events_dropped_total 3.0", "corral_scheduler_events_waiting 2.0")
+    scheduler.events.record(p, "Normal", "Scheduled", "m5")  # counted from where the last scrape left it
+    assert metrics()[0] == "corral_scheduler_events_dropped_total 4.0"
+    scheduler.events.start()
+    await scheduler.events.drain()
+    assert metrics() == ("corral_scheduler_events_dropped_total 4.0", "corral_scheduler_events_waiting 0.0")
+    assert [e["message"] for e in writer.event_objects] == ["m0", "m1"]
+    await scheduler.stop()
+
+
 async def test_without_preemption_a_pod_no_node_fits_is_unschedulable_with_why_alone():
     h = Harness({"profiles": [{"plugins": {"postFilter": {"disabled": [{"name": "DefaultPreemption"}]}}}]})
     h.add_node(make_node("a").taint("dedicated", "gpu"))

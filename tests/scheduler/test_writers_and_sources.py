@@ -313,6 +313,9 @@ async def test_events_past_the_queue_limit_are_dropped_and_counted_and_a_failed_
     for i in range(5):
         rec.record(p, "Normal", "Scheduled", f"m{i}")
     assert rec.dropped == 3
+    (warning,) = caplog.messages
+    assert warning.startswith("2 events are waiting to be written") and "(1 dropped so far;" in warning
+    caplog.clear()
     rec.start()
     with caplog.at_level(logging.DEBUG, logger="corral.scheduler.cluster"):
         await rec.drain()
@@ -375,7 +378,10 @@ async def test_events_are_written_several_at_once_and_a_repeat_meanwhile_only_co
         await rec.stop()
 
 
-async def test_by_default_ten_thousand_events_wait_and_sixteen_are_written_at_once():
+async def test_by_default_a_burst_of_a_hundred_thousand_events_waits_and_sixteen_are_written_at_once(caplog):
+    # SchedulingBasic/50000Nodes_50000Pods binds 51,000 pods faster than their events are written:
+    # every one of them waits for its turn, none is lost.
+    clock = FakeClock()
     w = RecordingWriter()
     release = asyncio.Event()
     started: list[str] = []
@@ -385,19 +391,32 @@ async def test_by_default_ten_thousand_events_wait_and_sixteen_are_written_at_on
         await release.wait()
 
     w.create_event = slow
-    rec = EventRecorder(w)
+    rec = EventRecorder(w, clock=clock)
     p = PodInfo.from_object(make_pod("p").obj)
-    for i in range(10_001):
-        rec.record(p, "Normal", "Scheduled", f"m{i}")
-    assert rec.dropped == 1  # the 10,001st
+    with caplog.at_level(logging.WARNING, logger="corral.scheduler.cluster"):
+        for i in range(100_000):
+            rec.record(p, "Normal", "Scheduled", f"m{i}")
+        assert (rec.waiting, rec.dropped, caplog.messages) == (100_000, 0, [])
+        rec.record(p, "Normal", "Scheduled", "one too many")
+        rec.record(p, "Normal", "Scheduled", "another")
+        assert (rec.waiting, rec.dropped) == (100_000, 2)
+        (warning,) = caplog.messages  # once, not once per dropped event
+        assert warning.startswith("100000 events are waiting to be written") and "(1 dropped so far;" in warning
+        clock.advance(59.0)
+        rec.record(p, "Normal", "Scheduled", "still full")
+        assert len(caplog.messages) == 1
+        clock.advance(1.0)  # a minute after the last warning, the next drop warns again
+        rec.record(p, "Normal", "Scheduled", "a minute on")
+        assert len(caplog.messages) == 2 and "(4 dropped so far;" in caplog.messages[1]
     rec.start()
     try:
         for _ in range(5):
             await asyncio.sleep(0)
         assert started == [f"m{i}" for i in range(16)]  # sixteen on their way, the rest waiting
+        assert rec.waiting == 100_000 - 16
         for i in range(17):  # room for the sixteen taken out of the queue, not one more
             rec.record(p, "Normal", "Scheduled", f"late{i}")
-        assert rec.dropped == 2
+        assert rec.dropped == 5
     finally:
         release.set()
         await rec.stop()

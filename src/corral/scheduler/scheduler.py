@@ -74,6 +74,11 @@ class _Metrics:
         self.preemption_victims = Histogram("corral_scheduler_preemption_victims",
                                             "Pods removed by one successful preemption", registry=registry,
                                             buckets=(1, 2, 4, 8, 16, 32, 64))
+        self.events_dropped = Counter("corral_scheduler_events_dropped",
+                                      "Events not written: recorded while the most were waiting to be", registry=registry)
+        self.events_waiting = Gauge("corral_scheduler_events_waiting", "Events recorded and not yet written",
+                                    registry=registry)
+        self._dropped_counted = 0
         # Children looked up once, not per attempt (``labels()`` takes a lock and builds a key each call).
         self._children: dict[tuple, Any] = {}
 
@@ -86,11 +91,18 @@ class _Metrics:
         children[0].observe(elapsed)
         children[1].inc()
 
+    def recorded_events(self, waiting: int, dropped: int) -> None:
+        """The event recorder's figures, ``dropped`` its running count (the counter follows it)."""
+        self.events_waiting.set(waiting)
+        if dropped > self._dropped_counted:
+            self.events_dropped.inc(dropped - self._dropped_counted)
+            self._dropped_counted = dropped
+
     def unregister(self) -> None:
         """Take these metrics off the registry (a server that stops leading; the next term's scheduler
         registers its own)."""
         for collector in (self.attempts, self.duration, self.pending, self.preemption_attempts,
-                          self.preemption_victims, self.extender_errors):
+                          self.preemption_victims, self.extender_errors, self.events_dropped, self.events_waiting):
             self.registry.unregister(collector)
 
 
@@ -577,6 +589,7 @@ class Scheduler:
     def update_gauges(self) -> None:
         for name, n in self.queue.counts().items():
             self.metrics.pending.labels(name).set(n)
+        self.metrics.recorded_events(self.events.waiting, self.events.dropped)
 
     async def idle(self, timeout: float = 30.0) -> None:
         """Wait until nothing is queued as active or backing off and no binding is in flight."""
