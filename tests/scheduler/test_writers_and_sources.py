@@ -314,7 +314,7 @@ async def test_events_past_the_queue_limit_are_dropped_and_counted_and_a_failed_
         rec.record(p, "Normal", "Scheduled", f"m{i}")
     assert rec.dropped == 3
     (warning,) = caplog.messages
-    assert warning.startswith("2 events are waiting to be written") and "(1 dropped so far;" in warning
+    assert warning.startswith("2 events wait to be written") and "(1 dropped so far;" in warning
     caplog.clear()
     rec.start()
     with caplog.at_level(logging.DEBUG, logger="corral.scheduler.cluster"):
@@ -401,7 +401,7 @@ async def test_by_default_a_burst_of_a_hundred_thousand_events_waits_and_sixteen
         rec.record(p, "Normal", "Scheduled", "another")
         assert (rec.waiting, rec.dropped) == (100_000, 2)
         (warning,) = caplog.messages  # once, not once per dropped event
-        assert warning.startswith("100000 events are waiting to be written") and "(1 dropped so far;" in warning
+        assert warning.startswith("100000 events wait to be written, as many as are kept") and "(1 dropped so far;" in warning
         clock.advance(59.0)
         rec.record(p, "Normal", "Scheduled", "still full")
         assert len(caplog.messages) == 1

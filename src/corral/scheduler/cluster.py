@@ -222,9 +222,9 @@ class EventRecorder:
             now = self._clock()
             if self._warned_at is None or now - self._warned_at >= self._warn_interval:
                 self._warned_at = now
-                log.warning("%d events are waiting to be written, the most kept: new events are dropped "
-                            "until they are (%d dropped so far; corral_scheduler_events_dropped_total)",
-                            self._queue.qsize(), self.dropped)
+                log.warning("%d events wait to be written, as many as are kept: new ones are dropped until "
+                            "some are written (%d dropped so far; corral_scheduler_events_dropped_total counts "
+                            "them)", self._queue.qsize(), self.dropped)
 
     @property
     def waiting(self) -> int:
