@@ -4,10 +4,12 @@
 
 from __future__ import annotations
 
+import logging
 import re
 
 from corral.api.resources import by_kind
 from corral.controllers.events import ObjectEvents
+from corral.testing.clock import FakeClock
 from corral.testing.server import running_server
 
 EVENTS = by_kind("Event")
@@ -56,16 +58,27 @@ async def test_an_event_about_an_object_is_written_whole_in_its_namespace(tmp_pa
     }
 
 
-async def test_events_past_the_queue_limit_are_dropped_and_counted_and_the_rest_written(tmp_path):
-    """The controller never waits for its events: past ``max_pending`` waiting, an event is dropped
-    and counted, and those queued before are written once the writer runs."""
+async def test_events_past_the_queue_limit_are_dropped_counted_and_logged_and_the_rest_written(tmp_path, caplog):
+    """The controller never waits for its events: past ``max_pending`` waiting, an event is dropped,
+    counted and logged (once a minute, not once an event), and those queued before are written once
+    the writer runs."""
+    clock = FakeClock()
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
         api = server.api
-        events = ObjectEvents(api, "replicaset-controller", max_pending=2)
+        events = ObjectEvents(api, "replicaset-controller", max_pending=2, clock=clock)
         rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web", "namespace": "default"}}
-        for i in range(5):
-            events.record(rs, "Normal", f"Reason{i}", f"event {i}")
-        assert events.dropped == 3
+        with caplog.at_level(logging.WARNING, logger="corral.controllers.events"):
+            for i in range(5):
+                events.record(rs, "Normal", f"Reason{i}", f"event {i}")
+            assert events.dropped == 3
+            (warning,) = [r.getMessage() for r in caplog.records if r.name == "corral.controllers.events"]
+            assert warning.startswith("replicaset-controller: 2 events wait to be written") and \
+                "(1 dropped so far)" in warning
+            clock.advance(60.0)
+            events.record(rs, "Normal", "Reason5", "event 5")
+            assert [r.getMessage() for r in caplog.records if r.name == "corral.controllers.events"][1:] == [
+                "replicaset-controller: 2 events wait to be written, as many as are kept: new ones are dropped "
+                "until some are written (4 dropped so far)"]
         events.start()
         try:
             await events.drain()

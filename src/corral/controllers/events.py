@@ -1,15 +1,16 @@
 """Events about the objects a controller acts on (``kubectl describe`` shows them), written in the
 background so a controller never waits for one: ``SuccessfulCreate``, ``ScalingReplicaSet``, ...
 
-Best effort, as Kubernetes' recorder: a bounded queue (past it, events are dropped and counted),
-written one at a time through the server's REST layer.
+Best effort, as Kubernetes' recorder: a bounded queue, written one at a time through the server's
+REST layer. Past it, events are dropped, counted and logged as a warning at most once a minute.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any
+import time
+from typing import Any, Callable
 
 from corral.aio import cancel_and_wait
 from corral.api.defaults import now_rfc3339
@@ -23,8 +24,11 @@ log = logging.getLogger(__name__)
 
 
 class ObjectEvents:
-    def __init__(self, api: ResourceAPI, component: str, *, max_pending: int = 10_000) -> None:
+    def __init__(self, api: ResourceAPI, component: str, *, max_pending: int = 10_000, warn_interval: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.api, self.component = api, component
+        self._warn_interval, self._clock = warn_interval, clock
+        self._warned_at: float | None = None  # when a drop was last logged
         self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(max_pending)
         self._task: asyncio.Task | None = None
         self._events = by_kind("Event")
@@ -50,6 +54,11 @@ class ObjectEvents:
             self._queue.put_nowait(event)
         except asyncio.QueueFull:
             self.dropped += 1
+            now = self._clock()
+            if self._warned_at is None or now - self._warned_at >= self._warn_interval:
+                self._warned_at = now
+                log.warning("%s: %d events wait to be written, as many as are kept: new ones are dropped until "
+                            "some are written (%d dropped so far)", self.component, self._queue.qsize(), self.dropped)
 
     async def drain(self) -> None:
         """Wait until every recorded event has been written (or given up on)."""
