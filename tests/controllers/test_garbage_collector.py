@@ -278,7 +278,7 @@ async def test_an_object_carrying_the_collectors_finalizer_but_not_deleted_is_le
 async def test_a_dangling_reference_is_removed_only_from_the_version_the_collector_saw(tmp_path):
     """Compare-and-swap: a dependent changed meanwhile (another owner added) keeps that change; the
     change queues it again, and the next sync works on what is then in view."""
-    from tests.controllers.test_replicaset import _Stale
+    from tests.controllers.workloads.test_replicaset import _Stale
 
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
         api = server.api

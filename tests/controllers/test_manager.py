@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from corral.api.kinds.coordination import HeartbeatScale
 from corral.controllers.manager import ControllerManager
-from corral.controllers.node_lifecycle import NodeLifecycleController
-from corral.controllers.pod_gc import PodGarbageCollector
+from corral.controllers.nodes.node_lifecycle import NodeLifecycleController
+from corral.controllers.nodes.pod_gc import PodGarbageCollector
 
 
 async def test_the_servers_settings_reach_the_controllers_that_act_on_them(server):

@@ -9,7 +9,7 @@ import copy
 import pytest
 
 from corral.api.resources import by_kind
-from corral.controllers.node_rollout import HASH_LABEL
+from corral.controllers.workloads.node_rollout import HASH_LABEL
 from corral.controllers.placement import SNAPSHOT_LIMIT, PlacementController
 from corral.server.rest import WriteOptions
 from corral.testing.builders import NodeBuilder

@@ -8,16 +8,16 @@ REST layer.
 from __future__ import annotations
 
 from corral.api.kinds.coordination import HeartbeatScale
-from corral.controllers.cronjob import CronJobController
-from corral.controllers.daemonset import DaemonSetController
-from corral.controllers.deployment import DeploymentController
-from corral.controllers.disruption import DisruptionController
+from corral.controllers.workloads.cronjob import CronJobController
+from corral.controllers.workloads.daemonset import DaemonSetController
+from corral.controllers.workloads.deployment import DeploymentController
+from corral.controllers.workloads.disruption import DisruptionController
 from corral.controllers.garbage_collector import GarbageCollector
-from corral.controllers.job import JobController
-from corral.controllers.node_lifecycle import NodeLifecycleController
+from corral.controllers.workloads.job import JobController
+from corral.controllers.nodes.node_lifecycle import NodeLifecycleController
 from corral.controllers.placement import PlacementController
-from corral.controllers.pod_gc import PodGarbageCollector
-from corral.controllers.replicaset import ReplicaSetController
+from corral.controllers.nodes.pod_gc import PodGarbageCollector
+from corral.controllers.workloads.replicaset import ReplicaSetController
 from corral.server.rest import ResourceAPI
 
 __all__ = ["ControllerManager"]

@@ -6,7 +6,7 @@ For each Placement (queued when it or one of its pods changes):
 - **Wanted nodes** are those ``status.decisions`` marks selected: the scheduler decides
   (:mod:`corral.scheduler.batch`), this controller only acts, so the two never disagree about
   where copies go and a decision is never re-taken here.
-- **Copies** are pods of the template for a node (:mod:`corral.controllers.node_rollout`, as the
+- **Copies** are pods of the template for a node (:mod:`corral.controllers.workloads.node_rollout`, as the
   DaemonSet controller makes them): required node affinity on the node's name, the policy's
   tolerations added, labelled with the template's hash. The scheduler binds each one there.
 - **Rollout**: a changed template replaces copies while at most ``maxUnavailable`` selected nodes
@@ -16,7 +16,7 @@ For each Placement (queued when it or one of its pods changes):
   ``maxSurge`` beyond the count, and a copy on a node let go stays until enough of the new ones
   are available. A copy is available once it has been ready for ``unavailablePeriodSeconds`` (60).
 - **Policy snapshots**: each policy the Placement has had is kept as a ControllerRevision in its
-  namespace (:mod:`corral.controllers.revisions`), named after the policy's hash (the name the
+  namespace (:mod:`corral.controllers.workloads.revisions`), named after the policy's hash (the name the
   scheduler's decisions give, ``status.policySnapshot``), labelled with the Placement
   (``placement.corral.dev/name``) and its index (``placement.corral.dev/policy-index``, also its
   ``revision``), holding the policy as ``data``, never rewritten. A change of ``numberOfNodes``
@@ -41,11 +41,11 @@ from corral.api.kinds.apps import percent_or_count
 from corral.api.kinds.placement import NUMBER_OF_NODES_ANNOTATION, PLACEMENT_LABEL, POLICY_INDEX_LABEL, policy_hash, \
     snapshot_name
 from corral.api.resources import by_kind
-from corral.controllers.deployment import template_hash
-from corral.controllers.node_rollout import HASH_LABEL, carry_out, node_of, plan, pods_by_node, revision_of
-from corral.controllers.pods import deletion_order, is_available, is_ready, owner_reference
+from corral.controllers.workloads.deployment import template_hash
+from corral.controllers.workloads.node_rollout import HASH_LABEL, carry_out, node_of, plan, pods_by_node, revision_of
+from corral.controllers.workloads.pods import deletion_order, is_available, is_ready, owner_reference
 from corral.controllers.queued import OwnedIndex, QueuedController
-from corral.controllers.revisions import record_revision
+from corral.controllers.workloads.revisions import record_revision
 from corral.server import errors
 from corral.server.rest import ResourceAPI
 

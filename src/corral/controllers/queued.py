@@ -28,7 +28,7 @@ from corral.aio import OnLoop, cancel_and_wait
 from corral.api.resources import ResourceType
 from corral.client.workqueue import ShutDown, WorkQueue
 from corral.controllers.events import ObjectEvents
-from corral.controllers.pods import controller_of
+from corral.controllers.workloads.pods import controller_of
 from corral.server import errors
 from corral.server.rest import ResourceAPI, WriteOptions
 from corral.store import Event, EventType

@@ -14,9 +14,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterable
 
-from corral.controllers.daemonset import DAEMON_TOLERATIONS, eligible
-from corral.controllers.node_rollout import pod_for_node
-from corral.controllers.pods import pod_from_template
+from corral.controllers.workloads.daemonset import DAEMON_TOLERATIONS, eligible
+from corral.controllers.workloads.node_rollout import pod_for_node
+from corral.controllers.workloads.pods import pod_from_template
 
 __all__ = ["PlannedPod", "Expansion", "expand", "PlanInputError", "on_node", "MAX_PODS"]
 

@@ -2,7 +2,7 @@
 
 Models and defaults (a Job's selector and its pods' labels are made from its uid, as Kubernetes
 makes them); validation is in :mod:`corral.api.kinds.batch_validation`, the controllers in
-:mod:`corral.controllers.job` and :mod:`corral.controllers.cronjob`. No I/O here.
+:mod:`corral.controllers.workloads.job` and :mod:`corral.controllers.workloads.cronjob`. No I/O here.
 """
 
 from __future__ import annotations

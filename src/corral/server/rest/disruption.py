@@ -6,7 +6,7 @@ how many may be unavailable (``maxUnavailable``), as a count or a percentage of 
 Evicting a healthy pod that a budget selects is refused while the budget allows no more
 disruptions; an unhealthy one may go if the budget is met now (``IfHealthyBudget``, the default)
 or always (``AlwaysAllow``). The eviction API works the figures out from the watch cache at each
-eviction, so they are never stale; the disruption controller (``corral.controllers.disruption``)
+eviction, so they are never stale; the disruption controller (``corral.controllers.workloads.disruption``)
 also writes them into each budget's status, for people and tools to read.
 """
 

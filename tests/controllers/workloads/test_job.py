@@ -11,7 +11,7 @@ import pytest
 from corral.api.defaults import rfc3339
 from corral.api.kinds.batch import COMPLETION_INDEX, CONTROLLER_UID
 from corral.api.resources import by_kind
-from corral.controllers.job import JobController, indexes_text, parse_indexes
+from corral.controllers.workloads.job import JobController, indexes_text, parse_indexes
 from corral.server import errors
 from corral.server.rest import WriteOptions
 from corral.testing.clock import FakeClock

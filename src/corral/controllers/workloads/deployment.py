@@ -36,7 +36,7 @@ import msgspec
 from corral.api.resources import ResourceType, by_kind
 from corral.api.kinds.apps import percent_or_count
 from corral.api.selectors import SelectorError, label_selector_from_struct
-from corral.controllers.pods import FINISHED, controller_of, owner_reference
+from corral.controllers.workloads.pods import FINISHED, controller_of, owner_reference
 from corral.controllers.queued import QueuedController
 from corral.scheduler.cache.node_table import parse_timestamp
 from corral.api.defaults import rfc3339

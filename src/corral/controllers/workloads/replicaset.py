@@ -10,7 +10,7 @@ For each ReplicaSet (a key in its work queue, queued when it or one of its pods 
 2. **Count.** Active pods (not finished, not being deleted) against ``spec.replicas``: missing ones
    are created from the template in slow-start batches (1, 2, 4, … at most 500 a sync, a failed
    create stops the rest of the sync), surplus ones deleted in Kubernetes' order
-   (:func:`~corral.controllers.pods.deletion_order`: unplaced first, not ready first, newest first).
+   (:func:`~corral.controllers.workloads.pods.deletion_order`: unplaced first, not ready first, newest first).
 3. **Status.** ``replicas``, ``fullyLabeledReplicas``, ``readyReplicas``, ``availableReplicas``
    (ready for ``minReadySeconds``) and ``observedGeneration``, written when they changed; with pods
    about to become available, the ReplicaSet is looked at again when they are.
@@ -35,7 +35,7 @@ import msgspec
 
 from corral.api.resources import ResourceType, by_kind
 from corral.api.selectors import LabelSelector, SelectorError, label_selector_from_struct
-from corral.controllers.pods import (controller_of, deletion_order, is_active, is_available, is_ready,
+from corral.controllers.workloads.pods import (controller_of, deletion_order, is_active, is_available, is_ready,
                                      owner_reference, pod_from_template, ready_since)
 from corral.controllers.batches import record_creates, slow_start
 from corral.controllers.queued import QueuedController

@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from corral.api.resources import by_kind
-from corral.controllers.node_rollout import HASH_LABEL
-from corral.controllers.pods import controller_of
+from corral.controllers.workloads.node_rollout import HASH_LABEL
+from corral.controllers.workloads.pods import controller_of
 from corral.server import errors
 
 __all__ = ["record_revision", "revisions_of"]

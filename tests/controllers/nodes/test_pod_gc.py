@@ -4,8 +4,8 @@ deleted on a silent node go once their grace period is over, and nothing else is
 from __future__ import annotations
 
 from corral.api.resources import by_kind
-from corral.controllers.node_lifecycle import UNREACHABLE_TAINT
-from corral.controllers.pod_gc import PodGarbageCollector
+from corral.controllers.nodes.node_lifecycle import UNREACHABLE_TAINT
+from corral.controllers.nodes.pod_gc import PodGarbageCollector
 from corral.server.rest import WriteOptions
 from corral.testing.builders import make_node, make_pod
 from corral.testing.clock import FakeClock

@@ -29,11 +29,11 @@ from typing import Any, Iterable
 
 from corral.api.kinds.apps import percent_or_count
 from corral.api.resources import ResourceType, by_kind
-from corral.controllers.deployment import template_hash
-from corral.controllers.node_rollout import HASH_LABEL, carry_out, plan, pods_by_node, revision_of
-from corral.controllers.pods import is_available, is_ready, owner_reference
+from corral.controllers.workloads.deployment import template_hash
+from corral.controllers.workloads.node_rollout import HASH_LABEL, carry_out, plan, pods_by_node, revision_of
+from corral.controllers.workloads.pods import is_available, is_ready, owner_reference
 from corral.controllers.queued import OwnedIndex, QueuedController
-from corral.controllers.revisions import record_revision
+from corral.controllers.workloads.revisions import record_revision
 from corral.scheduler.plugins.taint_toleration import tolerates
 from corral.server import errors
 from corral.server.rest import ResourceAPI
@@ -158,7 +158,7 @@ class DaemonSetController(QueuedController):
 
     async def _record_revision(self, ds: Obj, template: Obj, digest: str) -> None:
         """The template as a ControllerRevision (``kubectl rollout history`` lists them, ``undo``
-        patches one back): see :mod:`corral.controllers.revisions`."""
+        patches one back): see :mod:`corral.controllers.workloads.revisions`."""
         meta = ds["metadata"]
         cause = (meta.get("annotations") or {}).get(CHANGE_CAUSE)
 

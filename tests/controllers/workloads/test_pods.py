@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from corral.api.defaults import rfc3339
-from corral.controllers.pods import deletion_order, is_available, pod_from_template, ready_since
+from corral.controllers.workloads.pods import deletion_order, is_available, pod_from_template, ready_since
 
 OWNER = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web-abc", "namespace": "team",
                                                                       "uid": "u-1"}}
@@ -36,7 +36,7 @@ def test_a_template_without_metadata_gives_a_pod_with_only_its_name_namespace_an
 
 
 def test_a_pod_for_a_node_adds_its_revision_the_node_affinity_and_only_the_tolerations_it_lacks():
-    from corral.controllers.node_rollout import HASH_LABEL, node_of, pod_for_node
+    from corral.controllers.workloads.node_rollout import HASH_LABEL, node_of, pod_for_node
 
     own, extra = {"key": "gpu", "operator": "Exists"}, {"key": "node.kubernetes.io/unreachable", "operator": "Exists"}
     template = {"spec": {"containers": [], "tolerations": [own]}}  # no labels at all

@@ -23,7 +23,7 @@ from typing import Any, Awaitable, Callable, Iterable
 
 from corral.api.resources import by_kind
 from corral.controllers.batches import record_creates, slow_start
-from corral.controllers.pods import deletion_order, is_active, is_available, pod_from_template
+from corral.controllers.workloads.pods import deletion_order, is_active, is_available, pod_from_template
 
 __all__ = ["HASH_LABEL", "Plan", "plan", "node_of", "revision_of", "pod_for_node", "pods_by_node", "carry_out"]
 

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from corral.api.resources import by_kind
-from corral.controllers.deployment import HASH_LABEL, REVISION
+from corral.controllers.workloads.deployment import HASH_LABEL, REVISION
 from corral.server import errors
 from corral.server.rest import WriteOptions
 from corral.server.rest.scale import write_scale
@@ -345,7 +345,7 @@ async def test_each_scaling_of_a_replica_set_is_an_event_on_the_deployment(serve
 @pytest.mark.parametrize("how", ["RollingUpdate", "Recreate", "paused"])
 async def test_a_settled_deployment_is_synced_without_a_single_write_and_its_set_says_the_size_it_was_scaled_for(
         server, monkeypatch, how):
-    from corral.controllers.deployment import DESIRED, DeploymentController
+    from corral.controllers.workloads.deployment import DESIRED, DeploymentController
 
     api = server.api
     obj = deployment(replicas=3, strategy={"type": "Recreate" if how == "Recreate" else "RollingUpdate"})
@@ -433,7 +433,7 @@ async def test_a_replica_set_changed_since_the_controller_last_saw_it_is_not_wri
     """Its writes name the version of the ReplicaSet they were decided on: one that someone else has
     changed meanwhile (here `kubectl scale rs` to 5, which the controller has not heard of yet) is
     refused, not applied to the newer version, and the sync is tried again on what is now in view."""
-    from corral.controllers.deployment import DeploymentController
+    from corral.controllers.workloads.deployment import DeploymentController
 
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
         api = server.api
@@ -468,7 +468,7 @@ async def test_the_replica_sets_a_rollout_makes_are_whole_from_their_first_versi
     """Each ReplicaSet as created (not as a later sync mends it): its revision, the size it is made
     for, the Deployment as controller, minReadySeconds, the template with its hash label; the second
     one starts within the surge, as kubectl rollout history and status read them."""
-    from corral.controllers.deployment import DESIRED
+    from corral.controllers.workloads.deployment import DESIRED
 
     api = server.api
     created: list[dict] = []
@@ -549,7 +549,7 @@ async def test_one_step_of_a_rolling_update_from_a_given_state(tmp_path, limits,
 async def test_a_deployment_scaled_to_3_mid_rollout_leaves_every_set_it_scales_desiring_3(tmp_path, before, after):
     """The desired-replicas annotation says what size the Deployment had when it last sized a set:
     the new set carries the new size even where its own size stays."""
-    from corral.controllers.deployment import DESIRED
+    from corral.controllers.workloads.deployment import DESIRED
 
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
         api = server.api
@@ -648,7 +648,7 @@ async def test_only_a_stopped_pod_of_a_recreate_deployment_queues_it(tmp_path):
     """What a pod's deletion queues: its Deployment when it ran for a Recreate one (which may be
     waiting for it); nothing for a rolling Deployment's pod, a bare ReplicaSet's, another kind's or
     an ownerless one."""
-    from corral.controllers.deployment import DeploymentController
+    from corral.controllers.workloads.deployment import DeploymentController
 
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
         api = server.api
@@ -694,13 +694,13 @@ async def test_only_a_stopped_pod_of_a_recreate_deployment_queues_it(tmp_path):
 @pytest.mark.parametrize("annotations, revision", [
     ({REVISION: "3"}, 3), ({REVISION: "three"}, 0), ({}, 0), (None, 0)])
 def test_a_revision_is_read_from_its_annotation_and_is_0_without_a_number(annotations, revision):
-    from corral.controllers.deployment import _revision
+    from corral.controllers.workloads.deployment import _revision
 
     assert _revision({"metadata": {"annotations": annotations}} if annotations is not None else {}) == revision
 
 
 def test_a_new_replica_set_inherits_the_deployments_annotations_but_its_own_bookkeeping():
-    from corral.controllers.deployment import _inherited
+    from corral.controllers.workloads.deployment import _inherited
 
     deploy = {"metadata": {"annotations": {"kubernetes.io/change-cause": "image web:2", "team": "web", REVISION: "4",
                                            "kubectl.kubernetes.io/last-applied-configuration": "{}"}}}
@@ -768,7 +768,7 @@ async def test_a_paused_deployment_scaled_up_with_every_set_at_0_grows_its_newes
 
 def one_sync(api, clock=time.time):
     """A Deployment controller that syncs ``web`` once per call, from the store as it is then."""
-    from corral.controllers.deployment import DeploymentController
+    from corral.controllers.workloads.deployment import DeploymentController
 
     controller, key = DeploymentController(api, clock=clock), DEPLOYS.key("default", "web")
 
@@ -809,7 +809,7 @@ async def test_a_new_set_made_while_an_old_one_still_counts_pods_it_was_scaled_d
 
 
 def _set(name: str, revision: int, replicas: int, desired: str | None = None) -> dict:
-    from corral.controllers.deployment import DESIRED
+    from corral.controllers.workloads.deployment import DESIRED
 
     annotations = {REVISION: str(revision), **({DESIRED: desired} if desired is not None else {})}
     return {"metadata": {"name": name, "annotations": annotations}, "spec": {"replicas": replicas}}
@@ -833,7 +833,7 @@ def _set(name: str, revision: int, replicas: int, desired: str | None = None) ->
     pytest.param([], 3, [], id="no sets"),
 ])
 def test_a_paused_deployment_shares_its_replicas_among_its_sets_in_proportion(sets, wanted, counts):
-    from corral.controllers.deployment import _proportional
+    from corral.controllers.workloads.deployment import _proportional
 
     objs = [_set(*s) for s in sets]
     shared = _proportional(objs, wanted)
@@ -886,7 +886,7 @@ async def test_a_deployment_deleted_as_its_replica_set_is_made_ends_the_sync_qui
 
 
 async def test_a_replica_set_name_another_template_holds_counts_a_collision_and_the_template_is_hashed_again(server):
-    from corral.controllers.deployment import template_hash
+    from corral.controllers.workloads.deployment import template_hash
 
     api = server.api
     statuses: list[dict] = []  # the Deployment's, as each write left it
@@ -1006,7 +1006,7 @@ async def test_a_deployment_s_progress_from_its_replica_sets(tmp_path, wanted, p
                                                            after, again):
     """Kubernetes' rules for the Progressing condition, one sync each: its reason and message, which
     of its times move, and when the controller looks again (the progress deadline)."""
-    from corral.controllers.deployment import DeploymentController
+    from corral.controllers.workloads.deployment import DeploymentController
 
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
         api = server.api
@@ -1027,7 +1027,7 @@ async def test_a_deployment_s_progress_from_its_replica_sets(tmp_path, wanted, p
 async def test_conditions_written_without_their_times_are_given_the_sync_s(tmp_path):
     """A status written by another client may lack a condition's times: the sync fills them in."""
     from corral.api.defaults import rfc3339
-    from corral.controllers.deployment import DeploymentController
+    from corral.controllers.workloads.deployment import DeploymentController
 
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
         api = server.api
@@ -1067,7 +1067,7 @@ async def test_a_current_replica_set_sharing_its_revision_with_an_older_one_is_n
 async def test_numbering_a_deployment_whose_spec_changed_meanwhile_leaves_its_status_to_the_next_sync(tmp_path):
     """The revision patch answers with the Deployment as it is now: if its spec changed since the
     sync read it, the sync goes on with what it read (its status must not claim the new spec)."""
-    from corral.controllers.deployment import DeploymentController
+    from corral.controllers.workloads.deployment import DeploymentController
 
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
         api = server.api
@@ -1084,7 +1084,7 @@ async def test_numbering_a_deployment_whose_spec_changed_meanwhile_leaves_its_st
 async def test_an_orphan_whose_adoption_fails_does_not_stop_the_others_from_being_adopted(tmp_path):
     """One orphan changed meanwhile (its patch refused) is adopted when its change queues the
     Deployment again; the other orphans are adopted by this very sync."""
-    from corral.controllers.deployment import DeploymentController
+    from corral.controllers.workloads.deployment import DeploymentController
 
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
         api = server.api
@@ -1117,7 +1117,7 @@ def test_a_templates_hash_is_stable_across_releases_whatever_the_order_of_its_fi
     """The hash names each ReplicaSet (``web-5d98bb5557``) and labels its pods: computed otherwise
     after an upgrade, every Deployment would find no ReplicaSet of its template and roll out again.
     A collision count makes another name; none is the plain hash."""
-    from corral.controllers.deployment import template_hash
+    from corral.controllers.workloads.deployment import template_hash
 
     template = {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": [{"name": "c", "image": "web:1"}]}}
     reordered = {"spec": {"containers": [{"image": "web:1", "name": "c"}]}, "metadata": {"labels": {"app": "web"}}}
@@ -1128,7 +1128,7 @@ def test_a_templates_hash_is_stable_across_releases_whatever_the_order_of_its_fi
 
 @pytest.mark.parametrize("code", [404, 409])
 async def test_a_deployments_status_write_refused_as_gone_or_changed_ends_the_sync_quietly(tmp_path, monkeypatch, code):
-    from corral.controllers.deployment import DeploymentController
+    from corral.controllers.workloads.deployment import DeploymentController
 
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
         api = server.api
@@ -1148,7 +1148,7 @@ async def test_a_deployments_status_write_refused_as_gone_or_changed_ends_the_sy
 
 
 async def test_an_orphan_replica_set_being_deleted_is_not_adopted(tmp_path):
-    from corral.controllers.deployment import DeploymentController
+    from corral.controllers.workloads.deployment import DeploymentController
 
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
         api = server.api
@@ -1171,7 +1171,7 @@ async def test_an_orphan_replica_set_being_deleted_is_not_adopted(tmp_path):
 async def test_the_replica_set_index_follows_adoption_and_deletion_and_a_deleted_set_queues_its_deployment(tmp_path):
     """An orphan once adopted is no orphan any more (no other Deployment adopts it), and a deleted
     ReplicaSet leaves nothing behind but the key of the Deployment that must make it again."""
-    from corral.controllers.deployment import DeploymentController
+    from corral.controllers.workloads.deployment import DeploymentController
     from corral.store import Event
 
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
@@ -1204,7 +1204,7 @@ async def test_each_change_queues_the_deployments_it_concerns_and_no_other(tmp_p
     nothing."""
     import json
 
-    from corral.controllers.deployment import DeploymentController
+    from corral.controllers.workloads.deployment import DeploymentController
     from corral.store import Event
     from corral.store.base import Record
 

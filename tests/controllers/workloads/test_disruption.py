@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from corral.api.resources import by_kind
-from corral.controllers.disruption import DisruptionController
+from corral.controllers.workloads.disruption import DisruptionController
 from corral.server.rest import WriteOptions
 from corral.testing.builders import make_pod
 

@@ -30,7 +30,7 @@ import msgspec
 from corral.api.defaults import rfc3339
 from corral.api.kinds.batch import COMPLETION_INDEX
 from corral.api.resources import by_kind
-from corral.controllers.pods import deletion_order, is_active, is_ready, pod_from_template
+from corral.controllers.workloads.pods import deletion_order, is_active, is_ready, pod_from_template
 from corral.controllers.queued import OwnedIndex, QueuedController
 from corral.scheduler.cache.node_table import parse_timestamp
 from corral.server import errors

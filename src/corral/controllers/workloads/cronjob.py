@@ -29,7 +29,7 @@ import msgspec
 from corral.api.kinds import cron
 from corral.api.defaults import rfc3339
 from corral.api.resources import by_kind
-from corral.controllers.pods import owner_reference
+from corral.controllers.workloads.pods import owner_reference
 from corral.controllers.queued import OwnedIndex, QueuedController
 from corral.scheduler.cache.node_table import parse_timestamp
 from corral.server import errors

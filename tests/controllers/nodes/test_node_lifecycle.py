@@ -9,7 +9,7 @@ import pytest
 
 from corral.api.defaults import rfc3339
 from corral.api.resources import by_kind
-from corral.controllers.node_lifecycle import UNREACHABLE_TAINT, NodeLifecycleController
+from corral.controllers.nodes.node_lifecycle import UNREACHABLE_TAINT, NodeLifecycleController
 from corral.server.rest import WriteOptions
 from corral.testing.builders import make_node, make_pod
 from corral.testing.clock import FakeClock
@@ -220,7 +220,7 @@ async def test_the_loop_runs_rounds_at_its_interval_and_survives_a_failing_round
 
     controller = NodeLifecycleController(server.api, interval=0.01)
     controller.reconcile = flaky
-    with caplog.at_level(logging.ERROR, logger="corral.controllers.node_lifecycle"):
+    with caplog.at_level(logging.ERROR, logger="corral.controllers.nodes.node_lifecycle"):
         controller.start()
         try:
             async with asyncio.timeout(10):
@@ -229,7 +229,7 @@ async def test_the_loop_runs_rounds_at_its_interval_and_survives_a_failing_round
         finally:
             await controller.stop()
     failed = [r for r in caplog.records if r.getMessage() == "node lifecycle round failed"]
-    assert [(r.name, r.exc_info[1].args) for r in failed] == [("corral.controllers.node_lifecycle", ("store hiccup",))]
+    assert [(r.name, r.exc_info[1].args) for r in failed] == [("corral.controllers.nodes.node_lifecycle", ("store hiccup",))]
     assert controller._task.done() and controller._task.get_name() == "node-lifecycle"
 
 

@@ -13,7 +13,7 @@ import pytest
 from corral.api.kinds import cron
 from corral.api.defaults import rfc3339
 from corral.api.resources import by_kind
-from corral.controllers.cronjob import SCHEDULED_TIMESTAMP, CronJobController
+from corral.controllers.workloads.cronjob import SCHEDULED_TIMESTAMP, CronJobController
 from corral.scheduler.cache.node_table import parse_timestamp
 from corral.server import errors
 from corral.server.rest import WriteOptions

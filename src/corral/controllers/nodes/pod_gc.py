@@ -21,7 +21,7 @@ import time
 from typing import Any
 
 from corral.api.resources import by_kind
-from corral.controllers.node_lifecycle import UNREACHABLE_TAINT
+from corral.controllers.nodes.node_lifecycle import UNREACHABLE_TAINT
 from corral.controllers.periodic import PeriodicController
 from corral.scheduler.cache.node_table import parse_timestamp
 from corral.server import errors

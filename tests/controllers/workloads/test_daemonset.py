@@ -10,7 +10,7 @@ import copy
 import pytest
 
 from corral.api.resources import by_kind
-from corral.controllers.daemonset import HASH_LABEL, DaemonSetController, eligible
+from corral.controllers.workloads.daemonset import HASH_LABEL, DaemonSetController, eligible
 from corral.server.rest import WriteOptions
 from corral.testing.builders import NodeBuilder
 from corral.testing.server import LateCache, running_server

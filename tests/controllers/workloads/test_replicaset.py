@@ -11,7 +11,7 @@ import msgspec
 import pytest
 
 from corral.api.resources import by_kind
-from corral.controllers.replicaset import ReplicaSetController
+from corral.controllers.workloads.replicaset import ReplicaSetController
 from corral.server import errors
 from corral.server.rest import WriteOptions
 from corral.server.rest.scale import get_scale, write_scale
@@ -400,7 +400,7 @@ class _Stale:
 async def test_an_orphan_changed_after_the_cache_showed_it_is_not_written_over(tmp_path):
     """Adoption and release are compare-and-swap: another controller that took the pod meanwhile
     keeps it (one controller only), and the change queues this ReplicaSet again."""
-    from corral.controllers.replicaset import _Tally
+    from corral.controllers.workloads.replicaset import _Tally
 
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
         api = server.api

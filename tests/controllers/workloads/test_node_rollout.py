@@ -6,7 +6,7 @@ as many nodes as maxSurge allows."""
 from __future__ import annotations
 
 from corral.api.defaults import rfc3339
-from corral.controllers.node_rollout import HASH_LABEL, node_of, plan, pods_by_node, revision_of
+from corral.controllers.workloads.node_rollout import HASH_LABEL, node_of, plan, pods_by_node, revision_of
 
 NOW = 10_000.0
 MIN_READY = 10
