@@ -3,11 +3,39 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import time
-from typing import Any, Coroutine, Generator
+from typing import Any, Callable, Coroutine, Generator
 
-__all__ = ["cancel_and_wait", "wait_for_termination", "OnLoop", "without_grpc_fork_handlers"]
+__all__ = ["cancel_and_wait", "wait_for_termination", "OnLoop", "Backlog", "without_grpc_fork_handlers"]
+
+
+class Backlog(asyncio.Queue):
+    """A bounded queue of writes made in the background (events): :meth:`offer` never waits; past
+    ``maxsize`` waiting, an item is dropped, counted (``dropped``) and logged on ``log`` as a warning
+    at most once per ``warn_interval`` seconds of ``clock``. ``who`` starts the warning; ``counted_in``
+    ends its figure (where the count shows)."""
+
+    def __init__(self, maxsize: int, log: logging.Logger, *, who: str = "", counted_in: str = "",
+                 warn_interval: float = 60.0, clock: Callable[[], float] = time.monotonic) -> None:
+        super().__init__(maxsize)
+        self.dropped = 0
+        self._log, self._who, self._counted_in = log, who, counted_in
+        self._warn_interval, self._clock = warn_interval, clock
+        self._warned_at: float | None = None  # when a drop was last logged
+
+    def offer(self, item: Any) -> None:
+        try:
+            self.put_nowait(item)
+        except asyncio.QueueFull:
+            self.dropped += 1
+            now = self._clock()
+            if self._warned_at is None or now - self._warned_at >= self._warn_interval:
+                self._warned_at = now
+                self._log.warning("%s%d events wait to be written, as many as are kept: new ones are dropped "
+                                  "until some are written (%d dropped so far%s)", self._who, self.qsize(),
+                                  self.dropped, self._counted_in)
 
 
 class OnLoop:

@@ -12,7 +12,7 @@ import logging
 import time
 from typing import Any, Callable
 
-from corral.aio import cancel_and_wait
+from corral.aio import Backlog, cancel_and_wait
 from corral.api.defaults import now_rfc3339
 from corral.api.resources import by_kind
 from corral.server import errors
@@ -27,13 +27,10 @@ class ObjectEvents:
     def __init__(self, api: ResourceAPI, component: str, *, max_pending: int = 10_000, warn_interval: float = 60.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.api, self.component = api, component
-        self._warn_interval, self._clock = warn_interval, clock
-        self._warned_at: float | None = None  # when a drop was last logged
-        self._queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(max_pending)
+        self._queue = Backlog(max_pending, log, who=f"{component}: ", warn_interval=warn_interval, clock=clock)
         self._task: asyncio.Task | None = None
         self._events = by_kind("Event")
         self._opts = WriteOptions(warn=False)
-        self.dropped = 0
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"{self.component}-events")
@@ -50,15 +47,12 @@ class ObjectEvents:
                                     "namespace": meta.get("namespace"), "uid": meta.get("uid")},
                  "reason": reason, "message": message, "type": etype, "count": 1, "firstTimestamp": now,
                  "lastTimestamp": now, "source": {"component": self.component}, "reportingComponent": self.component}
-        try:
-            self._queue.put_nowait(event)
-        except asyncio.QueueFull:
-            self.dropped += 1
-            now = self._clock()
-            if self._warned_at is None or now - self._warned_at >= self._warn_interval:
-                self._warned_at = now
-                log.warning("%s: %d events wait to be written, as many as are kept: new ones are dropped until "
-                            "some are written (%d dropped so far)", self.component, self._queue.qsize(), self.dropped)
+        self._queue.offer(event)
+
+    @property
+    def dropped(self) -> int:
+        """Events not written: recorded while the most were waiting to be."""
+        return self._queue.dropped
 
     async def drain(self) -> None:
         """Wait until every recorded event has been written (or given up on)."""

@@ -15,6 +15,7 @@ import hashlib
 import logging
 from typing import Any, Protocol
 
+from corral.aio import Backlog, cancel_and_wait
 from corral.api.defaults import apply_create_defaults, now_rfc3339
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.framework.status import SUCCESS, Code, Status
@@ -192,39 +193,31 @@ class EventRecorder:
 
         self.writer = writer
         self.component, self.host = component, host
-        self._queue: asyncio.Queue = asyncio.Queue(max_pending)
+        self._clock = clock or time.monotonic
+        self._queue = Backlog(max_pending, log, counted_in="; corral_scheduler_events_dropped_total counts them",
+                              warn_interval=warn_interval, clock=self._clock)
         self._counts: dict[str, int] = {}
         self._written_at: dict[str, float] = {}
         self._repeat_interval = repeat_interval  # a repeat is written at most this often per event
-        self._clock = clock or time.monotonic
         self._writers = writers
         self._tasks: list[asyncio.Task] = []
-        self.dropped = 0
-        self._warn_interval = warn_interval
-        self._warned_at: float | None = None  # when a drop was last logged
 
     def start(self) -> None:
         if not self._tasks:
             self._tasks = [asyncio.create_task(self._run(), name="event-recorder") for _ in range(self._writers)]
 
     async def stop(self) -> None:
-        from corral.aio import cancel_and_wait
-
         await cancel_and_wait(*self._tasks)
         self._tasks = []
 
     def record(self, pod: Any, etype: str, reason: str, message: str) -> None:
         """Queue an event about ``pod`` (anything with ``namespace``, ``name`` and ``uid``)."""
-        try:
-            self._queue.put_nowait((pod.namespace, pod.name, pod.uid, etype, reason, message))
-        except asyncio.QueueFull:
-            self.dropped += 1
-            now = self._clock()
-            if self._warned_at is None or now - self._warned_at >= self._warn_interval:
-                self._warned_at = now
-                log.warning("%d events wait to be written, as many as are kept: new ones are dropped until "
-                            "some are written (%d dropped so far; corral_scheduler_events_dropped_total counts "
-                            "them)", self._queue.qsize(), self.dropped)
+        self._queue.offer((pod.namespace, pod.name, pod.uid, etype, reason, message))
+
+    @property
+    def dropped(self) -> int:
+        """Events not written: recorded while the most were waiting to be."""
+        return self._queue.dropped
 
     @property
     def waiting(self) -> int:
