@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import defaultdict
 from typing import Any
 
 from corral.api.defaults import rfc3339
@@ -69,6 +70,7 @@ class NodeLifecycleController(PeriodicController):
         self.started = clock()
         self._opts = WriteOptions(warn=False)
         self._nodes, self._pods, self._events = by_kind("Node"), by_kind("Pod"), by_kind("Event")
+        self._by_node: dict[str, list[str]] | None = None  # this pass's pod keys by node (see _pods_on)
 
     def pause(self) -> float:
         return self.interval * self.heartbeats.factor(self.api.cache.count(self._nodes.store_prefix))
@@ -99,6 +101,7 @@ class NodeLifecycleController(PeriodicController):
         await self.api.cache.wait_fresh()
         now = self.clock()
         records = list(self.api.cache.items(self._nodes.store_prefix))
+        self._by_node = None  # read when this pass first needs a node's pods
         grace = self.grace * self.heartbeats.factor(len(records))
         for record in records:
             node = record.obj
@@ -114,8 +117,26 @@ class NodeLifecycleController(PeriodicController):
                 await self._mark_reachable(node)
 
     def _pods_on(self, node: str) -> list[dict[str, Any]]:
-        return [r.obj for r in self.api.cache.items(self._pods.store_prefix)
-                if (r.obj.get("spec") or {}).get("nodeName") == node]
+        """The pods bound to ``node``, as they are now.
+
+        The pods are grouped by node once a pass, when the first lost node needs them, so a pass
+        that finds thousands of nodes lost at once (a partition, a rack's switch) reads the pod list
+        once: read for each node, 5,000 lost nodes with 51,000 pods kept a core busy for minutes.
+        Each pod is looked up again when its node's turn comes (still on this node?); a pod bound
+        to the node later in the pass is found by the next pass, as one bound just after the
+        taint would be."""
+        if self._by_node is None:
+            self._by_node = defaultdict(list)
+            for record in self.api.cache.items(self._pods.store_prefix):
+                bound_to = (record.obj.get("spec") or {}).get("nodeName")
+                if bound_to:
+                    self._by_node[bound_to].append(record.key)
+        pods = []
+        for key in self._by_node.get(node, ()):
+            record = self.api.cache.get(key)
+            if record is not None and (record.obj.get("spec") or {}).get("nodeName") == node:
+                pods.append(record.obj)
+        return pods
 
     async def _mark_not_ready(self, node: dict[str, Any], silent_for: float) -> None:
         name, now = node["metadata"]["name"], rfc3339(self.clock())
