@@ -7,6 +7,8 @@ from __future__ import annotations
 import logging
 import re
 
+import aiohttp
+
 from corral.api.resources import by_kind
 from corral.controllers.events import ObjectEvents
 from corral.testing.clock import FakeClock
@@ -73,15 +75,53 @@ async def test_events_past_the_queue_limit_are_dropped_counted_and_logged_and_th
             assert events.dropped == 3
             (warning,) = [r.getMessage() for r in caplog.records if r.name == "corral.controllers.events"]
             assert warning.startswith("replicaset-controller: 2 events wait to be written") and \
-                "(1 dropped so far)" in warning
+                "(1 dropped so far; corral_controller_events_dropped_total counts them)" in warning
             clock.advance(60.0)
             events.record(rs, "Normal", "Reason5", "event 5")
             assert [r.getMessage() for r in caplog.records if r.name == "corral.controllers.events"][1:] == [
                 "replicaset-controller: 2 events wait to be written, as many as are kept: new ones are dropped "
-                "until some are written (4 dropped so far)"]
+                "until some are written (4 dropped so far; corral_controller_events_dropped_total counts them)"]
         events.start()
         try:
             await events.drain()
         finally:
             await events.stop()
         assert [e["reason"] for e in await written(api)] == ["Reason0", "Reason1"]
+
+
+async def test_the_servers_metrics_show_each_controllers_events_waiting_and_dropped(tmp_path):
+    """An operator sees a burst's lost events on /metrics, by controller, counted once however often
+    it is scraped, and counted on when a new term's controllers start from nothing."""
+    async with running_server(str(tmp_path / "s"), scheduler=False) as server:
+        replicasets = next(c for c in server.controllers.controllers if c.name == "replicaset")
+        await replicasets.events.stop()  # its writer stopped: what it records waits
+        replicasets.events = ObjectEvents(server.api, "replicaset-controller", max_pending=2)
+        rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web", "namespace": "default"}}
+
+        async with aiohttp.ClientSession(server.url, headers=server.admin.headers(),
+                                         connector=aiohttp.TCPConnector(ssl=server.admin.ssl_context())) as http:
+            async def figures(controller: str = "replicaset-controller") -> tuple[str, str]:
+                async with http.get("/metrics") as r:
+                    assert r.status == 200
+                    text = await r.text()
+                return tuple(re.search(rf'^corral_controller_events_{what}{{controller="{controller}"}} (\S+)$',
+                                       text, re.M).group(1) for what in ("waiting", "dropped_total"))
+
+            assert await figures() == ("0.0", "0.0")
+            assert await figures("job-controller") == ("0.0", "0.0")
+            for i in range(5):
+                replicasets.events.record(rs, "Normal", "SuccessfulCreate", f"Created pod: web-{i}")
+            assert await figures() == ("2.0", "3.0")
+            assert await figures() == ("2.0", "3.0")  # scraped again: not counted twice
+            replicasets.events.record(rs, "Normal", "SuccessfulCreate", "Created pod: web-5")
+            assert await figures() == ("2.0", "4.0")
+            assert await figures("job-controller") == ("0.0", "0.0")
+            # The next term's controllers: a new recorder, counting from 0; the counter counts on.
+            replicasets.events = ObjectEvents(server.api, "replicaset-controller", max_pending=1)
+            for i in range(3):
+                replicasets.events.record(rs, "Normal", "SuccessfulCreate", f"Created pod: web-{i}")
+            assert await figures() == ("1.0", "6.0")
+            replicasets.events.start()
+            await replicasets.events.drain()
+            assert await figures() == ("0.0", "6.0")
+            await replicasets.events.stop()

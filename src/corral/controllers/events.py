@@ -2,7 +2,9 @@
 background so a controller never waits for one: ``SuccessfulCreate``, ``ScalingReplicaSet``, ...
 
 Best effort, as Kubernetes' recorder: a bounded queue, written one at a time through the server's
-REST layer. Past it, events are dropped, counted and logged as a warning at most once a minute.
+REST layer. Past it, events are dropped, counted and logged as a warning at most once a minute; the
+server's ``/metrics`` shows both figures by controller (``corral_controller_events_waiting``,
+``corral_controller_events_dropped_total``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,8 @@ class ObjectEvents:
     def __init__(self, api: ResourceAPI, component: str, *, max_pending: int = 10_000, warn_interval: float = 60.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self.api, self.component = api, component
-        self._queue = Backlog(max_pending, log, who=f"{component}: ", warn_interval=warn_interval, clock=clock)
+        self._queue = Backlog(max_pending, log, who=f"{component}: ", warn_interval=warn_interval, clock=clock,
+                              counted_in="; corral_controller_events_dropped_total counts them")
         self._task: asyncio.Task | None = None
         self._events = by_kind("Event")
         self._opts = WriteOptions(warn=False)
@@ -48,6 +51,11 @@ class ObjectEvents:
                  "reason": reason, "message": message, "type": etype, "count": 1, "firstTimestamp": now,
                  "lastTimestamp": now, "source": {"component": self.component}, "reportingComponent": self.component}
         self._queue.offer(event)
+
+    @property
+    def waiting(self) -> int:
+        """Events recorded and not yet written."""
+        return self._queue.qsize()
 
     @property
     def dropped(self) -> int:

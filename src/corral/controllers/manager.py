@@ -18,6 +18,8 @@ from corral.controllers.nodes.node_lifecycle import NodeLifecycleController
 from corral.controllers.placement import PlacementController
 from corral.controllers.nodes.pod_gc import PodGarbageCollector
 from corral.controllers.workloads.replicaset import ReplicaSetController
+from corral.controllers.events import ObjectEvents
+from corral.controllers.queued import QueuedController
 from corral.server.rest import ResourceAPI
 
 __all__ = ["ControllerManager"]
@@ -39,6 +41,10 @@ class ControllerManager:
             DaemonSetController(api),
             PlacementController(api),
         ]
+
+    def event_figures(self) -> list[tuple[str, ObjectEvents]]:
+        """The event recorder of each controller that records events, by its component name."""
+        return [(c.events.component, c.events) for c in self.controllers if isinstance(c, QueuedController)]
 
     def start(self) -> None:
         for controller in self.controllers:

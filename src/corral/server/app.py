@@ -24,7 +24,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import web
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector, generate_latest
+from prometheus_client import generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from corral.aio import cancel_and_wait, wait_for_termination
@@ -52,6 +52,7 @@ from corral.server.authz.bootstrap import CLUSTER_ROLE_BINDINGS, CLUSTER_ROLES
 from corral.server.authn.certificates import (ServerPKI, is_wildcard, prepare_tls, primary_address,
                                               write_first_credentials)
 from corral.server.authn.join import join_handler
+from corral.server.metrics import ServerMetrics
 from corral.server.rest import ResourceAPI
 from corral.pki import CA_PATH, JOIN_PATH, MASTERS_GROUP, NODE_PREFIX, NODES_GROUP
 from corral.pki.kubeconfig import Credentials
@@ -127,25 +128,6 @@ class ServerConfig:
         return f"sqlite://{os.path.join(self.data_dir or default_data_dir(), 'corral.db')}"
 
 
-class _Metrics:
-    def __init__(self) -> None:
-        self.registry = CollectorRegistry()
-        ProcessCollector(registry=self.registry)  # process_resident_memory_bytes, cpu seconds, ...
-        self.requests = Counter("corral_apiserver_requests", "API requests by verb, resource and code",
-                                ["verb", "resource", "code"], registry=self.registry)
-        self.latency = Histogram("corral_apiserver_request_duration_seconds", "API request latency",
-                                 ["verb"], registry=self.registry,
-                                 buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
-        self.revision = Gauge("corral_store_revision", "Newest store revision", registry=self.registry)
-        self.watchers = Gauge("corral_apiserver_watchers", "Open client watches", registry=self.registry)
-        self.cached_events = Gauge("corral_watch_cache_events", "Changes the watch cache keeps for watches "
-                                   "from a past revision", registry=self.registry)
-        self.objects = Gauge("corral_apiserver_objects", "Objects held by the watch cache",
-                             ["resource"], registry=self.registry)
-        self.leader = Gauge("corral_leader", "1 while this server runs the scheduler and controllers",
-                            registry=self.registry)
-
-
 def _split_address(address: str) -> tuple[str, int]:
     host, _, port = address.rpartition(":")
     if not host or not port.isdigit():
@@ -161,7 +143,7 @@ class Server:
         self.store: Store | None = None
         self.cache: WatchCache | None = None
         self.api: ResourceAPI | None = None
-        self.metrics = _Metrics()
+        self.metrics = ServerMetrics()
         self._runner: web.AppRunner | None = None
         self._tasks: list[asyncio.Task] = []
         self.scheduler = None
@@ -729,6 +711,8 @@ class Server:
             self.metrics.objects.labels(r.plural).set(self.cache.count(r.store_prefix))
         if self.scheduler is not None:
             self.scheduler.update_gauges()
+        if self.controllers is not None:
+            self.metrics.controller_events(self.controllers.event_figures())
         body = generate_latest(self.metrics.registry)
         if hasattr(self.scheduler, "metrics_text"):  # a scheduler process: its own registry's, asked of it
             body += await self.scheduler.metrics_text()

@@ -1,0 +1,52 @@
+"""What the server's ``/metrics`` shows of itself: requests and their latency, the store and the
+watch cache, leadership, and the controllers' event recorders. (The scheduler's are its own:
+:mod:`corral.scheduler.scheduler`.)"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+
+__all__ = ["ServerMetrics"]
+
+
+class ServerMetrics:
+    """The server's own metrics (``/metrics``), on a registry of its own; a scheduler inside the server
+    adds its metrics to it."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        ProcessCollector(registry=self.registry)  # process_resident_memory_bytes, cpu seconds, ...
+        self.requests = Counter("corral_apiserver_requests", "API requests by verb, resource and code",
+                                ["verb", "resource", "code"], registry=self.registry)
+        self.latency = Histogram("corral_apiserver_request_duration_seconds", "API request latency",
+                                 ["verb"], registry=self.registry,
+                                 buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5))
+        self.revision = Gauge("corral_store_revision", "Newest store revision", registry=self.registry)
+        self.watchers = Gauge("corral_apiserver_watchers", "Open client watches", registry=self.registry)
+        self.cached_events = Gauge("corral_watch_cache_events", "Changes the watch cache keeps for watches "
+                                   "from a past revision", registry=self.registry)
+        self.objects = Gauge("corral_apiserver_objects", "Objects held by the watch cache",
+                             ["resource"], registry=self.registry)
+        self.leader = Gauge("corral_leader", "1 while this server runs the scheduler and controllers",
+                            registry=self.registry)
+        self.controller_events_waiting = Gauge("corral_controller_events_waiting", "Events a controller recorded "
+                                               "and has not yet written", ["controller"], registry=self.registry)
+        self.controller_events_dropped = Counter("corral_controller_events_dropped", "Events a controller did not "
+                                                 "write: recorded while the most were waiting to be", ["controller"],
+                                                 registry=self.registry)
+        self._dropped_counted: dict[str, tuple[object, int]] = {}  # controller → (its recorder, dropped counted)
+
+    def controller_events(self, recorders: list[tuple[str, Any]]) -> None:
+        """The controllers' event recorders' figures; a recorder's ``dropped`` is its running count
+        (the counter follows it, and a new term's recorders count on from there)."""
+        for name, events in recorders:
+            self.controller_events_waiting.labels(name).set(events.waiting)
+            recorder, counted = self._dropped_counted.get(name, (None, 0))
+            if recorder is not events:
+                counted = 0  # a new term's controllers: their recorders start from nothing
+            dropped = self.controller_events_dropped.labels(name)  # shown from 0, before any drop
+            if events.dropped > counted:
+                dropped.inc(events.dropped - counted)
+            self._dropped_counted[name] = (events, events.dropped)
