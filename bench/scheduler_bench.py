@@ -8,7 +8,10 @@ over every node (percentageOfNodesToScore 100), then assumes the pod on the chos
 scheduler does before binding. No I/O: this measures the cycle itself. Each round times the profile
 as it ships (remembering a pod signature's rows and scores, every changed node evaluated again) and
 with remembering switched off (every node evaluated in full for every pod), interleaved; ``--full``
-times only the latter. The decision alone (without assuming the pod) is timed separately.
+times only the latter. The decision alone (without assuming the pod) is timed separately. Last, the
+attempt of a pod no node takes, once the pods are placed: its filters, then preemption's search
+for nodes where removing lower-priority pods would make room (there are none), as the scheduler
+repeats it for every such pod each time it is tried again.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from corral.api.defaults import now_rfc3339  # noqa: E402
 from corral.scheduler.cache.cache import Cache  # noqa: E402
 from corral.scheduler.framework.podinfo import PodInfo  # noqa: E402
 from corral.scheduler.profiles import build_frameworks, parse_config  # noqa: E402
-from corral.scheduler.schedule_one import schedule_pod  # noqa: E402
+from corral.scheduler.framework.interface import CycleState  # noqa: E402
+from corral.scheduler.schedule_one import FitError, post_filter, schedule_pod  # noqa: E402
 
 
 def node(i: int) -> dict:
@@ -70,6 +74,35 @@ def run(nodes: int, pods: int, remember: bool = True) -> tuple[float, float]:
     return pods / elapsed, deciding / pods * 1e6
 
 
+def unschedulable(nodes: int, pods: int, attempts: int = 300) -> dict[str, float]:
+    """Mean µs of an attempt (filters, then preemption) of a pod too large for any node and of one
+    whose nodeSelector no node matches, after ``pods`` pods were placed on ``nodes`` nodes."""
+    cache = Cache()
+    for i in range(nodes):
+        cache.set_node(node(i))
+    fwk = build_frameworks(parse_config({}), cache=cache, clock=time.time)["default-scheduler"]
+    for i in range(pods):
+        info = PodInfo.from_object(pod(i))
+        cache.assume(info, schedule_pod(fwk, cache, info).node)
+    too_large, nowhere = pod(pods), pod(pods + 1)
+    too_large["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "5"
+    nowhere["spec"]["nodeSelector"] = {"disk": "none-has-it"}
+    out = {}
+    for name, obj in (("too large", too_large), ("no node matches", nowhere)):
+        info = PodInfo.from_object(obj)
+        start = time.perf_counter()
+        for _ in range(attempts):
+            state = CycleState()
+            try:
+                schedule_pod(fwk, cache, info, state=state)
+            except FitError as fit:
+                post_filter(fwk, state, info, fit)
+            else:
+                raise AssertionError(f"the {name} pod was placed")
+        out[name] = (time.perf_counter() - start) / attempts * 1e6
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--nodes", type=int, default=5000)
@@ -98,6 +131,9 @@ def main() -> None:
         print(f"{args.pods} decisions on {args.nodes} nodes, {label}: median {statistics.median(rates):,.0f} "
               f"decisions/s (runs: {', '.join(f'{r:,.0f}' for r in rates)}); the decision alone "
               f"{statistics.median(us for _, us in runs[mode]):.1f} µs")
+    costs = [unschedulable(args.nodes, args.pods) for _ in range(args.repeat)]
+    print(f"a pod no node takes, tried again (filters, then preemption), after {args.pods} placed: " + "; ".join(
+        f"{name} median {statistics.median(c[name] for c in costs):.0f} µs an attempt" for name in costs[0]))
 
 
 if __name__ == "__main__":
