@@ -139,3 +139,21 @@ async def test_a_malformed_budget_is_invalid_naming_its_field(http, spec, field)
         assert r.status == 422
         assert field in [c["field"] for c in (await r.json())["details"]["causes"]]
 
+
+
+async def test_an_eviction_reads_the_namespaces_pods_only_when_a_budget_selects_the_pod(server, http, monkeypatch):
+    """kubectl drain evicts a node's pods one by one: without a budget for them, each eviction read
+    every pod of the namespace (110 pods of a node in a namespace of 50,000: 5.5 million reads)."""
+    for name in ("a", "b", "c"):
+        await create(http, "/api/v1/namespaces/default/pods", pod(name))
+        await create(http, "/api/v1/namespaces/default/pods", pod(f"db-{name}", app="db"))
+    await create(http, "/apis/policy/v1/namespaces/default/poddisruptionbudgets", pdb(minAvailable=1))
+    reads = []
+    items = server.cache.items
+    monkeypatch.setattr(server.cache, "items", lambda prefix, *a: reads.append(prefix) or items(prefix, *a))
+    assert (await evict(http, "db-a", move="true"))[0] == 201  # the budget selects app=web only
+    assert reads.count("/core/pods/") == 0
+    assert (await evict(http, "a", move="true"))[0] == 201
+    assert reads.count("/core/pods/") == 1
+    code, status = await evict(http, "b", move="true")  # c stays healthy, as the budget wants
+    assert code == 201 and reads.count("/core/pods/") == 2

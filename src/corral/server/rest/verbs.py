@@ -15,7 +15,7 @@ import hashlib
 import hmac
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import msgspec
 
@@ -717,9 +717,14 @@ class ResourceAPI:
         pods, pdbs = by_kind("Pod"), by_kind("PodDisruptionBudget")
         async with self._evicting:
             pod = (await self.current(pods, namespace, name, consistent=True)).obj
+
+            def namespace_pods() -> Iterator[dict[str, Any]]:  # read only if a budget selects the pod
+                for record in self.cache.items(pods.store_prefix, self._key_prefix(pods, namespace)):
+                    yield record.obj
+
             budgets = disruption.budgets_for(
                 pod, [r.obj for r in self.cache.items(pdbs.store_prefix, self._key_prefix(pdbs, namespace))],
-                [r.obj for r in self.cache.items(pods.store_prefix, self._key_prefix(pods, namespace))])
+                namespace_pods())
             why = disruption.refusal(pod, budgets)
             if why is not None:
                 raise errors.ApiError(429, "TooManyRequests", why, {
