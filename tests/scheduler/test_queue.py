@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from corral.scheduler.cache.cache import Cache
 from corral.scheduler.framework.interface import Handle
 from corral.scheduler.framework.podinfo import PodInfo
 from corral.scheduler.plugins.priority_sort import PrioritySort
-from corral.scheduler.queue.scheduling_queue import ClusterEvent, SchedulingQueue
+from corral.scheduler.queue.scheduling_queue import EVENT_PLUGINS, ClusterEvent, SchedulingQueue
 from corral.testing.builders import make_pod
 from corral.testing.clock import FakeClock
 
@@ -212,3 +214,56 @@ async def test_pop_waits_for_the_first_backoff_to_end_and_no_longer(monkeypatch)
     monkeypatch.setattr(scheduling_queue.asyncio, "wait_for", wait_for)
     assert (await q.pop()).info.name == "a"
     assert waited == [0.25]
+
+
+PLUGINS = ("NodeResourcesFit", "NodePorts", "InterPodAffinity", "PodTopologySpread", "TaintToleration", "NodeAffinity")
+STEPS = st.lists(st.one_of(
+    st.tuples(st.just("add"), st.integers(0, 4)),
+    st.tuples(st.just("attempt"), st.frozensets(st.sampled_from(PLUGINS), max_size=3)),
+    st.tuples(st.just("event"), st.sampled_from(sorted(EVENT_PLUGINS))),
+    st.tuples(st.just("delete"), st.integers(0, 4)),
+    st.tuples(st.just("wait"), st.sampled_from((0.5, 5.0, 31.0))),
+    st.tuples(st.just("flush"), st.none()),
+), max_size=60)
+
+
+@settings(max_examples=500, deadline=None)
+@given(STEPS)
+def test_an_event_moves_exactly_the_pods_its_plugins_rejected_in_the_order_they_were_parked(steps):
+    """The queue finds the pods an event may help by the plugins that rejected them, not by looking
+    at every unschedulable pod; it must move exactly those, in the order a scan over all of them
+    would (the order of equal-priority pods in the active queue follows it)."""
+    q, clock = queue()
+    moved: list[str] = []
+    to_active_or_backoff = q._to_active_or_backoff
+    q._to_active_or_backoff = lambda qp: moved.append(qp.info.name) or to_active_or_backoff(qp)
+    parked: dict[str, tuple[frozenset[str], float]] = {}  # the model: name → (plugins, when), in order
+    for op, arg in steps:
+        moved.clear()
+        if op == "add":
+            q.add(info(f"p{arg}"))
+        elif op == "attempt":
+            qp = q.pop_nowait()
+            if qp is not None:
+                q.requeue_unschedulable(qp, arg)
+                parked[qp.info.name] = (arg, clock.now)
+        elif op == "event":
+            plugins = EVENT_PLUGINS[arg]
+            expected = [n for n, (rejected, _) in parked.items()
+                        if "*" in plugins or not rejected or rejected & plugins]
+            assert q.on_event(arg) == len(expected)
+            assert moved == expected
+            for n in expected:
+                del parked[n]
+        elif op == "delete":
+            q.delete(f"default/p{arg}")
+            parked.pop(f"p{arg}", None)
+        elif op == "wait":
+            clock.advance(arg)
+        else:
+            expected = [n for n, (_, when) in parked.items() if clock.now - when >= 30]
+            assert q.flush_unschedulable() == len(expected)
+            assert moved == expected
+            for n in expected:
+                del parked[n]
+        assert q.counts()["unschedulable"] == len(parked)

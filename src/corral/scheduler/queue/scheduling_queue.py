@@ -37,6 +37,7 @@ class QueuedPod:
     unschedulable_plugins: frozenset[str] = frozenset()
     where: str = ""  # "active" | "backoff" | "unschedulable" | "in-flight"
     _seq: int = 0
+    _parked: int = 0  # when it became unschedulable (the queue's sequence)
 
     @property
     def key(self) -> str:
@@ -78,7 +79,11 @@ class SchedulingQueue:
         self._pods: dict[str, QueuedPod] = {}
         self._active: list[tuple[tuple, int, QueuedPod]] = []
         self._backoff: list[tuple[float, int, QueuedPod]] = []
-        self._unschedulable: dict[str, QueuedPod] = {}
+        self._unschedulable: dict[str, QueuedPod] = {}  # in the order they were parked
+        # The same pods by the plugins that rejected them ("": none recorded), so that an event
+        # looks only at those it could help: with every pod scanned, 51,000 unschedulable pods
+        # evicted one by one cost 51,000 × 51,000 checks.
+        self._rejected_by: dict[str, dict[str, QueuedPod]] = {}
         self._seq = itertools.count()
         self._wakeup = asyncio.Event()
         self._closed = False
@@ -96,13 +101,13 @@ class SchedulingQueue:
         old = qp.info
         qp.info = info
         if qp.where == "unschedulable" and _may_now_fit(old, info):
-            self._unschedulable.pop(qp.key, None)
+            self._unpark(qp.key)
             self._to_active_or_backoff(qp)
 
     def delete(self, key: str) -> None:
         qp = self._pods.pop(key, None)
         if qp is not None:
-            self._unschedulable.pop(key, None)
+            self._unpark(key)
             qp.where = "deleted"  # heap entries are skipped lazily
 
     def __contains__(self, key: str) -> bool:
@@ -179,10 +184,25 @@ class SchedulingQueue:
         """No node fits: wait for a cluster event that could change that."""
         if self._pods.get(qp.key) is not qp:
             return  # deleted meanwhile
+        self._unpark(qp.key)
         qp.timestamp = self._clock()
         qp.unschedulable_plugins = plugins
         qp.where = "unschedulable"
+        qp._parked = next(self._seq)
         self._unschedulable[qp.key] = qp
+        for plugin in plugins or ("",):
+            self._rejected_by.setdefault(plugin, {})[qp.key] = qp
+
+    def _unpark(self, key: str) -> QueuedPod | None:
+        """Take a pod off the unschedulable ones (None if it is not one)."""
+        qp = self._unschedulable.pop(key, None)
+        if qp is not None:
+            for plugin in qp.unschedulable_plugins or ("",):
+                parked = self._rejected_by[plugin]
+                del parked[key]
+                if not parked:
+                    del self._rejected_by[plugin]
+        return qp
 
     def requeue_backoff(self, qp: QueuedPod) -> None:
         """The attempt or the binding failed for a reason other than fit: retry after backoff."""
@@ -196,10 +216,15 @@ class SchedulingQueue:
     def on_event(self, event: str) -> int:
         """A cluster event: move the unschedulable pods it could help. Returns how many moved."""
         plugins = EVENT_PLUGINS[event]
-        moved = [qp for qp in self._unschedulable.values()
-                 if "*" in plugins or not qp.unschedulable_plugins or qp.unschedulable_plugins & plugins]
+        if "*" in plugins:
+            moved = list(self._unschedulable.values())
+        else:  # those a plugin of the event rejected, or no recorded plugin did, in the order they were parked
+            found: dict[str, QueuedPod] = {}
+            for plugin in ("", *plugins):
+                found.update(self._rejected_by.get(plugin, ()))
+            moved = sorted(found.values(), key=lambda qp: qp._parked)
         for qp in moved:
-            del self._unschedulable[qp.key]
+            self._unpark(qp.key)
             self._to_active_or_backoff(qp)
         return len(moved)
 
@@ -216,7 +241,7 @@ class SchedulingQueue:
         limit = min(self.settings.unschedulable_flush, self.settings.unschedulable_max)
         stale = [qp for qp in self._unschedulable.values() if now - qp.timestamp >= limit]
         for qp in stale:
-            del self._unschedulable[qp.key]
+            self._unpark(qp.key)
             self._to_active_or_backoff(qp)
         return len(stale)
 
