@@ -215,6 +215,8 @@ class SchedulingQueue:
 
     def on_event(self, event: str) -> int:
         """A cluster event: move the unschedulable pods it could help. Returns how many moved."""
+        if not self._unschedulable:  # the common case: every binding is an event
+            return 0
         plugins = EVENT_PLUGINS[event]
         if "*" in plugins:
             moved = list(self._unschedulable.values())
