@@ -22,6 +22,7 @@ import os
 import statistics
 import sys
 import time
+from typing import Any
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "src"))
 
@@ -51,12 +52,17 @@ def pod(i: int) -> dict:
     }
 
 
-def run(nodes: int, pods: int, remember: bool = True) -> tuple[float, float]:
-    """(decisions/s with the pod assumed after each, mean µs of the decision alone)."""
+def cluster(nodes: int) -> tuple[Cache, Any]:
+    """A cache of ``nodes`` nodes and the default profile's framework over it."""
     cache = Cache()
     for i in range(nodes):
         cache.set_node(node(i))
-    fwk = build_frameworks(parse_config({}), cache=cache, clock=time.time)["default-scheduler"]
+    return cache, build_frameworks(parse_config({}), cache=cache, clock=time.time)["default-scheduler"]
+
+
+def run(nodes: int, pods: int, remember: bool = True) -> tuple[float, float]:
+    """(decisions/s with the pod assumed after each, mean µs of the decision alone)."""
+    cache, fwk = cluster(nodes)
     fwk.remembered.enabled = remember
     infos = [PodInfo.from_object(pod(i)) for i in range(pods)]
     gc.collect()
@@ -77,10 +83,7 @@ def run(nodes: int, pods: int, remember: bool = True) -> tuple[float, float]:
 def unschedulable(nodes: int, pods: int, attempts: int = 300) -> dict[str, float]:
     """Mean µs of an attempt (filters, then preemption) of a pod too large for any node and of one
     whose nodeSelector no node matches, after ``pods`` pods were placed on ``nodes`` nodes."""
-    cache = Cache()
-    for i in range(nodes):
-        cache.set_node(node(i))
-    fwk = build_frameworks(parse_config({}), cache=cache, clock=time.time)["default-scheduler"]
+    cache, fwk = cluster(nodes)
     for i in range(pods):
         info = PodInfo.from_object(pod(i))
         cache.assume(info, schedule_pod(fwk, cache, info).node)

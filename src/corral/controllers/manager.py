@@ -42,9 +42,9 @@ class ControllerManager:
             PlacementController(api),
         ]
 
-    def event_figures(self) -> list[tuple[str, ObjectEvents]]:
-        """The event recorder of each controller that records events, by its component name."""
-        return [(c.events.component, c.events) for c in self.controllers if isinstance(c, QueuedController)]
+    def event_recorders(self) -> list[ObjectEvents]:
+        """The event recorder of each controller that records events."""
+        return [c.events for c in self.controllers if isinstance(c, QueuedController)]
 
     def start(self) -> None:
         for controller in self.controllers:

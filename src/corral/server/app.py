@@ -712,7 +712,7 @@ class Server:
         if self.scheduler is not None:
             self.scheduler.update_gauges()
         if self.controllers is not None:
-            self.metrics.controller_events(self.controllers.event_figures())
+            self.metrics.controller_events(self.controllers.event_recorders())
         body = generate_latest(self.metrics.registry)
         if hasattr(self.scheduler, "metrics_text"):  # a scheduler process: its own registry's, asked of it
             body += await self.scheduler.metrics_text()

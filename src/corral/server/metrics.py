@@ -38,10 +38,11 @@ class ServerMetrics:
                                                  registry=self.registry)
         self._dropped_counted: dict[str, tuple[object, int]] = {}  # controller → (its recorder, dropped counted)
 
-    def controller_events(self, recorders: list[tuple[str, Any]]) -> None:
-        """The controllers' event recorders' figures; a recorder's ``dropped`` is its running count
-        (the counter follows it, and a new term's recorders count on from there)."""
-        for name, events in recorders:
+    def controller_events(self, recorders: list[Any]) -> None:
+        """The controllers' event recorders' figures (by their component); a recorder's ``dropped``
+        is its running count (the counter follows it, and a new term's recorders count on from there)."""
+        for events in recorders:
+            name = events.component
             self.controller_events_waiting.labels(name).set(events.waiting)
             recorder, counted = self._dropped_counted.get(name, (None, 0))
             if recorder is not events:
