@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import os
 import shutil
 import socket
@@ -121,12 +122,19 @@ def test_describe_shows_the_object_and_its_events(kubeconfig, manifests):
         "reason": "FailedScheduling", "message": "0/1 nodes are available: 1 Insufficient cpu.",
         "type": "Warning", "lastTimestamp": "2026-01-01T00:00:00Z", "source": {"component": "default-scheduler"},
     }
-    corral("apply", "-f", "-", kubeconfig=kubeconfig, stdin=json.dumps(event))
+    repeated = {**event, "metadata": {"name": "web.2", "namespace": "default"}, "reason": "BackOff",
+                "message": "Back-off pulling image", "count": 16, "firstTimestamp": "2025-12-01T00:00:00Z"}
+    for made in (event, repeated):
+        corral("apply", "-f", "-", kubeconfig=kubeconfig, stdin=json.dumps(made))
     out = corral("describe", "pod", "web", kubeconfig=kubeconfig).stdout
     assert "Name:             web" in out and "Image:        busybox" in out
     assert "FailedScheduling" in out and "0/1 nodes are available: 1 Insufficient cpu." in out
+    # A repeated event says how often since when, as kubectl shows it; a single one does not.
+    (backoff,) = [line for line in out.splitlines() if "BackOff" in line]
+    assert re.search(r"  \d+d \(x16 over \d+d\)  ", backoff), backoff
+    assert "(x" not in next(line for line in out.splitlines() if "FailedScheduling" in line)
     events = corral("events", "--for", "pod/web", kubeconfig=kubeconfig).stdout
-    assert "FailedScheduling" in events
+    assert "FailedScheduling" in events and re.search(r"\(x16 over \d+d\)", events)
 
 
 def test_delete_by_name_and_by_file(kubeconfig, manifests):

@@ -10,9 +10,10 @@ import re
 import aiohttp
 
 from corral.api.resources import by_kind
-from corral.controllers.events import ObjectEvents
+from corral.controllers.events import REMEMBERED, EventCorrelator, ObjectEvents
 from corral.testing.clock import FakeClock
 from corral.testing.server import running_server
+from corral.testing.waiting import until
 
 EVENTS = by_kind("Event")
 
@@ -125,3 +126,110 @@ async def test_the_servers_metrics_show_each_controllers_events_waiting_and_drop
             await replicasets.events.drain()
             assert await figures() == ("0.0", "6.0")
             await replicasets.events.stop()
+
+
+# --- correlation: what a controller acting on one object many times writes ---------------------------
+
+
+def event_about(name: str = "web", message: str = "Created pod: web-1", *, reason: str = "SuccessfulCreate",
+                stamp: str = "2026-12-06T00:00:00Z") -> dict:
+    return {"involvedObject": {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": name, "namespace": "default",
+                               "uid": f"uid-{name}"},
+            "reason": reason, "message": message, "type": "Normal", "count": 1, "firstTimestamp": stamp,
+            "lastTimestamp": stamp, "source": {"component": "replicaset-controller"}}
+
+
+def test_the_same_event_again_counts_on_the_first_since_its_first_time():
+    correlator = EventCorrelator(FakeClock())
+    first = correlator.correlate(event_about())
+    again = [event_about(stamp=f"2026-12-06T00:00:0{i}Z") for i in (1, 2)]
+    assert [correlator.correlate(e) for e in again] == [first, first]
+    assert [(e["count"], e["firstTimestamp"], e["lastTimestamp"]) for e in again] == [
+        (2, "2026-12-06T00:00:00Z", "2026-12-06T00:00:01Z"), (3, "2026-12-06T00:00:00Z", "2026-12-06T00:00:02Z")]
+    other = event_about(message="Created pod: web-2")
+    assert correlator.correlate(other) is not first and other["count"] == 1
+
+
+def test_past_nine_messages_of_one_reason_about_one_object_the_rest_are_combined_in_one_event():
+    correlator = EventCorrelator(FakeClock())
+    made = [event_about(message=f"Created pod: web-{i}") for i in range(15)]
+    series = [correlator.correlate(e) for e in made]
+    assert len({id(s) for s in series[:9]}) == 9 and all(e["count"] == 1 for e in made[:9])
+    assert all(s is series[9] for s in series[9:]) and series[9] not in series[:9]
+    assert [(e["message"], e["count"]) for e in made[9:11]] == [
+        ("(combined from similar events): Created pod: web-9", 1),
+        ("(combined from similar events): Created pod: web-10", 2)]
+    assert made[-1]["count"] == 6
+    # Another reason, or another object, is not combined with them.
+    deleted, elsewhere = event_about(reason="SuccessfulDelete", message="Deleted pod: web-0"), event_about("api")
+    correlator.correlate(deleted), correlator.correlate(elsewhere)
+    assert (deleted["message"], deleted["count"]) == ("Deleted pod: web-0", 1)
+    assert (elsewhere["message"], elsewhere["count"]) == ("Created pod: web-1", 1)
+
+
+def test_messages_start_apart_again_after_ten_quiet_minutes():
+    clock = FakeClock()
+    correlator = EventCorrelator(clock)
+    for i in range(10):
+        correlator.correlate(event_about(message=f"Created pod: web-{i}"))
+    clock.advance(600.5)
+    later = event_about(message="Created pod: web-10")
+    correlator.correlate(later)
+    assert (later["message"], later["count"]) == ("Created pod: web-10", 1)
+
+
+def test_a_source_writes_25_events_about_one_object_at_once_then_one_every_five_minutes_with_the_count():
+    clock = FakeClock()
+    correlator = EventCorrelator(clock)
+    made = [event_about(message=f"Created pod: web-{i}") for i in range(40)]
+    written = [correlator.correlate(e) is not None for e in made]
+    assert written == [True] * 25 + [False] * 15 and correlator.suppressed == 15
+    assert made[24]["count"] == 16  # 9 apart, and the combined one's 16th
+    assert correlator.correlate(event_about("api")) is not None  # another object: its own budget
+    clock.advance(299.0)
+    assert correlator.correlate(event_about(message="Created pod: web-40")) is None
+    clock.advance(1.0)
+    last = event_about(message="Created pod: web-41")
+    assert correlator.correlate(last) is not None
+    assert last["count"] == 33  # what was not written is counted in the next that is
+
+
+def test_what_the_correlator_remembers_is_bounded():
+    correlator = EventCorrelator(FakeClock())
+    first = event_about("web-0")
+    correlator.correlate(first)
+    for i in range(1, REMEMBERED + 1):
+        correlator.correlate(event_about(f"web-{i}"))
+    again = event_about("web-0")
+    correlator.correlate(again)
+    assert again["count"] == 1  # forgotten: the least recently seen went first
+    recent = event_about(f"web-{REMEMBERED}")
+    correlator.correlate(recent)
+    assert recent["count"] == 2
+
+
+async def test_a_replica_set_of_40_pods_leaves_nine_created_events_and_one_combined(tmp_path):
+    """What ``kubectl describe rs`` shows after a large scale-up: not one event a pod (5,000 writes
+    for a ReplicaSet of 5,000), but Kubernetes' correlation: nine apart, then one combined whose
+    count rose with each write the object's budget of 25 allowed."""
+    rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "metadata": {"name": "web", "namespace": "default"},
+          "spec": {"replicas": 40, "selector": {"matchLabels": {"app": "web"}},
+                   "template": {"metadata": {"labels": {"app": "web"}},
+                                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}}}
+    async with running_server(str(tmp_path / "s"), scheduler=False) as server:
+        api = server.api
+        replicasets = next(c for c in server.controllers.controllers if c.name == "replicaset")
+        await api.create(by_kind("ReplicaSet"), "default", rs, replicasets.opts)
+
+        async def pods() -> list[str]:
+            await api.cache.wait_consistent()
+            return [r.obj["metadata"]["name"] for r in api.cache.items(by_kind("Pod").store_prefix)]
+
+        names = await until(pods, lambda ps: len(ps) == 40)
+        await replicasets.events.drain()
+        made = [e for e in await written(api) if e["involvedObject"]["name"] == "web"]
+        assert replicasets.events.correlator.suppressed == 40 - 25
+    apart = [e for e in made if not e["message"].startswith("(combined")]
+    (combined,) = [e for e in made if e["message"].startswith("(combined from similar events): Created pod: web-")]
+    assert len(apart) == 9 and all(e["count"] == 1 and e["message"][len("Created pod: "):] in names for e in apart)
+    assert combined["count"] == 16 and combined["message"].split(": ")[-1] in names

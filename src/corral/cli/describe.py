@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from corral.cli.printers import age, node_status, pod_status, print_table
+from corral.cli.printers import age, event_seen, node_status, pod_status, print_table
 
 __all__ = ["describe_text", "events_table"]
 
@@ -199,7 +199,7 @@ def events_table(events: list[dict[str, Any]], out) -> None:
         out.write("  <none>\n")
         return
     rows = [[e.get("type") or "Normal", e.get("reason") or "",
-             age(e.get("lastTimestamp") or e.get("eventTime") or (e.get("metadata") or {}).get("creationTimestamp")),
+             event_seen(e),
              str((e.get("source") or {}).get("component") or e.get("reportingComponent") or ""),
              e.get("message") or ""] for e in events]
     import io

@@ -16,7 +16,7 @@ from corral.api.kubectl.printing import age, node_status, own_columns, pod_ready
 from corral.api.quantity import QuantityError, format_bytes, format_cpu, to_milli, to_units
 from corral.api.resources import ResourceType
 
-__all__ = ["table_rows", "print_table", "dump", "age", "node_status", "pod_status", "human_bytes"]
+__all__ = ["table_rows", "print_table", "dump", "age", "event_seen", "node_status", "pod_status", "human_bytes"]
 
 
 def _meta(obj: dict[str, Any]) -> dict[str, Any]:
@@ -68,6 +68,16 @@ def _labels(obj: dict[str, Any]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted((_meta(obj).get("labels") or {}).items())) or "<none>"
 
 
+def event_seen(ev: dict[str, Any]) -> str:
+    """When an event was last seen, and for a repeated one how often since when, as kubectl shows it:
+    ``2m (x16 over 12m)``."""
+    last = age(ev.get("lastTimestamp") or ev.get("eventTime") or _meta(ev).get("creationTimestamp"))
+    count = ev.get("count") or (ev.get("series") or {}).get("count") or 1
+    if not isinstance(count, int) or count < 2:
+        return last
+    return f"{last} (x{count} over {age(ev.get('firstTimestamp') or ev.get('eventTime'))})"
+
+
 def _event_object(ev: dict[str, Any]) -> str:
     io = ev.get("involvedObject") or {}
     return f"{str(io.get('kind', '')).lower()}/{io.get('name', '')}"
@@ -97,7 +107,7 @@ _COLUMNS: dict[str, list[Column]] = {
         ("AGE", lambda o: age(_meta(o).get("creationTimestamp"))),
     ],
     "Event": [
-        ("LAST SEEN", lambda o: age(o.get("lastTimestamp") or o.get("eventTime") or _meta(o).get("creationTimestamp"))),
+        ("LAST SEEN", event_seen),
         ("TYPE", lambda o: o.get("type") or "Normal"),
         ("REASON", lambda o: o.get("reason") or ""),
         ("OBJECT", _event_object),

@@ -1,6 +1,20 @@
 """Events about the objects a controller acts on (``kubectl describe`` shows them), written in the
 background so a controller never waits for one: ``SuccessfulCreate``, ``ScalingReplicaSet``, ...
 
+Correlated as Kubernetes' event recorder correlates them (client-go's ``EventCorrelator``), so that a
+controller acting on one object thousands of times does not write thousands of events:
+
+- the same event again (source, object, type, reason and message) raises the first one's ``count``
+  and ``lastTimestamp`` instead of adding another;
+- past ``AGGREGATE_AFTER`` different messages of one reason about one object within
+  ``AGGREGATE_WINDOW`` seconds, the rest are counted in one event, ``(combined from similar events):``
+  and the newest message;
+- each source may write ``SPAM_BURST`` events about one object at once, then one every
+  ``SPAM_REFILL`` seconds; the rest are not written (``suppressed``), though the next one written
+  carries their count.
+
+A ReplicaSet scaled to 5,000 replicas leaves nine ``Created pod`` events and one combined, not 5,000.
+
 Best effort, as Kubernetes' recorder: a bounded queue, written one at a time through the server's
 REST layer. Past it, events are dropped, counted and logged as a warning at most once a minute; the
 server's ``/metrics`` shows both figures by controller (``corral_controller_events_waiting``,
@@ -12,7 +26,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from typing import Any, Callable
+
+import msgspec
 
 from corral.aio import Backlog, cancel_and_wait
 from corral.api.defaults import now_rfc3339
@@ -20,9 +37,79 @@ from corral.api.resources import by_kind
 from corral.server import errors
 from corral.server.rest import ResourceAPI, WriteOptions
 
-__all__ = ["ObjectEvents"]
+__all__ = ["ObjectEvents", "EventCorrelator"]
 
 log = logging.getLogger(__name__)
+
+AGGREGATE_AFTER, AGGREGATE_WINDOW = 10, 600.0  # client-go's defaultAggregateMaxEvents, ...IntervalInSeconds
+SPAM_BURST, SPAM_REFILL = 25, 300.0  # client-go's defaultSpamBurst, and 1 / defaultSpamQPS
+REMEMBERED = 4096  # entries each of the correlator's tables keeps, the least recently used dropped first
+COMBINED = "(combined from similar events): "
+
+
+class Series:
+    """One event as stored: its name once written, how often it happened, and since when."""
+
+    __slots__ = ("name", "count", "first")
+
+    def __init__(self, first: str) -> None:
+        self.name: str | None = None
+        self.count = 0
+        self.first = first
+
+
+class EventCorrelator:
+    """Which events to write, and as what: a new event, or a repeat counted on an existing one (a
+    :class:`Series` whose ``count`` is above 1), or nothing (``None``: over its object's budget)."""
+
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._similar: OrderedDict[tuple, tuple[float, set[str]]] = OrderedDict()  # messages of one reason
+        self._series: OrderedDict[tuple, Series] = OrderedDict()
+        self._budget: OrderedDict[tuple, tuple[float, float]] = OrderedDict()  # tokens, when counted
+        self.suppressed = 0
+
+    def correlate(self, event: dict[str, Any]) -> Series | None:
+        """Fill in ``event``'s message, count and first time as it is to be written, and return its
+        series; ``None`` if it is not to be written."""
+        now = self._clock()
+        about = event["involvedObject"]
+        source = (event["source"]["component"], about["kind"], about.get("namespace"), about["name"],
+                  about.get("uid"), about.get("apiVersion"))
+        similar = source + (event["type"], event["reason"])
+        key = similar + (event["message"],)
+        seen_at, messages = self._similar.get(similar) or (now, set())
+        if now - seen_at > AGGREGATE_WINDOW:
+            messages = set()
+        messages.add(event["message"])
+        if len(messages) >= AGGREGATE_AFTER:
+            messages.pop()  # kept below the threshold: every later new message is combined as well
+            event["message"] = COMBINED + event["message"]
+            key = similar
+        _remember(self._similar, similar, (now, messages))
+        series = self._series.get(key) or Series(event["firstTimestamp"])
+        series.count += 1
+        _remember(self._series, key, series)
+        event["count"], event["firstTimestamp"] = series.count, series.first
+        tokens, counted_at = self._budget.get(source) or (float(SPAM_BURST), now)
+        tokens = min(float(SPAM_BURST), tokens + (now - counted_at) / SPAM_REFILL)
+        written = tokens >= 1.0
+        _remember(self._budget, source, (tokens - 1.0 if written else tokens, now))
+        if not written:
+            self.suppressed += 1
+            return None
+        return series
+
+
+def _remember(table: OrderedDict, key: tuple, value: Any) -> None:
+    table[key] = value
+    table.move_to_end(key)
+    if len(table) > REMEMBERED:
+        table.popitem(last=False)
+
+
+class _Named(msgspec.Struct):
+    metadata: dict[str, Any]
 
 
 class ObjectEvents:
@@ -31,6 +118,7 @@ class ObjectEvents:
         self.api, self.component = api, component
         self._queue = Backlog(max_pending, log, who=f"{component}: ", warn_interval=warn_interval, clock=clock,
                               counted_in="; corral_controller_events_dropped_total counts them")
+        self.correlator = EventCorrelator(clock)
         self._task: asyncio.Task | None = None
         self._events = by_kind("Event")
         self._opts = WriteOptions(warn=False)
@@ -50,7 +138,9 @@ class ObjectEvents:
                                     "namespace": meta.get("namespace"), "uid": meta.get("uid")},
                  "reason": reason, "message": message, "type": etype, "count": 1, "firstTimestamp": now,
                  "lastTimestamp": now, "source": {"component": self.component}, "reportingComponent": self.component}
-        self._queue.offer(event)
+        series = self.correlator.correlate(event)
+        if series is not None:
+            self._queue.offer((event, series))
 
     @property
     def waiting(self) -> int:
@@ -68,10 +158,26 @@ class ObjectEvents:
 
     async def _run(self) -> None:
         while True:
-            event = await self._queue.get()
+            event, series = await self._queue.get()
             try:
-                await self.api.create(self._events, event["metadata"]["namespace"], event, self._opts)
+                await self._write(event, series)
             except errors.ApiError as exc:  # best effort: a namespace being deleted, a full store
                 log.debug("event %s not written: %s", event["reason"], exc.message)
             finally:
                 self._queue.task_done()
+
+    async def _write(self, event: dict[str, Any], series: Series) -> None:
+        """A repeat updates its series' event; a new one, or a repeat of one that is gone (expired,
+        deleted, never written), is created."""
+        namespace = event["metadata"]["namespace"]
+        if event["count"] > 1 and series.name is not None:
+            try:
+                await self.api.patch(self._events, namespace, series.name,
+                                     {"count": event["count"], "message": event["message"],
+                                      "lastTimestamp": event["lastTimestamp"]}, "merge", self._opts)
+                return
+            except errors.ApiError as exc:
+                if exc.code != 404:
+                    raise
+        reply = await self.api.create(self._events, namespace, event, self._opts)
+        series.name = msgspec.json.decode(reply.body, type=_Named).metadata["name"]
