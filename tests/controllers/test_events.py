@@ -194,6 +194,27 @@ def test_a_source_writes_25_events_about_one_object_at_once_then_one_every_five_
     assert last["count"] == 33  # what was not written is counted in the next that is
 
 
+def test_the_newest_unwritten_event_is_written_once_the_budget_allows_so_the_count_ends_exact():
+    clock = FakeClock()
+    correlator = EventCorrelator(clock)
+    for i in range(40):
+        correlator.correlate(event_about(message=f"Created pod: web-{i}"))
+    assert correlator.due() == []  # no budget left yet
+    clock.advance(300.0)
+    ((event, series),) = correlator.due()
+    assert (event["message"], event["count"]) == ("(combined from similar events): Created pod: web-39", 31)
+    assert series.count == 31 and correlator.due() == []  # written once; the budget's token spent
+    assert correlator.correlate(event_about(message="Created pod: web-40")) is None
+    clock.advance(300.0)
+    assert [e["count"] for e, _ in correlator.due()] == [32]
+    # One written meanwhile settles what was owed of its kind.
+    correlator.correlate(event_about(message="Created pod: web-41"))
+    clock.advance(300.0)
+    assert correlator.correlate(event_about(message="Created pod: web-42")) is not None
+    clock.advance(300.0)
+    assert correlator.due() == []
+
+
 def test_what_the_correlator_remembers_is_bounded():
     correlator = EventCorrelator(FakeClock())
     first = event_about("web-0")
@@ -233,3 +254,27 @@ async def test_a_replica_set_of_40_pods_leaves_nine_created_events_and_one_combi
     (combined,) = [e for e in made if e["message"].startswith("(combined from similar events): Created pod: web-")]
     assert len(apart) == 9 and all(e["count"] == 1 and e["message"][len("Created pod: "):] in names for e in apart)
     assert combined["count"] == 16 and combined["message"].split(": ")[-1] in names
+
+
+async def test_a_burst_past_the_budget_ends_with_the_combined_events_count_exact(tmp_path):
+    clock = FakeClock()
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        api = server.api
+        events = ObjectEvents(api, "replicaset-controller", clock=clock, settle_interval=0.01)
+        rs = {"apiVersion": "apps/v1", "kind": "ReplicaSet",
+              "metadata": {"name": "web", "namespace": "default", "uid": "uid-web"}}
+        events.start()
+        try:
+            for i in range(40):
+                events.record(rs, "Normal", "SuccessfulCreate", f"Created pod: web-{i}")
+            await events.drain()
+
+            async def combined() -> list[int]:
+                return [e["count"] for e in await written(api) if e["message"].startswith("(combined")]
+
+            assert await combined() == [16]
+            clock.advance(300.0)
+            await until(combined, lambda counts: counts == [31])
+        finally:
+            await events.stop()
+        assert len(await written(api)) == 10
