@@ -77,6 +77,19 @@ def cli() -> None:
                    "at 50,000 nodes agents renew every 50 s and a silent node is NotReady after 200 s.")
 @click.option("--pod-eviction-timeout", "eviction", default=300.0, show_default=True, metavar="SECONDS",
               help="Pods of a node NotReady this long are placed elsewhere.")
+@click.option("--node-eviction-rate", "eviction_rate", default=0.1, show_default=True, metavar="PER_SECOND",
+              type=click.FloatRange(min=0),
+              help="Lost nodes whose pods are evicted a second, per zone (topology.kubernetes.io/zone). "
+                   "When every node is NotReady, none are.")
+@click.option("--secondary-node-eviction-rate", "secondary_rate", default=0.01, show_default=True,
+              metavar="PER_SECOND", type=click.FloatRange(min=0),
+              help="The same in a zone of more than --large-cluster-size-threshold nodes where at least "
+                   "--unhealthy-zone-threshold of them are NotReady (a smaller such zone evicts none).")
+@click.option("--unhealthy-zone-threshold", "unhealthy_threshold", default=0.55, show_default=True, metavar="SHARE",
+              type=click.FloatRange(min=0, max=1), help="The NotReady share (of more than two nodes) that makes "
+                                                        "a zone unhealthy.")
+@click.option("--large-cluster-size-threshold", "large_cluster", default=50, show_default=True, metavar="NODES",
+              type=click.IntRange(min=0), help="A zone of more nodes than this is large (see above).")
 @click.option("--local-agent", is_flag=True, help="Also run this machine as a node (process runtime).")
 @click.option("--leader-elect/--no-leader-elect", default=None,
               help="Run the scheduler and controllers only while holding the Lease "
@@ -127,6 +140,7 @@ def cli() -> None:
 def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafile: str, etcd_certfile: str,
            etcd_keyfile: str, run_scheduler: bool, scheduler_process: bool | None,
            scheduler_config: str | None, grace: float, heartbeat: float, heartbeat_rate: float, eviction: float,
+           eviction_rate: float, secondary_rate: float, unhealthy_threshold: float, large_cluster: int,
            local_agent: bool, leader_elect: bool | None, identity: str, advertise_url: str, lease_seconds: float,
            renew_deadline: float,
            retry_period: float, tls_sans: tuple[str, ...], write_kubeconfig: bool, audit_log: str, audit_max_mib: int,
@@ -142,6 +156,7 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
     import logging
 
     from corral.api.kinds.coordination import HeartbeatScale
+    from corral.controllers.nodes.limits import EvictionLimits
     from corral.server.app import ServerConfig, serve_forever
     from corral.server.control.cores import scheduler_in_child
     from corral.store.etcd import EtcdTLS
@@ -185,6 +200,8 @@ def server(data_dir: str | None, address: str, store_url: str | None, etcd_cafil
                           scheduler_config=scheduler_config, node_grace_seconds=grace,
                           heartbeats=HeartbeatScale(heartbeat, heartbeat_rate),
                           eviction_seconds=eviction, local_agent=local_agent, leader_elect=leader_elect,
+                          eviction_limits=EvictionLimits(eviction_rate, secondary_rate, unhealthy_threshold,
+                                                         large_cluster),
                           identity=identity, advertise_url=advertise_url, lease_seconds=lease_seconds, renew_deadline=renew_deadline,
                           retry_period=retry_period, tls_sans=tuple(n for v in tls_sans for n in v.split(",") if n),
                           user_kubeconfig=write_kubeconfig, audit_log=audit_log,

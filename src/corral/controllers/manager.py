@@ -14,6 +14,7 @@ from corral.controllers.workloads.deployment import DeploymentController
 from corral.controllers.workloads.disruption import DisruptionController
 from corral.controllers.garbage_collector import GarbageCollector
 from corral.controllers.workloads.job import JobController
+from corral.controllers.nodes.limits import EvictionLimits
 from corral.controllers.nodes.node_lifecycle import NodeLifecycleController
 from corral.controllers.placement import PlacementController
 from corral.controllers.nodes.pod_gc import PodGarbageCollector
@@ -27,10 +28,10 @@ __all__ = ["ControllerManager"]
 
 class ControllerManager:
     def __init__(self, api: ResourceAPI, *, node_grace_seconds: float, eviction_seconds: float,
-                 heartbeats: HeartbeatScale = HeartbeatScale()) -> None:
+                 heartbeats: HeartbeatScale = HeartbeatScale(), eviction_limits: EvictionLimits = EvictionLimits()) -> None:
         self.controllers = [
             NodeLifecycleController(api, grace_seconds=node_grace_seconds, eviction_seconds=eviction_seconds,
-                                    heartbeats=heartbeats),
+                                    heartbeats=heartbeats, limits=eviction_limits),
             PodGarbageCollector(api, quarantine_seconds=node_grace_seconds),
             DisruptionController(api),
             GarbageCollector(api),

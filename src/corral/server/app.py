@@ -30,6 +30,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from corral.aio import cancel_and_wait, wait_for_termination
 from corral.api.defaults import apply_create_defaults, rfc3339
 from corral.api.kinds.coordination import HeartbeatScale
+from corral.controllers.nodes.limits import EvictionLimits
 from corral.api.resources import (NODE_LEASE_NAMESPACE, OLD_NODE_LEASE_NAMESPACE, SYSTEM_NAMESPACES,
                                   SYSTEM_PRIORITY_CLASSES, by_kind)
 from corral.server import errors
@@ -100,6 +101,7 @@ class ServerConfig:
     node_grace_seconds: float = 40.0  # lease older than this: node NotReady (scaled with the node count)
     heartbeats: HeartbeatScale = HeartbeatScale()  # agents' renewal interval, and the rate past which it grows
     eviction_seconds: float = 300.0  # NotReady longer than this: its pods are placed again
+    eviction_limits: EvictionLimits = EvictionLimits()  # how many lost nodes a second, per zone
     local_agent: bool = False  # also run an agent (process runtime) for this machine, as `make up` does
     leader_elect: bool | None = None  # None: elect when the store is etcd (several servers may share it)
     identity: str = ""  # this server's name in the leader Lease (default: host name + a random suffix)
@@ -320,7 +322,8 @@ class Server:
 
             self.controllers = ControllerManager(self.api, node_grace_seconds=self.config.node_grace_seconds,
                                                  eviction_seconds=self.config.eviction_seconds,
-                                                 heartbeats=self.config.heartbeats)
+                                                 heartbeats=self.config.heartbeats,
+                                                 eviction_limits=self.config.eviction_limits)
             self.controllers.start()
         self._leader_tasks = [asyncio.create_task(self._compact_loop(), name="compaction")]
 

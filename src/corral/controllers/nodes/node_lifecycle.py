@@ -15,6 +15,16 @@ pass over every node costs no more a second than at 10,000), for every node:
    its controller to replace; a bare pod goes back to Pending, for the scheduler to place elsewhere;
 4. heartbeating again: the taint goes (the agent itself sets Ready back to True).
 
+Evictions are limited as kube-controller-manager limits them (:class:`EvictionLimits`, its flags'
+defaults), per zone (a node's ``topology.kubernetes.io/region`` and ``zone`` labels; nodes without
+them share one): a zone evicts at most 0.1 nodes a second (one at once, then one every 10 s, the
+longest NotReady first). A zone where more than two nodes and at least 55 % are NotReady is
+partially disrupted: it evicts 0.01 nodes a second if it has more than 50 nodes, none if fewer.
+When every node of every zone is NotReady at once, nothing is evicted at all: the likely cause is
+the control plane's own (its network, its machine, a restart after a long outage), not every machine
+in the cluster, and its pods would have nowhere to go. Once a node is Ready again, the others'
+eviction timeouts count from that moment.
+
 The state it needs survives a server restart, because it lives in the objects (the taint's
 ``timeAdded``), not in memory. Every time it writes and every age it judges comes from its one
 ``clock``, so a test can move time by hand.
@@ -30,13 +40,14 @@ from typing import Any
 from corral.api.defaults import rfc3339
 from corral.api.kinds.coordination import HeartbeatScale
 from corral.api.resources import NODE_LEASE_NAMESPACE, by_kind
+from corral.controllers.nodes.limits import FULL, EvictionLimits, TokenBucket, zone_of
 from corral.controllers.periodic import PeriodicController
 from corral.scheduler.cache.node_table import parse_timestamp
 from corral.scheduler.plugins.taint_toleration import tolerates
 from corral.server.rest import ResourceAPI, WriteOptions
 from corral.server import errors
 
-__all__ = ["NodeLifecycleController", "UNREACHABLE_TAINT"]
+__all__ = ["NodeLifecycleController", "EvictionLimits", "UNREACHABLE_TAINT"]
 
 log = logging.getLogger(__name__)
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
@@ -55,11 +66,13 @@ class NodeLifecycleController(PeriodicController):
     what = "node lifecycle"
 
     def __init__(self, api: ResourceAPI, *, grace_seconds: float = 40.0, eviction_seconds: float = 300.0,
-                 interval: float = 2.0, clock=time.time, heartbeats: HeartbeatScale = HeartbeatScale()) -> None:
+                 interval: float = 2.0, clock=time.time, heartbeats: HeartbeatScale = HeartbeatScale(),
+                 limits: EvictionLimits = EvictionLimits()) -> None:
         self.api = api
         self.grace = grace_seconds
         self.heartbeats = heartbeats
         self.eviction = eviction_seconds
+        self.limits = limits
         self.interval = interval
         self.clock = clock
         # A node is judged from when this controller began (its server started, or took the lead)
@@ -71,6 +84,10 @@ class NodeLifecycleController(PeriodicController):
         self._opts = WriteOptions(warn=False)
         self._nodes, self._pods, self._events = by_kind("Node"), by_kind("Pod"), by_kind("Event")
         self._by_node: dict[str, list[str]] | None = None  # this pass's pod keys by node (see _pods_on)
+        self._buckets: dict[str, TokenBucket] = {}  # per zone
+        self._evicted: dict[str, str] = {}  # node -> its taint's timeAdded: evicted under that taint already
+        self._all_lost = False  # the last pass found every node NotReady
+        self._calm_since = 0.0  # when the last such spell ended: eviction timeouts count from then at the earliest
 
     def pause(self) -> float:
         return self.interval * self.heartbeats.factor(self.api.cache.count(self._nodes.store_prefix))
@@ -103,18 +120,57 @@ class NodeLifecycleController(PeriodicController):
         records = list(self.api.cache.items(self._nodes.store_prefix))
         self._by_node = None  # read when this pass first needs a node's pods
         grace = self.grace * self.heartbeats.factor(len(records))
+        zones: dict[str, list[int]] = defaultdict(lambda: [0, 0])  # zone -> [Ready, NotReady]
+        due: list[tuple[float, str, str, str]] = []  # (tainted at, node, its zone, timeAdded) past the timeout
         for record in records:
             node = record.obj
             taint = next((t for t in (node.get("spec") or {}).get("taints") or () if t.get("key") == UNREACHABLE_TAINT), None)
             beat, allowed = self._heartbeat(node, grace)
             silent_for = now - max(beat, self.started)
+            zone = zone_of(node)
+            zones[zone][silent_for > allowed] += 1
             if silent_for > allowed:
                 if taint is None:
                     await self._mark_not_ready(node, silent_for)
-                elif now - parse_timestamp(taint.get("timeAdded")) > self.eviction:
-                    await self._evict_pods(node["metadata"]["name"])
+                else:
+                    added = parse_timestamp(taint.get("timeAdded"))
+                    if now - max(added, self._calm_since) > self.eviction:
+                        due.append((added, node["metadata"]["name"], zone, str(taint.get("timeAdded"))))
             elif taint is not None:
                 await self._mark_reachable(node)
+                self._evicted.pop(node["metadata"]["name"], None)
+        if self._evicted and len(self._evicted) > len(due):  # forget the nodes deleted since
+            names = {record.obj["metadata"]["name"] for record in records}
+            self._evicted = {name: added for name, added in self._evicted.items() if name in names}
+        await self._evict_due(now, zones, sorted(due))
+
+    async def _evict_due(self, now: float, zones: dict[str, list[int]], due: list[tuple[float, str, str, str]]) -> None:
+        """Evict the pods of the nodes past the eviction timeout, as each zone's limit allows (the
+        longest NotReady first); a node evicted under its taint already is looked at again without
+        a token (a pod being deleted there since)."""
+        limits = self.limits
+        states = {zone: limits.zone_state(*counts) for zone, counts in zones.items()}
+        if states and all(state == FULL for state in states.values()):
+            if not self._all_lost:
+                log.warning("every node is NotReady: no pod is evicted until a node is Ready again "
+                            "(the control plane's connection is the likelier cause than every machine)")
+                self._all_lost = True
+            return
+        if self._all_lost:
+            log.warning("a node is Ready again: the NotReady nodes' pods are evicted %.0fs from now at the "
+                        "earliest", self.eviction)
+            self._all_lost, self._calm_since = False, now
+            return
+        for _, name, zone, added in due:
+            if self._evicted.get(name) != added:
+                rate = limits.zone_rate(states[zone], sum(zones[zone]))
+                bucket = self._buckets.get(zone)
+                if bucket is None or bucket.rate != rate:
+                    bucket = self._buckets[zone] = TokenBucket(rate, now)
+                if rate <= 0 or not bucket.take(now):
+                    continue  # its zone's limit: a later pass
+                self._evicted[name] = added
+            await self._evict_pods(name)
 
     def _pods_on(self, node: str) -> list[dict[str, Any]]:
         """The pods bound to ``node``, as they are now.

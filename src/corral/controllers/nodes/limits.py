@@ -1,0 +1,62 @@
+"""How fast the node lifecycle controller may evict lost nodes' pods: kube-controller-manager's
+zones, disruption states and rates (see :mod:`corral.controllers.nodes.node_lifecycle`). Apart, so
+the server's settings can name them without importing the controller."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["EvictionLimits", "TokenBucket", "zone_of", "NORMAL", "PARTIAL", "FULL"]
+
+# A node's zone: its region and zone, the GA labels first, as Kubernetes reads them.
+ZONE_LABELS = (("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region"),
+               ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone"))
+NORMAL, PARTIAL, FULL = "Normal", "PartialDisruption", "FullDisruption"
+
+
+@dataclass(frozen=True)
+class EvictionLimits:
+    """How fast lost nodes' pods are evicted, per zone: kube-controller-manager's flags and defaults."""
+
+    rate: float = 0.1  # --node-eviction-rate: nodes a second, in a zone not partially disrupted
+    secondary_rate: float = 0.01  # --secondary-node-eviction-rate: in a partially disrupted large zone
+    unhealthy_threshold: float = 0.55  # --unhealthy-zone-threshold: NotReady share making a zone partially disrupted
+    large_cluster: int = 50  # --large-cluster-size-threshold: a zone of more nodes is large
+
+    def zone_state(self, ready: int, not_ready: int) -> str:
+        if ready == 0 and not_ready > 0:
+            return FULL
+        if not_ready > 2 and not_ready / (ready + not_ready) >= self.unhealthy_threshold:
+            return PARTIAL
+        return NORMAL
+
+    def zone_rate(self, state: str, size: int) -> float:
+        """Nodes a second a zone in ``state`` of ``size`` nodes may evict (a fully disrupted zone
+        among healthy ones evicts at the normal rate: its pods have somewhere to go)."""
+        if state == PARTIAL:
+            return self.secondary_rate if size > self.large_cluster else 0.0
+        return self.rate
+
+
+class TokenBucket:
+    """A token bucket holding a second's worth, at least one (Kubernetes' eviction limiter holds one; a
+    pass takes its tokens at one instant): full when made or when its rate changes."""
+
+    def __init__(self, rate: float, now: float) -> None:
+        self.rate, self.size, self.at = rate, max(1.0, rate), now
+        self.tokens = self.size
+
+    def take(self, now: float) -> bool:
+        self.tokens = min(self.size, self.tokens + max(0.0, now - self.at) * self.rate)
+        self.at = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return True
+        return False
+
+
+def zone_of(node: dict[str, Any]) -> str:
+    labels = node["metadata"].get("labels") or {}
+    region, zone = ((labels.get(ga) or labels.get(beta) or "") for ga, beta in ZONE_LABELS)
+    return f"{region}:{zone}" if region or zone else ""
