@@ -43,6 +43,9 @@ class ControllerManager:
             PlacementController(api),
         ]
 
+    def node_lifecycle(self) -> NodeLifecycleController:
+        return next(c for c in self.controllers if isinstance(c, NodeLifecycleController))
+
     def event_recorders(self) -> list[ObjectEvents]:
         """The event recorder of each controller that records events."""
         return [c.events for c in self.controllers if isinstance(c, QueuedController)]

@@ -716,6 +716,7 @@ class Server:
             self.scheduler.update_gauges()
         if self.controllers is not None:
             self.metrics.controller_events(self.controllers.event_recorders())
+            self.metrics.node_zones(self.controllers.node_lifecycle())
         body = generate_latest(self.metrics.registry)
         if hasattr(self.scheduler, "metrics_text"):  # a scheduler process: its own registry's, asked of it
             body += await self.scheduler.metrics_text()

@@ -1,6 +1,6 @@
 """What the server's ``/metrics`` shows of itself: requests and their latency, the store and the
-watch cache, leadership, and the controllers' event recorders. (The scheduler's are its own:
-:mod:`corral.scheduler.scheduler`.)"""
+watch cache, leadership, the controllers' event recorders, and the nodes' zones and evictions. (The
+scheduler's are its own: :mod:`corral.scheduler.scheduler`.)"""
 
 from __future__ import annotations
 
@@ -37,6 +37,45 @@ class ServerMetrics:
                                                  "write: recorded while the most were waiting to be", ["controller"],
                                                  registry=self.registry)
         self._dropped_counted: dict[str, tuple[object, int]] = {}  # controller → (its recorder, dropped counted)
+        # The node lifecycle controller's zones, as kube-controller-manager's node_collector_* show them
+        zone = ["zone"]  # "region/zone" from the nodes' topology labels (see corral.controllers.nodes.limits)
+        self.zone_size = Gauge("corral_node_collector_zone_size", "Nodes in a zone", zone, registry=self.registry)
+        self.zone_unhealthy = Gauge("corral_node_collector_unhealthy_nodes_in_zone", "NotReady nodes in a zone",
+                                    zone, registry=self.registry)
+        self.zone_health = Gauge("corral_node_collector_zone_health", "Percentage of a zone's nodes that are Ready",
+                                 zone, registry=self.registry)
+        self.zone_disrupted = Gauge("corral_node_collector_zone_disruption", "1 in a zone's disruption state "
+                                    "(Normal, PartialDisruption, FullDisruption), 0 in the others",
+                                    ["zone", "state"], registry=self.registry)
+        self.evictions = Counter("corral_node_collector_evictions", "Lost nodes whose pods were evicted", zone,
+                                 registry=self.registry)
+        self._zones: set[str] = set()
+        self._evictions_counted: tuple[object, dict[str, int]] = (None, {})
+
+    def node_zones(self, lifecycle: Any) -> None:
+        """The node lifecycle controller's zones as its last pass found them, and its evictions (a
+        new term's controller counts on from the last term's)."""
+        from corral.controllers.nodes.limits import FULL, NORMAL, PARTIAL
+
+        for zone in self._zones - lifecycle.zones.keys():  # no node there any more
+            for gauge in (self.zone_size, self.zone_unhealthy, self.zone_health):
+                gauge.remove(zone)
+            for state in (NORMAL, PARTIAL, FULL):
+                self.zone_disrupted.remove(zone, state)
+        self._zones = set(lifecycle.zones)
+        for zone, (size, not_ready, state) in lifecycle.zones.items():
+            self.zone_size.labels(zone).set(size)
+            self.zone_unhealthy.labels(zone).set(not_ready)
+            self.zone_health.labels(zone).set(100.0 * (size - not_ready) / size if size else 100.0)
+            for each in (NORMAL, PARTIAL, FULL):
+                self.zone_disrupted.labels(zone, each).set(1 if each == state else 0)
+        controller, counted = self._evictions_counted
+        if controller is not lifecycle:
+            counted = {}
+        for zone, n in lifecycle.evictions.items():
+            if n > counted.get(zone, 0):
+                self.evictions.labels(zone).inc(n - counted.get(zone, 0))
+        self._evictions_counted = (lifecycle, dict(lifecycle.evictions))
 
     def controller_events(self, recorders: list[Any]) -> None:
         """The controllers' event recorders' figures (by their component); a recorder's ``dropped``

@@ -193,6 +193,57 @@ async def test_the_limits_are_settings(make):
     assert await c.evicted() == {"n0", "n1", "n2"}
 
 
+def metrics(text: str, name: str) -> dict[str, float]:
+    """``name``'s samples in a /metrics text, by their labels (as written)."""
+    found = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            labels, value = line[len(name):].rsplit(" ", 1)
+            found[labels] = float(value)
+    return found
+
+
+async def test_the_zones_and_evictions_are_on_the_servers_metrics(make):
+    """kube-controller-manager's node_collector_* figures: each zone's size, NotReady nodes, health
+    and disruption state as the last pass found them, and the lost nodes evicted."""
+    from prometheus_client import generate_latest
+
+    from corral.server.metrics import ServerMetrics
+
+    c = make()
+    for name, zone in (("a0", "a"), ("a1", "a"), ("b0", "b"), ("b1", "b"), ("b2", "b"), ("b3", "b"), ("x", None)):
+        await c.add(name, zone)
+    await c.api.patch(NODES, None, "x", {"metadata": {"labels": {"topology.kubernetes.io/region": "eu",
+                                                                 ZONE: "c"}}}, "merge", OPTS)
+    server_metrics = ServerMetrics()
+
+    def shown(name: str) -> dict[str, float]:
+        server_metrics.node_zones(c.controller)
+        return metrics(generate_latest(server_metrics.registry).decode(), name)
+
+    await c.after(GRACE + 1, "b1", "b2", "b3", "x")
+    assert shown("corral_node_collector_zone_size") == {'{zone="a"}': 2, '{zone="b"}': 4, '{zone="eu/c"}': 1}
+    assert shown("corral_node_collector_unhealthy_nodes_in_zone") == {'{zone="a"}': 2, '{zone="b"}': 1,
+                                                                     '{zone="eu/c"}': 0}
+    assert shown("corral_node_collector_zone_health") == {'{zone="a"}': 0, '{zone="b"}': 75, '{zone="eu/c"}': 100}
+    assert {k: v for k, v in shown("corral_node_collector_zone_disruption").items() if v} == {
+        '{state="FullDisruption",zone="a"}': 1, '{state="Normal",zone="b"}': 1, '{state="Normal",zone="eu/c"}': 1}
+    assert shown("corral_node_collector_evictions_total") == {}
+    await c.after(EVICTION + 1, "b1", "b2", "b3", "x")
+    await c.after(11, "b1", "b2", "b3", "x")
+    assert shown("corral_node_collector_evictions_total") == {'{zone="a"}': 2, '{zone="b"}': 1}
+    await c.api.delete(NODES, None, "x", 0, None, None)
+    await c.after(1, "b1", "b2", "b3")
+    assert shown("corral_node_collector_zone_size") == {'{zone="a"}': 2, '{zone="b"}': 4}  # its zone is gone
+    c.controller = NodeLifecycleController(c.api, grace_seconds=GRACE, eviction_seconds=EVICTION, clock=c.clock)
+    # A new term's controller (another leader) finds the lost nodes a grace period after its start,
+    # still tainted since long ago: it evicts them again (a0 and b0 at once, a1 a token later), and
+    # the count goes on from the last term's.
+    await c.after(GRACE + 1, "b1", "b2", "b3")
+    await c.after(EVICTION + 1, "b1", "b2", "b3")
+    assert shown("corral_node_collector_evictions_total") == {'{zone="a"}': 4, '{zone="b"}': 2}
+
+
 @pytest.mark.parametrize("ready, not_ready, state", [
     (0, 1, "FullDisruption"), (0, 0, "Normal"), (1, 2, "Normal"), (2, 3, "PartialDisruption"),
     (3, 3, "Normal"), (9, 11, "PartialDisruption"), (1000, 1, "Normal"),
@@ -237,6 +288,10 @@ def test_a_servers_eviction_flags_reach_its_controller(tmp_path):
             assert any(t["key"] == UNREACHABLE_TAINT for t in node["spec"]["taints"])
             assert (await client.get("pods", "stays", "default", raw=True))["spec"]["nodeName"] == "lost"
             assert "every node is NotReady" not in server.log()
+            shown = (await client.request("GET", "/metrics")).decode()
+            assert metrics(shown, "corral_node_collector_zone_size") == {'{zone=""}': 2}
+            assert metrics(shown, "corral_node_collector_unhealthy_nodes_in_zone") == {'{zone=""}': 1}
+            assert metrics(shown, "corral_node_collector_evictions_total") == {}
             deadline = time.monotonic() + 15
             while "every node is NotReady" not in server.log() and time.monotonic() < deadline:
                 await asyncio.sleep(0.2)

@@ -57,6 +57,7 @@ class TokenBucket:
 
 
 def zone_of(node: dict[str, Any]) -> str:
+    """``region/zone``, or the zone alone without a region ("" for a node without either)."""
     labels = node["metadata"].get("labels") or {}
     region, zone = ((labels.get(ga) or labels.get(beta) or "") for ga, beta in ZONE_LABELS)
-    return f"{region}:{zone}" if region or zone else ""
+    return f"{region}/{zone}" if region else zone

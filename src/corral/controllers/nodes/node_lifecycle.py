@@ -87,6 +87,8 @@ class NodeLifecycleController(PeriodicController):
         self._buckets: dict[str, TokenBucket] = {}  # per zone
         self._evicted: dict[str, str] = {}  # node -> its taint's timeAdded: evicted under that taint already
         self._all_lost = False  # the last pass found every node NotReady
+        self.zones: dict[str, tuple[int, int, str]] = {}  # the last pass's: zone -> (nodes, NotReady, state)
+        self.evictions: dict[str, int] = defaultdict(int)  # zone -> lost nodes evicted (for /metrics)
         self._calm_since = 0.0  # when the last such spell ended: eviction timeouts count from then at the earliest
 
     def pause(self) -> float:
@@ -150,6 +152,7 @@ class NodeLifecycleController(PeriodicController):
         a token (a pod being deleted there since)."""
         limits = self.limits
         states = {zone: limits.zone_state(*counts) for zone, counts in zones.items()}
+        self.zones = {zone: (ready + not_ready, not_ready, states[zone]) for zone, (ready, not_ready) in zones.items()}
         if states and all(state == FULL for state in states.values()):
             if not self._all_lost:
                 log.warning("every node is NotReady: no pod is evicted until a node is Ready again "
@@ -170,6 +173,7 @@ class NodeLifecycleController(PeriodicController):
                 if rate <= 0 or not bucket.take(now):
                     continue  # its zone's limit: a later pass
                 self._evicted[name] = added
+                self.evictions[zone] += 1
             await self._evict_pods(name)
 
     def _pods_on(self, node: str) -> list[dict[str, Any]]:
