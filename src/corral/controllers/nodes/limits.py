@@ -10,8 +10,8 @@ from typing import Any
 __all__ = ["EvictionLimits", "TokenBucket", "zone_of", "NORMAL", "PARTIAL", "FULL"]
 
 # A node's zone: its region and zone, the GA labels first, as Kubernetes reads them.
-ZONE_LABELS = (("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region"),
-               ("topology.kubernetes.io/zone", "failure-domain.beta.kubernetes.io/zone"))
+REGION, ZONE = "topology.kubernetes.io/region", "topology.kubernetes.io/zone"
+BETA_REGION, BETA_ZONE = "failure-domain.beta.kubernetes.io/region", "failure-domain.beta.kubernetes.io/zone"
 NORMAL, PARTIAL, FULL = "Normal", "PartialDisruption", "FullDisruption"
 
 
@@ -58,6 +58,9 @@ class TokenBucket:
 
 def zone_of(node: dict[str, Any]) -> str:
     """``region/zone``, or the zone alone without a region ("" for a node without either)."""
-    labels = node["metadata"].get("labels") or {}
-    region, zone = ((labels.get(ga) or labels.get(beta) or "") for ga, beta in ZONE_LABELS)
+    labels = node["metadata"].get("labels")
+    if not labels:
+        return ""
+    zone = labels.get(ZONE) or labels.get(BETA_ZONE) or ""
+    region = labels.get(REGION) or labels.get(BETA_REGION)
     return f"{region}/{zone}" if region else zone

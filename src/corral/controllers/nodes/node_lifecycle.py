@@ -26,8 +26,10 @@ in the cluster, and its pods would have nowhere to go. Once a node is Ready agai
 eviction timeouts count from that moment.
 
 The state it needs survives a server restart, because it lives in the objects (the taint's
-``timeAdded``), not in memory. Every time it writes and every age it judges comes from its one
-``clock``, so a test can move time by hand.
+``timeAdded``), not in memory. What the limits keep in memory (each zone's tokens, the end of a spell
+with every node lost) starts afresh with the controller, which gives every node a fresh grace period
+anyway. Every time it writes and every age it judges comes from its one ``clock``, so a test can
+move time by hand.
 """
 
 from __future__ import annotations
@@ -87,9 +89,9 @@ class NodeLifecycleController(PeriodicController):
         self._buckets: dict[str, TokenBucket] = {}  # per zone
         self._evicted: dict[str, str] = {}  # node -> its taint's timeAdded: evicted under that taint already
         self._all_lost = False  # the last pass found every node NotReady
+        self._calm_since = 0.0  # when the last such spell ended: eviction timeouts count from then at the earliest
         self.zones: dict[str, tuple[int, int, str]] = {}  # the last pass's: zone -> (nodes, NotReady, state)
         self.evictions: dict[str, int] = defaultdict(int)  # zone -> lost nodes evicted (for /metrics)
-        self._calm_since = 0.0  # when the last such spell ended: eviction timeouts count from then at the earliest
 
     def pause(self) -> float:
         return self.interval * self.heartbeats.factor(self.api.cache.count(self._nodes.store_prefix))
