@@ -254,6 +254,33 @@ async def test_a_controller_is_handed_only_the_changes_of_the_resources_it_decla
         assert not any(controller._on_event in h for h in hooks)
 
 
+async def test_a_controller_stopped_while_its_cache_catches_up_leaves_no_sync_unawaited(tmp_path):
+    """Found as a RuntimeWarning ("coroutine 'GarbageCollector.sync' was never awaited") when a server
+    stopped: a worker had made its sync's coroutine before waiting for a fresh cache, and was
+    cancelled there. Nothing synced, nothing left over."""
+    import gc
+    import warnings
+
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        controller = Recording(server.api)
+        held = asyncio.Event()
+
+        async def never_fresh() -> None:
+            held.set()
+            await asyncio.Event().wait()
+
+        server.api.cache.wait_fresh = never_fresh
+        controller.start()
+        async with asyncio.timeout(10):
+            await held.wait()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            await controller.stop()
+            gc.collect()
+        assert [str(w.message) for w in caught if issubclass(w.category, RuntimeWarning)] == []
+        assert controller.synced == []
+
+
 async def test_a_failed_sync_is_tried_again_after_a_growing_backoff_and_a_delay_it_asks_for_brings_it_back(tmp_path):
     async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
         controller = Recording(server.api, failures={"flaky": 2}, again={"flaky": 0.2})

@@ -177,9 +177,9 @@ class QueuedController:
                 self.queue.add_after(key, wait)
                 self.queue.done(key)
                 continue
-            timed = OnLoop(self.sync(key))
             try:
                 await self.api.cache.wait_fresh()
+                timed = OnLoop(self.sync(key))  # made here: stopped while waiting above, none is left unawaited
                 again = await timed
             except asyncio.CancelledError:
                 raise
