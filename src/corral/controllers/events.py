@@ -36,6 +36,7 @@ import msgspec
 from corral.aio import Backlog, cancel_and_wait
 from corral.api.defaults import now_rfc3339
 from corral.api.resources import by_kind
+from corral.controllers.tokens import TokenBucket
 from corral.server import errors
 from corral.server.rest import ResourceAPI, WriteOptions
 
@@ -68,7 +69,7 @@ class EventCorrelator:
         self._clock = clock
         self._similar: OrderedDict[tuple, tuple[float, set[str]]] = OrderedDict()  # messages of one reason
         self._series: OrderedDict[tuple, Series] = OrderedDict()
-        self._budget: OrderedDict[tuple, tuple[float, float]] = OrderedDict()  # tokens, when counted
+        self._budget: OrderedDict[tuple, TokenBucket] = OrderedDict()  # per source
         self._owed: OrderedDict[tuple, tuple[tuple, dict[str, Any], Series]] = OrderedDict()  # newest unwritten
         self.suppressed = 0
 
@@ -111,11 +112,9 @@ class EventCorrelator:
         return out
 
     def _spend(self, source: tuple, now: float) -> bool:
-        tokens, counted_at = self._budget.get(source) or (float(SPAM_BURST), now)
-        tokens = min(float(SPAM_BURST), tokens + (now - counted_at) / SPAM_REFILL)
-        spent = tokens >= 1.0
-        _remember(self._budget, source, (tokens - 1.0 if spent else tokens, now))
-        return spent
+        budget = self._budget.get(source) or TokenBucket(SPAM_REFILL, float(SPAM_BURST), now)
+        _remember(self._budget, source, budget)
+        return budget.take(now)
 
 
 def _remember(table: OrderedDict, key: tuple, value: Any) -> None:

@@ -30,9 +30,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from corral.aio import cancel_and_wait, wait_for_termination
 from corral.api.defaults import apply_create_defaults, rfc3339
 from corral.api.kinds.coordination import HeartbeatScale
-from corral.controllers.nodes.limits import EvictionLimits
 from corral.api.resources import (NODE_LEASE_NAMESPACE, OLD_NODE_LEASE_NAMESPACE, SYSTEM_NAMESPACES,
                                   SYSTEM_PRIORITY_CLASSES, by_kind)
+from corral.controllers.nodes.limits import EvictionLimits
 from corral.server import errors
 from corral.server.watch import HISTORY_BYTES, WatchCache
 from corral.agent.throughput import THROUGHPUT_PATH

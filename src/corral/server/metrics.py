@@ -36,7 +36,7 @@ class ServerMetrics:
         self.controller_events_dropped = Counter("corral_controller_events_dropped", "Events a controller did not "
                                                  "write: recorded while the most were waiting to be", ["controller"],
                                                  registry=self.registry)
-        self._dropped_counted: dict[str, tuple[object, int]] = {}  # controller → (its recorder, dropped counted)
+        self._followed: dict[tuple, tuple[object, float]] = {}  # see _follow
         # The node lifecycle controller's zones, as kube-controller-manager's node_collector_* show them
         zone = ["zone"]  # "region/zone" from the nodes' topology labels (see corral.controllers.nodes.limits)
         self.zone_size = Gauge("corral_node_collector_zone_size", "Nodes in a zone", zone, registry=self.registry)
@@ -50,7 +50,6 @@ class ServerMetrics:
         self.evictions = Counter("corral_node_collector_evictions", "Lost nodes whose pods were evicted", zone,
                                  registry=self.registry)
         self._zones: set[str] = set()
-        self._evictions_counted: tuple[object, dict[str, int]] = (None, {})
 
     def node_zones(self, lifecycle: Any) -> None:
         """The node lifecycle controller's zones as its last pass found them, and its evictions (a
@@ -69,13 +68,18 @@ class ServerMetrics:
             self.zone_health.labels(zone).set(100.0 * (size - not_ready) / size if size else 100.0)
             for each in (NORMAL, PARTIAL, FULL):
                 self.zone_disrupted.labels(zone, each).set(1 if each == state else 0)
-        controller, counted = self._evictions_counted
-        if controller is not lifecycle:
-            counted = {}
-        for zone, n in lifecycle.evictions.items():
-            if n > counted.get(zone, 0):
-                self.evictions.labels(zone).inc(n - counted.get(zone, 0))
-        self._evictions_counted = (lifecycle, dict(lifecycle.evictions))
+        for zone, evicted in lifecycle.evictions.items():
+            self._follow(self.evictions.labels(zone), ("evictions", zone), lifecycle, evicted)
+
+    def _follow(self, counter: Any, key: tuple, owner: object, running: float) -> None:
+        """Raise ``counter`` to follow ``running``, ``owner``'s running count: a new owner under ``key``
+        (a new term's controller) counts from nothing, and the counter goes on from where it was."""
+        seen, counted = self._followed.get(key, (None, 0))
+        if seen is not owner:
+            counted = 0
+        if running > counted:
+            counter.inc(running - counted)
+        self._followed[key] = (owner, running)
 
     def controller_events(self, recorders: list[Any]) -> None:
         """The controllers' event recorders' figures (by their component); a recorder's ``dropped``
@@ -83,10 +87,5 @@ class ServerMetrics:
         for events in recorders:
             name = events.component
             self.controller_events_waiting.labels(name).set(events.waiting)
-            recorder, counted = self._dropped_counted.get(name, (None, 0))
-            if recorder is not events:
-                counted = 0  # a new term's controllers: their recorders start from nothing
             dropped = self.controller_events_dropped.labels(name)  # shown from 0, before any drop
-            if events.dropped > counted:
-                dropped.inc(events.dropped - counted)
-            self._dropped_counted[name] = (events, events.dropped)
+            self._follow(dropped, ("dropped", name), events, events.dropped)

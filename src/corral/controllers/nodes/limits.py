@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["EvictionLimits", "TokenBucket", "zone_of", "NORMAL", "PARTIAL", "FULL"]
+__all__ = ["EvictionLimits", "zone_of", "NORMAL", "PARTIAL", "FULL"]
 
 # A node's zone: its region and zone, the GA labels first, as Kubernetes reads them.
 REGION, ZONE = "topology.kubernetes.io/region", "topology.kubernetes.io/zone"
@@ -37,23 +37,6 @@ class EvictionLimits:
         if state == PARTIAL:
             return self.secondary_rate if size > self.large_cluster else 0.0
         return self.rate
-
-
-class TokenBucket:
-    """A token bucket holding a second's worth, at least one (Kubernetes' eviction limiter holds one; a
-    pass takes its tokens at one instant): full when made or when its rate changes."""
-
-    def __init__(self, rate: float, now: float) -> None:
-        self.rate, self.size, self.at = rate, max(1.0, rate), now
-        self.tokens = self.size
-
-    def take(self, now: float) -> bool:
-        self.tokens = min(self.size, self.tokens + max(0.0, now - self.at) * self.rate)
-        self.at = now
-        if self.tokens >= 1.0:
-            self.tokens -= 1.0
-            return True
-        return False
 
 
 def zone_of(node: dict[str, Any]) -> str:

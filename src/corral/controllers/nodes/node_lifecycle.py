@@ -35,6 +35,7 @@ move time by hand.
 from __future__ import annotations
 
 import logging
+import math
 import time
 from collections import defaultdict
 from typing import Any
@@ -42,8 +43,9 @@ from typing import Any
 from corral.api.defaults import rfc3339
 from corral.api.kinds.coordination import HeartbeatScale
 from corral.api.resources import NODE_LEASE_NAMESPACE, by_kind
-from corral.controllers.nodes.limits import FULL, EvictionLimits, TokenBucket, zone_of
+from corral.controllers.nodes.limits import FULL, EvictionLimits, zone_of
 from corral.controllers.periodic import PeriodicController
+from corral.controllers.tokens import TokenBucket
 from corral.scheduler.cache.node_table import parse_timestamp
 from corral.scheduler.plugins.taint_toleration import tolerates
 from corral.server.rest import ResourceAPI, WriteOptions
@@ -169,9 +171,12 @@ class NodeLifecycleController(PeriodicController):
         for _, name, zone, added in due:
             if self._evicted.get(name) != added:
                 rate = limits.zone_rate(states[zone], sum(zones[zone]))
+                interval = 1.0 / rate if rate > 0 else math.inf
                 bucket = self._buckets.get(zone)
-                if bucket is None or bucket.rate != rate:
-                    bucket = self._buckets[zone] = TokenBucket(rate, now)
+                if bucket is None or bucket.interval != interval:
+                    # A new rate gets a full bucket, as Kubernetes swaps one in: a second's worth, at least
+                    # one (Kubernetes' holds one; a pass takes its tokens at one instant).
+                    bucket = self._buckets[zone] = TokenBucket(interval, max(1.0, rate), now)
                 if rate <= 0 or not bucket.take(now):
                     continue  # its zone's limit: a later pass
                 self._evicted[name] = added
