@@ -137,3 +137,66 @@ async def test_hollow_nodes_stopped_while_their_requests_queue_leave_no_request_
                 await hollow.stop()
                 gc.collect()
             assert not [w for w in caught if "never awaited" in str(w.message)]
+
+
+def _ready_of(server, name: str) -> str:
+    node = server.cache.get(by_kind("Node").key(None, name)).obj
+    return next(c["status"] for c in node["status"]["conditions"] if c["type"] == "Ready")
+
+
+async def _mark_unknown(admin: Client, names: list[str]) -> None:
+    """What the node controller writes for a node it lost."""
+    for name in names:
+        await admin.patch("nodes", name, {"status": {"conditions": [
+            {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+             "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}},
+            subresource="status", raw=True)
+
+
+async def test_hollow_nodes_restarted_post_ready_at_once_not_at_their_next_heartbeat(tmp_path):
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        async with Client(credentials=server.issue_credentials("admin", ["system:masters"])) as admin:
+            config = HollowConfig(count=4, lease_interval=0.2, status_interval=3600.0, node_identities=False)
+            first = HollowNodes(admin, config)
+            await first.start()
+            await first.stop()
+            names = list(first.names)
+            await _mark_unknown(admin, names)  # lost while the simulator was down
+            again = HollowNodes(admin, config)
+            await again.start()
+            try:
+                assert {_ready_of(server, n) for n in names} == {"True"}
+            finally:
+                await again.stop()
+
+
+async def test_hollow_nodes_cut_off_post_ready_as_soon_as_they_renew_again(tmp_path, monkeypatch):
+    from corral.client.rest import ConnectionFailed
+    from corral.sim import hollow as hollow_module
+
+    cut = {"hollow-1"}
+    renew = hollow_module.renew_lease
+
+    async def renew_unless_cut(client, node, **kwargs):
+        if node in cut:
+            raise ConnectionFailed("cut off")
+        return await renew(client, node, **kwargs)
+
+    monkeypatch.setattr(hollow_module, "renew_lease", renew_unless_cut)
+    async with running_server(str(tmp_path / "s"), scheduler=False, controllers=False) as server:
+        async with Client(credentials=server.issue_credentials("admin", ["system:masters"])) as admin:
+            hollow = HollowNodes(admin, HollowConfig(count=3, lease_interval=0.1, status_interval=3600.0,
+                                                     node_identities=False))
+            cut.add("hollow-0")  # registered, then cut off before its first round of renewals
+            await hollow.start()
+            try:
+                await asyncio.sleep(0.3)
+                await _mark_unknown(admin, ["hollow-0", "hollow-1", "hollow-2"])
+                cut.clear()
+                for _ in range(40):
+                    if _ready_of(server, "hollow-0") == _ready_of(server, "hollow-1") == "True":
+                        break
+                    await asyncio.sleep(0.05)
+                assert [_ready_of(server, n) for n in ("hollow-0", "hollow-1", "hollow-2")] == ["True", "True", "Unknown"]
+            finally:
+                await hollow.stop()

@@ -17,6 +17,10 @@ credential, which must be allowed to watch pods), one heartbeat loop that renews
 lease in bounded-concurrency batches spread over the interval (longer as the server lengthens the
 leases of a large cluster), one status writer, and timers on
 the event loop instead of a task per container. Each node keeps one connection of its own.
+
+A node back after its renewals failed (the server unreachable), or found registered already (the
+simulator restarted), posts its Ready heartbeat at once, as an agent does: the node controller will
+have marked it Unknown, and the next status round may be minutes away at 50,000 nodes.
 """
 
 from __future__ import annotations
@@ -76,6 +80,7 @@ class HollowNodes:
         self.started_pods = 0
         self.lease_seconds = 0  # the longest lease duration the server wrote in the last round
         self._seen_lease_seconds = 0  # ... in this round so far
+        self._cut_off: set[str] = set()  # nodes whose last lease renewal failed
 
     # --- lifecycle -------------------------------------------------------------------------------------
 
@@ -152,7 +157,9 @@ class HollowNodes:
             try:
                 await self.client_of(name).create(self._node(i, name))
             except AlreadyExists:
-                pass
+                # Registered before (the simulator restarted): Ready now, as an agent re-registering
+                # is, not at the first heartbeat; the node controller may have marked it Unknown.
+                await self._heartbeat_node(name)
         await asyncio.gather(*(self._limited(register, i, n) for i, n in enumerate(self.names)))
         await asyncio.gather(*(self._limited(self._renew, n) for n in self.names))
         self.lease_seconds, self._seen_lease_seconds = self._seen_lease_seconds, 0
@@ -180,8 +187,18 @@ class HollowNodes:
                                          subresource="status", raw=True)
 
     async def _renew(self, name: str) -> None:
-        seconds = await renew_lease(self.client_of(name), name, duration_seconds=LEASE_SECONDS)
+        """Renew ``name``'s lease; a node back from failed renewals (the server unreachable, a
+        network cut) also posts its Ready heartbeat at once, rather than at the next status round:
+        the node controller will have marked it Unknown meanwhile."""
+        try:
+            seconds = await renew_lease(self.client_of(name), name, duration_seconds=LEASE_SECONDS)
+        except (ApiError, ConnectionFailed):
+            self._cut_off.add(name)
+            raise
         self._seen_lease_seconds = max(self._seen_lease_seconds, seconds)
+        if name in self._cut_off:
+            self._cut_off.discard(name)
+            await self._heartbeat_node(name)
 
     def intervals(self) -> tuple[float, float]:
         """Seconds between lease renewals and between Ready heartbeats: as configured, longer by as
