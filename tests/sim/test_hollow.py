@@ -189,6 +189,15 @@ async def test_hollow_nodes_cut_off_post_ready_as_soon_as_they_renew_again(tmp_p
                                                      node_identities=False))
             cut.add("hollow-0")  # registered, then cut off before its first round of renewals
             await hollow.start()
+            heartbeat, failing = hollow._heartbeat_node, {"hollow-1"}
+
+            async def heartbeat_failing_once(name):
+                if name in failing:  # the server back for its renewal, gone again for its heartbeat
+                    failing.discard(name)
+                    raise ConnectionFailed("cut off again")
+                await heartbeat(name)
+
+            hollow._heartbeat_node = heartbeat_failing_once
             try:
                 await asyncio.sleep(0.3)
                 await _mark_unknown(admin, ["hollow-0", "hollow-1", "hollow-2"])
@@ -198,5 +207,6 @@ async def test_hollow_nodes_cut_off_post_ready_as_soon_as_they_renew_again(tmp_p
                         break
                     await asyncio.sleep(0.05)
                 assert [_ready_of(server, n) for n in ("hollow-0", "hollow-1", "hollow-2")] == ["True", "True", "Unknown"]
+                assert not failing  # hollow-1's first heartbeat failed; the next renewal tried it again
             finally:
                 await hollow.stop()

@@ -197,8 +197,8 @@ class HollowNodes:
             raise
         self._seen_lease_seconds = max(self._seen_lease_seconds, seconds)
         if name in self._cut_off:
-            self._cut_off.discard(name)
             await self._heartbeat_node(name)
+            self._cut_off.discard(name)  # only now: a failed heartbeat is tried again at the next renewal
 
     def intervals(self) -> tuple[float, float]:
         """Seconds between lease renewals and between Ready heartbeats: as configured, longer by as
