@@ -1,6 +1,7 @@
 """An agent in the test's event loop, against an in-process server: its endpoint (TLS with the
 node's certificate, on the node's own address, answering only the API server's client certificate)
-and its node's life (deleted while the agent runs, it registers again)."""
+and its node's life (deleted while the agent runs, it registers again; cut off from the server, it
+is Ready again within seconds of the server's return)."""
 
 from __future__ import annotations
 
@@ -112,3 +113,56 @@ async def test_a_log_stream_read_to_its_end_gives_its_seat_back(agent):
         for _ in range(3):
             assert b"hello" in await admin.request("GET", "/api/v1/namespaces/default/pods/talker/log")
     assert node.log_streams == 0
+
+
+async def test_an_agent_cut_off_from_the_server_is_ready_again_within_seconds_of_its_return(tmp_path, monkeypatch, caplog):
+    """Heartbeats 30 s apart; one that fails is tried again after 0.2 s, 0.4 s, ... (at most 7 s),
+    so the node is Ready again soon after the server is back, not at the next heartbeat."""
+    import logging
+
+    from corral.agent import agent as agent_module
+    from corral.client.rest import ConnectionFailed
+
+    cut = {"on": False}
+    renew = agent_module.renew_lease
+
+    async def renew_unless_cut(client, node, **kwargs):
+        if cut["on"]:
+            raise ConnectionFailed("cannot reach the server")
+        return await renew(client, node, **kwargs)
+
+    monkeypatch.setattr(agent_module, "renew_lease", renew_unless_cut)
+    caplog.set_level(logging.DEBUG, logger="corral.agent.agent")
+    async with running_server(str(tmp_path / "server"), scheduler=False, controllers=False) as server:
+        async with Client(credentials=server.node_credentials("n1")) as client, server.client() as admin:
+            node = Agent(client, ProcessRuntime(str(tmp_path / "agent")), AgentConfig(
+                name="n1", data_dir=str(tmp_path / "agent"), capacity={"cpu": "1", "memory": "1Gi", "pods": "10"},
+                address="127.0.0.1", port=0, throughput_interval_seconds=3600, heartbeat_seconds=30))
+            cut["on"] = True  # the heartbeat loop's first beat fails
+            await node.start()
+            try:
+                def failures() -> list[logging.LogRecord]:
+                    return [r for r in caplog.records if "heartbeat failed" in r.getMessage()]
+
+                for _ in range(50):  # attempts at 0, 0.2 and 0.6 s: not 30 s apart
+                    if len(failures()) >= 3:
+                        break
+                    await asyncio.sleep(0.1)
+                first, second, third = [r.created for r in failures()[:3]]
+                assert second - first >= 0.19 and third - second >= 0.39  # twice as long each time
+                assert [r.levelname for r in failures()[:2]] == ["WARNING", "DEBUG"]  # one warning an outage
+                await admin.patch("nodes", "n1", {"status": {"conditions": [  # as the node controller marks it
+                    {"type": "Ready", "status": "Unknown", "reason": "NodeStatusUnknown",
+                     "lastHeartbeatTime": "2026-01-01T00:00:00Z", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}},
+                    subresource="status", raw=True)
+                cut["on"] = False  # the next attempt, at most 0.8 s away, succeeds
+                for _ in range(30):
+                    ready = next(c for c in (await admin.get("nodes", "n1", raw=True))["status"]["conditions"]
+                                 if c["type"] == "Ready")
+                    if ready["status"] == "True":
+                        break
+                    await asyncio.sleep(0.1)
+                assert ready["status"] == "True"
+                assert any("heartbeat renewed after" in r.getMessage() for r in caplog.records)
+            finally:
+                await node.stop()

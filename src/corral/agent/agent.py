@@ -1,7 +1,7 @@
 """The agent's asyncio shell around the pod state machine.
 
 It registers the Node, renews its Lease and heartbeat every 10 s (less often in a cluster past
-10,000 nodes, as the server lengthens the lease), measures network throughput against the server
+10,000 nodes, as the server lengthens the lease; a failed one is tried again within seconds), measures network throughput against the server
 at start and every 10 minutes, watches the pods bound to it (field selector ``spec.nodeName``),
 feeds every change and every runtime outcome to each pod's :class:`~corral.agent.machine.PodMachine`,
 and carries out the actions the machine returns:
@@ -49,6 +49,10 @@ log = logging.getLogger(__name__)
 # Log requests answered at once (each a stream the API server opened for a user, bounded there per
 # user too); past it, 429 with Retry-After.
 MAX_LOG_STREAMS = 64
+# A heartbeat that failed is tried again after 0.2 s, then twice as long each time up to 7 s (never
+# later than the next heartbeat would be), as kubelet's lease controller retries: a node is Ready
+# again within seconds of the server's return, not a whole interval later.
+RETRY_FIRST, RETRY_MOST = 0.2, 7.0
 
 
 async def _healthz(request: web.Request) -> web.Response:
@@ -201,12 +205,24 @@ class Agent:
                 "lastHeartbeatTime": now, "lastTransitionTime": now}
 
     async def _heartbeat_loop(self) -> None:
+        retry, failing_since = RETRY_FIRST, None
         while True:
             try:
                 await self.heartbeat()
             except (ConnectionFailed, ApiError, OSError) as exc:
-                log.warning("heartbeat failed: %s", exc)
-            await asyncio.sleep(self.heartbeat_interval)
+                if failing_since is None:
+                    failing_since = time.monotonic()
+                    log.warning("heartbeat failed: %s; trying again from %.1fs on, at most %.0fs apart",
+                                exc, retry, RETRY_MOST)
+                else:
+                    log.debug("heartbeat failed again: %s", exc)
+                wait, retry = min(retry, self.heartbeat_interval), min(retry * 2, RETRY_MOST)
+            else:
+                if failing_since is not None:
+                    log.info("heartbeat renewed after %.0fs of failures", time.monotonic() - failing_since)
+                retry, failing_since = RETRY_FIRST, None
+                wait = self.heartbeat_interval
+            await asyncio.sleep(wait)
 
     @property
     def heartbeat_interval(self) -> float:
