@@ -177,10 +177,38 @@ async def test_failures_back_off_doubling_to_the_cap_and_a_watch_that_worked_res
         await until(lambda: len(delays) == 9)
         assert delays == [0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 10.0, 10.0, 0.2]
         records = [(r.levelno, r.getMessage()) for r in caplog.records]
-        assert records[:3] == [(logging.ERROR, "pods informer: a bug; retrying in 0.2s"),
-                               (logging.WARNING, "pods informer: busy; retrying in 0.4s"),
-                               (logging.WARNING, "pods informer: connection refused; retrying in 0.8s")]
+        # A bug is an error each time; the other failures of a run are debug lines after its first
+        # line (this run's first was the bug), and its end is said once.
+        assert records[:2] == [(logging.ERROR, "pods informer: a bug; retrying in 0.2s"),
+                               (logging.INFO, "pods informer: the server answers again after 8 failed attempts")]
+        # The list's six refusals are debug lines; the watch's refusal, once the list answered, is a new outage.
+        assert [r.levelno for r in caplog.records if "refused" in r.getMessage()] == [logging.WARNING]
         assert informer.relists == 1 and informer.keys() == ["team/a"]
+    finally:
+        await informer.stop()
+
+
+async def test_an_outage_is_one_warning_and_its_end_one_line(monkeypatch, caplog):
+    async def fake_sleep(delay):
+        await real_sleep(0)
+
+    monkeypatch.setattr(informer_module.asyncio, "sleep", fake_sleep)
+    refused = ConnectionFailed("connection refused")
+    client = ScriptedClient(lists=[refused, refused, ApiError(503, {"message": "busy"}), ObjectList([], "1"),
+                                   refused, ObjectList([], "1")],
+                            watches=[[Gone(410, {"message": "expired"})], [Gone(410, {"message": "expired"})]])
+    caplog.set_level(logging.DEBUG, logger="corral.client.informer")
+    informer = Informer(client, "pods", raw=True)
+    informer.start()
+    try:
+        await until(lambda: informer.relists == 2)
+        records = [(r.levelno, r.getMessage()) for r in caplog.records if "expired" not in r.getMessage()]
+        assert records[:5] == [
+            (logging.WARNING, "pods informer: connection refused; retrying in 0.2s"),
+            (logging.DEBUG, "pods informer: connection refused; retrying in 0.4s"),
+            (logging.DEBUG, "pods informer: busy; retrying in 0.8s"),
+            (logging.INFO, "pods informer: the server answers again after 3 failed attempts"),
+            (logging.WARNING, "pods informer: connection refused; retrying in 1.6s")]  # a new outage: warned again
     finally:
         await informer.stop()
 

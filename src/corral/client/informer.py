@@ -111,11 +111,16 @@ class Informer:
     async def run(self) -> None:
         delay = self._backoff[0]
         need_list = True
+        failures = 0  # in a row: the first is a warning, the others debug lines (an outage, not a flood)
         while True:
             try:
                 if need_list:
                     await self._relist()
                     need_list = False
+                if failures:
+                    log.info("%s informer: the server answers again after %d failed attempts", self.resource.plural,
+                             failures)
+                    failures = 0
                 async for event in self.client.watch(
                     self.resource, self.namespace, resource_version=self.resource_version,
                     label_selector=self.label_selector, field_selector=self.field_selector, raw=self.raw,
@@ -129,7 +134,11 @@ class Informer:
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # whatever broke, an informer keeps trying: components rely on it
-                level = logging.WARNING if isinstance(exc, (ConnectionFailed, ApiError, OSError)) else logging.ERROR
+                if not isinstance(exc, (ConnectionFailed, ApiError, OSError)):
+                    level = logging.ERROR
+                else:
+                    level = logging.DEBUG if failures else logging.WARNING
+                failures += 1
                 log.log(level, "%s informer: %s; retrying in %.1fs", self.resource.plural, exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._backoff[1])
