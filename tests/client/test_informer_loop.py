@@ -196,19 +196,25 @@ async def test_an_outage_is_one_warning_and_its_end_one_line(monkeypatch, caplog
     refused = ConnectionFailed("connection refused")
     client = ScriptedClient(lists=[refused, refused, ApiError(503, {"message": "busy"}), ObjectList([], "1"),
                                    refused, ObjectList([], "1")],
-                            watches=[[Gone(410, {"message": "expired"})], [Gone(410, {"message": "expired"})]])
+                            watches=[[refused], [refused], [WatchEvent("ADDED", pod("a", "2"), "2"), refused],
+                                     [Gone(410, {"message": "expired"})], [Gone(410, {"message": "expired"})]])
     caplog.set_level(logging.DEBUG, logger="corral.client.informer")
     informer = Informer(client, "pods", raw=True)
     informer.start()
     try:
         await until(lambda: informer.relists == 2)
         records = [(r.levelno, r.getMessage()) for r in caplog.records if "expired" not in r.getMessage()]
-        assert records[:5] == [
+        assert records[:9] == [
             (logging.WARNING, "pods informer: connection refused; retrying in 0.2s"),
             (logging.DEBUG, "pods informer: connection refused; retrying in 0.4s"),
             (logging.DEBUG, "pods informer: busy; retrying in 0.8s"),
-            (logging.INFO, "pods informer: the server answers again after 3 failed attempts"),
-            (logging.WARNING, "pods informer: connection refused; retrying in 1.6s")]  # a new outage: warned again
+            (logging.INFO, "pods informer: the server answers again after 3 failed attempts"),  # the list
+            # The watch refused twice (a watch again each time, no list): still one warning.
+            (logging.WARNING, "pods informer: connection refused; retrying in 1.6s"),
+            (logging.DEBUG, "pods informer: connection refused; retrying in 3.2s"),
+            (logging.INFO, "pods informer: the server answers again after 2 failed attempts"),  # its event
+            (logging.WARNING, "pods informer: connection refused; retrying in 6.4s"),  # a new outage: warned again
+            (logging.DEBUG, "pods informer: connection refused; retrying in 10.0s")]  # the list after the Gone
     finally:
         await informer.stop()
 

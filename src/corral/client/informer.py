@@ -117,16 +117,16 @@ class Informer:
                 if need_list:
                     await self._relist()
                     need_list = False
-                if failures:
-                    log.info("%s informer: the server answers again after %d failed attempts", self.resource.plural,
-                             failures)
-                    failures = 0
+                    failures = self._answered(failures)
                 async for event in self.client.watch(
                     self.resource, self.namespace, resource_version=self.resource_version,
                     label_selector=self.label_selector, field_selector=self.field_selector, raw=self.raw,
                     timeout_seconds=self.watch_timeout,
                 ):
+                    if failures:
+                        failures = self._answered(failures)
                     self._apply(event.type, event.object, event.resource_version)
+                failures = self._answered(failures)
                 delay = self._backoff[0]
             except Gone:
                 log.info("%s: resourceVersion %s expired; relisting", self.resource.plural, self.resource_version)
@@ -142,6 +142,12 @@ class Informer:
                 log.log(level, "%s informer: %s; retrying in %.1fs", self.resource.plural, exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._backoff[1])
+
+    def _answered(self, failures: int) -> int:
+        """The server answered (a list, a watch's event or its end): an outage of ``failures`` is over."""
+        if failures:
+            log.info("%s informer: the server answers again after %d failed attempts", self.resource.plural, failures)
+        return 0
 
     async def _relist(self) -> None:
         listing = await self.client.list(self.resource, self.namespace, label_selector=self.label_selector,
