@@ -188,7 +188,7 @@ async def test_failures_back_off_doubling_to_the_cap_and_a_watch_that_worked_res
         await informer.stop()
 
 
-async def test_an_outage_is_one_warning_and_its_end_one_line(monkeypatch, caplog):
+async def test_an_outage_is_one_warning_its_end_one_line_and_the_next_starts_at_the_shortest_delay(monkeypatch, caplog):
     async def fake_sleep(delay):
         await real_sleep(0)
 
@@ -209,12 +209,13 @@ async def test_an_outage_is_one_warning_and_its_end_one_line(monkeypatch, caplog
             (logging.DEBUG, "pods informer: connection refused; retrying in 0.4s"),
             (logging.DEBUG, "pods informer: busy; retrying in 0.8s"),
             (logging.INFO, "pods informer: the server answers again after 3 failed attempts"),  # the list
-            # The watch refused twice (a watch again each time, no list): still one warning.
-            (logging.WARNING, "pods informer: connection refused; retrying in 1.6s"),
-            (logging.DEBUG, "pods informer: connection refused; retrying in 3.2s"),
+            # The watch refused twice (a watch again each time, no list): still one warning, and the
+            # delays start over, as the server had answered.
+            (logging.WARNING, "pods informer: connection refused; retrying in 0.2s"),
+            (logging.DEBUG, "pods informer: connection refused; retrying in 0.4s"),
             (logging.INFO, "pods informer: the server answers again after 2 failed attempts"),  # its event
-            (logging.WARNING, "pods informer: connection refused; retrying in 6.4s"),  # a new outage: warned again
-            (logging.DEBUG, "pods informer: connection refused; retrying in 10.0s")]  # the list after the Gone
+            (logging.WARNING, "pods informer: connection refused; retrying in 0.2s"),  # a new outage: warned again
+            (logging.DEBUG, "pods informer: connection refused; retrying in 0.4s")]  # the list after the Gone
     finally:
         await informer.stop()
 

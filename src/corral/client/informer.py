@@ -112,22 +112,31 @@ class Informer:
         delay = self._backoff[0]
         need_list = True
         failures = 0  # in a row: the first is a warning, the others debug lines (an outage, not a flood)
+
+        def answered() -> None:
+            """The server answered (a list, a watch's event or its end): an outage is over, and the
+            next one's retries start at the shortest delay again."""
+            nonlocal failures, delay
+            if failures:
+                log.info("%s informer: the server answers again after %d failed attempts", self.resource.plural,
+                         failures)
+            failures, delay = 0, self._backoff[0]
+
         while True:
             try:
                 if need_list:
                     await self._relist()
                     need_list = False
-                    failures = self._answered(failures)
+                    answered()
                 async for event in self.client.watch(
                     self.resource, self.namespace, resource_version=self.resource_version,
                     label_selector=self.label_selector, field_selector=self.field_selector, raw=self.raw,
                     timeout_seconds=self.watch_timeout,
                 ):
                     if failures:
-                        failures = self._answered(failures)
+                        answered()
                     self._apply(event.type, event.object, event.resource_version)
-                failures = self._answered(failures)
-                delay = self._backoff[0]
+                answered()
             except Gone:
                 log.info("%s: resourceVersion %s expired; relisting", self.resource.plural, self.resource_version)
                 need_list = True
@@ -142,12 +151,6 @@ class Informer:
                 log.log(level, "%s informer: %s; retrying in %.1fs", self.resource.plural, exc, delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self._backoff[1])
-
-    def _answered(self, failures: int) -> int:
-        """The server answered (a list, a watch's event or its end): an outage of ``failures`` is over."""
-        if failures:
-            log.info("%s informer: the server answers again after %d failed attempts", self.resource.plural, failures)
-        return 0
 
     async def _relist(self) -> None:
         listing = await self.client.list(self.resource, self.namespace, label_selector=self.label_selector,
