@@ -26,6 +26,7 @@ import aiohttp
 import msgspec
 
 from corral.api.resources import ResourceType, by_kind, lookup
+from corral.client.http1 import Broken, Connections, NotReached
 from corral.pki.kubeconfig import Credentials
 
 __all__ = [
@@ -147,7 +148,8 @@ class Client:
         self._current = 0
         self._timeout = timeout
         self._connections = connections  # at most this many open at once
-        self._session: aiohttp.ClientSession | None = None
+        self._session: aiohttp.ClientSession | None = None  # watches and streams
+        self._http: Connections | None = None  # every other request
         self.credentials = credentials
         self._headers = {"User-Agent": user_agent, "Accept": JSON, **(credentials.headers() if credentials else {})}
         self._ssl = credentials.ssl_context() if credentials is not None else None
@@ -170,9 +172,19 @@ class Client:
             )
         return self._session
 
+    @property
+    def http(self) -> Connections:
+        if self._http is None:
+            self._http = Connections(ssl_context=self._ssl, server_hostname=self._tls_name.get("server_hostname", ""),
+                                     limit=self._connections, headers=self._headers)
+        return self._http
+
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
+        if self._http is not None:
+            http, self._http = self._http, None
+            await http.close()
 
     def use_certificate(self, cert_pem: bytes, key_pem: bytes) -> None:
         """Present a new client certificate (a renewed one) on every connection opened from now on."""
@@ -222,40 +234,38 @@ class Client:
     async def _request_once(self, method: str, path: str, *, params: dict[str, Any] | None,
                             body: Any, content_type: str) -> bytes:
         data = None
-        headers = {}
         if body is not None:
-            data = body if isinstance(body, (bytes, str)) else _encode(body)
-            headers["Content-Type"] = content_type
-        params = {k: str(v).lower() if isinstance(v, bool) else str(v)
-                  for k, v in (params or {}).items() if v is not None and v != ""}
+            data = body if isinstance(body, bytes) else body.encode() if isinstance(body, str) else _encode(body)
+        query = {k: str(v).lower() if isinstance(v, bool) else str(v)
+                 for k, v in params.items() if v is not None and v != ""} if params else None
         idempotent = method in ("GET", "HEAD")
         for attempt in range(len(self.urls)):
             url = self.base_url
             last = attempt == len(self.urls) - 1
             try:
-                async with self.session.request(method, url + path, params=params, data=data, headers=headers,
-                                                timeout=aiohttp.ClientTimeout(total=self._timeout),
-                                                **self._tls_name) as resp:
-                    payload = await resp.read()
-                    self.warnings = [_warning_text(w) for w in resp.headers.getall("Warning", [])]
-                    if resp.status == 429:
-                        raise TooManyRequests(429, _status_of(payload), _retry_after(resp.headers.get("Retry-After")))
-                    if resp.status >= 400:
-                        raise _error(resp.status, payload)
-                    return payload
-            except aiohttp.ClientConnectorError as exc:  # never reached the server: safe to send elsewhere
+                answer = await self.http.request(method, url, path, query, data, content_type, self._timeout)
+            except NotReached as exc:  # never reached the server: safe to send elsewhere
                 self._failed(url)
                 if last:
                     raise _unreachable(self._names(), exc) from None
-            except (aiohttp.ClientConnectionError, aiohttp.ClientPayloadError) as exc:
+                continue
+            except Broken as exc:
                 self._failed(url)
                 if last or not idempotent:
                     raise ConnectionFailed(f"lost the connection to the corral server at {url}: {exc}") from None
-            except asyncio.TimeoutError:
+                continue
+            except TimeoutError:
                 self._failed(url)
                 if last or not idempotent:
                     raise ConnectionFailed(f"the corral server at {url} did not answer in "
                                            f"{self._timeout:.0f}s") from None
+                continue
+            self.warnings = [_warning_text(w) for w in answer.header_values("Warning")]
+            if answer.status == 429:
+                raise TooManyRequests(429, _status_of(answer.body), _retry_after(answer.header("Retry-After")))
+            if answer.status >= 400:
+                raise _error(answer.status, answer.body)
+            return answer.body
         raise AssertionError("unreachable")  # pragma: no cover - the last attempt returns or raises
 
     def _names(self) -> str:
@@ -402,7 +412,7 @@ class Client:
                 raise ConnectionFailed(f"watch of {r.plural} at {url} broke: {exc}") from None
 
 
-def _unreachable(names: str, exc: aiohttp.ClientConnectorError) -> ConnectionFailed:
+def _unreachable(names: str, exc: aiohttp.ClientConnectorError | NotReached) -> ConnectionFailed:
     """The error for a server never reached; a certificate that does not name the host the client
     asked for says how to make it name it."""
     message = f"cannot reach the corral server at {names}: {exc}"
