@@ -181,6 +181,23 @@ def test_the_decision_benchmarks_and_their_profiles_run_from_a_fresh_install(scr
     assert says in proc.stdout
 
 
+def test_the_client_benchmark_measures_the_three_clients_against_a_real_server():
+    """At toy size: the README's client figures come from this script; each client's creates must
+    succeed (a refused create fails the run) and each is measured in every round."""
+    import os
+    import re
+    import subprocess
+    import sys
+
+    proc = subprocess.run([sys.executable, os.path.join("bench", "client_bench.py"), "--requests", "40",
+                           "--concurrency", "4", "--rounds", "2"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    rows = re.findall(r"^(corral Client|bare aiohttp|bare streams) +(\d+) creates/s +client CPU +(\d+) µs",
+                      proc.stdout, re.M)
+    assert [r[0] for r in rows] == ["corral Client", "bare aiohttp", "bare streams"] * 2
+    assert all(int(rate) > 0 and int(cpu) > 0 for _, rate, cpu in rows)
+
+
 def test_the_security_cost_benchmark_compares_the_real_server_with_a_plain_baseline_of_the_same_code():
     """At toy size: #10's figure comes from this script; it must keep running, measure all three
     servers in every round, and measure the baseline over plain HTTP and the real server over TLS."""
