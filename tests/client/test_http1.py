@@ -94,11 +94,16 @@ async def test_a_request_is_written_with_its_path_and_query_encoded_and_its_head
         return reply(json.dumps({"kind": "ConfigMap", "metadata": {"name": "a b"}}).encode())
 
     async with Scripted(answer) as s, Client(s.url, user_agent="probe/1") as c:
-        await c.get("configmaps", "a b%2F?x", "default", raw=True)
+        await c.get("configmaps", "a b%2F", "default", raw=True)
+        await c.request("DELETE", "/api/v1/namespaces/default/configmaps/a?propagationPolicy=Orphan&x=%2F b",
+                        params={"dryRun": "All"})
         await c.list("configmaps", "default", label_selector="app in (a,b),tier!=db", raw=True)
         created = await c.create(cm("x"), "default")
-    get, listing, create = s.requests
-    assert get.startswith(b"GET /api/v1/namespaces/default/configmaps/a%20b%252F%3Fx HTTP/1.1\r\n")
+    get, delete, listing, create = s.requests
+    assert get.startswith(b"GET /api/v1/namespaces/default/configmaps/a%20b%252F HTTP/1.1\r\n")
+    # a query written into the path is kept (its escapes too), and the parameters follow it
+    assert delete.startswith(b"DELETE /api/v1/namespaces/default/configmaps/a?propagationPolicy=Orphan&x=%2F%20b"
+                             b"&dryRun=All HTTP/1.1\r\n")
     assert b"\r\nHost: 127.0.0.1:" in get and b"\r\nUser-Agent: probe/1\r\n" in get
     assert b"labelSelector=app%20in%20%28a%2Cb%29%2Ctier%21%3Ddb" in listing.split(b"\r\n")[0]
     head, body = create.split(b"\r\n\r\n", 1)
@@ -106,7 +111,7 @@ async def test_a_request_is_written_with_its_path_and_query_encoded_and_its_head
     assert b"\r\nContent-Type: application/json\r\nContent-Length: %d" % len(body) in head
     assert json.loads(body)["metadata"]["name"] == "x"
     assert created["metadata"]["name"] == "a b"
-    assert s.connections == 1  # one connection, kept alive across the three
+    assert s.connections == 1  # one connection, kept alive across the four
 
 
 async def test_answers_chunked_or_closing_or_without_a_length_are_read_whole():

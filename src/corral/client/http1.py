@@ -21,6 +21,7 @@ from urllib.parse import quote, urlencode, urlsplit
 __all__ = ["Connections", "Answer", "NotReached", "Broken"]
 
 PATH_SAFE = "/:@!$&'()*+,;=~"  # RFC 3986's pchar and "/": everything else is percent-encoded
+QUERY_SAFE = PATH_SAFE + "?%"  # a query given in the path keeps its own escapes
 LARGE_BODY = 256 * 1024  # bytes: a body this large waits for the socket's buffer to drain
 NO_BODY = (204, 304)
 
@@ -85,9 +86,12 @@ class Connections:
     async def request(self, method: str, base_url: str, path: str, query: dict[str, str] | None,
                       body: bytes | None, content_type: str, timeout: float) -> Answer:
         origin = self._origin(base_url)
+        path, mark, given = path.partition("?")  # a query written into the path, as in any URL
         target = origin.prefix + quote(path, safe=PATH_SAFE)
+        if mark:
+            target += "?" + quote(given, safe=QUERY_SAFE)
         if query:
-            target += "?" + urlencode(query, quote_via=quote)
+            target += ("&" if mark else "?") + urlencode(query, quote_via=quote)
         head = b"%s %s HTTP/1.1\r\nHost: %s\r\n%s" % (method.encode(), target.encode(), origin.host_header, self._fixed)
         if body is not None:
             head += b"Content-Type: %s\r\nContent-Length: %d\r\n\r\n" % (content_type.encode("latin-1"), len(body))
