@@ -30,7 +30,7 @@ def test_a_pod_that_says_nothing_gets_kubernetes_defaults():
         requests=Requests(0, 0, 0, (), 0, 0), node_name="", node_selector={}, required_node_terms=(),
         preferred_node_terms=(), tolerations=(), host_ports=(), images=(), init_images=(), spread=(),
         affinity=(), anti_affinity=(), preferred_affinity=(), preferred_anti_affinity=(), has_controller=False,
-        preemption_policy="PreemptLowerPriority", obj=pod)
+        preemption_policy="PreemptLowerPriority", held=pod)
     assert PodInfo.from_object({}).key == "default/"
 
 

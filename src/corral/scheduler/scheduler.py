@@ -207,8 +207,9 @@ class Scheduler:
             if other_key != key:
                 self.pod_changed(other_key, other)
 
-    def pod_changed(self, key: str, pod: dict[str, Any] | None) -> None:
-        """A pod was added, changed (``pod``) or deleted (``None``)."""
+    def pod_changed(self, key: str, pod: dict[str, Any] | None, raw: bytes | None = None) -> None:
+        """A pod was added, changed (``pod``, decoded from the JSON ``raw`` when given) or deleted
+        (``None``)."""
         self._gang_member(key, pod)
         self.placements.pod_changed(key, pod)
         if pod is None:
@@ -225,7 +226,7 @@ class Scheduler:
         if bound:
             self.queue.delete(key)
             was_counted = key in self.cache.pods
-            self.cache.set_pod(pod)
+            self.cache.set_pod(pod, raw)
             if not was_counted and (spec.get("affinity") or {}):
                 self.queue.on_event(ClusterEvent.POD_ADD)
             elif was_counted and key not in self.cache.pods:  # finished: its room is free

@@ -313,8 +313,9 @@ class Cache:
         cached = self.pods.get(key)
         return cached is not None and cached.assumed
 
-    def set_pod(self, pod: dict[str, Any]) -> None:
-        """A pod from the informer. Bound, non-terminal pods are counted on their node."""
+    def set_pod(self, pod: dict[str, Any], raw: bytes | None = None) -> None:
+        """A pod from the informer. Bound, non-terminal pods are counted on their node, holding
+        ``raw``, the JSON ``pod`` was decoded from, when given (see :attr:`PodInfo.obj`)."""
         meta = pod["metadata"]  # a stored pod always has its namespace, name and uid
         key = f"{meta['namespace']}/{meta['name']}"
         node = (pod.get("spec") or {}).get("nodeName")
@@ -335,14 +336,17 @@ class Cache:
                 # (preemption ranks victims by it), and the object kept is this one (the one it was
                 # assumed with would otherwise be held as long as the pod runs).
                 cached.assumed = False
-                cached.info.obj = pod
+                cached.info.held = pod if raw is None else raw
                 self.columns.start[cached.slot] = start_time(pod)
                 if meta.get("deletionTimestamp") and not cached.terminating:
                     self.mark_terminating(key)
                 return
             self._drop(key)
         self.nominator.clear(key)
-        self._add(PodInfo.from_object(pod), self.table.row_for_pods(node), assumed=False)
+        info = PodInfo.from_object(pod)
+        self._add(info, self.table.row_for_pods(node), assumed=False)
+        if raw is not None:
+            info.held = raw
 
     def remove_pod(self, key: str) -> None:
         self._drop(key)
