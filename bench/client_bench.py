@@ -6,9 +6,9 @@ Starts `corral server --no-scheduler` on a fresh data directory and, from this p
 ``--requests`` ConfigMaps ``--concurrency`` at once over TLS with the admin credential, three ways
 in turn each round: corral's ``Client.create`` (encoding, its HTTP/1.1, decoding the answer), a
 bare aiohttp session posting prebuilt bytes, and bare asyncio streams writing each request as bytes
-on a kept-alive connection (the floor of any Python client). It prints creates/s and this process's
-CPU per request (``time.process_time``); the server shares the machine's cores, so the client's CPU
-also moves the creates/s.
+on a kept-alive connection (the floor of any Python client). It prints creates/s, this process's
+CPU per request (``time.process_time``) and the server's (from ``/proc``); the server shares the
+machine's cores, so the client's CPU also moves the creates/s.
 """
 
 from __future__ import annotations
@@ -36,7 +36,15 @@ def configmap(name: str) -> dict:
     return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v" * 100}}
 
 
-async def measure(label: str, one, requests: int, concurrency: int) -> None:
+def server_cpu(pid: int) -> float:
+    """CPU seconds the server process has used so far (user and system, from ``/proc``)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def measure(label: str, one, args) -> None:
+    requests, concurrency = args.requests, args.concurrency
     slots = asyncio.Semaphore(concurrency)
 
     async def bounded(i: int) -> None:
@@ -44,17 +52,17 @@ async def measure(label: str, one, requests: int, concurrency: int) -> None:
             await one(i)
 
     await asyncio.gather(*(bounded(-1 - i) for i in range(min(50, requests))))  # connections open, caches warm
-    wall, cpu = time.perf_counter(), time.process_time()
+    wall, cpu, served = time.perf_counter(), time.process_time(), server_cpu(args.server_pid)
     await asyncio.gather(*(bounded(i) for i in range(requests)))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    print(f"{label:14s} {requests / wall:7.0f} creates/s   client CPU {1e6 * cpu / requests:5.0f} µs a request",
-          flush=True)
+    served = server_cpu(args.server_pid) - served
+    print(f"{label:14s} {requests / wall:7.0f} creates/s   client CPU {1e6 * cpu / requests:5.0f} µs a request   "
+          f"server CPU {1e6 * served / requests:5.0f}", flush=True)
 
 
 async def corral_client(creds, prefix: str, args) -> None:
     async with Client(credentials=creds, connections=args.concurrency) as client:
-        await measure("corral Client", lambda i: client.create(configmap(f"{prefix}{i}"), "default"),
-                      args.requests, args.concurrency)
+        await measure("corral Client", lambda i: client.create(configmap(f"{prefix}{i}"), "default"), args)
 
 
 async def bare_aiohttp(creds, prefix: str, args) -> None:
@@ -65,7 +73,7 @@ async def bare_aiohttp(creds, prefix: str, args) -> None:
                                     headers={"Content-Type": "application/json"}) as resp:
                 await resp.read()
                 resp.raise_for_status()
-        await measure("bare aiohttp", one, args.requests, args.concurrency)
+        await measure("bare aiohttp", one, args)
 
 
 async def bare_streams(creds, prefix: str, args) -> None:
@@ -89,7 +97,7 @@ async def bare_streams(creds, prefix: str, args) -> None:
         await reader.readexactly(length)
         idle.put_nowait((reader, writer))
 
-    await measure("bare streams", one, args.requests, args.concurrency)
+    await measure("bare streams", one, args)
     while not idle.empty():
         idle.get_nowait()[1].close()
 
@@ -113,6 +121,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="corral-client-bench-") as data:
         server = ServerProcess(data, "--no-scheduler")
         url = server.start()
+        args.server_pid = server.proc.pid
         try:
             uvloop.run(run(client_credentials(url, server.kubeconfig), args))
         finally:

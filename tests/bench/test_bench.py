@@ -192,8 +192,8 @@ def test_the_client_benchmark_measures_the_three_clients_against_a_real_server()
     proc = subprocess.run([sys.executable, os.path.join("bench", "client_bench.py"), "--requests", "40",
                            "--concurrency", "4", "--rounds", "2"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
-    rows = re.findall(r"^(corral Client|bare aiohttp|bare streams) +(\d+) creates/s +client CPU +(\d+) µs",
-                      proc.stdout, re.M)
+    rows = re.findall(r"^(corral Client|bare aiohttp|bare streams) +(\d+) creates/s +client CPU +(\d+) µs"
+                      r" a request +server CPU +\d+$", proc.stdout, re.M)
     assert [r[0] for r in rows] == ["corral Client", "bare aiohttp", "bare streams"] * 2
     assert all(int(rate) > 0 and int(cpu) > 0 for _, rate, cpu in rows)
 

@@ -284,6 +284,32 @@ async def test_discovery_version_openapi_health_and_metrics_answer(http):
         assert "corral_apiserver_requests_total" in text and "corral_store_revision" in text
 
 
+async def test_metrics_count_each_request_by_verb_resource_and_code_and_time_it_by_verb(http):
+    import re
+
+    async def samples() -> dict[str, float]:
+        async with http.get("/metrics") as r:
+            text = await r.text()
+        return {m[1]: float(m[2]) for m in re.finditer(r"^(corral_apiserver_\S+) (\S+)$", text, re.M)}
+
+    def created(code: int) -> str:
+        return f'corral_apiserver_requests_total{{code="{code}",resource="configmaps",verb="create"}}'
+
+    timed = 'corral_apiserver_request_duration_seconds_count{verb="create"}'
+    before = await samples()
+    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "counted"}}
+    for expected in (201, 409, 409):
+        async with http.post("/api/v1/namespaces/default/configmaps", json=cm) as r:
+            assert r.status == expected
+    async with http.get("/api/v1/namespaces/default/configmaps/absent") as r:
+        assert r.status == 404
+    after = await samples()
+    assert after[created(201)] - before.get(created(201), 0) == 1
+    assert after[created(409)] - before.get(created(409), 0) == 2
+    assert after['corral_apiserver_requests_total{code="404",resource="configmaps",verb="get"}'] == 1
+    assert after[timed] - before.get(timed, 0) == 3
+
+
 async def test_a_patch_that_pins_a_stale_resource_version_is_a_conflict_and_changes_nothing(server):
     async with server.client() as c:
         created = await c.create(pod("pinned"), raw=True)

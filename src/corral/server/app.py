@@ -633,8 +633,7 @@ class Server:
         verb = request.get(VERB, "other")
         if self.audit is not None and (request.method not in ("GET", "HEAD") or response.status in (401, 403)):
             self._audit(request, response.status)
-        self.metrics.requests.labels(verb, request.get(RESOURCE, ""), str(response.status)).inc()
-        self.metrics.latency.labels(verb).observe(time.perf_counter() - start)
+        self.metrics.served(verb, request.get(RESOURCE, ""), response.status, time.perf_counter() - start)
         return response
 
     async def _join(self, request: web.Request) -> web.Response:

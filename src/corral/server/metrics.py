@@ -37,6 +37,7 @@ class ServerMetrics:
                                                  "write: recorded while the most were waiting to be", ["controller"],
                                                  registry=self.registry)
         self._followed: dict[tuple, tuple[object, float]] = {}  # see _follow
+        self._served: dict[tuple[str, str, int], tuple[Any, Any]] = {}  # see served
         # The node lifecycle controller's zones, as kube-controller-manager's node_collector_* show them
         zone = ["zone"]  # "region/zone" from the nodes' topology labels (see corral.controllers.nodes.limits)
         self.zone_size = Gauge("corral_node_collector_zone_size", "Nodes in a zone", zone, registry=self.registry)
@@ -50,6 +51,18 @@ class ServerMetrics:
         self.evictions = Counter("corral_node_collector_evictions", "Lost nodes whose pods were evicted", zone,
                                  registry=self.registry)
         self._zones: set[str] = set()
+
+    def served(self, verb: str, resource: str, code: int, seconds: float) -> None:
+        """A request answered: counted by verb, resource and code, its latency by verb. The labelled
+        children are kept here by their labels (``labels()`` checks and looks them up again each
+        time, a fifth of what the metrics cost a request); the labels come from the server's own
+        verbs, resources and codes, so there are few of them."""
+        children = self._served.get((verb, resource, code))
+        if children is None:
+            children = self._served[(verb, resource, code)] = (self.requests.labels(verb, resource, str(code)),
+                                                               self.latency.labels(verb))
+        children[0].inc()
+        children[1].observe(seconds)
 
     def node_zones(self, lifecycle: Any) -> None:
         """The node lifecycle controller's zones as its last pass found them, and its evictions (a
