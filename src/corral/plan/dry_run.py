@@ -86,10 +86,9 @@ def copy_cache(live: Cache) -> Cache:
         copy.set_node(table.objects[int(row)])
     for name, labels in live.namespace_labels.items():
         copy.namespace_labels[name] = dict(labels)
-    for key, cached in live.pods.items():
-        copy._add(cached.info, copy.table.row_for_pods(table.names[cached.row]), assumed=cached.assumed)
-        if cached.terminating:
-            copy.mark_terminating(key)
+    for cached in live.pods.values():  # as the live cache counts it (its object is not read: it may be JSON)
+        copy._add(cached.info, copy.table.row_for_pods(table.names[cached.row]), assumed=cached.assumed,
+                  start=live.columns.start.item(cached.slot), terminating=cached.terminating)
     for nomination in live.nominator.pods.values():
         copy.nominator.nominate(nomination.info, nomination.node)
     copy.budgets = dict(live.budgets)

@@ -416,12 +416,11 @@ async def _run_child(args: argparse.Namespace) -> None:
                     if i == _PODS and not tuned:  # the nodes are in: out of the collector's view
                         collector.start()
                         tuned = True
-                    if value is None:
-                        handlers[i](key, None)
-                    elif i == _PODS:  # a bound pod is held as this JSON (see PodInfo.obj)
-                        handlers[i](key, decode(value), value)
+                    obj = None if value is None else decode(value)
+                    if i == _PODS:  # a bound pod is held as this JSON (see PodInfo.obj)
+                        handlers[i](key, obj, value)
                     else:
-                        handlers[i](key, decode(value))
+                        handlers[i](key, obj)
                 if not started:  # the first frame is the whole state
                     scheduler.start()
                     started = True

@@ -272,11 +272,11 @@ class Cache:
         if sign < 0:
             self.table.release_if_empty(row)
 
-    def _add(self, info: PodInfo, row: int, *, assumed: bool) -> None:
-        obj = info.obj
-        terminating = bool((obj.get("metadata") or {}).get("deletionTimestamp"))
+    def _add(self, info: PodInfo, row: int, *, assumed: bool, start: float, terminating: bool) -> None:
+        """Count ``info`` on ``row``; its start time and whether it is on its way out are the callers'
+        to give (read from the pod object they have, or copied: ``info.obj`` may have to decode)."""
         cached = self.pods[info.key] = CachedPod(info, row, assumed, terminating=terminating)
-        cached.slot = self.columns.add(info.key, info, row, start=start_time(obj), terminating=terminating)
+        cached.slot = self.columns.add(info.key, info, row, start=start, terminating=terminating)
         keys = self.on_row.get(row)
         if keys is None:
             keys = self.on_row[row] = set()
@@ -301,7 +301,9 @@ class Cache:
         if info.key in self.pods:
             raise ValueError(f"pod {info.key} is already in the cache")
         self.nominator.clear(info.key)
-        self._add(info, self.table.row_for_pods(node), assumed=True)
+        obj = info.obj
+        self._add(info, self.table.row_for_pods(node), assumed=True, start=start_time(obj),
+                  terminating=bool((obj.get("metadata") or {}).get("deletionTimestamp")))
 
     def forget(self, key: str) -> None:
         """Un-count an assumed pod whose binding failed."""
@@ -344,9 +346,10 @@ class Cache:
             self._drop(key)
         self.nominator.clear(key)
         info = PodInfo.from_object(pod)
-        self._add(info, self.table.row_for_pods(node), assumed=False)
         if raw is not None:
             info.held = raw
+        self._add(info, self.table.row_for_pods(node), assumed=False, start=start_time(pod),
+                  terminating=bool(meta.get("deletionTimestamp")))
 
     def remove_pod(self, key: str) -> None:
         self._drop(key)

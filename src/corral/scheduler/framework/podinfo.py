@@ -202,8 +202,8 @@ class PodInfo:
         """The pod object, decoded again when it is held as JSON. The scheduler process holds each
         bound pod so: one bytes object instead of the nine dicts and lists of a decoded pod, which
         the garbage collector walks at every pass (at 50,000 pods, 0.4 s of a pass in the middle of
-        a burst) and which take twice the memory. Only preemption, extenders and gangs read bound
-        pods' objects, and they seldom."""
+        a burst) and which take twice the memory. Only preemption, extenders and plans (the pods of
+        a node taken out) read bound pods' objects, and they seldom."""
         held = self.held
         return _decode(held) if type(held) is bytes else held  # type: ignore[return-value]
 
