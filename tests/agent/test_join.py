@@ -47,6 +47,15 @@ async def test_a_wrong_token_is_a_clear_error(server, tmp_path):
                                ca_cert_hash=server.pki.ca.pin)
 
 
+async def test_a_token_pasted_with_a_line_break_is_named_and_not_sent(server, tmp_path):
+    pasted = server.pki.join_token + "\n--ca-cert-hash"
+    with pytest.raises(JoinError) as err:
+        await node_credentials(str(tmp_path / "a"), "w", server=server.url, token=pasted,
+                               ca_cert_hash=server.pki.ca.pin)
+    assert str(err.value) == "--token: the token has a line break; a join token is one line, <id>.<secret>"
+    assert server.pki.join_token not in str(err.value)
+
+
 @pytest.mark.parametrize("token, pin", [(None, "sha256:00"), ("abcdef.0123456789abcdef", None)])
 async def test_joining_needs_both_the_token_and_the_pin(server, tmp_path, token, pin):
     with pytest.raises(JoinError, match="give --token and --ca-cert-hash"):

@@ -183,6 +183,15 @@ def test_a_wrong_token_is_refused_with_one_line_naming_the_kubeconfig(server_pro
     assert proc.stderr == f"error: Unauthorized: is {forged} the kubeconfig of this server, with a valid credential?\n"
 
 
+def test_a_token_with_a_line_break_is_one_line_naming_the_kubeconfig_and_field(tmp_path):
+    pasted = tmp_path / "pasted.kubeconfig"  # a token pasted with the line after it: nothing is sent
+    pasted.write_text(build_kubeconfig("https://127.0.0.1:1", b"", user="admin", token="abcdef.secret\nkind: x"))
+    proc = corral("get", "pods", "--kubeconfig", str(pasted), check=False)
+    assert proc.returncode == 1
+    assert proc.stderr == (f'error: {pasted}: users["admin"].user.token: the token has a line break; a bearer token '
+                           "is one line of printable ASCII characters without spaces\n")
+
+
 @pytest.mark.parametrize(
     "content, expected",
     [

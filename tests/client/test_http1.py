@@ -224,3 +224,18 @@ async def test_a_server_that_does_not_speak_http_is_a_lost_connection():
     async with Scripted(answer) as s, Client(s.url) as c:
         with pytest.raises(ConnectionFailed, match="not an HTTP/1.x answer"):
             await c.request("GET", "/x")
+
+
+async def test_a_credential_with_a_line_break_is_refused_before_anything_is_sent():
+    from corral.pki.kubeconfig import Credentials
+
+    async def answer(head, body, nth):
+        return reply()
+
+    smuggled = "abcdef.0123456789abcdef\r\nX-Injected: yes"  # as a token pasted with a line break would be
+    async with Scripted(answer) as s:
+        async with Client(s.url, credentials=Credentials(s.url, b"", token=smuggled)) as c:
+            with pytest.raises(ValueError) as err:
+                await c.create(cm("x"), "default")
+        assert "Authorization header" in str(err.value) and "0123456789" not in str(err.value)
+        assert s.connections == 0 and s.requests == []

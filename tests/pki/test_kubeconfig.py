@@ -112,3 +112,41 @@ def test_a_credential_with_a_cluster_ca_trusts_that_ca_alone_not_the_systems():
     pinned = Credentials("https://127.0.0.1:7443", ca.cert_pem).ssl_context()
     assert pinned.cert_store_stats()["x509_ca"] == 1  # a public CA cannot vouch for the cluster's server
     assert [c["subject"] for c in pinned.get_ca_certs()] == [((("commonName", "corral-ca"),),)]
+
+
+@pytest.mark.parametrize("user, token_file, flaw", [
+    pytest.param({"token": "abcdef.secret\nmore"}, None, "a line break", id="an inline token with a line break"),
+    pytest.param({"token": "abcdef.secret more"}, None, "a space", id="an inline token with a space"),
+    pytest.param({"token": "abcdef.secr\tet"}, None, "a control character", id="a tab"),
+    pytest.param({"tokenFile": "token"}, b"abcdef.secret\r\nX-Injected: yes\n", "a line break",
+                 id="a token file of two lines"),
+    pytest.param({"tokenFile": "token"}, "abcdef.secr\u00e9t".encode(), "a character that is not ASCII",
+                 id="a token file with a non-ASCII character"),
+])
+def test_a_token_that_cannot_go_in_a_header_is_one_error_naming_the_field_never_the_token(tmp_path, user,
+                                                                                           token_file, flaw):
+    if token_file is not None:
+        (tmp_path / "token").write_bytes(token_file)
+    path = write(tmp_path / "config", yaml.safe_dump({
+        "current-context": "x",
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "clusters": [{"name": "c", "cluster": {"server": "https://h:1"}}],
+        "users": [{"name": "u", "user": user}],
+    }))
+    with pytest.raises(KubeconfigError) as err:
+        load_credentials(path)
+    field = 'users["u"].user.tokenFile' if token_file is not None else 'users["u"].user.token'
+    assert str(err.value).startswith(f"{path}: {field}: the token has {flaw}; ")
+    assert "secret" not in str(err.value) and "secr" not in str(err.value)
+
+
+def test_a_token_file_that_is_not_text_is_named(tmp_path):
+    (tmp_path / "token").write_bytes(b"\xff\xfe\x00binary")
+    path = write(tmp_path / "config", yaml.safe_dump({
+        "current-context": "x",
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "clusters": [{"name": "c", "cluster": {"server": "https://h:1"}}],
+        "users": [{"name": "u", "user": {"tokenFile": "token"}}],
+    }))
+    with pytest.raises(KubeconfigError, match=r'users\["u"\]\.user\.tokenFile: the file is not UTF-8 text'):
+        load_credentials(path)

@@ -21,7 +21,7 @@ import msgspec
 from corral.pki import CA_PATH, JOIN_PATH, NODE_PREFIX, NODES_GROUP
 from corral.pki.ca import ca_pin, can_serve, make_csr, needs_renewal, new_key
 from corral.pki.files import private_dir, write_private
-from corral.pki.kubeconfig import Credentials, build_kubeconfig, load_credentials
+from corral.pki.kubeconfig import Credentials, build_kubeconfig, load_credentials, token_flaw
 
 __all__ = ["JoinError", "node_credentials", "renew", "kubeconfig_path", "request_node_certificate", "fetch_ca"]
 
@@ -114,6 +114,8 @@ async def node_credentials(data_dir: str, node_name: str, *, server: str | None,
     if not token or not ca_cert_hash:
         raise JoinError(f"to join, give --token and --ca-cert-hash (`corral server` prints both; no credential "
                         f"kept in {path} yet)")
+    if flaw := token_flaw(token):
+        raise JoinError(f"--token: the token has {flaw}; a join token is one line, <id>.<secret>")
     ca = await fetch_ca(server, ca_cert_hash)
     cert, key, ca = await _sign(Credentials(server, ca, token=token, source="--token"), node_name)
     log.info("joined %s as system:node:%s", server, node_name)

@@ -78,6 +78,12 @@ class Connections:
         self._ssl = ssl_context
         self._server_hostname = server_hostname or None
         self._slots = asyncio.Semaphore(limit)
+        # A line break in a header would end the request's headers early: the rest would be read as a
+        # request of its own, and the connection's answers would no longer match its requests.
+        for name, value in headers.items():
+            if not (name + value).isprintable() or not (name + value).isascii():
+                raise ValueError(f"the {name} header for the server has a line break or a character HTTP headers "
+                                 "cannot carry (the value is not shown: it may be a credential)")
         self._fixed = "".join(f"{k}: {v}\r\n" for k, v in headers.items()).encode("latin-1")
         self._origins: dict[str, _Origin] = {}
         self._idle: dict[_Origin, list[Stream]] = {}

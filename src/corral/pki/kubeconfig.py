@@ -19,7 +19,7 @@ from typing import Any
 import yaml
 
 __all__ = ["Credentials", "KubeconfigError", "build_kubeconfig", "load_credentials", "default_kubeconfig_path",
-           "MAX_KUBECONFIG_BYTES"]
+           "token_flaw", "MAX_KUBECONFIG_BYTES"]
 
 MAX_KUBECONFIG_BYTES = 1 << 20
 
@@ -152,6 +152,21 @@ class _Merged:
             self.current = (current, path)
 
 
+def token_flaw(token: str) -> str:
+    """What makes ``token`` unfit for an ``Authorization: Bearer`` header ("" if nothing), never
+    quoting it (it is a secret)."""
+    for ch in token:
+        if ch in "\r\n":
+            return "a line break"
+        if ch == " ":
+            return "a space"
+        if not ch.isascii():
+            return "a character that is not ASCII"
+        if not ch.isprintable():
+            return "a control character"
+    return ""
+
+
 def _file(ref: str, key: str, path: str) -> bytes:
     """A file a kubeconfig names, relative to the kubeconfig's own directory."""
     full = os.path.join(os.path.dirname(os.path.abspath(path)), os.path.expanduser(ref))
@@ -209,9 +224,19 @@ def load_credentials(explicit: str | None = None, *, context: str | None = None)
     if not isinstance(server, str) or not server:
         raise KubeconfigError(f'{cluster_file}: clusters["{cluster_name}"].cluster.server must be a URL')
     user, user_file = merged.users.get(user_name, ({}, ctx_file)) if user_name else ({}, ctx_file)
-    token = user.get("token") or ""
+    token, field = str(user.get("token") or ""), f'users["{user_name}"].user.token'
     if not token and user.get("tokenFile"):
-        token = _file(str(user["tokenFile"]), "tokenFile", user_file).decode().strip()
+        field += "File"
+        try:
+            token = _file(str(user["tokenFile"]), "tokenFile", user_file).decode().strip()
+        except UnicodeDecodeError:
+            raise KubeconfigError(f"{user_file}: {field}: the file is not UTF-8 text") from None
+    flaw = token_flaw(token)
+    if flaw:
+        # It goes into an Authorization header: a line break there would end the request's headers
+        # early and leave its body to be read as a request of its own.
+        raise KubeconfigError(f"{user_file}: {field}: the token has {flaw}; a bearer token is one line of "
+                              "printable ASCII characters without spaces")
     return Credentials(
         server=server,
         ca_pem=_data(cluster, "certificate-authority", cluster_file),
