@@ -45,6 +45,7 @@ from corral.server.flowcontrol import (DEFAULT_READS, DEFAULT_WRITES, RETRY_AFTE
 from corral.server.admission import Admission
 from corral.server.agents import AgentConnector
 from corral.server.http.audit import DEFAULT_MAX_BYTES as DEFAULT_AUDIT_MAX_BYTES, AuditLog
+from corral.server.http.refused import request_log
 from corral.server.authn import ANONYMOUS_PATHS, BOOTSTRAPPERS, Authenticator, UserInfo
 from corral.server.authz import Attributes, Decision, NodeAuthorizer, RBACAuthorizer, RememberedAttributes, forbidden
 from corral.server.authz.review import Reviews
@@ -233,7 +234,8 @@ class Server:
                                                  self.cache.count(nodes_prefix)))).admit
         await self._bootstrap()
         app = self.build_app()
-        self._runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # (request_log: a request the HTTP parser refuses is counted, and its bytes never logged)
+        self._runner = web.AppRunner(app, access_log=None, handle_signals=False, logger=request_log)
         await self._runner.setup()
         site = web.TCPSite(self._runner, host, port, backlog=1024, reuse_address=True,
                            ssl_context=self.pki.ssl_context)
