@@ -96,6 +96,13 @@ def test_hollow_nodes_need_a_join_token_their_credential_may_make_or_one_given(s
     assert corral("get", "nodes", kubeconfig=admin).stdout.strip() in ("", "No resources found")
 
 
+def test_a_join_token_with_a_line_break_is_refused_before_anything_starts():
+    refused = corral("sim", "--nodes", "1", "--server", "https://127.0.0.1:1", "--join-token",
+                     "abcdef.0123456789abcdef\n--zones", check=False)
+    assert refused.returncode == 1
+    assert refused.stderr == "error: --join-token: the token has a line break; a join token is one line, <id>.<secret>\n"
+
+
 async def test_hollow_nodes_renew_as_much_less_often_as_the_server_lengthened_their_leases(tmp_path):
     # 8 nodes against a server taking 0.2 renewals/s of 10 s heartbeats: leases 4 × 40 s.
     slow = HeartbeatScale(interval=10.0, max_per_second=0.2)
