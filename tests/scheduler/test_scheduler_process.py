@@ -162,6 +162,29 @@ async def test_the_child_takes_in_changes_and_binds_while_it_answers_a_long_plan
     assert seen == [("bind", "meanwhile"), ("answer", 2000)]
 
 
+async def test_the_childs_event_create_answers_the_count_the_server_stored():
+    """An event the child's recorder forgot and created again: the server adds it to the stored one
+    and the count it now holds comes back to the child (which counts on from it)."""
+    from corral.scheduler.process import ChannelWriter, _decode, _LENGTH
+
+    class Out:
+        def __init__(self) -> None:
+            self.frames: list = []
+
+        def write(self, data: bytes) -> None:
+            self.frames.append(_decode(data[_LENGTH.size:]))
+
+    out = Out()
+    writer = ChannelWriter(out)  # type: ignore[arg-type]
+    created = asyncio.create_task(writer.create_event("default", {"metadata": {"name": "p.abc"}}))
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    [[kind, [[request_id, op, args]]]] = out.frames
+    assert (kind, op, args[0]) == ("requests", "create_event", "default")
+    writer.replied([[request_id, True, 7]])
+    assert await created == 7
+
+
 @pytest.fixture
 def one_core():
     """This process (and so the servers it starts) on one core, as `taskset -c 0` runs it."""

@@ -9,6 +9,7 @@ import logging
 
 import pytest
 
+from corral.api.resources import by_kind
 from corral.client import Client
 from corral.scheduler.cluster import EventRecorder, HttpWriter, InProcessWriter
 from corral.scheduler.framework.podinfo import PodInfo
@@ -157,6 +158,18 @@ async def test_events_are_created_with_defaults_and_their_count_patched(writer, 
     assert got["metadata"]["uid"] and got["metadata"]["creationTimestamp"]
     await w.patch_event(namespace, "p.abc", {"count": 4})
     assert (await c.get("events", "p.abc", namespace, raw=True))["count"] == 4
+
+
+async def test_an_event_created_again_is_added_to_the_one_stored(writer):
+    w, c = writer
+    first = {"apiVersion": "v1", "kind": "Event", "metadata": {"name": "p.abc", "namespace": "default"},
+             "involvedObject": {"kind": "Pod", "name": "p", "namespace": "default"}, "reason": "FailedScheduling",
+             "message": "no", "type": "Warning", "count": 1, "lastTimestamp": "2026-12-06T10:00:00Z"}
+    assert await w.create_event("default", first) == 1
+    again = {**first, "metadata": {"name": "p.abc", "namespace": "default"}, "lastTimestamp": "2026-12-06T10:05:00Z"}
+    assert await w.create_event("default", again) == 2  # a recorder that forgot it, seeing it again
+    got = await c.get("events", "p.abc", "default", raw=True)
+    assert (got["count"], got["lastTimestamp"], got["reason"]) == (2, "2026-12-06T10:05:00Z", "FailedScheduling")
 
 
 async def test_a_framework_built_without_a_binder_refuses_to_bind_with_a_reason():
@@ -348,6 +361,44 @@ async def test_an_event_whose_first_write_failed_is_created_by_the_next_and_in_i
     assert namespaces == ["team", "team"] and w.event_patches == []
     (event,) = w.event_objects
     assert event["metadata"]["namespace"] == "team" and event["count"] == 1
+
+
+async def test_the_recorder_forgets_the_events_least_recently_seen_first():
+    w = RecordingWriter()
+    rec = EventRecorder(w, remember=2)
+    rec.start()
+    try:
+        p, q, r = (PodInfo.from_object(make_pod(n).obj) for n in "pqr")
+        for pod in (p, q, p, r, p):  # r makes three: q, seen longest ago, is forgotten, not p
+            rec.record(pod, "Warning", "FailedScheduling", "0/1 nodes")
+            await rec.drain()
+    finally:
+        await rec.stop()
+    assert [e["involvedObject"]["name"] for e in w.event_objects] == ["p", "q", "r"]
+
+
+async def test_an_event_forgotten_and_seen_again_counts_on_from_the_stored_one(server):
+    clock = FakeClock()
+    rec = EventRecorder(InProcessWriter(server.api), clock=clock, remember=2)
+    rec.start()
+    try:
+        pending, *others = (PodInfo.from_object(make_pod(n).obj) for n in ("pending", "a", "b"))
+        rec.record(pending, "Warning", "FailedScheduling", "0/1 nodes")
+        for other in others:  # a burst of other events: the pending pod's is forgotten
+            rec.record(other, "Normal", "Scheduled", "assigned")
+        await rec.drain()
+        clock.advance(60.0)
+        rec.record(pending, "Warning", "FailedScheduling", "0/1 nodes")  # created again: added to the stored one
+        await rec.drain()
+        clock.advance(300.0)
+        rec.record(pending, "Warning", "FailedScheduling", "0/1 nodes")  # remembered again: a patch, counting on
+        await rec.drain()
+    finally:
+        await rec.stop()
+    await server.api.cache.wait_consistent()
+    (event,) = [r.obj for r in server.api.cache.items(by_kind("Event").store_prefix)
+                if r.obj["involvedObject"]["name"] == "pending"]
+    assert event["count"] == 3 and event["reason"] == "FailedScheduling"
 
 
 async def test_events_are_written_several_at_once_and_a_repeat_meanwhile_only_counts():

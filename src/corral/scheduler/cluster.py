@@ -11,6 +11,7 @@ retry, or "unresolvable" when the pod is gone or already bound elsewhere.
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
 import logging
 from typing import Any, Protocol
@@ -39,7 +40,10 @@ class ClusterWriter(Protocol):
         """Delete gracefully (the pod's own grace period), only the pod with ``pod.uid``; True if it
         was already gone. Other failures raise."""
 
-    async def create_event(self, namespace: str, event: dict[str, Any]) -> None: ...
+    async def create_event(self, namespace: str, event: dict[str, Any]) -> int:
+        """Create ``event``; if an event of its name exists already (its earlier occurrences, which the
+        recorder no longer remembers), add this occurrence to it instead (its ``count`` raised by one,
+        this ``lastTimestamp``). The count the stored event now holds."""
 
     async def patch_object_status(self, kind: str, namespace: str, name: str, patch: dict[str, Any]) -> None:
         """Merge ``patch`` into the status of an object the scheduler reports on (a PodGroup, a Placement)."""
@@ -56,7 +60,7 @@ class InProcessWriter:
         from corral.server.errors import ApiError
         from corral.server.control.leader import NotLeader
         from corral.server.rest import WriteOptions
-        from corral.store import Fenced, StoreError
+        from corral.store import Fenced, KeyExists, StoreError
 
         self.api = api
         self.fence = fence
@@ -64,6 +68,7 @@ class InProcessWriter:
         self._pods, self._events = by_kind("Pod"), by_kind("Event")
         # What a binding may fail with, looked up here once rather than imported at every binding.
         self._errors = (ApiError, NotLeader, Fenced, StoreError)
+        self._exists = KeyExists
 
     async def bind(self, pod: PodInfo, node: str) -> Status:
         try:
@@ -117,11 +122,27 @@ class InProcessWriter:
             raise
         return False
 
-    async def create_event(self, namespace: str, event: dict[str, Any]) -> None:
+    async def create_event(self, namespace: str, event: dict[str, Any]) -> int:
         # An event the scheduler built itself: stored as is, without the API's validation of
         # what users send (it is one write per scheduled pod, on the hot path).
         apply_create_defaults(self._events, event, namespace)
-        await self.api.store.create(self._events.key(namespace, event["metadata"]["name"]), event)
+        name = event["metadata"]["name"]
+        key = self._events.key(namespace, name)
+        for _ in range(2):  # (an event that expired between the create and the read: created again)
+            try:
+                await self.api.store.create(key, event)
+                return 1
+            except self._exists:
+                pass
+            stored = self.api.cache.get(key)
+            if stored is None:  # written a moment ago through another server
+                await self.api.cache.wait_consistent()
+                stored = self.api.cache.get(key)
+            if stored is not None:
+                count = int(stored.obj.get("count") or 1) + 1
+                await self.patch_event(namespace, name, {"count": count, "lastTimestamp": event.get("lastTimestamp")})
+                return count
+        return 1
 
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         await self.api.patch(self._events, namespace, name, patch, "merge", self._opts)
@@ -160,8 +181,24 @@ class HttpWriter:
             return True
         return False
 
-    async def create_event(self, namespace: str, event: dict[str, Any]) -> None:
-        await self.client.create(event, namespace)
+    async def create_event(self, namespace: str, event: dict[str, Any]) -> int:
+        from corral.client.rest import AlreadyExists, NotFound
+
+        name = event["metadata"]["name"]
+        for _ in range(2):  # (an event that expired between the create and the read: created again)
+            try:
+                await self.client.create(event, namespace, raw=True)
+                return 1
+            except AlreadyExists:
+                pass
+            try:
+                stored = await self.client.get("events", name, namespace, raw=True)
+            except NotFound:
+                continue
+            count = int(stored.get("count") or 1) + 1
+            await self.patch_event(namespace, name, {"count": count, "lastTimestamp": event.get("lastTimestamp")})
+            return count
+        return 1
 
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         await self.client.patch("events", name, patch, namespace, raw=True)
@@ -184,11 +221,16 @@ class EventRecorder:
     meanwhile and ~43,000 waited (a queue of 10,000 lost 36,152 of them). A waiting event costs ~200
     bytes; past ``max_pending`` new ones are dropped, counted in ``dropped`` (the metric
     ``corral_scheduler_events_dropped_total``) and logged as a warning at most once per
-    ``warn_interval`` seconds."""
+    ``warn_interval`` seconds.
+
+    The names of the last ``remember`` events seen are kept with their counts (Scheduled events,
+    one a pod, would otherwise fill it without bound); one forgotten and seen again, such as a pending
+    pod's FailedScheduling after a burst of other events, is created again, and the writer adds it to
+    the stored event, whose count it goes on from."""
 
     def __init__(self, writer: ClusterWriter, *, max_pending: int = MAX_PENDING_EVENTS,
                  repeat_interval: float = 300.0, clock=None, component: str = COMPONENT, host: str = "",
-                 writers: int = 16, warn_interval: float = 60.0) -> None:
+                 writers: int = 16, warn_interval: float = 60.0, remember: int = 50_000) -> None:
         import time
 
         self.writer = writer
@@ -196,8 +238,10 @@ class EventRecorder:
         self._clock = clock or time.monotonic
         self._queue = Backlog(max_pending, log, counted_in="; corral_scheduler_events_dropped_total counts them",
                               warn_interval=warn_interval, clock=self._clock)
-        self._counts: dict[str, int] = {}
-        self._written_at: dict[str, float] = {}
+        # The events written, by name, least recently seen first: [count, when last written]. One
+        # forgotten and seen again is created again, which finds it stored and counts on from there.
+        self._seen: collections.OrderedDict[str, list] = collections.OrderedDict()
+        self._remember = remember
         self._repeat_interval = repeat_interval  # a repeat is written at most this often per event
         self._writers = writers
         self._tasks: list[asyncio.Task] = []
@@ -241,12 +285,14 @@ class EventRecorder:
         event_name = f"{name}.{digest}"
         now = now_rfc3339()
         try:
-            count = self._counts.get(event_name)
-            if count is None:
-                self._counts[event_name] = 1  # a repeat taken by another writer meanwhile only counts
-                self._written_at[event_name] = self._clock()
+            seen = self._seen.get(event_name)
+            if seen is None:
+                # [count, when last written]; a repeat taken by another writer meanwhile only counts
+                seen = self._seen[event_name] = [1, self._clock()]
+                if len(self._seen) > self._remember:  # the longest unseen is forgotten
+                    self._seen.popitem(last=False)
                 try:
-                    await self.writer.create_event(ns, {
+                    stored = await self.writer.create_event(ns, {
                         "apiVersion": "v1", "kind": "Event",
                         "metadata": {"name": event_name, "namespace": ns},
                         "involvedObject": {"apiVersion": "v1", "kind": "Pod", "name": name, "namespace": ns,
@@ -257,15 +303,15 @@ class EventRecorder:
                         "reportingComponent": self.component,
                     })
                 except Exception:
-                    self._counts.pop(event_name, None)  # not written: the next one creates it again
+                    if self._seen.get(event_name) is seen:
+                        del self._seen[event_name]  # not written: the next one creates it again
                     raise
+                seen[0] += (stored or 1) - 1  # it existed (forgotten here): counted on from its count
             else:
-                self._counts[event_name] = count + 1
-                if self._clock() - self._written_at.get(event_name, 0.0) >= self._repeat_interval:
-                    self._written_at[event_name] = self._clock()
-                    await self.writer.patch_event(ns, event_name, {"count": count + 1, "lastTimestamp": now})
-            if len(self._counts) > 50_000:
-                self._counts.clear()
-                self._written_at.clear()
+                self._seen.move_to_end(event_name)
+                seen[0] += 1
+                if self._clock() - seen[1] >= self._repeat_interval:
+                    seen[1] = self._clock()
+                    await self.writer.patch_event(ns, event_name, {"count": seen[0], "lastTimestamp": now})
         except Exception as exc:  # events are best effort
             log.debug("event %s/%s not written: %s", ns, event_name, exc)

@@ -337,8 +337,8 @@ class ChannelWriter:
     async def delete_pod(self, pod: Any) -> bool:
         return await self._request("delete_pod", [pod.namespace, pod.name, pod.uid])
 
-    async def create_event(self, namespace: str, event: dict[str, Any]) -> None:
-        await self._request("create_event", [namespace, event])
+    async def create_event(self, namespace: str, event: dict[str, Any]) -> int:
+        return await self._request("create_event", [namespace, event])
 
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         await self._request("patch_event", [namespace, name, patch])
