@@ -23,7 +23,8 @@ from corral.pki.ca import ca_pin, can_serve, make_csr, needs_renewal, new_key
 from corral.pki.files import private_dir, write_private
 from corral.pki.kubeconfig import Credentials, build_kubeconfig, load_credentials, token_flaw
 
-__all__ = ["JoinError", "node_credentials", "renew", "kubeconfig_path", "request_node_certificate", "fetch_ca"]
+__all__ = ["JoinError", "join_token_problem", "node_credentials", "renew", "kubeconfig_path",
+           "request_node_certificate", "fetch_ca"]
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,12 @@ async def request_node_certificate(client, node_name: str) -> tuple[bytes, bytes
     return answer["certificate"].encode(), key_pem, answer["ca"].encode()
 
 
+def join_token_problem(token: str, flag: str) -> str:
+    """Why ``token``, given as ``flag``, cannot go in a request's header ("" if it can), never quoting it."""
+    flaw = token_flaw(token)
+    return f"{flag}: the token has {flaw}; a join token is one line, <id>.<secret>" if flaw else ""
+
+
 async def _sign(creds: Credentials, node_name: str) -> tuple[bytes, bytes, bytes]:
     from corral.client.rest import Client
 
@@ -114,8 +121,8 @@ async def node_credentials(data_dir: str, node_name: str, *, server: str | None,
     if not token or not ca_cert_hash:
         raise JoinError(f"to join, give --token and --ca-cert-hash (`corral server` prints both; no credential "
                         f"kept in {path} yet)")
-    if flaw := token_flaw(token):
-        raise JoinError(f"--token: the token has {flaw}; a join token is one line, <id>.<secret>")
+    if problem := join_token_problem(token, "--token"):
+        raise JoinError(problem)
     ca = await fetch_ca(server, ca_cert_hash)
     cert, key, ca = await _sign(Credentials(server, ca, token=token, source="--token"), node_name)
     log.info("joined %s as system:node:%s", server, node_name)

@@ -51,17 +51,16 @@ async def sim(count, server, address, prefix, capacity, zones, labels, taints, h
     import logging
     import tempfile
 
-    from corral.agent.credentials import JoinError
+    from corral.agent.credentials import JoinError, join_token_problem
     from corral.agent.node_info import FlagError, parse_pairs, parse_taints
     from corral.aio import wait_for_termination
-    from corral.pki.kubeconfig import token_flaw
     from corral.sim.hollow import HollowConfig, HollowNodes
 
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if count < 1:
         raise CliError("--nodes must be at least 1")
-    if join_token and (flaw := token_flaw(join_token)):
-        raise CliError(f"--join-token: the token has {flaw}; a join token is one line, <id>.<secret>")
+    if join_token and (problem := join_token_problem(join_token, "--join-token")):
+        raise CliError(problem)
     zone_list = [f"zone-{i + 1}" for i in range(int(zones))] if zones.isdigit() else [z for z in zones.split(",") if z]
     try:
         taint_list = parse_taints(taints) + ([dict(HOLLOW_TAINT)] if hollow_taint else [])

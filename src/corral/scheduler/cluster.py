@@ -51,6 +51,21 @@ class ClusterWriter(Protocol):
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None: ...
 
 
+async def _create_or_count(writer: Any, namespace: str, event: dict[str, Any]) -> int:
+    """:meth:`ClusterWriter.create_event` for a writer with ``_create_new`` (False: the name exists),
+    ``_stored_count`` (None: no such event) and ``patch_event``."""
+    name = event["metadata"]["name"]
+    for _ in range(2):  # (an event that expired between the create and the read: created again)
+        if await writer._create_new(namespace, event):
+            return 1
+        count = await writer._stored_count(namespace, name)
+        if count is not None:
+            await writer.patch_event(namespace, name, {"count": count + 1,
+                                                       "lastTimestamp": event.get("lastTimestamp")})
+            return count + 1
+    return 1
+
+
 class InProcessWriter:
     """``fence``: the leader's :class:`~corral.server.control.leader.Fence` in a multi-server deployment; each
     binding is then written only while this server's Lease is still current."""
@@ -126,23 +141,22 @@ class InProcessWriter:
         # An event the scheduler built itself: stored as is, without the API's validation of
         # what users send (it is one write per scheduled pod, on the hot path).
         apply_create_defaults(self._events, event, namespace)
-        name = event["metadata"]["name"]
+        return await _create_or_count(self, namespace, event)
+
+    async def _create_new(self, namespace: str, event: dict[str, Any]) -> bool:
+        try:
+            await self.api.store.create(self._events.key(namespace, event["metadata"]["name"]), event)
+            return True
+        except self._exists:
+            return False
+
+    async def _stored_count(self, namespace: str, name: str) -> int | None:
         key = self._events.key(namespace, name)
-        for _ in range(2):  # (an event that expired between the create and the read: created again)
-            try:
-                await self.api.store.create(key, event)
-                return 1
-            except self._exists:
-                pass
+        stored = self.api.cache.get(key)
+        if stored is None:  # written a moment ago through another server
+            await self.api.cache.wait_consistent()
             stored = self.api.cache.get(key)
-            if stored is None:  # written a moment ago through another server
-                await self.api.cache.wait_consistent()
-                stored = self.api.cache.get(key)
-            if stored is not None:
-                count = int(stored.obj.get("count") or 1) + 1
-                await self.patch_event(namespace, name, {"count": count, "lastTimestamp": event.get("lastTimestamp")})
-                return count
-        return 1
+        return None if stored is None else int(stored.obj.get("count") or 1)
 
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         await self.api.patch(self._events, namespace, name, patch, "merge", self._opts)
@@ -182,23 +196,24 @@ class HttpWriter:
         return False
 
     async def create_event(self, namespace: str, event: dict[str, Any]) -> int:
-        from corral.client.rest import AlreadyExists, NotFound
+        return await _create_or_count(self, namespace, event)
 
-        name = event["metadata"]["name"]
-        for _ in range(2):  # (an event that expired between the create and the read: created again)
-            try:
-                await self.client.create(event, namespace, raw=True)
-                return 1
-            except AlreadyExists:
-                pass
-            try:
-                stored = await self.client.get("events", name, namespace, raw=True)
-            except NotFound:
-                continue
-            count = int(stored.get("count") or 1) + 1
-            await self.patch_event(namespace, name, {"count": count, "lastTimestamp": event.get("lastTimestamp")})
-            return count
-        return 1
+    async def _create_new(self, namespace: str, event: dict[str, Any]) -> bool:
+        from corral.client.rest import AlreadyExists
+
+        try:
+            await self.client.create(event, namespace, raw=True)
+            return True
+        except AlreadyExists:
+            return False
+
+    async def _stored_count(self, namespace: str, name: str) -> int | None:
+        from corral.client.rest import NotFound
+
+        try:
+            return int((await self.client.get("events", name, namespace, raw=True)).get("count") or 1)
+        except NotFound:
+            return None
 
     async def patch_event(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
         await self.client.patch("events", name, patch, namespace, raw=True)

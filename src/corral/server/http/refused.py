@@ -3,7 +3,7 @@
 aiohttp logs every request its parser refuses (a header line without its CR, a line too long, a
 method that is not one) at ERROR, with a traceback that quotes the request's bytes: an
 ``Authorization`` header's bearer token among them, and as often as any client cares to send one.
-Corral's aiohttp servers log with :data:`request_log` instead, whose filter turns such a refusal into
+The API server's aiohttp runner logs with :data:`request_log` instead, whose filter turns such a refusal into
 one warning a minute at most: how many there were, where the last came from and what was wrong with
 it, never the bytes. Anything else logged there (a handler that crashed) is left as aiohttp logs it.
 """
