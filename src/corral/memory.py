@@ -27,7 +27,7 @@ import logging
 import time
 from typing import Callable
 
-__all__ = ["release_free_memory", "IdleCollector"]
+__all__ = ["release_free_memory", "IdleCollector", "CollectorMetrics"]
 
 log = logging.getLogger(__name__)
 
@@ -67,15 +67,19 @@ class IdleCollector:
         self._clock, self._cpu = clock, cpu
         self._task: asyncio.Task | None = None
         self._kept = 0  # objects out of view after the last full pass
-        self.passes = self.full_passes = 0
-        self.seconds = 0.0  # spent in passes
+        self.passes = self.full_passes = 0  # steps' passes, and the full ones among them
+        self.starts = 0  # start's own full pass
+        self.seconds = 0.0  # spent in passes, start's included: the process did nothing else meanwhile
 
     def start(self) -> None:
         """Collect once, move everything there is now (what start-up loaded) out of view, and take
         over from the collector's own schedule."""
+        start = time.perf_counter()
         gc.collect()
         gc.freeze()
         gc.disable()
+        self.starts += 1
+        self.seconds += time.perf_counter() - start
         # (a small start counts as young_max: a busy process's first full pass waits for 2 × that)
         self._kept = max(gc.get_freeze_count(), self.young_max)
         if self._task is None:
@@ -117,3 +121,24 @@ class IdleCollector:
         log.debug("collector: %s pass over %d new objects in %.1f ms", ran, young, 1e3 * (time.perf_counter() - start))
         return ran
 
+
+class CollectorMetrics:
+    """An :class:`IdleCollector`'s passes for Prometheus, read when scraped: ``{prefix}_gc_passes_total``
+    by kind (``start``, ``young``, ``full``) and ``{prefix}_gc_pause_seconds_total``, the time the
+    process spent in them and in nothing else."""
+
+    def __init__(self, collector: IdleCollector, prefix: str) -> None:
+        self.collector, self.prefix = collector, prefix
+
+    def collect(self):
+        from prometheus_client.core import CounterMetricFamily
+
+        c = self.collector
+        passes = CounterMetricFamily(f"{self.prefix}_gc_passes", "Passes of the cyclic garbage collector, by kind "
+                                     "(start: when the process took collection over; young: over new objects; full: "
+                                     "over everything)", labels=["kind"])
+        for kind, n in (("start", c.starts), ("young", c.passes - c.full_passes), ("full", c.full_passes)):
+            passes.add_metric([kind], n)
+        yield passes
+        yield CounterMetricFamily(f"{self.prefix}_gc_pause_seconds", "Time spent in the cyclic garbage collector's "
+                                  "passes, during which the process did nothing else", value=c.seconds)

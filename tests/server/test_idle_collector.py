@@ -10,7 +10,7 @@ import weakref
 
 import pytest
 
-from corral.memory import IdleCollector
+from corral.memory import CollectorMetrics, IdleCollector
 
 
 class Node:
@@ -91,6 +91,26 @@ async def test_a_busy_process_runs_a_full_pass_only_once_what_is_kept_has_double
     rest = [[i] for i in range(int(collector._kept * 0.5))]
     assert collector.step(idle=False) == "full"
     del half, rest
+
+
+async def test_the_passes_of_each_kind_and_their_time_are_counted_for_prometheus(collector):
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    registry = CollectorRegistry()
+    registry.register(CollectorMetrics(collector, "corral_test"))
+
+    after_start = registry.get_sample_value("corral_test_gc_pause_seconds_total")
+    assert registry.get_sample_value("corral_test_gc_passes_total", {"kind": "start"}) == 1 and after_start > 0
+    keep = [[i] for i in range(5_000)]
+    assert collector.step(idle=True) == "young"
+    grown = [[i] for i in range(int(collector._kept * collector.growth) + 1)]
+    assert collector.step(idle=True) == "full"
+    counts = {kind: registry.get_sample_value("corral_test_gc_passes_total", {"kind": kind})
+              for kind in ("start", "young", "full")}
+    assert counts == {"start": 1, "young": 1, "full": 1}
+    assert registry.get_sample_value("corral_test_gc_pause_seconds_total") > after_start
+    assert b"# TYPE corral_test_gc_passes_total counter" in generate_latest(registry)
+    del keep, grown
 
 
 async def test_the_process_is_idle_when_its_cpu_time_was_under_a_quarter_of_the_time_that_passed(monkeypatch):

@@ -735,14 +735,17 @@ def _stamp_order(stamp: str) -> str:
         return "~"  # after every date: never expired on a guess
 
 
-def tune_gc_for_server() -> Any:
+def tune_gc_for_server(registry: Any = None) -> Any:
     """For a long-running server process, once start-up has loaded the watch cache and the
     scheduler's tables: the cyclic garbage collector runs when the process is idle, and looks at each
-    object once (:class:`corral.memory.IdleCollector`, which it returns, started)."""
-    from corral.memory import IdleCollector
+    object once (:class:`corral.memory.IdleCollector`, which it returns, started); its passes are
+    ``corral_server_gc_*`` in ``registry``."""
+    from corral.memory import CollectorMetrics, IdleCollector
 
     collector = IdleCollector()
     collector.start()
+    if registry is not None:
+        registry.register(CollectorMetrics(collector, "corral_server"))
     return collector
 
 
@@ -750,7 +753,7 @@ async def serve_forever(config: ServerConfig, *, ready_message: bool = True) -> 
     """Run a server until SIGINT/SIGTERM: what ``corral server`` does."""
     server = Server(config)
     await server.start()
-    collector = tune_gc_for_server()
+    collector = tune_gc_for_server(server.metrics.registry)
     if ready_message:
         everywhere = " and every other address of this machine" if is_wildcard(_split_address(config.address)[0]) else ""
         print(f"corral server listening on {server.url}{everywhere} (store: {config.resolved_store_url()})", flush=True)
