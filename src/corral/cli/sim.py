@@ -86,7 +86,7 @@ async def sim(count, server, address, prefix, capacity, zones, labels, taints, h
                     data.cleanup()
                     raise CliError(f"cannot serve on {listen}: {exc.strerror or exc}; choose another --address "
                                    "(HOST:0 for any free port)") from None
-        collector = tune_gc_for_server()  # noqa: F841 (runs until sim stops)
+        collector = tune_gc_for_server(embedded.metrics.registry)  # noqa: F841 (runs until sim stops)
         click.echo(f"corral server (in-process) listening on {embedded.url}; admin kubeconfig: "
                    f"{embedded.pki.admin_kubeconfig} (removed when sim stops)")
     try:

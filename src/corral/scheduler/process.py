@@ -420,9 +420,9 @@ async def _run_child(args: argparse.Namespace) -> None:
                     else:
                         handlers[i](key, obj)
                 if not started:  # the first frame is the whole state: out of the collector's view
-                    # (before scheduling, not at the first pod: there its full pass was a pause of
-                    # 40 ms at 5,000 nodes and 0.28 s at 50,000 in a burst's first second; nodes that
-                    # join later are looked at when the process is idle)
+                    # (before scheduling, not at the first pod, which its full pass held up: 40 ms
+                    # at 5,000 nodes, 0.28 s at 50,000; nodes that join later are looked at when
+                    # the process is idle)
                     collector.start()
                     scheduler.start()
                     started = True
