@@ -111,6 +111,43 @@ def test_the_scheduler_process_takes_the_collector_over_with_its_state_not_at_th
     assert _counter(asyncio.run(_metrics(split_server)), started) == 1  # the first pods ran none
 
 
+def test_ctrl_c_in_the_servers_terminal_stops_the_server_and_its_scheduler_process_without_a_restart(tmp_path):
+    """A Ctrl-C reaches every process of the terminal's foreground group, the scheduler process too,
+    which may take it before the server does: it leaves stopping to the server, so the server does not
+    take its end for a crash to recover from (`make up`, then Ctrl-C, had logged "the scheduler process
+    exited (code 0); starting another in 1 s" as it stopped)."""
+    import subprocess
+    import time
+
+    from corral.testing.process import child_env, free_port
+
+    data = tmp_path / "cluster"
+    data.mkdir()
+    log_path = data / "server.log"
+    with open(log_path, "wb") as log:  # in a process group of its own, as a terminal's job is
+        server = subprocess.Popen([sys.executable, "-m", "corral", "server", "--data-dir", str(data),
+                                   "--address", f"127.0.0.1:{free_port()}", "--scheduler-process", "--local-agent"],
+                                  stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=child_env(),
+                                  start_new_session=True)
+    try:
+        proc = ServerProcess(str(data))
+        proc.proc = server
+        wait_for(lambda: "listening on" in log_path.read_text(), timeout=60, what="the server to listen")
+        [child] = wait_for(lambda: scheduler_children(proc), timeout=30, what="the scheduler process")
+        time.sleep(1)  # its first frame taken in
+        os.kill(child, signal.SIGINT)  # the child first: the order that a loaded machine showed
+        time.sleep(1)
+        assert not _zombie(child) and scheduler_children(proc) == [child]
+        os.killpg(server.pid, signal.SIGINT)
+        assert server.wait(30) == 0
+        assert _zombie(child) or not os.path.exists(f"/proc/{child}")
+        assert "the scheduler process exited" not in log_path.read_text()
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait()
+
+
 def test_a_scheduler_process_that_dies_is_started_again_and_places_what_came_meanwhile(split_server, tmp_path):
     kc = split_server.kubeconfig
     [first] = wait_for(lambda: scheduler_children(split_server), what="the scheduler process")

@@ -27,6 +27,7 @@ import asyncio
 import itertools
 import logging
 import os
+import signal
 import struct
 import sys
 from typing import Any
@@ -450,12 +451,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--max-node-heartbeats", type=float, required=True)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="scheduler process: %(levelname)s %(name)s: %(message)s")
-    try:
-        import uvloop
+    # A Ctrl-C in the server's terminal reaches this process too: the server stops it (by closing its
+    # input) as it stops, where an end of its own here would read as a crash to start another after.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    import uvloop
 
-        uvloop.run(_run_child(args))
-    except KeyboardInterrupt:
-        pass
+    uvloop.run(_run_child(args))
 
 
 if __name__ == "__main__":
