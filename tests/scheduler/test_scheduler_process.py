@@ -135,7 +135,7 @@ def test_ctrl_c_in_the_servers_terminal_stops_the_server_and_its_scheduler_proce
         wait_for(lambda: "listening on" in log_path.read_text(), timeout=60, what="the server to listen")
         [child] = wait_for(lambda: scheduler_children(proc), timeout=30, what="the scheduler process")
         time.sleep(1)  # its first frame taken in
-        os.kill(child, signal.SIGINT)  # the child first: the order that a loaded machine showed
+        os.kill(child, signal.SIGINT)  # the child first: the order in which make up logged the restart
         time.sleep(1)
         assert not _zombie(child) and scheduler_children(proc) == [child]
         os.killpg(server.pid, signal.SIGINT)
