@@ -12,6 +12,7 @@ import pytest
 
 from corral.testing import ServerProcess
 from tests.cli.test_cli import corral
+from tests.controllers.nodes.test_eviction_limits import metrics
 from tests.scheduler.test_end_to_end import (_metrics, manifests, node, place_four_pods_and_one_too_big, pod,
                                              pod_nodes, wait_for)
 
@@ -81,34 +82,26 @@ def _zombie(pid: int) -> bool:
         return True
 
 
-def _counter(metrics: str, sample: str) -> float | None:
-    """The value of one sample (name and labels as exposed) in a /metrics text, or None."""
-    for line in metrics.splitlines():
-        if line.startswith(sample + " "):
-            return float(line.rsplit(" ", 1)[1])
-    return None
-
-
 def test_the_scheduler_process_takes_the_collector_over_with_its_state_not_at_the_first_pod(split_server, tmp_path):
     """Each process runs one full collection when it takes the cyclic collector over; the scheduler
     process does so once its state is in, not in the middle of the first pods it schedules (there it
     was a pause of 0.28 s at 50,000 nodes). The passes and their time are in the server's /metrics."""
     kc = split_server.kubeconfig
     corral("apply", "-f", manifests(tmp_path, node("node-a"), node("node-b")), kubeconfig=kc)
-    started = 'corral_scheduler_gc_passes_total{kind="start"}'
-    metrics = wait_for(lambda: (lambda m: m if _counter(m, started) else None)(asyncio.run(_metrics(split_server))),
-                       what="the scheduler process's collector to start, before any pod")
-    assert _counter(metrics, started) == 1
-    assert _counter(metrics, 'corral_server_gc_passes_total{kind="start"}') == 1
-    assert _counter(metrics, "corral_scheduler_gc_pause_seconds_total") > 0
-    assert _counter(metrics, "corral_server_gc_pause_seconds_total") > 0
+    passes, started = "corral_scheduler_gc_passes_total", '{kind="start"}'
+    text = wait_for(lambda: (lambda m: m if metrics(m, passes).get(started) else None)(
+        asyncio.run(_metrics(split_server))), what="the scheduler process's collector to start, before any pod")
+    assert metrics(text, passes)[started] == 1
+    assert metrics(text, "corral_server_gc_passes_total")[started] == 1
+    assert metrics(text, "corral_scheduler_gc_pause_seconds_total")[""] > 0
+    assert metrics(text, "corral_server_gc_pause_seconds_total")[""] > 0
     for kind in ("young", "full"):
-        assert _counter(metrics, f'corral_scheduler_gc_passes_total{{kind="{kind}"}}') is not None
+        assert f'{{kind="{kind}"}}' in metrics(text, passes)
 
     corral("apply", "-f", manifests(tmp_path, *[pod(f"web-{i}", "100m") for i in range(3)]), kubeconfig=kc)
     wait_for(lambda: all(pod_nodes(kc).get(f"web-{i}", "<none>") != "<none>" for i in range(3)),
              what="the pods to be placed")
-    assert _counter(asyncio.run(_metrics(split_server)), started) == 1  # the first pods ran none
+    assert metrics(asyncio.run(_metrics(split_server)), passes)[started] == 1  # the first pods ran none
 
 
 def test_ctrl_c_in_the_servers_terminal_stops_the_server_and_its_scheduler_process_without_a_restart(tmp_path):

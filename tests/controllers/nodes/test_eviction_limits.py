@@ -194,10 +194,10 @@ async def test_the_limits_are_settings(make):
 
 
 def metrics(text: str, name: str) -> dict[str, float]:
-    """``name``'s samples in a /metrics text, by their labels (as written)."""
+    """``name``'s samples in a /metrics text, by their labels (as written; "" for a sample without)."""
     found = {}
     for line in text.splitlines():
-        if line.startswith(name + "{"):
+        if line.startswith((name + "{", name + " ")):
             labels, value = line[len(name):].rsplit(" ", 1)
             found[labels] = float(value)
     return found
